@@ -1,0 +1,46 @@
+# ksmith: `make dataset` runs the pipeline on the embedded default, `make test` runs every test.
+# Both set up what they need (Rust build, the Python environment) on a fresh machine.
+
+CARGO    ?= cargo
+CONFIG   ?= configs/default.toml
+WORKDIR  ?= work
+KSMITH_VENV ?= $(HOME)/.cache/ksmith/venv
+export KSMITH_VENV
+PYTHON   := $(KSMITH_VENV)/bin/python
+KSMITH   := target/release/ksmith
+
+.PHONY: all build venv dataset test test-rust test-python lint bench clean
+
+all: build
+
+## The Python environment (torch, triton), cached outside the clone and reused.
+venv:
+	scripts/setup-python.sh
+
+build:
+	$(CARGO) build --release -p ksmith-cli
+
+## Runs every stage on the configured sources (default: the sample corpus under data/).
+dataset: venv build
+	$(KSMITH) run --config $(CONFIG) --workdir $(WORKDIR)
+
+## Every test: formatting, lints, Rust unit and integration tests, Python tests.
+test: venv lint test-rust test-python
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test-rust:
+	$(CARGO) test --workspace
+
+test-python:
+	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; fi
+
+## Benchmarks; each prints a table.
+bench: venv
+	$(CARGO) bench --workspace
+
+clean:
+	$(CARGO) clean
+	rm -rf $(WORKDIR)

@@ -1,0 +1,192 @@
+//! The evaluator contract: what the evolution engine asks and what it gets back.
+//!
+//! The engine (`ksmith-evolve`) is generic over [`Evaluator`]; `ksmith-eval` implements it with a
+//! pool of Python workers (one per GPU, or the Triton interpreter on CPU) or a remote endpoint;
+//! only the CLI picks the implementation. These types are plain data, serializable, so they can
+//! be stored in `steps.parquet` and sent over the worker protocol's Rust side unchanged.
+
+use serde::{Deserialize, Serialize};
+
+/// The verdict on a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalStatus {
+    /// Refused before running by the static checks (no Triton kernel, forbidden constructs).
+    StaticRejected,
+    /// Import, `@triton.jit` compilation or construction of `ModelNew` failed.
+    CompileError,
+    /// It raised while running.
+    RuntimeError,
+    /// It ran past the time limit.
+    Timeout,
+    /// It ran, but outputs differ from the reference (or have the wrong type, shape or dtype).
+    Incorrect,
+    /// It cheats; [`EvalResult::hack`] says how.
+    Hacked,
+    /// Correct on every trial.
+    Correct,
+}
+
+/// The ways a candidate can cheat; each has its own status detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HackKind {
+    /// No Triton kernel was launched: the work was done by PyTorch operators.
+    TorchFallback,
+    /// Triton kernels ran but did only a small share of the GPU work (decoy kernels).
+    DecoyKernel,
+    /// A `try`/`except` path falls back to PyTorch.
+    TryExceptFallback,
+    /// Work was launched on a side stream to escape timing.
+    SideStream,
+    /// Work was left to a background thread or process.
+    BackgroundThread,
+    /// Outputs were cached across calls instead of computed.
+    OutputCaching,
+    /// Timers, synchronization or library functions were monkeypatched.
+    TimerPatch,
+    /// The output is a lazy or subclassed tensor.
+    LazyOutput,
+    /// The computation ran in lower precision than the reference.
+    PrecisionDowngrade,
+    /// The candidate modified its inputs.
+    InputMutation,
+    /// An output aliases an input or a parameter.
+    OutputAliasing,
+    /// The candidate tried to reach outside its sandbox (files, network, processes).
+    SandboxEscape,
+}
+
+/// Error statistics of one output tensor against the reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputError {
+    /// Index of the output.
+    pub index: u32,
+    /// Maximum absolute error.
+    pub max_abs: f64,
+    /// Mean absolute error.
+    pub mean_abs: f64,
+    /// Maximum relative error.
+    pub max_rel: f64,
+    /// Mean relative error.
+    pub mean_rel: f64,
+}
+
+/// How a runtime was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimingMethod {
+    /// Replay of a captured CUDA graph.
+    CudaGraph,
+    /// CUDA events around each call (graph capture did not work).
+    CudaEvent,
+    /// No GPU (Triton interpreter): timings are meaningless and not reported.
+    NotMeasured,
+}
+
+/// A runtime measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Median over the kept samples, in milliseconds.
+    pub median_ms: f64,
+    /// Inter-quartile range of the kept samples, in milliseconds.
+    pub iqr_ms: f64,
+    /// Coefficient of variation of the kept samples.
+    pub cv: f64,
+    /// Samples kept after outlier trimming.
+    pub samples: u32,
+    /// How it was measured.
+    pub method: TimingMethod,
+    /// The L2 cache policy, e.g. `flushed` or `warm`.
+    pub l2_policy: String,
+}
+
+/// The machine an evaluation ran on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hardware {
+    /// GPU name, or `cpu (triton interpreter)`.
+    pub device: String,
+    /// Driver version, when there is a GPU.
+    pub driver: Option<String>,
+    /// torch version.
+    pub torch: String,
+    /// triton version.
+    pub triton: String,
+}
+
+/// What to evaluate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRequest {
+    /// The task the candidate solves (reference timings are cached per task and GPU).
+    pub task_id: String,
+    /// The reference program: `Model`, `get_inputs()`, `get_init_inputs()`.
+    pub reference: String,
+    /// The candidate program defining `ModelNew` with Triton kernels.
+    pub candidate: String,
+    /// Whether to time (false gives correctness only).
+    pub measure: bool,
+}
+
+/// The structured result, fed back into the next prompt and stored with the step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalResult {
+    /// The verdict.
+    pub status: EvalStatus,
+    /// How it cheats, when `status` is `Hacked`.
+    pub hack: Option<HackKind>,
+    /// Error output, trimmed (never redacted).
+    pub error_log: String,
+    /// Error statistics per output (from the worst trial).
+    pub errors: Vec<OutputError>,
+    /// Correctness trials passed and run.
+    pub trials_passed: u32,
+    /// Correctness trials run.
+    pub trials: u32,
+    /// Candidate runtime.
+    pub candidate_timing: Option<Timing>,
+    /// Reference (PyTorch eager) runtime, measured in the same session.
+    pub reference_timing: Option<Timing>,
+    /// Reference median over candidate median, when both were measured.
+    pub speedup: Option<f64>,
+    /// Non-fatal findings of the static checks.
+    pub warnings: Vec<String>,
+    /// Where it ran.
+    pub hardware: Hardware,
+    /// Wall time of the evaluation, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+impl EvalResult {
+    /// True when the candidate is correct.
+    pub fn is_correct(&self) -> bool {
+        self.status == EvalStatus::Correct
+    }
+}
+
+/// Why an evaluation could not be carried out at all (as opposed to a candidate that fails,
+/// which is an [`EvalResult`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The Python environment or worker could not start.
+    #[error("evaluator unavailable: {0}")]
+    Unavailable(String),
+    /// The worker spoke something other than the protocol.
+    #[error("evaluator protocol error: {0}")]
+    Protocol(String),
+    /// The reference program itself does not run; the task is broken, not the candidate.
+    #[error("reference program of task {task_id} does not run: {message}")]
+    BrokenReference {
+        /// The task.
+        task_id: String,
+        /// The error.
+        message: String,
+    },
+}
+
+/// Something that evaluates candidates. Implementations are shared between threads: many
+/// rollouts call [`Evaluator::evaluate`] at once and the implementation schedules them.
+pub trait Evaluator: Send + Sync {
+    /// Evaluates one candidate against its reference.
+    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError>;
+}

@@ -1,0 +1,55 @@
+//! Core of ksmith: the types every stage shares.
+//!
+//! ksmith turns public PyTorch code into training data for models that write GPU kernels. The
+//! pipeline is a chain of stages (crawl, extract, probe, dedup, cluster, rollout, select,
+//! export); each stage is a function from typed tables to typed tables. This crate holds what
+//! the stages have in common and nothing else:
+//!
+//! - [`config`]: the one TOML configuration file, its `[run]` and `[[source]]` sections, and
+//!   typed access to each stage's own section ([`config::Config::section`]).
+//! - [`table`]: Parquet table I/O. Each table is a row struct implementing [`table::Table`];
+//!   files are written atomically (temporary file, fsync, rename), compressed with zstd and carry
+//!   their schema version and the stage fingerprint in the file metadata.
+//! - [`tables`]: the row types of every table, which are the API between stages.
+//! - [`fingerprint`]: stage fingerprints (hash of the inputs' fingerprints, the stage's config
+//!   section and the stage's code version), so a re-run with nothing changed does no work.
+//! - [`ids`]: content hashes used as stable ids.
+//! - [`evaluation`] and [`chat`]: the contracts between the evolution engine and the
+//!   evaluator and teacher implementations, which only the CLI wires together.
+//! - [`python_env`]: where the Python interpreter with torch and triton is found.
+//! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
+//!   thread count, progress and log output) and the counters it returns.
+//!
+//! Invariants: this crate does no network or subprocess I/O and knows nothing about Python,
+//! git or GPUs. Stage crates depend on it and never on each other.
+//!
+//! # Example
+//!
+//! ```
+//! use ksmith_core::table::{read_table, write_table};
+//! use ksmith_core::tables::RepoRow;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("repos.parquet");
+//! let row = RepoRow::failed("demo", "file:///nowhere", "no such repository");
+//! write_table(&path, &[row.clone()], "fp-1")?;
+//! let back: Vec<RepoRow> = read_table(&path)?;
+//! assert_eq!(back, vec![row]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod chat;
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod evaluation;
+pub mod fingerprint;
+pub mod ids;
+pub mod progress;
+pub mod python_env;
+pub mod report;
+pub mod table;
+pub mod tables;
+
+pub use error::{Error, Result};

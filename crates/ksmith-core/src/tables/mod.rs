@@ -1,0 +1,19 @@
+//! The row types of every table: the API between stages.
+//!
+//! One file per table. A row type is a plain struct with public fields; its Arrow schema is
+//! traced from the type (see [`crate::table`]). Changing a field means bumping the table's
+//! `SCHEMA_VERSION`.
+
+mod clusters;
+mod dedup;
+mod modules;
+mod probes;
+mod repos;
+mod tasks;
+
+pub use clusters::ClusterRow;
+pub use dedup::{DedupMethod, DedupRow};
+pub use modules::{ModuleRow, ModuleStatus};
+pub use probes::{ProbeRow, ProbeStatus};
+pub use repos::{RepoRow, RepoStatus, SkippedFile, SourceKind};
+pub use tasks::TaskRow;
