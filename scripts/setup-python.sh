@@ -21,8 +21,15 @@ print(f"ksmith venv ok: torch {torch.__version__}, triton {triton.__version__}, 
 PY
 }
 
-if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    if check; then exit 0; fi
+if [[ -x "$venv/bin/python" && -f "$stamp" ]]; then
+    if [[ "$(cat "$stamp")" == "$want" ]] && check; then exit 0; fi
+    # Requirements changed (or an import broke): update the existing environment in place,
+    # which downloads only what changed, before falling back to a rebuild.
+    echo "updating the ksmith Python environment in $venv" >&2
+    if "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$req" && check; then
+        echo "$want" > "$stamp"
+        exit 0
+    fi
     echo "ksmith venv at $venv is broken; rebuilding" >&2
 fi
 
@@ -34,5 +41,5 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$req"
-echo "$want" > "$stamp"
 check
+echo "$want" > "$stamp"
