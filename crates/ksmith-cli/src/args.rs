@@ -1,0 +1,89 @@
+//! Command-line arguments.
+//!
+//! The contract, kept stable: `ksmith <stage> --config FILE --workdir DIR` for each stage and
+//! `ksmith run` for all stages in order.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::stages::Stage;
+
+/// ksmith: synthesizes training data for LLMs that write and optimize GPU kernels.
+#[derive(Debug, Parser)]
+#[command(name = "ksmith", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Configuration file (TOML); the embedded default (configs/default.toml) when absent.
+    #[arg(long, short = 'c', global = true)]
+    pub config: Option<PathBuf>,
+    /// Work directory for tables, mirrors and reports (overrides `[run] workdir`).
+    #[arg(long, short = 'w', global = true)]
+    pub workdir: Option<PathBuf>,
+    /// Worker threads for CPU stages (overrides `[run] threads`; 0 means one per core).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+    /// No progress bars or informational lines; warnings and errors only.
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+    /// Re-run stages even when their outputs are up to date.
+    #[arg(long, global = true)]
+    pub force: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Clone or fetch the configured sources and pin their commits: repos.parquet.
+    Crawl(#[command(flatten)] Common),
+    /// Find nn.Module classes and emit self-contained programs: modules.parquet.
+    Extract(#[command(flatten)] Common),
+    /// Run every program, repair its arguments, keep what runs: probes.parquet.
+    Probe(#[command(flatten)] Common),
+    /// Drop duplicates and benchmark contamination: dedup.parquet.
+    Dedup(#[command(flatten)] Common),
+    /// Embed, cluster and pick tasks: clusters.parquet, tasks.parquet.
+    Cluster(#[command(flatten)] Common),
+    /// Evolve kernels with a teacher LLM and GPU evaluators: steps.parquet.
+    Rollout(#[command(flatten)] Common),
+    /// Run every stage in order.
+    Run(#[command(flatten)] Common),
+    /// Check the configuration (every stage's section) and print the resolved settings.
+    Check(#[command(flatten)] Common),
+}
+
+impl Command {
+    /// The options of the subcommand.
+    pub fn common(&self) -> &Common {
+        match self {
+            Command::Crawl(c)
+            | Command::Extract(c)
+            | Command::Probe(c)
+            | Command::Dedup(c)
+            | Command::Cluster(c)
+            | Command::Rollout(c)
+            | Command::Run(c)
+            | Command::Check(c) => c,
+        }
+    }
+
+    /// The single stage the subcommand runs, if it is a stage subcommand.
+    pub fn stage(&self) -> Option<Stage> {
+        match self {
+            Command::Crawl(_) => Some(Stage::Crawl),
+            Command::Extract(_) => Some(Stage::Extract),
+            Command::Probe(_) => Some(Stage::Probe),
+            Command::Dedup(_) => Some(Stage::Dedup),
+            Command::Cluster(_) => Some(Stage::Cluster),
+            Command::Rollout(_) => Some(Stage::Rollout),
+            Command::Run(_) | Command::Check(_) => None,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Loading the configuration, building the stage context and running stages in order.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use ksmith_core::config::Config;
+use ksmith_core::context::StageContext;
+use ksmith_core::progress::ProgressMode;
+
+use crate::args::{Cli, Command, Common};
+use crate::stages::{Stage, StageConfigs};
+
+/// The embedded default configuration (`configs/default.toml`).
+pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/default.toml");
+
+/// Why the command failed, which decides the exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// The command line or the configuration is wrong (exit code 2).
+    Usage(anyhow::Error),
+    /// A stage failed (exit code 1).
+    Stage(anyhow::Error),
+}
+
+/// A configuration with every stage's section parsed and validated, and the run's context.
+pub struct Session {
+    /// The configuration file.
+    pub config: Config,
+    /// Every stage's typed section.
+    pub stages: StageConfigs,
+    /// The context stages run in.
+    pub ctx: StageContext,
+}
+
+impl Session {
+    /// Loads the configuration named by `common` (or the embedded default), validates every
+    /// stage's section and builds the context. Does no other I/O.
+    pub fn open(common: &Common) -> anyhow::Result<Session> {
+        let config = match &common.config {
+            Some(path) => Config::load(path)?,
+            None => Config::parse(DEFAULT_CONFIG, "embedded default (configs/default.toml)")?,
+        };
+        let stages = StageConfigs::from_config(&config)
+            .with_context(|| format!("invalid configuration {}", config.origin))?;
+        let workdir: PathBuf = common
+            .workdir
+            .clone()
+            .unwrap_or_else(|| config.run.workdir.clone());
+        let threads = common.threads.unwrap_or(config.run.threads);
+        let mut ctx = StageContext::new(workdir, threads, ProgressMode::detect(common.quiet));
+        ctx.force = common.force;
+        Ok(Session {
+            config,
+            stages,
+            ctx,
+        })
+    }
+
+    /// Runs `stages` in order, printing each stage's summary; stops at the first failure.
+    pub fn run(&self, stages: &[Stage]) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.ctx.workdir).with_context(|| {
+            format!("cannot create work directory {}", self.ctx.workdir.display())
+        })?;
+        for stage in stages {
+            let report = crate::stages::run_stage(*stage, self)
+                .with_context(|| format!("stage {} failed", stage.name()))?;
+            self.ctx.info(report.summary());
+        }
+        Ok(())
+    }
+}
+
+/// Executes a parsed command line.
+pub fn execute(cli: &Cli) -> Result<(), Failure> {
+    let session = Session::open(cli.command.common()).map_err(Failure::Usage)?;
+    match &cli.command {
+        Command::Check(_) => {
+            println!("configuration: {}", session.config.origin);
+            println!("work directory: {}", session.ctx.workdir.display());
+            println!("threads: {}", session.ctx.threads);
+            println!("sources: {}", session.config.sources.len());
+            println!("stages: {}", Stage::ALL.map(|s| s.name()).join(", "));
+            Ok(())
+        }
+        Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
+        other => {
+            let stage = other
+                .stage()
+                .ok_or_else(|| Failure::Usage(anyhow::anyhow!("not a stage command")))?;
+            session.run(&[stage]).map_err(Failure::Stage)
+        }
+    }
+}
