@@ -1,0 +1,18 @@
+"""The probe runner: runs extracted KernelBench-format programs in a sandboxed child process,
+repairs their guessed arguments from the error text and reports what ran.
+
+Modules:
+
+- ``guesses``: the argument guesses (tensor shapes and dtypes, literal values, expressions) and
+  how they are turned into values and back into Python source.
+- ``rules``: the repair rules that read an exception and propose changed guesses.
+- ``search``: the repair search (a budget of steps, restarts with 2-D/3-D inputs, a tried set).
+- ``program``: rewriting ``get_inputs()`` / ``get_init_inputs()`` in the program text.
+- ``execute``: what the sandboxed child does with one program.
+- ``sandbox``: the child process (limits, namespaces, capped output, kill on timeout).
+- ``worker``: the warm worker process speaking JSON lines with the Rust side.
+
+The Rust crate ``ksmith-probe`` embeds these files and starts ``python -m ksmith.probe.worker``.
+"""
+
+PROTOCOL_VERSION = 1

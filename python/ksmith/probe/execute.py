@@ -1,0 +1,419 @@
+"""What the sandboxed child does with one program: run, repair, rewrite, verify.
+
+1. ``exec`` the program text in a fresh namespace.
+2. Build the first guesses from its own ``get_init_inputs()`` / ``get_inputs()`` (or from the
+   signatures of ``Model.__init__`` / ``Model.forward`` when those fail).
+3. Search: instantiate ``Model`` and call ``forward`` under ``torch.no_grad()``; on failure ask
+   :mod:`.rules` for fixes and try them depth-first, never the same state twice, at most
+   ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
+   and 3-D (paritybench's restarts).
+4. Write the guesses that worked back into the program text (:mod:`.program`).
+5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
+   the same seed; different outputs mean ``nondeterministic``.
+
+``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
+``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import random
+import re
+import time
+import traceback
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import guesses as G
+from .program import empty_marker, find_function, init_source, inputs_source, replace_functions
+from .rules import Failure, propose
+
+PROGRAM_FILE = "<ksmith-program>"
+MESSAGE_LIMIT = 2000
+OOM_RE = re.compile(r"can't allocate memory|out of memory|Cannot allocate memory|MemoryError|std::bad_alloc")
+
+
+class ProbeTimeout(BaseException):
+    """Raised by the SIGALRM handler when the module runs past its time limit."""
+
+
+def seed_all(seed: int, torch) -> None:
+    """Seeds torch, random and numpy (when loaded)."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (2**32))
+
+
+def exec_program(text: str) -> Dict[str, Any]:
+    """Executes the program text in a fresh namespace, with its lines available to tracebacks."""
+    name = f"{PROGRAM_FILE}{len(linecache.cache)}"
+    linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
+    code = compile(text, name, "exec")
+    namespace: Dict[str, Any] = {"__name__": "__ksmith_program__", "__file__": name}
+    exec(code, namespace)  # noqa: S102 - this is the point of the sandboxed child
+    return namespace
+
+
+def split_init(raw) -> Tuple[list, dict, str]:
+    """Splits what ``get_init_inputs()`` returned into (args, kwargs, form)."""
+    if (
+        isinstance(raw, (list, tuple))
+        and len(raw) == 2
+        and isinstance(raw[0], (list, tuple))
+        and isinstance(raw[1], dict)
+    ):
+        return list(raw[0]), dict(raw[1]), "args_kwargs"
+    if isinstance(raw, (list, tuple)):
+        return list(raw), {}, "list"
+    raise TypeError(f"get_init_inputs() returned {type(raw).__name__}, expected a list")
+
+
+def failure_of(exc: BaseException, phase: str) -> Failure:
+    """A :class:`Failure` from an exception, with the traceback's source lines as context."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    context = "\n".join(f.line or "" for f in frames[-6:])
+    message = str(exc)
+    if isinstance(exc, MemoryError) and not message:
+        message = "MemoryError: cannot allocate memory"
+    return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
+
+
+def flatten_outputs(value, torch, out: List) -> List:
+    """Every tensor in a (nested) output, in order."""
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            flatten_outputs(v, torch, out)
+    elif isinstance(value, dict):
+        for k in value:
+            flatten_outputs(value[k], torch, out)
+    return out
+
+
+def same_outputs(a: List, b: List, torch) -> bool:
+    """Bitwise equality of two output lists, NaNs at the same places counting as equal."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if torch.equal(x, y):
+            continue
+        if x.is_floating_point() or x.is_complex():
+            nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+            if torch.equal(nan_x, nan_y) and torch.equal(x[~nan_x], y[~nan_y]):
+                continue
+        return False
+    return True
+
+
+def _params(fn) -> Optional[List[Tuple[str, str, Any]]]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for i, p in enumerate(sig.parameters.values()):
+        if i == 0 and p.name in ("self", "cls"):
+            continue
+        default = empty_marker() if p.default is inspect.Parameter.empty else p.default
+        out.append((p.name, p.kind.name, default))
+    return out
+
+
+def _required(params) -> List[str]:
+    return [
+        name
+        for name, kind, default in params or []
+        if default is empty_marker() and kind in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+    ]
+
+
+class Probe:
+    """One program in the sandboxed child."""
+
+    def __init__(self, text: str, seed: int, torch, max_steps: int = 16, restarts: int = 3):
+        self.text = text
+        self.seed = seed
+        self.torch = torch
+        self.max_steps = max_steps
+        self.restarts = restarts
+        self.attempts = 0
+        self.ns: Dict[str, Any] = {}
+        self.init_params = None
+        self.forward_params = None
+        self.init_original_ok = False
+        self.init_form = "list"
+        self.inputs_original_ok = False
+        self.inputs_form = "list"
+
+    # --- setting up -------------------------------------------------------------------------
+
+    def initial_state(self):
+        torch = self.torch
+        ns = self.ns
+        model_cls = ns.get("Model")
+        if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
+            raise LookupError("the program defines no class Model(nn.Module)")
+        self.init_params = _params(model_cls.__init__)
+        self.forward_params = _params(model_cls.forward)
+        seed_all(self.seed, torch)
+        init: Tuple[G.Arg, ...] = ()
+        try:
+            raw = ns["get_init_inputs"]()
+            args, kwargs, self.init_form = split_init(raw)
+            base = (0,) if self.init_form == "args_kwargs" else ()
+            slots = [p[0] for p in self.init_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+            init = tuple(
+                G.Arg(G.guess_of_value(v, base + (i,), torch), slots[i] if i < len(slots) else None, False)
+                for i, v in enumerate(args)
+            ) + tuple(G.Arg(G.guess_of_value(v, (1, k), torch), k, True) for k, v in kwargs.items())
+            self.init_original_ok = True
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
+            init = tuple(G.Arg(G.guess_for_name(n), n, True) for n in _required(self.init_params))
+        forward: Tuple[G.Arg, ...] = ()
+        names = [p[0] for p in self.forward_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        try:
+            raw = ns["get_inputs"]()
+            if isinstance(raw, (list, tuple)):
+                values, paths = list(raw), [(i,) for i in range(len(raw))]
+            else:
+                self.inputs_form = "single"
+                values, paths = [raw], [(0,)]
+            forward = tuple(
+                G.Arg(G.guess_of_value(v, p, torch), names[i] if i < len(names) else None)
+                for i, (v, p) in enumerate(zip(values, paths))
+            )
+            self.inputs_original_ok = True
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001
+            req = [n for n in _required(self.forward_params)]
+            forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
+        return (init, forward)
+
+    # --- one attempt ------------------------------------------------------------------------
+
+    def _original(self, name: str, ok: bool, form: str = "list"):
+        if not ok:
+            return None
+        raw = self.ns[name]()
+        return [raw] if form == "single" else raw
+
+    def attempt(self, state):
+        """Runs one state: returns ``(True, outputs)`` or ``(False, Failure)``."""
+        torch = self.torch
+        self.attempts += 1
+        init, forward = state
+        phase = "init_inputs"
+        try:
+            seed_all(self.seed, torch)
+            orig = None
+            if any(G.uses_original(a.guess) for a in init):
+                orig = self._original("get_init_inputs", self.init_original_ok)
+            args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
+            kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
+            phase = "init"
+            model = self.ns["Model"](*args, **kwargs)
+            phase = "inputs"
+            orig = None
+            if any(G.uses_original(a.guess) for a in forward):
+                orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
+            inputs = [G.materialize(a.guess, torch, self.ns, orig) for a in forward]
+            phase = "forward"
+            with torch.no_grad():
+                out = model(*inputs)
+        except ProbeTimeout:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every module error is data, SystemExit too
+            return False, failure_of(exc, phase)
+        tensors = flatten_outputs(out, torch, [])
+        if not tensors:
+            return False, Failure("output", "NoTensorOutput", f"forward returned no tensor (got {type(out).__name__})")
+        return True, tensors
+
+    # --- the search ---------------------------------------------------------------------------
+
+    def restart_state(self, state, generation: int):
+        rank = {1: 2, 2: 3}.get(generation, 4)
+        forward = tuple(
+            G.Arg(G.TensorGuess((G.DEFAULT_SIZE,) * rank, a.guess.dtype), a.name, a.keyword)
+            if isinstance(a.guess, G.TensorGuess)
+            else a
+            for a in state[1]
+        )
+        return (state[0], forward)
+
+    def search(self, initial):
+        """Returns ``(state, steps, None)`` on success or ``(None, steps, last_failure)``."""
+        tried = set()
+        last: Optional[Failure] = None
+        best_steps: List[str] = []
+        for generation in range(max(1, self.restarts)):
+            start = initial if generation == 0 else self.restart_state(initial, generation)
+            first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
+            frontier = [[(start, first)]]
+            budget = self.max_steps
+            while frontier and budget > 0:
+                if not frontier[-1]:
+                    frontier.pop()
+                    continue
+                state, steps = frontier[-1].pop(0)
+                if state in tried:
+                    continue
+                tried.add(state)
+                budget -= 1
+                ok, result = self.attempt(state)
+                if ok:
+                    return state, steps, None
+                last = result
+                best_steps = steps
+                fixes = propose(result, state)
+                if fixes:
+                    frontier.append([(f.state, steps + [f.step]) for f in fixes])
+        return None, best_steps, last
+
+    # --- emitting and verifying -------------------------------------------------------------------
+
+    def emit(self, initial, state) -> str:
+        new_defs = {}
+        keep = []
+        if state[0] != initial[0] or not self.init_original_ok:
+            src, reads = init_source(state[0], self.init_params)
+            new_defs["get_init_inputs"] = src
+            if reads:
+                keep.append("get_init_inputs")
+        if state[1] != initial[1] or not self.inputs_original_ok:
+            src, reads = inputs_source(state[1], self.inputs_form)
+            new_defs["get_inputs"] = src
+            if reads:
+                keep.append("get_inputs")
+        if not new_defs:
+            return self.text
+        return replace_functions(self.text, new_defs, keep)
+
+    def run_fresh(self, text: str):
+        """Runs an emitted program from scratch; returns (outputs, model, forward_ms)."""
+        torch = self.torch
+        self.attempts += 1
+        ns = exec_program(text)
+        seed_all(self.seed, torch)
+        args, kwargs, _ = split_init(ns["get_init_inputs"]())
+        model = ns["Model"](*args, **kwargs)
+        inputs = ns["get_inputs"]()
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]
+        with torch.no_grad():
+            t0 = time.thread_time()
+            out = model(*inputs)
+            forward_ms = (time.thread_time() - t0) * 1000.0
+        tensors = flatten_outputs(out, torch, [])
+        if not tensors:
+            raise TypeError(f"forward returned no tensor (got {type(out).__name__})")
+        return tensors, model, forward_ms
+
+
+def apply_override(text: str, override: str) -> str:
+    """Replaces ``get_inputs`` / ``get_init_inputs`` with the definitions found in ``override``."""
+    tree = ast.parse(override)
+    new_defs = {}
+    for name in ("get_init_inputs", "get_inputs"):
+        node = find_function(tree, name)
+        if node is not None:
+            segment = ast.get_source_segment(override, node)
+            if segment:
+                new_defs[name] = segment
+    if not new_defs:
+        raise ValueError("the answer defines neither get_inputs() nor get_init_inputs()")
+    return replace_functions(text, new_defs)
+
+
+def run_request(request: Dict[str, Any], torch) -> Dict[str, Any]:
+    """Probes one program; returns the result fields of the protocol's response."""
+    result: Dict[str, Any] = {
+        "status": "failed",
+        "error_class": None,
+        "error_message": None,
+        "program": None,
+        "output_shapes": [],
+        "output_dtypes": [],
+        "param_count": None,
+        "forward_ms": None,
+        "repair_steps": [],
+        "attempts": 0,
+    }
+    text = request["program"]
+    probe = Probe(
+        text,
+        int(request.get("seed", 42)),
+        torch,
+        int(request.get("max_steps", 16)),
+        int(request.get("restarts", 3)),
+    )
+
+    def fail(cls: str, message: str, status: str = "failed"):
+        result["status"] = status
+        result["error_class"] = cls
+        result["error_message"] = message[:MESSAGE_LIMIT]
+        result["attempts"] = probe.attempts
+        return result
+
+    try:
+        override = request.get("override")
+        if override:
+            try:
+                text = apply_override(text, override)
+            except (SyntaxError, ValueError) as exc:
+                return fail("InvalidRepairAnswer", str(exc))
+            probe.text = text
+        try:
+            probe.ns = exec_program(text)
+            initial = probe.initial_state()
+        except ProbeTimeout:
+            raise
+        except LookupError as exc:
+            return fail("NoModelClass", str(exc))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit in module code is data too
+            f = failure_of(exc, "define")
+            status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
+            return fail(f.exc_class, f"while defining the program: {f.message}", status)
+        state, steps, last = probe.search(initial)
+        result["repair_steps"] = steps
+        if state is None:
+            assert last is not None
+            status = "oom" if OOM_RE.search(last.message) or last.exc_class == "MemoryError" else "failed"
+            return fail(last.exc_class, f"{last.phase}: {last.message}", status)
+        emitted = probe.emit(initial, state)
+        try:
+            first, model, forward_ms = probe.run_fresh(emitted)
+            second, _, _ = probe.run_fresh(emitted)
+        except ProbeTimeout:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            f = failure_of(exc, "verify")
+            return fail(f.exc_class, f"the rewritten program does not run: {f.message}")
+        result["program"] = emitted
+        result["output_shapes"] = [str(list(t.shape)) for t in first]
+        result["output_dtypes"] = [str(t.dtype) for t in first]
+        result["param_count"] = int(sum(p.numel() for p in model.parameters()))
+        result["forward_ms"] = forward_ms
+        result["attempts"] = probe.attempts
+        if same_outputs(first, second, torch):
+            result["status"] = "ok"
+        else:
+            result["status"] = "nondeterministic"
+            result["error_message"] = "two runs with the same seed gave different outputs"
+        return result
+    except ProbeTimeout:
+        return fail("Timeout", "the module ran past its time limit", "timeout")
+    except MemoryError:
+        return fail("MemoryError", "the module ran past its memory limit", "oom")

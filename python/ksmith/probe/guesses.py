@@ -1,0 +1,284 @@
+"""Argument guesses: what the repair search changes, and how a guess becomes a value or source.
+
+A probe state is a pair ``(init, forward)``:
+
+- ``init`` is a tuple of :class:`Arg` (constructor arguments, positional ones first, then
+  keywords), each with the parameter name when it is known from ``Model.__init__``'s signature;
+- ``forward`` is a tuple of :class:`Arg` (forward inputs, positional).
+
+Guesses are frozen dataclasses so states are hashable: the search keeps a set of tried states.
+A guess that still stands for an untouched value of the program's own ``get_inputs()`` /
+``get_init_inputs()`` carries its ``orig`` path (indices into what that function returned), so
+the emitted program keeps the original expression for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Tuple
+
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
+
+# A path into the value an original function returned, e.g. (0, 2) or (1, "bias").
+Path = Tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class TensorGuess:
+    """A tensor input: its shape and dtype (a torch dtype name without ``torch.``)."""
+
+    shape: Tuple[int, ...]
+    dtype: str = "float32"
+    orig: Optional[Path] = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def with_shape(self, shape) -> "TensorGuess":
+        return TensorGuess(tuple(int(s) for s in shape), self.dtype, None)
+
+    def with_dtype(self, dtype: str) -> "TensorGuess":
+        return TensorGuess(self.shape, dtype, None)
+
+
+@dataclass(frozen=True)
+class ValueGuess:
+    """A literal value (int, float, bool, str, None, or a tuple/list of those)."""
+
+    value: Any
+    orig: Optional[Path] = None
+
+
+@dataclass(frozen=True)
+class ExprGuess:
+    """A Python expression evaluated in the program's namespace (``torch.nn.Identity``)."""
+
+    expr: str
+
+
+@dataclass(frozen=True)
+class SeqGuess:
+    """A list or tuple of guesses (an input that is a list of tensors)."""
+
+    items: Tuple[Any, ...]
+    kind: str = "list"
+
+
+@dataclass(frozen=True)
+class OrigGuess:
+    """An original value that cannot be written as a literal (a module instance, a dict, ...)."""
+
+    orig: Path
+    type_name: str = "object"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument: its guess, its parameter name (or None) and whether it is passed by name."""
+
+    guess: Any
+    name: Optional[str] = None
+    keyword: bool = False
+
+
+def set_guess(args: Tuple[Arg, ...], index: int, guess) -> Tuple[Arg, ...]:
+    """``args`` with the guess at ``index`` replaced."""
+    return args[:index] + (replace(args[index], guess=guess),) + args[index + 1 :]
+
+
+# --- name-based guesses for constructor arguments (paritybench's initial_arg_init) ------------
+
+_BY_NAME = (
+    # (substrings, guess); the first match wins, so specific names come first.
+    (("norm_layer", "act_layer", "block_cls", "layer_cls", "block_fn", "norm_fn"), ExprGuess("torch.nn.Identity")),
+    (("activation", "act_fn"), ExprGuess("torch.nn.ReLU()")),
+    (("module", "submodule", "backbone"), ExprGuess("torch.nn.Identity()")),
+    (("dtype",), ExprGuess("torch.float32")),
+    (("device",), ValueGuess("cpu")),
+    (("stride", "dilation", "groups", "depth", "layer", "num_layers", "n_layers"), ValueGuess(1)),
+    (("scale",), ValueGuess(1.0)),
+    (("dropout", "drop_rate", "drop_prob", "p_drop", "attn_drop", "proj_drop"), ValueGuess(0.5)),
+    (("eps", "epsilon"), ValueGuess(1e-05)),
+    (("momentum",), ValueGuess(0.1)),
+    (("gpu", "train", "cuda", "requires_grad", "inplace", "verbose"), ValueGuess(False)),
+    (("bias", "affine", "batch_first", "bidirectional"), ValueGuess(True)),
+    (("padding",), ValueGuess(0)),
+    (("kernel",), ValueGuess(3)),
+    (("name", "mode", "type"), ValueGuess("default")),
+    (("ratio", "rate", "alpha", "beta", "gamma", "temperature", "margin", "weight"), ValueGuess(0.5)),
+)
+
+DEFAULT_SIZE = 4
+
+
+def guess_for_name(name: Optional[str]):
+    """A first guess for a constructor argument from its name; the literal 4 otherwise."""
+    if name:
+        low = name.lower()
+        for keys, guess in _BY_NAME:
+            if any(k in low for k in keys):
+                return guess
+    return ValueGuess(DEFAULT_SIZE)
+
+
+def default_tensor(rank: int = 4) -> TensorGuess:
+    """The default forward input: a float tensor of ``rank`` dimensions of size 4."""
+    return TensorGuess((DEFAULT_SIZE,) * rank)
+
+
+# --- from values to guesses --------------------------------------------------------------------
+
+_LITERAL_TYPES = (int, float, bool, str, type(None))
+
+
+def is_literal(value) -> bool:
+    """True for values that ``repr`` writes back as the same value."""
+    if isinstance(value, _LITERAL_TYPES):
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return False
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(is_literal(v) for v in value)
+    return False
+
+
+def guess_of_value(value, path: Path, torch):
+    """The guess that stands for an original value found at ``path``."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        return TensorGuess(tuple(int(s) for s in value.shape), dtype, path)
+    if is_literal(value):
+        return ValueGuess(_freeze(value), path)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        items = tuple(guess_of_value(v, path + (i,), torch) for i, v in enumerate(value))
+        return SeqGuess(items, "tuple" if isinstance(value, tuple) else "list")
+    return OrigGuess(path, type(value).__name__)
+
+
+def _freeze(value):
+    if isinstance(value, list):
+        return ("__list__",) + tuple(_freeze(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value):
+    if isinstance(value, tuple):
+        if value and value[0] == "__list__":
+            return [_thaw(v) for v in value[1:]]
+        return tuple(_thaw(v) for v in value)
+    return value
+
+
+def literal_value(guess: ValueGuess):
+    """The Python value of a literal guess (lists come back as lists)."""
+    return _thaw(guess.value)
+
+
+def as_list_value(value) -> ValueGuess:
+    """A literal guess holding ``[value, value]`` (for an int that must be a list)."""
+    return ValueGuess(("__list__", value, value))
+
+
+# --- from guesses to values --------------------------------------------------------------------
+
+
+def lookup(original, path: Path):
+    """The element at ``path`` of what an original function returned."""
+    value = original
+    for key in path:
+        value = value[key]
+    return value
+
+
+def materialize(guess, torch, namespace, original):
+    """The value of a guess. ``original`` is a fresh result of the original function."""
+    if isinstance(guess, TensorGuess):
+        if guess.orig is not None and original is not None:
+            value = lookup(original, guess.orig)
+            if isinstance(value, torch.Tensor):
+                return value
+        return make_tensor(guess, torch)
+    if isinstance(guess, ValueGuess):
+        if guess.orig is not None and original is not None:
+            return lookup(original, guess.orig)
+        return literal_value(guess)
+    if isinstance(guess, ExprGuess):
+        return eval(guess.expr, namespace)  # noqa: S307 - the program runs in the sandbox anyway
+    if isinstance(guess, SeqGuess):
+        items = [materialize(g, torch, namespace, original) for g in guess.items]
+        return tuple(items) if guess.kind == "tuple" else items
+    if isinstance(guess, OrigGuess):
+        return lookup(original, guess.orig)
+    raise TypeError(f"unknown guess {guess!r}")
+
+
+def make_tensor(guess: TensorGuess, torch):
+    """A fresh tensor for a guess: uniform floats, ones for integer and boolean dtypes."""
+    dtype = getattr(torch, guess.dtype)
+    if guess.dtype in FLOAT_DTYPES:
+        return torch.rand(list(guess.shape), dtype=dtype)
+    return torch.ones(list(guess.shape), dtype=dtype)
+
+
+# --- from guesses to source --------------------------------------------------------------------
+
+
+def source_of(guess, original_name: str) -> str:
+    """Python source for a guess; original values are read from ``original_name``."""
+    if isinstance(guess, TensorGuess):
+        if guess.orig is not None:
+            return original_name + "".join(f"[{k!r}]" for k in guess.orig)
+        shape = "[" + ", ".join(str(s) for s in guess.shape) + "]"
+        if guess.dtype in FLOAT_DTYPES:
+            if guess.dtype == "float32":
+                return f"torch.rand({shape})"
+            return f"torch.rand({shape}, dtype=torch.{guess.dtype})"
+        return f"torch.ones({shape}, dtype=torch.{guess.dtype})"
+    if isinstance(guess, ValueGuess):
+        if guess.orig is not None:
+            return original_name + "".join(f"[{k!r}]" for k in guess.orig)
+        return repr(literal_value(guess))
+    if isinstance(guess, ExprGuess):
+        return guess.expr
+    if isinstance(guess, SeqGuess):
+        inner = ", ".join(source_of(g, original_name) for g in guess.items)
+        if guess.kind == "tuple":
+            return f"({inner},)" if len(guess.items) == 1 else f"({inner})"
+        return f"[{inner}]"
+    if isinstance(guess, OrigGuess):
+        return original_name + "".join(f"[{k!r}]" for k in guess.orig)
+    raise TypeError(f"unknown guess {guess!r}")
+
+
+def uses_original(guess) -> bool:
+    """True when the source of a guess reads the original function's result."""
+    if isinstance(guess, (TensorGuess, ValueGuess)):
+        return guess.orig is not None
+    if isinstance(guess, OrigGuess):
+        return True
+    if isinstance(guess, SeqGuess):
+        return any(uses_original(g) for g in guess.items)
+    return False
+
+
+def describe(guess) -> str:
+    """A short human description (`tensor[4, 4] float32`, `4`, ...) for repair step logs."""
+    if isinstance(guess, TensorGuess):
+        return f"tensor{list(guess.shape)} {guess.dtype}"
+    if isinstance(guess, ValueGuess):
+        return repr(literal_value(guess))
+    if isinstance(guess, ExprGuess):
+        return guess.expr
+    if isinstance(guess, SeqGuess):
+        return guess.kind + "(" + ", ".join(describe(g) for g in guess.items) + ")"
+    if isinstance(guess, OrigGuess):
+        return f"<original {guess.type_name}>"
+    return repr(guess)

@@ -1,0 +1,102 @@
+"""The warm probe worker: ``python -m ksmith.probe.worker --tmp-root DIR``.
+
+Imports torch once (one intra-op thread, no torch op run, so forking is safe), then speaks JSON
+lines on stdin/stdout:
+
+- at start it writes ``{"v": 1, "type": "hello", "pid": ..., "torch": "...", "sandbox": {...}}``;
+- for each request line ``{"v": 1, "id": "...", "program": "...", "seed": 42, "timeout_s": 30,
+  "memory_mb": 4096, "max_steps": 16, "restarts": 3, "output_cap_bytes": 1048576,
+  "override": null}`` it writes one response line ``{"v": 1, "type": "result", "id": "...",
+  "status": ..., ...}`` (the fields of ``ksmith_core::tables::ProbeRow``);
+- a request it cannot parse gets ``{"v": 1, "type": "error", "id": null, "message": "..."}``.
+
+The protocol goes through a private copy of the original stdout; the worker's own fd 1 points
+at stderr and children close the protocol descriptors, so nothing a module prints can reach it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import PROTOCOL_VERSION
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tmp-root", required=True, help="folder for the per-module temporary directories")
+    parser.add_argument("--max-processes", type=int, default=64, help="cap on a module's processes (pids cgroup)")
+    args = parser.parse_args(argv)
+
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[key] = "1"
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    proto = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    close_in_children = [proto_fd, requests.fileno()]
+
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+
+    from .execute import run_request
+    from .sandbox import Sandbox
+
+    sandbox = Sandbox(args.tmp_root, args.max_processes)
+
+    def send(obj) -> None:
+        obj["v"] = PROTOCOL_VERSION
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    send({"type": "hello", "pid": os.getpid(), "torch": torch.__version__, "python": sys.version.split()[0], "sandbox": sandbox.info})
+
+    def runner(request):
+        try:
+            return run_request(request, torch)
+        except BaseException as exc:  # noqa: BLE001 - reported, never raised past the child
+            return {
+                "status": "crashed",
+                "error_class": type(exc).__name__,
+                "error_message": f"probe runner error: {exc}"[:2000],
+                "program": None,
+                "output_shapes": [],
+                "output_dtypes": [],
+                "param_count": None,
+                "forward_ms": None,
+                "repair_steps": [],
+                "attempts": 0,
+            }
+
+    try:
+        for line in requests:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                if not isinstance(request, dict) or not isinstance(request.get("program"), str):
+                    raise ValueError("a request is an object with a string `program`")
+                if request.get("v") != PROTOCOL_VERSION:
+                    raise ValueError(f"protocol version {request.get('v')!r}, this worker speaks {PROTOCOL_VERSION}")
+            except ValueError as exc:
+                send({"type": "error", "id": None, "message": str(exc)})
+                continue
+            response = sandbox.run(request, close_in_children, runner)
+            response["type"] = "result"
+            response["id"] = request.get("id")
+            send(response)
+    finally:
+        sandbox.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
