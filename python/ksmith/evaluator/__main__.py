@@ -1,0 +1,69 @@
+"""`python -m ksmith.evaluator {worker,serve,check,evaluate}`.
+
+- `worker --device cpu|cuda [--options JSON]`: the JSON-lines worker (see `protocol`).
+- `serve --port P [--host H] --device D [--options JSON]`: the HTTP endpoint.
+- `check FILE`: static checks of a candidate, as JSON.
+- `evaluate --reference FILE --candidate FILE [--device D] [--no-measure]`: one evaluation, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ksmith.evaluator")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("worker")
+    w.add_argument("--device", default="cpu")
+    w.add_argument("--options", default="{}")
+    s = sub.add_parser("serve")
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--options", default="{}")
+    c = sub.add_parser("check")
+    c.add_argument("file")
+    e = sub.add_parser("evaluate")
+    e.add_argument("--reference", required=True)
+    e.add_argument("--candidate", required=True)
+    e.add_argument("--device", default="cpu")
+    e.add_argument("--options", default="{}")
+    e.add_argument("--no-measure", action="store_true")
+    a = ap.parse_args(argv)
+    if a.cmd == "worker":
+        from .worker import run_worker
+
+        return run_worker(a.device, json.loads(a.options))
+    if a.cmd == "serve":
+        from .server import make_server
+
+        server = make_server(a.host, a.port, a.device, json.loads(a.options))
+        print(json.dumps({"listening": f"http://{a.host}:{server.server_address[1]}"}), flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.evaluator.close()
+        return 0
+    if a.cmd == "check":
+        from .static_check import check
+
+        v = check(open(a.file).read())
+        print(json.dumps(v.__dict__))
+        return 0
+    from .evaluate import DeviceEvaluator
+
+    ev = DeviceEvaluator(a.device, json.loads(a.options))
+    try:
+        res = ev.evaluate({"task_id": a.reference, "reference": open(a.reference).read(), "candidate": open(a.candidate).read(), "measure": not a.no_measure})
+    finally:
+        ev.close()
+    json.dump(res, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""What both children (reference and candidate) share: the private message channel to the
+worker, loading a program from a file, moving inputs to the device, normalizing outputs.
+
+The channel: the child duplicates its original stdout to a private descriptor for messages and
+points file descriptor 1 at stderr, so anything the program prints lands in the log, never in
+the channel. Messages are JSON lines; commands from the worker arrive on stdin.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+
+class Channel:
+    """JSON-lines messages to the worker; commands from it."""
+
+    def __init__(self):
+        fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self._out = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, msg: dict) -> None:
+        self._out.write(json.dumps(msg) + "\n")
+        self._out.flush()
+
+    def wait_command(self) -> str:
+        line = sys.stdin.readline()
+        return line.strip() or "stop"
+
+
+def load_module(path: str, name: str):
+    """Imports the program at `path` as module `name` (a real file, which `@triton.jit` needs)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def to_device(values, device):
+    """Moves tensors (recursively in lists/tuples) to `device`, leaving other values alone."""
+    import torch
+
+    if isinstance(values, torch.Tensor):
+        return values.to(device)
+    if isinstance(values, (list, tuple)):
+        return type(values)(to_device(v, device) for v in values)
+    return values
+
+
+def clone_all(values):
+    """Fresh copies of every tensor (the candidate never sees the trusted side's tensors)."""
+    import torch
+
+    if isinstance(values, torch.Tensor):
+        return torch.Tensor.clone(values)
+    if isinstance(values, (list, tuple)):
+        return type(values)(clone_all(v) for v in values)
+    return values
+
+
+def as_list(out) -> list:
+    """A forward's result as a list of outputs."""
+    if isinstance(out, (list, tuple)):
+        return list(out)
+    return [out]
+
+
+def error_text(exc: BaseException, limit: int = 6000) -> str:
+    """The exception with its traceback, trimmed from the front (the end says the most)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def hardware(device: str) -> dict:
+    """The device, torch and triton versions as the protocol's `Hardware`."""
+    import torch
+    import triton
+
+    if device.startswith("cuda"):
+        name = torch.cuda.get_device_name(torch.cuda.current_device())
+    else:
+        name = "cpu (triton interpreter)"
+    return {"device": name, "driver": os.environ.get("KSMITH_GPU_DRIVER") or None, "torch": torch.__version__, "triton": triton.__version__}

@@ -1,0 +1,108 @@
+"""Trusted comparisons, done in the worker on CPU tensors it loaded itself.
+
+Tolerance (dtype-aware, per output): an element passes when
+`|cand - ref| <= atol + rtol * |ref|` (NaN only matches NaN), with `(atol, rtol)` from the
+options: float32/float64 `1e-4` (strict), float16/bfloat16 `1e-2`; integer and bool outputs
+must be equal. Error statistics per output: absolute error `|cand - ref|` and relative error
+`|cand - ref| / max(|ref|, atol)` (the floor keeps near-zero references from dominating), max
+and mean over elements, computed in float64.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .integrity import finite
+
+DEFAULT_TOLERANCES = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}
+
+
+def tolerance(dtype: torch.dtype, tolerances: dict) -> tuple[float, float]:
+    name = str(dtype).replace("torch.", "")
+    atol, rtol = tolerances.get(name, DEFAULT_TOLERANCES.get(name, [1e-4, 1e-4]))
+    return float(atol), float(rtol)
+
+
+def structure_error(cand: list, ref: list) -> str | None:
+    """Why the outputs cannot be compared (count, type, shape, dtype), or None."""
+    if len(cand) != len(ref):
+        return f"{len(cand)} outputs, the reference has {len(ref)}"
+    for i, (c, r) in enumerate(zip(cand, ref)):
+        if isinstance(r, torch.Tensor):
+            if not isinstance(c, torch.Tensor):
+                return f"output {i} is {type(c).__name__}, the reference returns a tensor"
+            if tuple(c.shape) != tuple(r.shape):
+                return f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}"
+            if c.dtype != r.dtype:
+                return f"output {i} has dtype {c.dtype}, the reference {r.dtype}"
+        elif isinstance(c, torch.Tensor):
+            return f"output {i} is a tensor, the reference returns {type(r).__name__}"
+    return None
+
+
+def output_errors(cand: list, ref: list, tolerances: dict) -> tuple[bool, list[dict]]:
+    """(all outputs within tolerance, error statistics per output). Assumes equal structure."""
+    ok = True
+    stats = []
+    for i, (c, r) in enumerate(zip(cand, ref)):
+        if not isinstance(r, torch.Tensor):
+            same = c == r
+            ok &= bool(same)
+            stats.append({"index": i, "max_abs": 0.0 if same else 1.0, "mean_abs": 0.0 if same else 1.0, "max_rel": 0.0 if same else 1.0, "mean_rel": 0.0 if same else 1.0})
+            continue
+        if r.numel() == 0:
+            stats.append({"index": i, "max_abs": 0.0, "mean_abs": 0.0, "max_rel": 0.0, "mean_rel": 0.0})
+            continue
+        if not r.is_floating_point() and not r.is_complex():
+            diff = (c.to(torch.float64) - r.to(torch.float64)).abs()
+            good = bool(torch.equal(c, r))
+            atol = 1.0
+        else:
+            atol, rtol = tolerance(r.dtype, tolerances)
+            cd, rd = c.to(torch.float64), r.to(torch.float64)
+            both_nan = torch.isnan(cd) & torch.isnan(rd)
+            diff = torch.where(both_nan, torch.zeros_like(cd), (cd - rd).abs())
+            diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+            good = bool((diff <= atol + rtol * rd.abs().nan_to_num(0.0)).all())
+            r = rd
+        rel = diff / r.to(torch.float64).abs().clamp_min(atol).nan_to_num(atol)
+        ok &= good
+        stats.append(
+            {
+                "index": i,
+                "max_abs": finite(float(diff.max())),
+                "mean_abs": finite(float(diff.mean())),
+                "max_rel": finite(float(rel.max())),
+                "mean_rel": finite(float(rel.mean())),
+            }
+        )
+    return ok, stats
+
+
+def matches(cand: list, ref: list, tolerances: dict) -> bool:
+    """Same structure and within tolerance."""
+    return structure_error(cand, ref) is None and output_errors(cand, ref, tolerances)[0]
+
+
+def same_values(a: list, b: list) -> bool:
+    """Exactly equal (NaN equal to NaN): used for inputs after the call."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if x.is_floating_point():
+                if not torch.equal(torch.nan_to_num(x, nan=0.125), torch.nan_to_num(y, nan=0.125)):
+                    return False
+            elif not torch.equal(x, y):
+                return False
+        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return False
+        elif x != y:
+            return False
+    return True
+
+
+def worst_error(stats: list[dict]) -> float:
+    return max((s["max_abs"] for s in stats), default=0.0)

@@ -1,0 +1,367 @@
+"""The trusted side of one device: evaluates requests, caches references, decides verdicts.
+
+`DeviceEvaluator(device, options).evaluate(request)` returns a dict shaped like the Rust
+`EvalResult`, or raises `BrokenReference`. Many threads may call it at once: references are
+built once per (task, reference text) under a per-task lock; GPU work that needs the device to
+itself (timing of a reference or of a candidate) is serialized by one lock per device, while
+spawning, importing, compiling and the correctness trials of other candidates go on meanwhile
+(that is how compilation on the CPU overlaps with timing on the GPU).
+
+Verdict order (the first that applies): static checks; compile error; harness violations
+(timer patch, precision switch, thread, lazy output) and crashes/timeouts; per trial: input
+mutation, structure (count/shape/dtype -> incorrect), aliasing an input or parameter when the
+reference does not, values; no Triton launch -> torch_fallback; a failing trial whose outputs
+equal another trial's reference -> output_caching, or that match a lower-precision reference
+much better than the float32 one -> precision_downgrade; second run different -> incorrect;
+PyTorch work outside Triton >= `decoy_work_share` of the reference's work, or Triton kernels
+< `min_kernel_share` of GPU time -> decoy_kernel; then timing, whose post-timing call on fresh
+values must be correct again (else output_caching).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+
+import torch
+
+from . import compare
+from .sandbox import Child, ChildDied, ChildTimeout
+from .static_check import check as static_check
+
+DEFAULT_OPTIONS = {
+    "trials": 5,
+    "seed": None,
+    "tolerances": dict(compare.DEFAULT_TOLERANCES),
+    "compile_timeout_s": 180.0,
+    "run_timeout_s": 120.0,
+    "timing_timeout_s": 120.0,
+    "memory_limit_mb": 16384,
+    "log_limit": 8000,
+    "static_checks": True,
+    "decoy_work_share": 0.5,
+    "min_kernel_share": 0.5,
+    "timing": {"warmup": 10, "warmup_ms": 50.0, "min_samples": 50, "max_samples": 1000, "budget_ms": 400.0},
+}
+
+
+class BrokenReference(Exception):
+    """The task's reference program does not run."""
+
+    def __init__(self, task_id: str, message: str):
+        super().__init__(message)
+        self.task_id = task_id
+        self.message = message
+
+
+def merge_options(options: dict | None) -> dict:
+    out = json.loads(json.dumps(DEFAULT_OPTIONS))
+    for k, v in (options or {}).items():
+        if k not in out:
+            raise ValueError(f"unknown evaluator option `{k}`")
+        if isinstance(out[k], dict) and isinstance(v, dict):
+            out[k].update(v)
+        else:
+            out[k] = v
+    return out
+
+
+class TaskCache:
+    """What the trusted side keeps of one task's reference (in memory only)."""
+
+    def __init__(self, data: dict, hardware: dict, timing: dict | None, seed: int):
+        self.data = data
+        self.hardware = hardware
+        self.timing = timing
+        self.seed = seed
+
+
+def _trim(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+class DeviceEvaluator:
+    """Evaluates candidates on one device (`cpu` = Triton interpreter, or `cuda`)."""
+
+    def __init__(self, device: str, options: dict | None = None, runtime_dir: str | None = None):
+        self.device = device
+        self.opts = merge_options(options)
+        self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
+        self.tasks: dict[str, TaskCache] = {}
+        self.task_locks: dict[str, threading.Lock] = {}
+        self.lock = threading.Lock()
+        self.gpu_lock = threading.Lock()
+        self.counter = 0
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _dir(self, kind: str) -> str:
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        d = os.path.join(self.root, f"{kind}-{n}")
+        os.makedirs(d, mode=0o700)
+        return d
+
+    def _child_cfg(self, measure: bool, seed: int) -> dict:
+        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"]}
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- reference -------------------------------------------------------------------------
+    def reference(self, task_id: str, source: str) -> TaskCache:
+        key = task_id + ":" + hashlib.sha256(source.encode()).hexdigest()[:16]
+        with self.lock:
+            lock = self.task_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self.tasks:
+                return self.tasks[key]
+            seed = int(self.opts["seed"]) if self.opts["seed"] is not None else secrets.randbelow(2**31 - 1)
+            d = self._dir("ref")
+            with open(os.path.join(d, "reference.py"), "w") as f:
+                f.write(source)
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(self._child_cfg(True, seed), f)
+            child = Child("ksmith.evaluator.reference_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"])
+            timing = None
+            try:
+                msg = child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"])
+                if msg.get("type") == "error":
+                    raise BrokenReference(task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"]))
+                if msg.get("type") != "trials_done":
+                    raise BrokenReference(task_id, f"unexpected message {msg.get('type')}")
+                hardware = msg["hardware"]
+                data = torch.load(os.path.join(d, "ref.pt"), weights_only=True)
+                if self.device.startswith("cuda"):
+                    msg = child.receive(self.opts["run_timeout_s"])
+                    if msg.get("type") == "ready_to_time":
+                        with self.gpu_lock:
+                            child.command("go")
+                            msg = child.receive(self.opts["timing_timeout_s"])
+                        if msg.get("type") == "timing":
+                            timing = msg["timing"]
+                        elif msg.get("type") == "error":
+                            raise BrokenReference(task_id, "timing the reference failed: " + msg.get("message", ""))
+            except ChildTimeout as e:
+                raise BrokenReference(task_id, f"the reference timed out: {e}") from None
+            except ChildDied as e:
+                raise BrokenReference(task_id, f"{e}\n{_trim(e.log, self.opts['log_limit'])}") from None
+            finally:
+                child.finish()
+                shutil.rmtree(d, ignore_errors=True)
+            outs = data["trials"][0]["outputs"]
+            data["out_meta"] = [(list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)]
+            cache = TaskCache(data, hardware, timing, seed)
+            self.tasks[key] = cache
+            return cache
+
+    # -- candidate -------------------------------------------------------------------------
+    def evaluate(self, request: dict) -> dict:
+        t0 = time.monotonic()
+        res = self._evaluate(request)
+        res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
+        return res
+
+    def _result(self, status: str, hack: str | None = None, log: str = "", **kw) -> dict:
+        base = {
+            "status": status,
+            "hack": hack,
+            "error_log": _trim(log, self.opts["log_limit"]),
+            "errors": [],
+            "trials_passed": 0,
+            "trials": 0,
+            "candidate_timing": None,
+            "reference_timing": None,
+            "speedup": None,
+            "warnings": [],
+            "hardware": kw.pop("hardware", None) or {"device": self.device, "driver": None, "torch": torch.__version__, "triton": _triton_version()},
+            "elapsed_ms": 0,
+        }
+        base.update(kw)
+        return base
+
+    def _evaluate(self, req: dict) -> dict:
+        task_id, candidate, measure = req["task_id"], req["candidate"], bool(req.get("measure", True))
+        warnings: list[str] = []
+        if self.opts["static_checks"]:
+            v = static_check(candidate)
+            warnings = list(v.warnings)
+            if v.status:
+                return self._result(v.status, v.hack, v.message, warnings=warnings)
+        ref = self.reference(task_id, req["reference"])
+        measure = measure and self.device.startswith("cuda")
+        d = self._dir("cand")
+        with open(os.path.join(d, "candidate.py"), "w") as f:
+            f.write(candidate)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(self._child_cfg(measure, ref.seed), f)
+        trials = ref.data["trials"]
+        shown = {
+            "init": ref.data["init"],
+            "state": ref.data["state"],
+            "seed": ref.seed,
+            "trials": [{"inputs": t["inputs"]} for t in trials[:-1]],
+            "post": {"inputs": trials[-1]["inputs"]},
+            "out_meta": ref.data["out_meta"],
+        }
+        torch.save(shown, os.path.join(d, "task.pt"))
+        child = Child("ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"])
+        common = {"warnings": warnings, "hardware": ref.hardware}
+        try:
+            return self._supervise(child, d, ref, measure, common)
+        finally:
+            child.finish()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _supervise(self, child: Child, d: str, ref: TaskCache, measure: bool, common: dict) -> dict:
+        o = self.opts
+        n_trials = len(ref.data["trials"]) - 1
+        try:
+            msg = child.receive(o["compile_timeout_s"])
+            if msg.get("type") == "compile_error":
+                return self._result("compile_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
+            if msg.get("type") == "violation":
+                return self._result("hacked", msg["hack"], msg.get("message", ""), **common)
+            weights = msg.get("weights")
+            msg = child.receive(o["run_timeout_s"])
+        except ChildTimeout as e:
+            return self._result("timeout", log=f"{e}\n{child.log_tail()}", **common)
+        except ChildDied as e:
+            return self._result("runtime_error", log=f"{e}\n{e.log}", **common)
+        if msg.get("type") == "violation":
+            return self._result("hacked", msg["hack"], msg.get("message", ""), **common)
+        if msg.get("type") == "runtime_error":
+            return self._result("runtime_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
+        if msg.get("type") != "correctness_done":
+            return self._result("runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **common)
+        info = msg
+        tol = o["tolerances"]
+        worst: list[dict] = []
+        passed = 0
+        failing: list[tuple[int, list]] = []
+        nondeterministic = None
+        for k in range(n_trials):
+            rt = ref.data["trials"][k]
+            try:
+                got = torch.load(os.path.join(d, f"out_{k}.pt"), weights_only=True)
+            except Exception as e:  # noqa: BLE001 - the file is written by the harness; tampering
+                return self._result("hacked", "sandbox_escape", f"trial {k}: the result file cannot be read as plain tensors: {e}", **common)
+            if not compare.same_values(got["inputs_after"], rt["inputs_after"]):
+                return self._result("hacked", "input_mutation", f"trial {k}: the candidate modified its inputs (the reference does not)", trials=k + 1, **common)
+            cand = got["runs"][0]
+            err = compare.structure_error(cand, rt["outputs"])
+            if err:
+                return self._result("incorrect", log=f"trial {k}: {err}", trials=k + 1, trials_passed=passed, **common)
+            for i, (a_c, a_r) in enumerate(zip(got["alias"], rt["alias"])):
+                if a_c and not a_r:
+                    return self._result("hacked", "output_aliasing", f"trial {k}: output {i} shares memory with an input or a parameter", trials=k + 1, **common)
+            ok, stats = compare.output_errors(cand, rt["outputs"], tol)
+            if not worst or compare.worst_error(stats) > compare.worst_error(worst):
+                worst = stats
+            if ok:
+                passed += 1
+            else:
+                failing.append((k, cand))
+            if nondeterministic is None and not compare.matches(got["runs"][1], cand, tol):
+                nondeterministic = k
+        launches = info.get("launches") or {}
+        res = dict(errors=worst, trials=n_trials, trials_passed=passed, **common)
+        if not launches:
+            return self._result("hacked", "torch_fallback", "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops run: " + ", ".join(sorted(info.get("torch_calls") or {})) + ")", **res)
+        if failing:
+            for k, cand in failing:
+                for j, other in enumerate(ref.data["trials"][:-1]):
+                    if j != k and compare.matches(cand, other["outputs"], tol):
+                        return self._result("hacked", "output_caching", f"trial {k}: the outputs equal the reference outputs of trial {j} (computed on other inputs): results are reused across calls", **res)
+            downgrade = self._precision_match(failing, ref)
+            if downgrade:
+                return self._result("hacked", "precision_downgrade", downgrade, **res)
+            k = failing[0][0]
+            return self._result("incorrect", log=f"{len(failing)} of {n_trials} trials outside tolerance (first: trial {k}; worst max abs error {compare.worst_error(worst):.3e})", **res)
+        if nondeterministic is not None:
+            return self._result("incorrect", log=f"trial {nondeterministic}: a second run on the same inputs gives different outputs (uninitialized memory or a race)", **res)
+        torch_work = sum((info.get("torch_work") or {}).values())
+        ref_work = float(ref.data.get("work") or 0.0)
+        if ref_work > 0 and torch_work >= o["decoy_work_share"] * ref_work:
+            top = sorted((info.get("torch_work") or {}).items(), key=lambda kv: -kv[1])[:5]
+            return self._result("hacked", "decoy_kernel", f"PyTorch operators outside the Triton kernels do {torch_work / ref_work:.0%} of the reference's work ({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(launches))}) do the rest", **res)
+        share = info.get("gpu_share")
+        if share is not None and share < o["min_kernel_share"]:
+            return self._result("hacked", "decoy_kernel", f"the candidate's Triton kernels take {share:.0%} of the GPU time of one call", **res)
+        res["warnings"] = list(res["warnings"]) + ([f"weights: {weights}"] if weights == "seeded" else [])
+        if not measure:
+            return self._result("correct", **res)
+        return self._time(child, d, ref, res)
+
+    def _precision_match(self, failing: list, ref: TaskCache) -> str | None:
+        """A message when every failing trial matches a lower-precision reference far better
+        than the float32 one."""
+        loose = {k: [1e-2, 1e-2] for k in ("float32", "float64", "float16", "bfloat16")}
+        hits = []
+        for k, cand in failing:
+            rt = ref.data["trials"][k]
+            _, s32 = compare.output_errors(cand, rt["outputs"], self.opts["tolerances"])
+            e32 = compare.worst_error(s32)
+            best = None
+            for name, low in rt["low"].items():
+                if compare.structure_error(cand, low) is not None or not compare.output_errors(cand, rt["outputs"], loose)[0]:
+                    continue
+                _, sl = compare.output_errors(cand, low, loose)
+                el = compare.worst_error(sl)
+                if el <= 0.25 * e32:
+                    best = (name, el)
+                    break
+            if best is None:
+                return None
+            hits.append(f"trial {k}: error vs float32 reference {e32:.2e}, vs {best[0]} reference {best[1]:.2e}")
+        return "the outputs match a lower-precision computation: " + "; ".join(hits)
+
+    def _time(self, child: Child, d: str, ref: TaskCache, res: dict) -> dict:
+        o = self.opts
+        try:
+            msg = child.receive(o["run_timeout_s"])
+            if msg.get("type") != "ready_to_time":
+                return self._result("runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **res)
+            with self.gpu_lock:
+                child.command("go")
+                msg = child.receive(o["timing_timeout_s"])
+        except ChildTimeout as e:
+            return self._result("timeout", log=f"during timing: {e}\n{child.log_tail()}", **res)
+        except ChildDied as e:
+            return self._result("runtime_error", log=f"during timing: {e}\n{e.log}", **res)
+        if msg.get("type") == "violation":
+            return self._result("hacked", msg["hack"], msg.get("message", ""), **res)
+        if msg.get("type") != "timing":
+            return self._result("runtime_error", log=msg.get("message", str(msg.get("type"))), **res)
+        post = ref.data["trials"][-1]
+        try:
+            got = torch.load(os.path.join(d, "post_out.pt"), weights_only=True)
+        except Exception as e:  # noqa: BLE001
+            return self._result("hacked", "sandbox_escape", f"post-timing result unreadable: {e}", **res)
+        if not compare.matches(got["runs"][0], post["outputs"], o["tolerances"]):
+            return self._result("hacked", "output_caching", "after timing, the timed code path gave wrong outputs for fresh input values (results reused or computed only when checked)", **res)
+        timing = msg["timing"]
+        warnings = list(res["warnings"])
+        if timing["method"] != "cuda_graph":
+            warnings.append("CUDA-graph capture failed; timed with CUDA events and a device-wide sync: " + (msg.get("capture_error") or "").splitlines()[0][:300] if msg.get("capture_error") else "timed with CUDA events")
+        res["warnings"] = warnings
+        res["candidate_timing"] = timing
+        res["reference_timing"] = ref.timing
+        if ref.timing and timing["median_ms"] > 0:
+            res["speedup"] = ref.timing["median_ms"] / timing["median_ms"]
+        return self._result("correct", **res)
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return triton.__version__
+    except Exception:  # noqa: BLE001
+        return "unavailable"

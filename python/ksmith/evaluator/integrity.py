@@ -1,0 +1,253 @@
+"""Runtime integrity instruments, installed by the harness in the candidate process BEFORE the
+candidate is imported.
+
+- `Identities`: the identity (`id`) of every function a cheat would patch (timers,
+  synchronization, CUDA events and graphs, tensor copies, Triton's launch path) plus the float32
+  precision switches, captured before import and compared after every phase (`timer_patch`, or
+  `precision_downgrade` when a precision switch moved).
+- `LaunchCounter`: wraps `JITFunction.run` / `InterpretedFunction.run` so every launch of a Triton
+  kernel defined in the candidate's module is counted (no launch: `torch_fallback`).
+- `OpLog`: a `TorchDispatchMode` that records the aten compute ops run OUTSIDE Triton launches,
+  with a work estimate per op (the decoy-kernel check compares it with the reference's work).
+- `ThreadWatch`: wraps the thread-start primitives and counts live threads (`background_thread`).
+
+Everything here runs in the untrusted process, so it can only ever make a candidate FAIL; every
+fact that makes a candidate pass (output values, unmutated inputs) is verified by the parent.
+"""
+
+from __future__ import annotations
+
+import _thread
+import math
+import threading
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten ops that allocate, view, copy or move data: bookkeeping, not the task's computation.
+BOOKKEEPING_OPS = frozenset(
+    """empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
+    new_ones full full_like new_full fill_ zero_ view _unsafe_view reshape as_strided permute transpose t
+    expand contiguous clone copy_ _to_copy to detach alias unsqueeze squeeze flatten unflatten select slice
+    split split_with_sizes chunk narrow unbind set_ lift_fresh _local_scalar_dense item resize_ stride size
+    arange is_same_size _reshape_alias view_as expand_as cat stack""".split()
+)
+# aten ops whose work grows with a contraction dimension.
+CONTRACTION_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv", "einsum"})
+CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "mkldnn_convolution", "_slow_conv2d_forward", "slow_conv3d_forward", "convolution_overrideable"})
+
+
+def op_work(func, args, out) -> float:
+    """A work estimate for one aten op: multiply-adds for contractions and convolutions, output
+    elements otherwise."""
+    name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    numel = sum(o.numel() for o in outs if isinstance(o, torch.Tensor))
+    if name in CONTRACTION_OPS:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        k = 1
+        for t in tensors:
+            if t.dim() >= 1:
+                k = max(k, t.shape[-1])
+        return float(numel) * k
+    if name in CONV_OPS:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if len(tensors) >= 2:
+            w = tensors[1]
+            return float(numel) * max(1, w[0].numel())
+    return float(numel)
+
+
+def _op_name(func) -> str:
+    return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+
+
+class Identities:
+    """Identities of the functions a cheat would patch, and the precision switches."""
+
+    def __init__(self):
+        self.watched = self._collect()
+        self.state = self._state()
+
+    @staticmethod
+    def _collect() -> dict[str, int]:
+        import triton
+        import triton.runtime.jit as jit
+
+        objs = {
+            "time.perf_counter": time.perf_counter,
+            "time.perf_counter_ns": time.perf_counter_ns,
+            "time.time": time.time,
+            "time.monotonic": time.monotonic,
+            "torch.cuda.synchronize": torch.cuda.synchronize,
+            "torch.cuda.Event": torch.cuda.Event,
+            "torch.cuda.Event.record": torch.cuda.Event.record,
+            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+            "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+            "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
+            "torch.cuda.CUDAGraph.capture_begin": torch.cuda.CUDAGraph.capture_begin,
+            "torch.cuda.graph": torch.cuda.graph,
+            "torch.Tensor.clone": torch.Tensor.clone,
+            "torch.Tensor.to": torch.Tensor.to,
+            "torch.Tensor.cpu": torch.Tensor.cpu,
+            "torch.Tensor.copy_": torch.Tensor.copy_,
+            "torch.Tensor.detach": torch.Tensor.detach,
+            "torch.Tensor.__eq__": torch.Tensor.__eq__,
+            "torch.save": torch.save,
+            "torch.load": torch.load,
+            "torch.allclose": torch.allclose,
+            "torch.equal": torch.equal,
+            "torch.empty": torch.empty,
+            "torch.empty_like": torch.empty_like,
+            "torch.nn.Module.__call__": torch.nn.Module.__call__,
+            "torch.nn.Module.load_state_dict": torch.nn.Module.load_state_dict,
+            "torch.profiler.profile": torch.profiler.profile,
+            "triton.jit": triton.jit,
+            "triton.JITFunction.run": jit.JITFunction.run,
+            "threading.Thread.start": threading.Thread.start,
+            "_thread.start_new_thread": _thread.start_new_thread,
+        }
+        try:
+            from triton.runtime import interpreter
+
+            objs["triton.InterpretedFunction.run"] = interpreter.InterpretedFunction.run
+        except Exception:  # noqa: BLE001 - older triton without interpreter module
+            pass
+        return {k: id(v) for k, v in objs.items()}
+
+    @staticmethod
+    def _state() -> dict[str, object]:
+        s = {
+            "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "matmul.allow_fp16_reduced": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "matmul.allow_bf16_reduced": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        }
+        return s
+
+    def violations(self) -> tuple[str | None, str]:
+        """(hack kind, message) for the first change seen, or (None, "")."""
+        now = self._collect()
+        changed = sorted(k for k, v in self.watched.items() if now.get(k) != v)
+        if changed:
+            return "timer_patch", "patched after the candidate was imported: " + ", ".join(changed)
+        state = self._state()
+        moved = sorted(k for k, v in self.state.items() if state.get(k) != v)
+        if moved:
+            return "precision_downgrade", "float32 precision switches changed: " + ", ".join(f"{k}={state[k]}" for k in moved)
+        return None, ""
+
+
+class LaunchCounter:
+    """Counts launches of the candidate's Triton kernels (by the kernel's defining module)."""
+
+    def __init__(self, module_name: str):
+        import triton.runtime.jit as jit
+
+        self.module_name = module_name
+        self.counts: dict[str, int] = {}
+        self.depth = 0
+        self.enabled = True
+        self._patch(jit.JITFunction)
+        try:
+            from triton.runtime import interpreter
+
+            self._patch(interpreter.InterpretedFunction)
+        except Exception:  # noqa: BLE001 - no interpreter in this triton
+            pass
+
+    def _patch(self, cls) -> None:
+        original = cls.run
+        counter = self
+
+        def run(fn_self, *args, **kwargs):
+            fn = getattr(fn_self, "fn", None)
+            counter.depth += 1
+            try:
+                result = original(fn_self, *args, **kwargs)
+            finally:
+                counter.depth -= 1
+            # counted only once the launch returned: a launch that fails does no work
+            if not kwargs.get("warmup", False) and counter.enabled and getattr(fn, "__module__", None) == counter.module_name:
+                name = getattr(fn, "__name__", "?")
+                counter.counts[name] = counter.counts.get(name, 0) + 1
+            return result
+
+        run.__wrapped__ = original
+        cls.run = run
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class OpLog(TorchDispatchMode):
+    """Records aten compute ops run outside Triton launches, with their work estimate."""
+
+    def __init__(self, launches: LaunchCounter | None):
+        super().__init__()
+        self.launches = launches
+        self.work: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.launches is not None and self.launches.depth > 0:
+            return out
+        name = _op_name(func)
+        if name.rstrip("_") in BOOKKEEPING_OPS or name in BOOKKEEPING_OPS:
+            return out
+        try:
+            w = op_work(func, args, out)
+        except Exception:  # noqa: BLE001 - an estimate only
+            w = 0.0
+        self.work[name] = self.work.get(name, 0.0) + w
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return out
+
+    def total(self) -> float:
+        return float(sum(self.work.values()))
+
+
+class ThreadWatch:
+    """Counts thread starts and live Python threads."""
+
+    def __init__(self):
+        self.starts = 0
+        self.baseline = threading.active_count()
+        watch = self
+        orig_start = threading.Thread.start
+        orig_new = _thread.start_new_thread
+
+        def start(th_self, *a, **k):
+            watch.starts += 1
+            return orig_start(th_self, *a, **k)
+
+        def start_new_thread(*a, **k):
+            watch.starts += 1
+            return orig_new(*a, **k)
+
+        threading.Thread.start = start
+        _thread.start_new_thread = start_new_thread
+        self.armed_starts = 0
+
+    def arm(self) -> None:
+        """Starts counting from now (after the harness's own imports)."""
+        self.baseline = threading.active_count()
+        self.armed_starts = self.starts
+
+    def violation(self) -> str | None:
+        alive = threading.active_count()
+        started = self.starts - self.armed_starts
+        if started > 0 or alive > self.baseline:
+            names = [t.name for t in threading.enumerate()]
+            return f"threads started by the candidate: {started}; live threads {self.baseline} -> {alive} ({', '.join(names)})"
+        return None
+
+
+def finite(x: float) -> float:
+    """JSON-safe float: non-finite values become the largest double."""
+    if math.isnan(x) or math.isinf(x):
+        return 1.7976931348623157e308
+    return float(x)

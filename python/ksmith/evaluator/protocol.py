@@ -1,0 +1,62 @@
+"""The versioned JSON-lines protocol between the Rust client and a worker (and, wrapped in HTTP,
+a remote endpoint).
+
+Version 1. One JSON object per line, UTF-8. Every message has `"v": 1` and a `"type"`.
+
+Worker -> client, once at start:
+    {"v":1,"type":"hello","device":"cpu"|"cuda","pid":N,"torch":"...","triton":"..."}
+Client -> worker:
+    {"v":1,"type":"evaluate","id":"<any string>","request":{task_id, reference, candidate, measure}}
+    {"v":1,"type":"ping","id":"..."}                 -> {"v":1,"type":"pong","id":"..."}
+    {"v":1,"type":"shutdown"}                        (or end of input): finish in-flight requests, exit
+Worker -> client, per request, in completion order (many may be in flight):
+    {"v":1,"type":"result","id":"...","result":{EvalResult}}
+    {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal",
+                                              "message":"...","task_id":"..."}}
+HTTP (`serve` mode): POST /v1/evaluate with {"v":1,"request":{...}} answers 200 with
+{"v":1,"result":{...}} or 4xx/5xx with {"v":1,"error":{...}}; GET /v1/health answers the hello.
+`EvalResult` is exactly the serde form of `ksmith_core::evaluation::EvalResult` (snake_case
+enums, non-finite floats sent as the largest double).
+"""
+
+from __future__ import annotations
+
+import json
+
+VERSION = 1
+REQUEST_FIELDS = ("task_id", "reference", "candidate")
+
+
+class ProtocolError(Exception):
+    """A message that is not protocol version 1."""
+
+
+def parse(line: str) -> dict:
+    """Decodes one line; raises `ProtocolError` for anything but a v1 object with a type."""
+    try:
+        msg = json.loads(line)
+    except ValueError as e:
+        raise ProtocolError(f"not JSON: {e}") from None
+    if not isinstance(msg, dict) or "type" not in msg:
+        raise ProtocolError("a message must be an object with a `type`")
+    if msg.get("v") != VERSION:
+        raise ProtocolError(f"protocol version {msg.get('v')!r} is not supported (this worker speaks {VERSION})")
+    return msg
+
+
+def check_request(req) -> dict:
+    """Validates an evaluate request's body."""
+    if not isinstance(req, dict):
+        raise ProtocolError("`request` must be an object")
+    for f in REQUEST_FIELDS:
+        if not isinstance(req.get(f), str):
+            raise ProtocolError(f"`request.{f}` must be a string")
+    if "measure" in req and not isinstance(req["measure"], bool):
+        raise ProtocolError("`request.measure` must be a boolean")
+    return req
+
+
+def encode(msg: dict) -> str:
+    """One line, with `v` set."""
+    msg = {"v": VERSION, **msg}
+    return json.dumps(msg, allow_nan=False)

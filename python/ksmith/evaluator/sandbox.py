@@ -1,0 +1,164 @@
+"""Spawning and supervising a child process (reference or candidate).
+
+Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
+new session so the whole process group can be killed, with its own working directory and Triton
+cache, stdout/stderr going to a log file (its messages use a private descriptor, see
+`child_common`). A watchdog thread polls the child's resident memory and kills the group past
+the limit; every wait has a deadline after which the group is killed (`timeout`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class ChildTimeout(Exception):
+    """The child did not answer before its deadline (it has been killed)."""
+
+
+class ChildDied(Exception):
+    """The child exited without sending what was expected."""
+
+    def __init__(self, message: str, log: str):
+        super().__init__(message)
+        self.log = log
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+class Child:
+    """One supervised child process speaking JSON lines."""
+
+    def __init__(self, module: str, workdir: str, device: str, memory_limit_mb: int, log_limit: int, extra_env: dict | None = None):
+        self.workdir = workdir
+        self.log_path = os.path.join(workdir, "child.log")
+        self.log_limit = log_limit
+        self.memory_limit_mb = memory_limit_mb
+        self.killed_for_memory = 0.0
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KSMITH_WORKER")}
+        env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["OMP_NUM_THREADS"] = env.get("KSMITH_CHILD_THREADS", "1")
+        if device.startswith("cuda"):
+            env.pop("TRITON_INTERPRET", None)
+        else:
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(extra_env or {})
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-m", module, workdir],
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self.messages: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._watch_memory, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw.decode("utf-8", "replace"))
+                if isinstance(msg, dict):
+                    self.messages.put(msg)
+            except ValueError:
+                continue
+        self.messages.put(None)
+
+    def _watch_memory(self) -> None:
+        while self.proc.poll() is None:
+            rss = _rss_mb(self.proc.pid)
+            if self.memory_limit_mb and rss > self.memory_limit_mb:
+                self.killed_for_memory = rss
+                self.kill()
+                return
+            time.sleep(0.02)
+
+    def receive(self, timeout_s: float) -> dict:
+        """The next message; kills the child and raises on timeout or death."""
+        try:
+            msg = self.messages.get(timeout=max(timeout_s, 0.01))
+        except queue.Empty:
+            self.kill()
+            raise ChildTimeout(f"no answer within {timeout_s:.0f} s") from None
+        if msg is None:
+            code = self.proc.wait()
+            raise ChildDied(self.describe_exit(code), self.log_tail())
+        return msg
+
+    def describe_exit(self, code: int) -> str:
+        if self.killed_for_memory:
+            return f"memory limit exceeded: resident memory {self.killed_for_memory:.0f} MiB > {self.memory_limit_mb} MiB (process killed)"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"the process died with signal {name}"
+        return f"the process exited with code {code} before reporting"
+
+    def command(self, text: str) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((text + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def finish(self, timeout_s: float = 10.0) -> None:
+        """Closes its stdin (a waiting child reads `stop`), waits for exit (killing the group
+        after `timeout_s`) and reaps it."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        self.proc.wait()
+        self._log.close()
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - self.log_limit))
+                text = f.read().decode("utf-8", "replace")
+                return ("...\n" if size > self.log_limit else "") + text
+        except OSError:
+            return ""

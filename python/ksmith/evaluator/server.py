@@ -1,0 +1,64 @@
+"""HTTP mode of the worker (`python -m ksmith.evaluator serve --port P`): the same protocol,
+one request per POST, for evaluators on other machines (e.g. one per GPU on a Ray cluster)."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import protocol
+from .evaluate import BrokenReference, DeviceEvaluator
+from .worker import error_body, hello
+
+MAX_BODY = 16 * 2**20
+
+
+def make_server(host: str, port: int, device: str, options: dict | None) -> ThreadingHTTPServer:
+    evaluator = DeviceEvaluator(device, options)
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, code: int, body: dict) -> None:
+            data = protocol.encode(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 - http.server naming
+            if self.path == "/v1/health":
+                self._answer(200, hello(device))
+            else:
+                self._answer(404, {"type": "error", "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None}})
+
+        def do_POST(self):  # noqa: N802
+            if self.path != "/v1/evaluate":
+                self._answer(404, {"type": "error", "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None}})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length <= 0 or length > MAX_BODY:
+                self._answer(413 if length > MAX_BODY else 400, {"type": "error", "error": {"kind": "bad_request", "message": f"body of {length} bytes", "task_id": None}})
+                return
+            task_id = None
+            try:
+                body = json.loads(self.rfile.read(length))
+                if not isinstance(body, dict) or body.get("v") != protocol.VERSION:
+                    raise protocol.ProtocolError(f"protocol version {body.get('v') if isinstance(body, dict) else None!r} is not supported")
+                req = protocol.check_request(body.get("request"))
+                task_id = req["task_id"]
+                result = evaluator.evaluate(req)
+                self._answer(200, {"type": "result", "result": result})
+            except (protocol.ProtocolError, ValueError) as e:
+                self._answer(400, {"type": "error", "error": error_body(protocol.ProtocolError(str(e)), task_id)})
+            except BrokenReference as e:
+                self._answer(422, {"type": "error", "error": error_body(e)})
+            except Exception as e:  # noqa: BLE001
+                self._answer(500, {"type": "error", "error": error_body(e, task_id)})
+
+        def log_message(self, fmt, *args):
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    server.evaluator = evaluator  # type: ignore[attr-defined]
+    return server

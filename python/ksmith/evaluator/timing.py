@@ -1,0 +1,119 @@
+"""GPU timing, used by both children (reference and candidate) so both are measured the same way.
+
+Method: warm-up calls (at least `warmup` calls and `warmup_ms`), then CUDA-graph capture of one
+call; each sample replays the graph once between two CUDA events, after a write of a buffer of
+4x the L2 size (`l2_policy = "flushed"`: every sample starts with a cold L2 and the GPU is kept
+busy by the flush while the host enqueues the next sample, so launch jitter does not reach the
+measurement). When capture fails (synchronizing or side-stream code), each sample is a direct call
+followed by a device-wide `torch.cuda.synchronize()` before the end event (`cuda_event`, so work
+on any stream is counted). The number of samples is chosen from a first estimate to fill
+`budget_ms`, within `[min_samples, max_samples]`. Samples outside 1.5 IQR of the quartiles are
+dropped; median, IQR and coefficient of variation (std / mean) of the kept samples are reported.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+
+def trimmed_stats(samples: list[float]) -> dict:
+    """Median, IQR, CV and count after dropping samples outside 1.5 IQR."""
+    if not samples:
+        return {"median_ms": 0.0, "iqr_ms": 0.0, "cv": 0.0, "samples": 0}
+    s = sorted(samples)
+    q1, _, q3 = statistics.quantiles(s, n=4) if len(s) >= 4 else (s[0], 0, s[-1])
+    iqr = q3 - q1
+    kept = [x for x in s if q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr] or s
+    mean = statistics.fmean(kept)
+    std = statistics.pstdev(kept) if len(kept) > 1 else 0.0
+    kq1, _, kq3 = statistics.quantiles(kept, n=4) if len(kept) >= 4 else (kept[0], 0, kept[-1])
+    return {
+        "median_ms": statistics.median(kept),
+        "iqr_ms": kq3 - kq1,
+        "cv": std / mean if mean > 0 else 0.0,
+        "samples": len(kept),
+    }
+
+
+class Timer:
+    """Times a zero-argument callable on the current CUDA device."""
+
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+        self.flush_buf = torch.empty(max(4 * l2, 256 * 2**20) // 4, dtype=torch.int32, device="cuda")
+
+    def flush(self) -> None:
+        self.flush_buf.zero_()
+
+    def capture(self, fn):
+        """A CUDA graph of one call of `fn`, or (None, error text)."""
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    fn()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            torch.cuda.synchronize()
+            return g, ""
+        except Exception as e:  # noqa: BLE001 - any capture failure falls back to events
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001
+                pass
+            return None, f"{type(e).__name__}: {e}"
+
+    def _samples(self, run, n: int, device_sync: bool) -> list[float]:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start, end in events:
+            self.flush()
+            start.record()
+            run()
+            if device_sync:
+                torch.cuda.synchronize()
+            end.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in events]
+
+    def measure(self, fn, graph=None) -> dict:
+        """Times `fn` (or `graph.replay`) and returns the stats dict of the protocol's `Timing`."""
+        cfg = self.cfg
+        run = graph.replay if graph is not None else fn
+        device_sync = graph is None
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        n_warm = 0
+        while True:
+            run()
+            n_warm += 1
+            if n_warm >= cfg["warmup"]:
+                end.record()
+                torch.cuda.synchronize()
+                if start.elapsed_time(end) >= cfg["warmup_ms"] or n_warm >= 10_000:
+                    break
+                start.record()
+        est = statistics.median(self._samples(run, 5, device_sync))
+        flush_est = statistics.median(self._samples(lambda: None, 3, False))
+        n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
+        n = max(cfg["min_samples"], min(cfg["max_samples"], n))
+        samples = self._samples(run, n, device_sync)
+        stats = trimmed_stats(samples)
+        stats["method"] = "cuda_graph" if graph is not None else "cuda_event"
+        stats["l2_policy"] = "flushed"
+        return stats
+
+    def stream_disagreement(self, fn, n: int = 21) -> tuple[float, float]:
+        """Median time with the end event on the calling stream vs after a device-wide sync."""
+        local = statistics.median(self._samples(fn, n, False))
+        full = statistics.median(self._samples(fn, n, True))
+        return local, full

@@ -1,0 +1,89 @@
+"""The long-lived worker: one per device, speaking the JSON-lines protocol on stdin/stdout.
+
+The protocol channel is a private duplicate of the original stdout; descriptor 1 is pointed at
+stderr so no stray print (of a library, or of Triton) can corrupt it. Candidates never run in
+this process: each runs in its own child (see `sandbox`), so this process never initializes
+CUDA either. Requests are served concurrently, one thread each; results are written as they
+complete.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from . import protocol
+from .evaluate import BrokenReference, DeviceEvaluator
+
+
+def hello(device: str) -> dict:
+    import torch
+
+    from .evaluate import _triton_version
+
+    return {"type": "hello", "device": device, "pid": os.getpid(), "torch": torch.__version__, "triton": _triton_version()}
+
+
+def error_body(e: BaseException, task_id: str | None = None) -> dict:
+    if isinstance(e, BrokenReference):
+        return {"kind": "broken_reference", "message": e.message, "task_id": e.task_id}
+    if isinstance(e, protocol.ProtocolError):
+        return {"kind": "bad_request", "message": str(e), "task_id": task_id}
+    return {"kind": "internal", "message": f"{type(e).__name__}: {e}", "task_id": task_id}
+
+
+def run_worker(device: str, options: dict | None) -> int:
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out = os.fdopen(out_fd, "w", buffering=1)
+    write_lock = threading.Lock()
+
+    def send(msg: dict) -> None:
+        line = protocol.encode(msg)
+        with write_lock:
+            out.write(line + "\n")
+            out.flush()
+
+    evaluator = DeviceEvaluator(device, options)
+    send(hello(device))
+    threads: list[threading.Thread] = []
+
+    def serve(msg: dict) -> None:
+        rid = msg.get("id")
+        task_id = None
+        try:
+            req = protocol.check_request(msg.get("request"))
+            task_id = req["task_id"]
+            result = evaluator.evaluate(req)
+            send({"type": "result", "id": rid, "result": result})
+        except BaseException as e:  # noqa: BLE001 - every failure is answered
+            send({"type": "error", "id": rid, "error": error_body(e, task_id)})
+
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                msg = protocol.parse(line)
+            except protocol.ProtocolError as e:
+                send({"type": "error", "id": None, "error": {"kind": "protocol", "message": str(e), "task_id": None}})
+                continue
+            kind = msg["type"]
+            if kind == "shutdown":
+                break
+            if kind == "ping":
+                send({"type": "pong", "id": msg.get("id")})
+            elif kind == "evaluate":
+                t = threading.Thread(target=serve, args=(msg,), daemon=True)
+                t.start()
+                threads.append(t)
+                threads = [x for x in threads if x.is_alive()]
+            else:
+                send({"type": "error", "id": msg.get("id"), "error": {"kind": "protocol", "message": f"unknown message type `{kind}`", "task_id": None}})
+        for t in threads:
+            t.join()
+    finally:
+        evaluator.close()
+    return 0
