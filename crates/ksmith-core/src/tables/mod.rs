@@ -9,6 +9,7 @@ mod dedup;
 mod modules;
 mod probes;
 mod repos;
+mod steps;
 mod tasks;
 
 pub use clusters::ClusterRow;
@@ -16,4 +17,5 @@ pub use dedup::{DedupMethod, DedupRow};
 pub use modules::{ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
 pub use repos::{RepoRow, RepoStatus, SkippedFile, SourceKind};
+pub use steps::{EditFormat, EditOutcome, StepKind, StepRow};
 pub use tasks::TaskRow;

@@ -1,0 +1,229 @@
+//! `steps.parquet`: one row per rollout step (a trajectory step of the evolution engine).
+
+use serde::{Deserialize, Serialize};
+
+use crate::evaluation::{EvalResult, EvalStatus, HackKind};
+use crate::table::Table;
+
+/// What a step asked the teacher to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Translate the PyTorch reference into a Triton `ModelNew` (the parent is the seed).
+    Translate,
+    /// Improve a correct Triton program.
+    Optimize,
+    /// Fix a failing Triton program (its island has no correct program yet).
+    Repair,
+}
+
+/// How the teacher's answer was turned (or not) into a candidate program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditOutcome {
+    /// The edit applied and the candidate was evaluated.
+    Applied,
+    /// The edit applied but gave a program already evaluated for this task; its earlier result
+    /// is reused.
+    Duplicate,
+    /// The edit left the program unchanged.
+    NoOp,
+    /// No fenced code and no SEARCH/REPLACE block could be read from the answer.
+    Unparseable,
+    /// A SEARCH text was not found in the editable block.
+    SearchNotFound,
+    /// The edit touched code outside `EVOLVE-BLOCK-START` / `EVOLVE-BLOCK-END`.
+    OutsideBlock,
+    /// The resulting program is longer than the configured limit.
+    TooLong,
+    /// The answer was cut off (`finish_reason = length`).
+    Truncated,
+    /// The teacher's answer was not a chat completion.
+    TeacherMalformed,
+    /// The teacher refused the request (4xx).
+    TeacherRefused,
+}
+
+impl EditOutcome {
+    /// True when a candidate program exists for the step (applied or duplicate).
+    pub fn has_program(self) -> bool {
+        matches!(self, EditOutcome::Applied | EditOutcome::Duplicate)
+    }
+}
+
+/// The edit format the teacher answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditFormat {
+    /// A full rewrite of the editable block (fenced code).
+    FullRewrite,
+    /// SEARCH/REPLACE blocks.
+    Diff,
+}
+
+/// One completed rollout step: prompt, answer, applied program and its evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRow {
+    /// Stable id of the step (task, seed, iteration).
+    pub step_id: String,
+    /// The task.
+    pub task_id: String,
+    /// Iteration within the task's rollout, from 0.
+    pub iteration: u32,
+    /// The island the step ran on.
+    pub island: u32,
+    /// Translate, optimize or repair.
+    pub kind: StepKind,
+    /// Id of the parent program (the seed's id for translations).
+    pub parent_id: String,
+    /// The step that produced the parent program; `None` when the parent is the seed (the
+    /// PyTorch reference).
+    pub parent_step_id: Option<String>,
+    /// The parent program's code.
+    pub parent_program: String,
+    /// Whether the parent was correct.
+    pub parent_correct: bool,
+    /// The parent's speedup, when measured.
+    pub parent_speedup: Option<f64>,
+    /// Whether the parent was the task's best program when the step started.
+    pub parent_was_best: bool,
+    /// The system message sent to the teacher.
+    pub system_prompt: String,
+    /// The user message sent to the teacher.
+    pub user_prompt: String,
+    /// The teacher's answer text (empty when there was no answer).
+    pub response: String,
+    /// Reasoning text of thinking models.
+    pub reasoning: Option<String>,
+    /// The teacher's finish reason.
+    pub finish_reason: Option<String>,
+    /// The model that answered.
+    pub teacher_model: Option<String>,
+    /// Prompt tokens reported by the teacher.
+    pub prompt_tokens: u64,
+    /// Completion tokens reported by the teacher.
+    pub completion_tokens: u64,
+    /// True when the answer came from the response cache.
+    pub cached: bool,
+    /// The edit format of the answer, when one was recognised.
+    pub edit_format: Option<EditFormat>,
+    /// What became of the answer.
+    pub edit_outcome: EditOutcome,
+    /// Why the edit failed (or the teacher error), fed back into the next prompt.
+    pub edit_error: Option<String>,
+    /// Id of the candidate program (content hash), when there is one.
+    pub program_id: Option<String>,
+    /// The candidate program, when there is one.
+    pub program: Option<String>,
+    /// The evaluator's verdict.
+    pub eval_status: Option<EvalStatus>,
+    /// Whether the candidate is correct.
+    pub correct: bool,
+    /// The candidate's speedup over the reference, when measured.
+    pub speedup: Option<f64>,
+    /// The hack found, when the verdict is `hacked`.
+    pub hack: Option<HackKind>,
+    /// The evaluator's full result as JSON (see `ksmith_core::evaluation::EvalResult`).
+    pub eval_json: Option<String>,
+    /// Whether the candidate became the task's best program.
+    pub is_new_best: bool,
+    /// When the step started (milliseconds since the Unix epoch).
+    pub started_at_ms: u64,
+    /// When the step finished (milliseconds since the Unix epoch).
+    pub finished_at_ms: u64,
+}
+
+impl StepRow {
+    /// The evaluator's full result, decoded from [`StepRow::eval_json`].
+    pub fn eval_result(&self) -> Option<EvalResult> {
+        self.eval_json
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok())
+    }
+}
+
+impl Table for StepRow {
+    const NAME: &'static str = "steps";
+    const SCHEMA_VERSION: u32 = 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::Hardware;
+    use crate::table::{read_table, write_table};
+
+    fn row(i: u32, eval: Option<EvalResult>) -> StepRow {
+        StepRow {
+            step_id: format!("s{i}"),
+            task_id: "t".into(),
+            iteration: i,
+            island: i % 2,
+            kind: if i == 0 {
+                StepKind::Translate
+            } else {
+                StepKind::Optimize
+            },
+            parent_id: "p".into(),
+            parent_step_id: (i > 0).then(|| "s0".into()),
+            parent_program: "code".into(),
+            parent_correct: i > 0,
+            parent_speedup: (i > 0).then_some(1.5),
+            parent_was_best: true,
+            system_prompt: "sys".into(),
+            user_prompt: "user".into(),
+            response: "resp".into(),
+            reasoning: None,
+            finish_reason: Some("stop".into()),
+            teacher_model: Some("m".into()),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached: false,
+            edit_format: eval.as_ref().map(|_| EditFormat::Diff),
+            edit_outcome: if eval.is_some() {
+                EditOutcome::Applied
+            } else {
+                EditOutcome::NoOp
+            },
+            edit_error: None,
+            program_id: eval.as_ref().map(|_| "c".into()),
+            program: eval.as_ref().map(|_| "child".into()),
+            eval_status: eval.as_ref().map(|e| e.status),
+            correct: eval.as_ref().is_some_and(|e| e.is_correct()),
+            speedup: eval.as_ref().and_then(|e| e.speedup),
+            hack: None,
+            eval_json: eval.as_ref().map(|e| serde_json::to_string(e).unwrap()),
+            is_new_best: false,
+            started_at_ms: 1,
+            finished_at_ms: 2,
+        }
+    }
+
+    #[test]
+    fn steps_round_trip_with_and_without_evaluation() {
+        let eval = EvalResult {
+            status: EvalStatus::Correct,
+            hack: None,
+            error_log: String::new(),
+            errors: vec![],
+            trials_passed: 3,
+            trials: 3,
+            candidate_timing: None,
+            reference_timing: None,
+            speedup: Some(1.25),
+            warnings: vec![],
+            hardware: Hardware::default(),
+            elapsed_ms: 7,
+        };
+        let rows = vec![row(0, Some(eval.clone())), row(1, None)];
+        let dir = tempfile::tempdir().unwrap();
+        let path = StepRow::path_in(dir.path());
+        write_table(&path, &rows, "fp").unwrap();
+        let back: Vec<StepRow> = read_table(&path).unwrap();
+        assert_eq!(back, rows);
+        assert_eq!(back[0].eval_result(), Some(eval));
+        assert_eq!(back[1].eval_result(), None);
+        assert!(EditOutcome::Duplicate.has_program());
+        assert!(!EditOutcome::NoOp.has_program());
+    }
+}
