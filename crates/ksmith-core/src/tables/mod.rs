@@ -6,16 +6,20 @@
 
 mod clusters;
 mod dedup;
+mod grpo;
 mod modules;
 mod probes;
 mod repos;
+mod sft;
 mod steps;
 mod tasks;
 
 pub use clusters::ClusterRow;
 pub use dedup::{DedupMethod, DedupRow};
+pub use grpo::{GrpoRow, GrpoSelection};
 pub use modules::{ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
 pub use repos::{RepoRow, RepoStatus, SkippedFile, SourceKind};
+pub use sft::{SftKind, SftRow, Split};
 pub use steps::{EditFormat, EditOutcome, StepKind, StepRow};
 pub use tasks::TaskRow;

@@ -1,0 +1,86 @@
+//! `grpo.parquet`: GRPO prompts chosen by select, with what the reward needs to score answers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::ChatMessage;
+use crate::table::Table;
+use crate::tables::Split;
+
+/// Which rule chose a GRPO prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrpoSelection {
+    /// The prompt's current program was a best-so-far of its trajectory, correct and faster
+    /// than eager (the paper's choice).
+    BestSteps,
+    /// Any step whose current program is correct (ablation).
+    AllSteps,
+    /// First steps only: the current program is the PyTorch reference (ablation).
+    FirstSteps,
+}
+
+impl GrpoSelection {
+    /// The rule's name (`best_steps`, `all_steps`, `first_steps`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrpoSelection::BestSteps => "best_steps",
+            GrpoSelection::AllSteps => "all_steps",
+            GrpoSelection::FirstSteps => "first_steps",
+        }
+    }
+}
+
+/// One GRPO prompt. The answer to it is scored by its speedup relative to the current
+/// (parent) program, gated on correctness against the reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpoRow {
+    /// Stable id: content hash of (selection, step id).
+    pub sample_id: String,
+    /// The rule that chose it.
+    pub selection: GrpoSelection,
+    /// Train or validation.
+    pub split: Split,
+    /// The task (reference module).
+    pub task_id: String,
+    /// The step whose prompt this is.
+    pub step_id: String,
+    /// The step holding the current (parent) program; `None` when it is the reference.
+    pub parent_step_id: Option<String>,
+    /// Iteration of the step whose prompt this is.
+    pub iteration: u32,
+    /// Island of that step.
+    pub island: u32,
+    /// Functional family of the task.
+    pub family: String,
+    /// Difficulty level of the task (1 to 3).
+    pub level: u8,
+    /// Cluster of the task (-1 is noise).
+    pub cluster: i32,
+    /// The prompt messages (system, user) exactly as the teacher saw them.
+    pub prompt: Vec<ChatMessage>,
+    /// Tokens of the prompt, counted by `token_counter`.
+    pub prompt_tokens: u64,
+    /// How tokens were counted (e.g. `approx_chars_div_4`).
+    pub token_counter: String,
+    /// The PyTorch reference program (`Model`, `get_inputs()`, `get_init_inputs()`).
+    pub reference_program: String,
+    /// The current program the answer must improve (the reference for first steps).
+    pub parent_program: String,
+    /// Speedup of the parent over eager as measured during the rollout (`None` untimed).
+    pub parent_speedup: Option<f64>,
+    /// Median runtime of the parent in milliseconds during the rollout, when timed.
+    pub parent_runtime_ms: Option<f64>,
+    /// Median runtime of PyTorch eager in milliseconds during the rollout, when timed.
+    pub eager_runtime_ms: Option<f64>,
+    /// The device the rollout timings were taken on.
+    pub hardware: String,
+    /// The task's source repository (provenance).
+    pub repo: String,
+    /// The repository's license (SPDX), when known.
+    pub license: Option<String>,
+}
+
+impl Table for GrpoRow {
+    const NAME: &'static str = "grpo";
+    const SCHEMA_VERSION: u32 = 1;
+}

@@ -1,0 +1,264 @@
+//! The `[select]` section of the configuration.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// Which steps give GRPO prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrpoRule {
+    /// Prompts whose current program is a best-so-far of its trajectory, correct and already
+    /// faster than eager (the paper's choice).
+    BestSteps,
+    /// Every step whose current program is correct, or is the reference (ablation).
+    AllSteps,
+    /// Only first steps, whose current program is the PyTorch reference (ablation).
+    FirstSteps,
+}
+
+/// Where "best so far" is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BestScope {
+    /// Over every island of the task's rollout.
+    Task,
+    /// Within the program's own island.
+    Island,
+}
+
+/// Configuration of the select stage (`[select]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectConfig {
+    /// Performance SFT: the step's program must be faster than eager by more than this factor.
+    pub sft_min_speedup: f64,
+    /// Performance SFT: the step's speedup over eager must exceed the parent's times this
+    /// factor (1.0 = strictly better than the parent).
+    pub sft_min_gain_over_parent: f64,
+    /// Which steps give GRPO prompts: `best_steps` (paper), `all_steps`, `first_steps`.
+    pub grpo_rule: GrpoRule,
+    /// GRPO `best_steps`: the current program must be faster than eager by more than this.
+    pub grpo_min_parent_speedup: f64,
+    /// GRPO `best_steps`: best so far within the `task` or within the program's `island`.
+    pub grpo_best_scope: BestScope,
+    /// Most GRPO prompts sharing one current program (the earliest steps are kept); 0 means
+    /// no limit.
+    pub grpo_max_prompts_per_parent: u32,
+    /// Samples over this many tokens are dropped (SFT: the whole conversation; GRPO: the
+    /// prompt).
+    pub max_tokens: u64,
+    /// A Hugging Face `tokenizer.json` to count tokens with. This build has no tokenizer
+    /// support: leave empty (tokens are then approximated as `approx_chars_div_4`).
+    pub tokenizer: Option<PathBuf>,
+    /// Target share of each difficulty level (`"1"`, `"2"`, `"3"`) in every selected set:
+    /// the largest subset with these proportions is kept. Empty keeps the natural mix.
+    pub level_proportions: BTreeMap<String, f64>,
+    /// Within a level, no family holds more than this share of the level's samples (or
+    /// 1 / number of families present, when that is larger). 1.0 turns the cap off.
+    pub max_family_share: f64,
+    /// Share of clusters (and of noise tasks) put into validation.
+    pub validation_fraction: f64,
+    /// Seed of the split and of the balanced subsampling; changing it reshuffles both.
+    pub seed: String,
+}
+
+impl Default for SelectConfig {
+    fn default() -> Self {
+        SelectConfig {
+            sft_min_speedup: 1.0,
+            sft_min_gain_over_parent: 1.0,
+            grpo_rule: GrpoRule::BestSteps,
+            grpo_min_parent_speedup: 1.0,
+            grpo_best_scope: BestScope::Task,
+            grpo_max_prompts_per_parent: 1,
+            max_tokens: 65_536,
+            tokenizer: None,
+            level_proportions: BTreeMap::new(),
+            max_family_share: 0.35,
+            validation_fraction: 0.05,
+            seed: "ksmith-select".to_string(),
+        }
+    }
+}
+
+impl SelectConfig {
+    /// Checks every value; does no I/O.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |key: &str, why: String| {
+            Err(Error::Config {
+                key: key.to_string(),
+                message: why,
+            })
+        };
+        if !(self.sft_min_speedup.is_finite() && self.sft_min_speedup > 0.0) {
+            return bad(
+                "sft_min_speedup",
+                format!("must be a positive number, got {}", self.sft_min_speedup),
+            );
+        }
+        if !(self.sft_min_gain_over_parent.is_finite() && self.sft_min_gain_over_parent > 0.0) {
+            return bad(
+                "sft_min_gain_over_parent",
+                format!(
+                    "must be a positive number, got {}",
+                    self.sft_min_gain_over_parent
+                ),
+            );
+        }
+        if !(self.grpo_min_parent_speedup.is_finite() && self.grpo_min_parent_speedup > 0.0) {
+            return bad(
+                "grpo_min_parent_speedup",
+                format!(
+                    "must be a positive number, got {}",
+                    self.grpo_min_parent_speedup
+                ),
+            );
+        }
+        if self.max_tokens == 0 {
+            return bad("max_tokens", "must be at least 1".to_string());
+        }
+        if let Some(path) = &self.tokenizer
+            && !path.as_os_str().is_empty()
+        {
+            return bad(
+                "tokenizer",
+                format!(
+                    "{}: this ksmith was built without tokenizer support; remove the key to \
+                     count tokens with the `approx_chars_div_4` approximation",
+                    path.display()
+                ),
+            );
+        }
+        for (level, share) in &self.level_proportions {
+            if !matches!(level.as_str(), "1" | "2" | "3") {
+                return bad(
+                    "level_proportions",
+                    format!("unknown level `{level}`; levels are \"1\", \"2\" and \"3\""),
+                );
+            }
+            if !(share.is_finite() && *share >= 0.0) {
+                return bad(
+                    "level_proportions",
+                    format!("level {level}: share must be >= 0, got {share}"),
+                );
+            }
+        }
+        if !self.level_proportions.is_empty() && self.level_proportions.values().sum::<f64>() <= 0.0
+        {
+            return bad(
+                "level_proportions",
+                "at least one level needs a positive share (or leave the table empty)".to_string(),
+            );
+        }
+        if !(self.max_family_share > 0.0 && self.max_family_share <= 1.0) {
+            return bad(
+                "max_family_share",
+                format!("must be in (0, 1], got {}", self.max_family_share),
+            );
+        }
+        if !(0.0..1.0).contains(&self.validation_fraction) {
+            return bad(
+                "validation_fraction",
+                format!("must be in [0, 1), got {}", self.validation_fraction),
+            );
+        }
+        Ok(())
+    }
+
+    /// The proportion of `level`, when proportions are configured.
+    pub(crate) fn level_share(&self, level: u8) -> Option<f64> {
+        if self.level_proportions.is_empty() {
+            return None;
+        }
+        Some(
+            self.level_proportions
+                .get(&level.to_string())
+                .copied()
+                .unwrap_or(0.0),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        SelectConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases: Vec<(SelectConfig, &str)> = vec![
+            (
+                SelectConfig {
+                    sft_min_speedup: 0.0,
+                    ..Default::default()
+                },
+                "sft_min_speedup",
+            ),
+            (
+                SelectConfig {
+                    max_tokens: 0,
+                    ..Default::default()
+                },
+                "max_tokens",
+            ),
+            (
+                SelectConfig {
+                    validation_fraction: 1.0,
+                    ..Default::default()
+                },
+                "validation_fraction",
+            ),
+            (
+                SelectConfig {
+                    max_family_share: 0.0,
+                    ..Default::default()
+                },
+                "max_family_share",
+            ),
+            (
+                SelectConfig {
+                    level_proportions: [("4".to_string(), 1.0)].into(),
+                    ..Default::default()
+                },
+                "level_proportions",
+            ),
+            (
+                SelectConfig {
+                    level_proportions: [("1".to_string(), 0.0)].into(),
+                    ..Default::default()
+                },
+                "level_proportions",
+            ),
+        ];
+        for (cfg, key) in cases {
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_tokenizer_path_is_refused_with_the_reason() {
+        let cfg = SelectConfig {
+            tokenizer: Some(PathBuf::from("/models/qwen/tokenizer.json")),
+            ..Default::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("built without tokenizer support"), "{err}");
+        assert!(err.contains("/models/qwen/tokenizer.json"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_by_the_config_loader() {
+        let cfg = ksmith_core::config::Config::parse("[select]\nmax_token = 5\n", "t").unwrap();
+        let err = cfg.section::<SelectConfig>("select").unwrap_err();
+        assert!(err.to_string().contains("max_token"), "{err}");
+    }
+}

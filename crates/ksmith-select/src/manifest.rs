@@ -1,0 +1,110 @@
+//! `selection.json`: the rules select applied, in words, with its config and config hash.
+//!
+//! Written next to `sft.parquet` and `grpo.parquet`; export copies it into the dataset cards.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{BestScope, GrpoRule, SelectConfig};
+use crate::tokens::APPROX_CHARS_DIV_4;
+
+/// The file name of the manifest in the work directory.
+pub const MANIFEST_FILE: &str = "selection.json";
+
+/// What export needs to describe a selection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectionManifest {
+    /// The `[select]` section after defaults.
+    pub config: SelectConfig,
+    /// Its hash (as in the stage fingerprint).
+    pub config_hash: String,
+    /// The stage fingerprint of the tables it describes.
+    pub fingerprint: String,
+    /// How tokens were counted.
+    pub token_counter: String,
+    /// One sentence per rule, in the order they apply.
+    pub rules: Vec<String>,
+}
+
+impl SelectionManifest {
+    /// The manifest of a run with `cfg`.
+    pub fn new(cfg: &SelectConfig, fingerprint: &str) -> Self {
+        SelectionManifest {
+            config: cfg.clone(),
+            config_hash: ksmith_core::config::section_hash(cfg),
+            fingerprint: fingerprint.to_string(),
+            token_counter: APPROX_CHARS_DIV_4.to_string(),
+            rules: rules(cfg),
+        }
+    }
+
+    /// Where the manifest lives in `workdir`.
+    pub fn path_in(workdir: &Path) -> PathBuf {
+        workdir.join(MANIFEST_FILE)
+    }
+}
+
+/// The rules of `cfg` in words.
+pub fn rules(cfg: &SelectConfig) -> Vec<String> {
+    let grpo = match cfg.grpo_rule {
+        GrpoRule::BestSteps => format!(
+            "GRPO (best_steps): prompts whose current program was a best-so-far of its \
+             trajectory ({}), correct and faster than eager by more than {}x; at most {} \
+             prompt(s) per current program (0 = no limit). The answer is rewarded by its \
+             speedup relative to that program.",
+            match cfg.grpo_best_scope {
+                BestScope::Task => "over the whole task",
+                BestScope::Island => "within its island",
+            },
+            cfg.grpo_min_parent_speedup,
+            cfg.grpo_max_prompts_per_parent
+        ),
+        GrpoRule::AllSteps => format!(
+            "GRPO (all_steps, ablation): every prompt whose current program is correct or is \
+             the PyTorch reference; at most {} prompt(s) per current program (0 = no limit).",
+            cfg.grpo_max_prompts_per_parent
+        ),
+        GrpoRule::FirstSteps => format!(
+            "GRPO (first_steps, ablation): only first-step prompts (translate the PyTorch \
+             reference); at most {} prompt(s) per task (0 = no limit).",
+            cfg.grpo_max_prompts_per_parent
+        ),
+    };
+    vec![
+        "SFT correctness: every first step (PyTorch reference to Triton) whose program is \
+         correct; identical answers to one task are kept once."
+            .to_string(),
+        format!(
+            "SFT performance: Triton-to-Triton steps whose program is correct, faster than \
+             eager by more than {}x and faster than its (correct, timed) parent by more than \
+             {}x. Steps without GPU timings (CPU interpreter) are never performance samples.",
+            cfg.sft_min_speedup, cfg.sft_min_gain_over_parent
+        ),
+        grpo,
+        format!(
+            "Token budget: samples over {} tokens are dropped (SFT: whole conversation; GRPO: \
+             prompt), counted with {APPROX_CHARS_DIV_4} (ceil(characters / 4) + 4 per message).",
+            cfg.max_tokens
+        ),
+        format!(
+            "Balance: within each level no family holds more than max({}, 1/families) of the \
+             samples; level proportions {}.",
+            cfg.max_family_share,
+            if cfg.level_proportions.is_empty() {
+                "not enforced (natural mix)".to_string()
+            } else {
+                cfg.level_proportions
+                    .iter()
+                    .map(|(l, p)| format!("level {l}: {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        format!(
+            "Split: by cluster (noise tasks one by one), validation when a seeded hash of the \
+             cluster is below {}; a task and its near duplicates are never on both sides.",
+            cfg.validation_fraction
+        ),
+    ]
+}

@@ -1,0 +1,103 @@
+//! The selection rules: which steps become SFT samples and which prompts become GRPO prompts.
+//!
+//! Every step is judged once for SFT and once for GRPO; a step that does not qualify gets the
+//! reason (counted in the report as `sft/<reason>` or `grpo/<reason>`).
+
+use std::collections::HashSet;
+
+use ksmith_core::tables::SftKind;
+
+use crate::config::{GrpoRule, SelectConfig};
+use crate::trajectory::{Parent, StepView};
+
+/// The SFT verdict on a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SftVerdict {
+    /// The step is a sample of this kind.
+    Take(SftKind),
+    /// It is not, for this reason.
+    Drop(&'static str),
+}
+
+/// Judges `step` for SFT.
+///
+/// - First steps (PyTorch to Triton) are correctness samples when their program is correct.
+/// - Triton-to-Triton steps are performance samples when their program is correct, timed,
+///   faster than eager by more than `sft_min_speedup` and faster than the parent's speedup
+///   times `sft_min_gain_over_parent`. An untimed step (CPU interpreter) is never a
+///   performance sample.
+pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> SftVerdict {
+    if step.response.trim().is_empty() {
+        return SftVerdict::Drop("empty_response");
+    }
+    if step.prompt.is_empty() {
+        return SftVerdict::Drop("empty_prompt");
+    }
+    if step.program.is_none() {
+        return SftVerdict::Drop("edit_failed");
+    }
+    if !step.is_correct() {
+        return SftVerdict::Drop("not_correct");
+    }
+    match parent {
+        Parent::Reference => SftVerdict::Take(SftKind::Correctness),
+        Parent::Missing => SftVerdict::Drop("parent_missing"),
+        Parent::Step(p) => {
+            let Some(speedup) = step.speedup() else {
+                return SftVerdict::Drop("not_timed");
+            };
+            if speedup <= cfg.sft_min_speedup {
+                return SftVerdict::Drop("not_faster_than_eager");
+            }
+            let Some(parent_speedup) = p.speedup() else {
+                return SftVerdict::Drop("parent_not_comparable");
+            };
+            if speedup <= parent_speedup * cfg.sft_min_gain_over_parent {
+                return SftVerdict::Drop("not_faster_than_parent");
+            }
+            SftVerdict::Take(SftKind::Performance)
+        }
+    }
+}
+
+/// Judges `step`'s prompt for GRPO under `cfg.grpo_rule`; `best` holds the ids of the
+/// best-so-far steps (see [`crate::trajectory::best_so_far`]). `Ok` means selected.
+pub fn grpo_verdict(
+    step: &StepView,
+    parent: Parent<'_>,
+    best: &HashSet<String>,
+    cfg: &SelectConfig,
+) -> Result<(), &'static str> {
+    if step.prompt.is_empty() {
+        return Err("empty_prompt");
+    }
+    match (cfg.grpo_rule, parent) {
+        (_, Parent::Missing) => Err("parent_missing"),
+        (GrpoRule::FirstSteps, Parent::Reference) => Ok(()),
+        (GrpoRule::FirstSteps, Parent::Step(_)) => Err("not_first_step"),
+        (GrpoRule::AllSteps, Parent::Reference) => Ok(()),
+        (GrpoRule::AllSteps, Parent::Step(p)) => {
+            if p.is_correct() {
+                Ok(())
+            } else {
+                Err("parent_not_correct")
+            }
+        }
+        (GrpoRule::BestSteps, Parent::Reference) => Err("first_step"),
+        (GrpoRule::BestSteps, Parent::Step(p)) => {
+            if !p.is_correct() {
+                return Err("parent_not_correct");
+            }
+            let Some(s) = p.speedup() else {
+                return Err("parent_not_timed");
+            };
+            if s <= cfg.grpo_min_parent_speedup {
+                return Err("parent_not_faster_than_eager");
+            }
+            if !best.contains(&p.step_id) {
+                return Err("parent_not_best_so_far");
+            }
+            Ok(())
+        }
+    }
+}

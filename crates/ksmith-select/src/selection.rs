@@ -1,0 +1,296 @@
+//! The whole selection as a pure function from steps and tasks to SFT and GRPO rows.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use ksmith_core::chat::ChatMessage;
+use ksmith_core::ids::IdHasher;
+use ksmith_core::report::StageReport;
+use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, TaskRow};
+use rayon::prelude::*;
+
+use crate::balance::{Member, balance};
+use crate::config::{BestScope, GrpoRule, SelectConfig};
+use crate::rules::{SftVerdict, grpo_verdict, sft_verdict};
+use crate::split::{split_of, unit_hash};
+use crate::tokens::{APPROX_CHARS_DIV_4, approx_conversation_tokens};
+use crate::trajectory::{Parent, StepView, Trajectories, best_so_far};
+
+/// The selected rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// SFT samples (correctness and performance), sorted by split, kind, task, iteration.
+    pub sft: Vec<SftRow>,
+    /// GRPO prompts, sorted by split, task, iteration.
+    pub grpo: Vec<GrpoRow>,
+}
+
+fn sample_id(set: &str, kind: &str, step_id: &str) -> String {
+    IdHasher::new().part(set).part(kind).part(step_id).finish()
+}
+
+fn grpo_selection(rule: GrpoRule) -> GrpoSelection {
+    match rule {
+        GrpoRule::BestSteps => GrpoSelection::BestSteps,
+        GrpoRule::AllSteps => GrpoSelection::AllSteps,
+        GrpoRule::FirstSteps => GrpoSelection::FirstSteps,
+    }
+}
+
+/// Eager runtime of each task: from the earliest step whose evaluation timed the reference.
+fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, String)> {
+    let mut out: HashMap<&str, (u32, &str, f64, String)> = HashMap::new();
+    for s in steps {
+        if let Some(ms) = s.eager_ms() {
+            let key = (s.iteration, s.step_id.as_str());
+            let e = out.entry(s.task_id.as_str()).or_insert((
+                s.iteration,
+                s.step_id.as_str(),
+                ms,
+                s.device(),
+            ));
+            if key < (e.0, e.1) {
+                *e = (s.iteration, s.step_id.as_str(), ms, s.device());
+            }
+        }
+    }
+    out.into_iter().map(|(k, v)| (k, (v.2, v.3))).collect()
+}
+
+/// Selects SFT and GRPO samples from `steps`, counting every drop in `report`.
+pub fn select(
+    steps: &[StepView],
+    tasks: &[TaskRow],
+    cfg: &SelectConfig,
+    report: &mut StageReport,
+) -> Selection {
+    let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
+    let traj = Trajectories::new(steps);
+    let best = best_so_far(steps, cfg.grpo_best_scope == BestScope::Island);
+    let eager = eager_by_task(steps);
+    // Steps in a fixed order, so "earliest" decisions do not depend on the input order.
+    let mut order: Vec<&StepView> = steps.iter().collect();
+    order.sort_by(|a, b| {
+        (a.task_id.as_str(), a.iteration, a.step_id.as_str()).cmp(&(
+            b.task_id.as_str(),
+            b.iteration,
+            b.step_id.as_str(),
+        ))
+    });
+    let mut untimed_correct = 0u64;
+    let mut sft_candidates: Vec<(SftKind, &StepView, &TaskRow, Parent<'_>)> = Vec::new();
+    let mut grpo_candidates: Vec<(&StepView, &TaskRow, Parent<'_>)> = Vec::new();
+    let mut answers_seen: HashSet<(String, String)> = HashSet::new();
+    let mut prompts_per_parent: HashMap<String, u32> = HashMap::new();
+    for step in order {
+        let Some(task) = tasks.get(step.task_id.as_str()).copied() else {
+            report.drop_row("sft/unknown_task");
+            report.drop_row("grpo/unknown_task");
+            continue;
+        };
+        let parent = traj.parent(step);
+        if step.is_correct() && step.speedup().is_none() {
+            untimed_correct += 1;
+        }
+        match sft_verdict(step, parent, cfg) {
+            SftVerdict::Take(kind) => {
+                let key = (step.task_id.clone(), step.response.trim().to_string());
+                if answers_seen.insert(key) {
+                    sft_candidates.push((kind, step, task, parent));
+                } else {
+                    report.drop_row("sft/duplicate_answer");
+                }
+            }
+            SftVerdict::Drop(reason) => report.drop_row(&format!("sft/{reason}")),
+        }
+        match grpo_verdict(step, parent, &best, cfg) {
+            Ok(()) if approx_conversation_tokens(&step.prompt) > cfg.max_tokens => {
+                report.drop_row("grpo/over_token_budget");
+            }
+            Ok(()) => {
+                let parent_key = match parent {
+                    Parent::Step(p) => format!("step:{}", p.step_id),
+                    _ => format!("reference:{}", step.task_id),
+                };
+                let n = prompts_per_parent.entry(parent_key).or_default();
+                if cfg.grpo_max_prompts_per_parent > 0 && *n >= cfg.grpo_max_prompts_per_parent {
+                    report.drop_row("grpo/parent_prompt_limit");
+                } else {
+                    *n += 1;
+                    grpo_candidates.push((step, task, parent));
+                }
+            }
+            Err(reason) => report.drop_row(&format!("grpo/{reason}")),
+        }
+    }
+    report.count("steps_correct_untimed", untimed_correct);
+
+    let split = |task: &TaskRow| {
+        split_of(
+            &cfg.seed,
+            cfg.validation_fraction,
+            task.cluster,
+            &task.task_id,
+        )
+    };
+    let mut sft: Vec<SftRow> = sft_candidates
+        .par_iter()
+        .map(|&(kind, step, task, parent)| {
+            let mut messages = step.prompt.clone();
+            messages.push(ChatMessage::new("assistant", step.response.clone()));
+            let tokens = approx_conversation_tokens(&messages);
+            SftRow {
+                sample_id: sample_id("sft", kind.as_str(), &step.step_id),
+                kind,
+                split: split(task),
+                task_id: step.task_id.clone(),
+                step_id: step.step_id.clone(),
+                parent_step_id: step.parent_id.clone(),
+                iteration: step.iteration,
+                island: step.island,
+                family: task.family.clone(),
+                level: task.level,
+                cluster: task.cluster,
+                messages,
+                tokens,
+                token_counter: APPROX_CHARS_DIV_4.to_string(),
+                speedup: step.speedup(),
+                parent_speedup: match parent {
+                    Parent::Step(p) => p.speedup(),
+                    _ => None,
+                },
+                teacher: step.teacher.clone(),
+                repo: task.repo.clone(),
+                license: task.license.clone(),
+            }
+        })
+        .collect();
+    let selection = grpo_selection(cfg.grpo_rule);
+    let grpo: Vec<GrpoRow> = grpo_candidates
+        .par_iter()
+        .map(|&(step, task, parent)| {
+            let task_eager = eager.get(step.task_id.as_str());
+            let (parent_program, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
+                Parent::Step(p) => (
+                    p.program.clone().unwrap_or_default(),
+                    p.speedup(),
+                    p.runtime_ms(),
+                    p.eager_ms().or(task_eager.map(|e| e.0)),
+                    p.device(),
+                ),
+                _ => (
+                    task.program.clone(),
+                    task_eager.map(|_| 1.0),
+                    task_eager.map(|e| e.0),
+                    task_eager.map(|e| e.0),
+                    task_eager
+                        .map(|e| e.1.clone())
+                        .unwrap_or_else(|| step.device()),
+                ),
+            };
+            GrpoRow {
+                sample_id: sample_id("grpo", selection.as_str(), &step.step_id),
+                selection,
+                split: split(task),
+                task_id: step.task_id.clone(),
+                step_id: step.step_id.clone(),
+                parent_step_id: step.parent_id.clone(),
+                iteration: step.iteration,
+                island: step.island,
+                family: task.family.clone(),
+                level: task.level,
+                cluster: task.cluster,
+                prompt: step.prompt.clone(),
+                prompt_tokens: approx_conversation_tokens(&step.prompt),
+                token_counter: APPROX_CHARS_DIV_4.to_string(),
+                reference_program: task.program.clone(),
+                parent_program,
+                parent_speedup,
+                parent_runtime_ms: parent_ms,
+                eager_runtime_ms: eager_ms,
+                hardware,
+                repo: task.repo.clone(),
+                license: task.license.clone(),
+            }
+        })
+        .collect();
+
+    sft.retain(|r| {
+        let ok = r.tokens <= cfg.max_tokens;
+        if !ok {
+            report.drop_row("sft/over_token_budget");
+        }
+        ok
+    });
+
+    let mut kept_sft = Vec::new();
+    for kind in [SftKind::Correctness, SftKind::Performance] {
+        let rows: Vec<SftRow> = sft.iter().filter(|r| r.kind == kind).cloned().collect();
+        let members: Vec<Member> = rows
+            .iter()
+            .map(|r| Member {
+                level: r.level,
+                family: r.family.clone(),
+                rank: unit_hash(&cfg.seed, &r.sample_id),
+            })
+            .collect();
+        let verdicts = balance(&members, cfg.max_family_share, |l| cfg.level_share(l));
+        for (row, v) in rows.into_iter().zip(verdicts) {
+            match v.reason() {
+                None => kept_sft.push(row),
+                Some(reason) => report.drop_row(&format!("sft/{reason}")),
+            }
+        }
+    }
+    let members: Vec<Member> = grpo
+        .iter()
+        .map(|r| Member {
+            level: r.level,
+            family: r.family.clone(),
+            rank: unit_hash(&cfg.seed, &r.sample_id),
+        })
+        .collect();
+    let verdicts = balance(&members, cfg.max_family_share, |l| cfg.level_share(l));
+    let mut kept_grpo = Vec::new();
+    for (row, v) in grpo.into_iter().zip(verdicts) {
+        match v.reason() {
+            None => kept_grpo.push(row),
+            Some(reason) => report.drop_row(&format!("grpo/{reason}")),
+        }
+    }
+
+    kept_sft.sort_by(|a, b| {
+        (a.split, a.kind, &a.task_id, a.iteration, &a.step_id).cmp(&(
+            b.split,
+            b.kind,
+            &b.task_id,
+            b.iteration,
+            &b.step_id,
+        ))
+    });
+    kept_grpo.sort_by(|a, b| {
+        (a.split, &a.task_id, a.iteration, &a.step_id).cmp(&(
+            b.split,
+            &b.task_id,
+            b.iteration,
+            &b.step_id,
+        ))
+    });
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &kept_sft {
+        *counts
+            .entry(format!("sft_{}_{}", r.kind.as_str(), r.split.as_str()))
+            .or_default() += 1;
+    }
+    for r in &kept_grpo {
+        *counts
+            .entry(format!("grpo_{}", r.split.as_str()))
+            .or_default() += 1;
+    }
+    for (k, v) in counts {
+        report.count(&k, v);
+    }
+    Selection {
+        sft: kept_sft,
+        grpo: kept_grpo,
+    }
+}

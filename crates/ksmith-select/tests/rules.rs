@@ -1,0 +1,493 @@
+//! Select's rules on hand-built trajectories: which steps become SFT samples and GRPO prompts,
+//! with which reasons the others are dropped, the token budget, balance and the split.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use ksmith_core::chat::ChatMessage;
+use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing, TimingMethod};
+use ksmith_core::report::StageReport;
+use ksmith_core::tables::{GrpoSelection, SftKind, Split, TaskRow};
+use ksmith_select::{GrpoRule, SelectConfig, StepView, select};
+
+fn timing(ms: f64) -> Timing {
+    Timing {
+        median_ms: ms,
+        iqr_ms: 0.0,
+        cv: 0.0,
+        samples: 100,
+        method: TimingMethod::CudaGraph,
+        l2_policy: "flushed".into(),
+    }
+}
+
+/// An evaluation: `speedup` None with `correct` means the CPU interpreter (untimed).
+fn eval(status: EvalStatus, speedup: Option<f64>) -> EvalResult {
+    let eager = 2.0;
+    EvalResult {
+        status,
+        hack: None,
+        error_log: String::new(),
+        errors: vec![],
+        trials_passed: 5,
+        trials: 5,
+        candidate_timing: speedup.map(|s| timing(eager / s)),
+        reference_timing: speedup.map(|_| timing(eager)),
+        speedup,
+        warnings: vec![],
+        hardware: Hardware {
+            device: if speedup.is_some() {
+                "NVIDIA H200".into()
+            } else {
+                "cpu (triton interpreter)".into()
+            },
+            driver: None,
+            torch: "2.15".into(),
+            triton: "3.9".into(),
+        },
+        elapsed_ms: 10,
+    }
+}
+
+fn step(
+    id: &str,
+    task: &str,
+    iteration: u32,
+    parent: Option<&str>,
+    status: EvalStatus,
+    speedup: Option<f64>,
+) -> StepView {
+    StepView {
+        step_id: id.into(),
+        task_id: task.into(),
+        iteration,
+        island: 0,
+        parent_id: parent.map(Into::into),
+        prompt: vec![
+            ChatMessage::new("system", "You write Triton kernels."),
+            ChatMessage::new(
+                "user",
+                format!("Improve the program of {task} (step {id})."),
+            ),
+        ],
+        response: format!("```python\n# answer of {id}\nclass ModelNew: pass\n```"),
+        program: Some(format!("# program of {id}\nclass ModelNew: pass\n")),
+        eval: Some(eval(status, speedup)),
+        teacher: "teacher-a".into(),
+    }
+}
+
+fn task(id: &str, family: &str, level: u8, cluster: i32) -> TaskRow {
+    TaskRow {
+        task_id: id.into(),
+        repo: "org/repo".into(),
+        class_name: "Thing".into(),
+        program: format!("# reference of {id}\nclass Model: pass\n"),
+        family: family.into(),
+        level,
+        cluster,
+        license: Some("MIT".into()),
+        selected_as: "center".into(),
+    }
+}
+
+use EvalStatus::{CompileError, Correct, Incorrect};
+
+/// Task A's trajectory (timed on a GPU) plus odd cases; see each step's comment.
+fn trajectory_a() -> Vec<StepView> {
+    let mut ghost = step("s6", "A", 1, Some("ghost"), Correct, Some(1.0));
+    ghost.island = 1;
+    let mut failed_edit = step("s9", "A", 6, Some("s5"), Correct, Some(9.0));
+    failed_edit.program = None;
+    vec![
+        // First step, correct, slower than eager: correctness SFT.
+        step("s0", "A", 0, None, Correct, Some(0.8)),
+        // Faster than eager and than s0: performance SFT; a new best.
+        step("s1", "A", 1, Some("s0"), Correct, Some(1.5)),
+        // Correct but slower than its parent: no SFT; its prompt's program s1 is a best.
+        step("s2", "A", 2, Some("s1"), Correct, Some(1.2)),
+        // Performance SFT; a second prompt on s1 (over the per-parent limit of 1).
+        step("s3", "A", 3, Some("s1"), Correct, Some(2.0)),
+        // Incorrect; its parent s2 (1.2x) never was a best.
+        step("s4", "A", 4, Some("s2"), Incorrect, None),
+        // Performance SFT; its parent s3 (2.0x) was a new best.
+        step("s5", "A", 5, Some("s3"), Correct, Some(2.5)),
+        // Parent id names no step.
+        ghost,
+        // A first step that does not compile.
+        step("s7", "A", 0, None, CompileError, None),
+        // Correct but untimed (CPU interpreter): never a performance sample.
+        step("s8", "A", 2, Some("s1"), Correct, None),
+        // The edit failed: no program.
+        failed_edit,
+    ]
+}
+
+fn by_id<T>(rows: &[T], id: impl Fn(&T) -> &str) -> HashSet<String> {
+    rows.iter().map(|r| id(r).to_string()).collect()
+}
+
+fn set(ids: &[&str]) -> HashSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+fn no_balance() -> SelectConfig {
+    SelectConfig {
+        max_family_share: 1.0,
+        validation_fraction: 0.0,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn sft_takes_correct_first_steps_and_faster_triton_steps() {
+    let steps = trajectory_a();
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    let kinds: HashMap<String, SftKind> = out
+        .sft
+        .iter()
+        .map(|r| (r.step_id.clone(), r.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        HashMap::from([
+            ("s0".to_string(), SftKind::Correctness),
+            ("s1".to_string(), SftKind::Performance),
+            ("s3".to_string(), SftKind::Performance),
+            ("s5".to_string(), SftKind::Performance),
+        ])
+    );
+    let d = &report.dropped;
+    assert_eq!(d.get("sft/not_faster_than_parent"), Some(&1), "{d:?}");
+    assert_eq!(d.get("sft/not_correct"), Some(&2), "s4, s7: {d:?}");
+    assert_eq!(d.get("sft/parent_missing"), Some(&1), "{d:?}");
+    assert_eq!(d.get("sft/not_timed"), Some(&1), "{d:?}");
+    assert_eq!(d.get("sft/edit_failed"), Some(&1), "{d:?}");
+    assert_eq!(report.counters.get("steps_correct_untimed"), Some(&1));
+    // The conversation is the prompt plus the teacher's answer.
+    let s5 = out.sft.iter().find(|r| r.step_id == "s5").unwrap();
+    assert_eq!(s5.messages.len(), 3);
+    assert_eq!(s5.messages[2].role, "assistant");
+    assert!(s5.messages[2].content.contains("answer of s5"));
+    assert_eq!(s5.speedup, Some(2.5));
+    assert_eq!(s5.parent_speedup, Some(2.0));
+    assert_eq!((s5.family.as_str(), s5.level, s5.cluster), ("act", 1, 0));
+    assert_eq!(s5.token_counter, "approx_chars_div_4");
+}
+
+#[test]
+fn thresholds_come_from_the_config() {
+    let steps = trajectory_a();
+    let cfg = SelectConfig {
+        sft_min_speedup: 2.2,
+        ..no_balance()
+    };
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &cfg,
+        &mut StageReport::new("select"),
+    );
+    let perf = by_id(
+        &out.sft
+            .iter()
+            .filter(|r| r.kind == SftKind::Performance)
+            .cloned()
+            .collect::<Vec<_>>(),
+        |r| &r.step_id,
+    );
+    assert_eq!(perf, set(&["s5"]));
+    let cfg = SelectConfig {
+        sft_min_gain_over_parent: 1.3,
+        ..no_balance()
+    };
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &cfg,
+        &mut StageReport::new("select"),
+    );
+    // s5 is 2.5 / 2.0 = 1.25x its parent: below a required gain of 1.3.
+    assert!(!by_id(&out.sft, |r| &r.step_id).contains("s5"));
+    assert!(by_id(&out.sft, |r| &r.step_id).contains("s3"));
+}
+
+#[test]
+fn grpo_best_steps_uses_prompts_on_best_so_far_programs() {
+    let steps = trajectory_a();
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    // s9's edit failed, but its prompt (on the best program s5) is a valid GRPO prompt.
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["s2", "s5", "s9"]));
+    let d = &report.dropped;
+    assert_eq!(d.get("grpo/parent_prompt_limit"), Some(&2), "s3, s8: {d:?}");
+    assert_eq!(d.get("grpo/parent_not_best_so_far"), Some(&1), "s4: {d:?}");
+    assert_eq!(d.get("grpo/first_step"), Some(&2), "s0, s7: {d:?}");
+    assert_eq!(
+        d.get("grpo/parent_not_faster_than_eager"),
+        Some(&1),
+        "s1 (parent s0 at 0.8x): {d:?}"
+    );
+    let s2 = out.grpo.iter().find(|r| r.step_id == "s2").unwrap();
+    assert_eq!(s2.selection, GrpoSelection::BestSteps);
+    assert_eq!(s2.parent_step_id.as_deref(), Some("s1"));
+    assert!(s2.parent_program.contains("program of s1"));
+    assert!(s2.reference_program.contains("reference of A"));
+    assert_eq!(s2.parent_speedup, Some(1.5));
+    assert!((s2.parent_runtime_ms.unwrap() - 2.0 / 1.5).abs() < 1e-12);
+    assert_eq!(s2.eager_runtime_ms, Some(2.0));
+    assert_eq!(s2.hardware, "NVIDIA H200");
+}
+
+#[test]
+fn grpo_prompt_limit_per_parent_is_configurable() {
+    let steps = trajectory_a();
+    let cfg = SelectConfig {
+        grpo_max_prompts_per_parent: 0,
+        ..no_balance()
+    };
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &cfg,
+        &mut StageReport::new("select"),
+    );
+    assert_eq!(
+        by_id(&out.grpo, |r| &r.step_id),
+        set(&["s2", "s3", "s5", "s8", "s9"])
+    );
+}
+
+#[test]
+fn grpo_ablations_all_steps_and_first_steps() {
+    let steps = trajectory_a();
+    let tasks = [task("A", "act", 1, 0)];
+    let cfg = SelectConfig {
+        grpo_rule: GrpoRule::FirstSteps,
+        grpo_max_prompts_per_parent: 0,
+        ..no_balance()
+    };
+    let out = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["s0", "s7"]));
+    let s0 = out.grpo.iter().find(|r| r.step_id == "s0").unwrap();
+    assert_eq!(s0.selection, GrpoSelection::FirstSteps);
+    // The current program of a first step is the reference, at eager speed.
+    assert_eq!(s0.parent_program, s0.reference_program);
+    assert_eq!(s0.parent_speedup, Some(1.0));
+    assert_eq!(s0.parent_runtime_ms, s0.eager_runtime_ms);
+    assert!(s0.parent_step_id.is_none());
+
+    let cfg = SelectConfig {
+        grpo_rule: GrpoRule::AllSteps,
+        grpo_max_prompts_per_parent: 0,
+        ..no_balance()
+    };
+    let out = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    // Every prompt whose current program is correct or the reference (s4's parent s2 is
+    // correct, so s4 counts); s6's parent is missing.
+    assert_eq!(
+        by_id(&out.grpo, |r| &r.step_id),
+        set(&["s0", "s1", "s2", "s3", "s4", "s5", "s7", "s8", "s9"])
+    );
+}
+
+#[test]
+fn untimed_rollouts_give_no_performance_samples_and_no_best_steps() {
+    // A CPU-interpreter rollout: everything correct, nothing timed.
+    let steps = vec![
+        step("c0", "A", 0, None, Correct, None),
+        step("c1", "A", 1, Some("c0"), Correct, None),
+        step("c2", "A", 2, Some("c1"), Correct, None),
+    ];
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    assert_eq!(by_id(&out.sft, |r| &r.step_id), set(&["c0"]));
+    assert!(out.grpo.is_empty());
+    assert_eq!(report.dropped.get("sft/not_timed"), Some(&2));
+    assert_eq!(report.dropped.get("grpo/parent_not_timed"), Some(&2));
+    assert_eq!(report.counters.get("steps_correct_untimed"), Some(&3));
+}
+
+#[test]
+fn best_so_far_can_be_judged_per_island() {
+    // Island 1's best (1.3x) is below island 0's earlier 2.0x.
+    let mut steps = vec![
+        step("a0", "A", 0, None, Correct, Some(0.9)),
+        step("a1", "A", 1, Some("a0"), Correct, Some(2.0)),
+        step("b1", "A", 2, Some("a0"), Correct, Some(1.3)),
+        step("a2", "A", 3, Some("a1"), Correct, Some(2.1)),
+        step("b2", "A", 3, Some("b1"), Correct, Some(1.4)),
+    ];
+    for s in steps.iter_mut().filter(|s| s.step_id.starts_with('b')) {
+        s.island = 1;
+    }
+    let tasks = [task("A", "act", 1, 0)];
+    let out = select(
+        &steps,
+        &tasks,
+        &no_balance(),
+        &mut StageReport::new("select"),
+    );
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["a2"]));
+    let cfg = SelectConfig {
+        grpo_best_scope: ksmith_select::BestScope::Island,
+        ..no_balance()
+    };
+    let out = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["a2", "b2"]));
+}
+
+#[test]
+fn samples_over_the_token_budget_are_dropped_and_counted() {
+    let mut steps = trajectory_a();
+    steps[0].response = "x".repeat(10_000);
+    let cfg = SelectConfig {
+        max_tokens: 1_000,
+        ..no_balance()
+    };
+    let mut report = StageReport::new("select");
+    let out = select(&steps, &[task("A", "act", 1, 0)], &cfg, &mut report);
+    assert!(!by_id(&out.sft, |r| &r.step_id).contains("s0"));
+    assert_eq!(report.dropped.get("sft/over_token_budget"), Some(&1));
+    assert!(out.sft.iter().all(|r| r.tokens <= 1_000));
+    // A prompt over the budget drops the GRPO prompt too.
+    let mut steps = trajectory_a();
+    steps[2].prompt[1].content = "y".repeat(8_000);
+    let mut report = StageReport::new("select");
+    let out = select(&steps, &[task("A", "act", 1, 0)], &cfg, &mut report);
+    // The budget applies before the per-parent limit: s8 takes the slot s2 left on s1.
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["s5", "s8", "s9"]));
+    assert_eq!(report.dropped.get("grpo/over_token_budget"), Some(&1));
+}
+
+#[test]
+fn duplicate_answers_to_one_task_are_kept_once() {
+    let mut steps = vec![
+        step("d0", "A", 0, None, Correct, None),
+        step("d1", "A", 0, None, Correct, None),
+    ];
+    steps[1].response = steps[0].response.clone();
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    assert_eq!(by_id(&out.sft, |r| &r.step_id), set(&["d0"]));
+    assert_eq!(report.dropped.get("sft/duplicate_answer"), Some(&1));
+}
+
+#[test]
+fn steps_of_unknown_tasks_are_counted() {
+    let steps = vec![step("u0", "nowhere", 0, None, Correct, None)];
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    assert!(out.sft.is_empty() && out.grpo.is_empty());
+    assert_eq!(report.dropped.get("sft/unknown_task"), Some(&1));
+    assert_eq!(report.dropped.get("grpo/unknown_task"), Some(&1));
+}
+
+/// Many tasks in few clusters: first steps only (correctness SFT).
+fn many_tasks(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
+    let families = ["act", "norm", "conv", "attn"];
+    let mut steps = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let id = format!("t{i}");
+        let cluster = if i % 7 == 0 { -1 } else { (i % 13) as i32 };
+        tasks.push(task(&id, families[i % 4], (i % 3) as u8 + 1, cluster));
+        steps.push(step(&format!("{id}-s0"), &id, 0, None, Correct, None));
+    }
+    (steps, tasks)
+}
+
+#[test]
+fn the_split_never_puts_a_cluster_on_both_sides() {
+    let (steps, tasks) = many_tasks(300);
+    let cfg = SelectConfig {
+        validation_fraction: 0.3,
+        max_family_share: 1.0,
+        ..Default::default()
+    };
+    let out = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    assert_eq!(out.sft.len(), 300);
+    let mut sides: BTreeMap<i32, HashSet<Split>> = BTreeMap::new();
+    for r in &out.sft {
+        if r.cluster >= 0 {
+            sides.entry(r.cluster).or_default().insert(r.split);
+        }
+    }
+    assert!(sides.values().all(|s| s.len() == 1), "{sides:?}");
+    let val = out
+        .sft
+        .iter()
+        .filter(|r| r.split == Split::Validation)
+        .count();
+    assert!(val > 0 && val < 300, "validation {val}");
+    // Rows are ordered train first.
+    let first_val = out.sft.iter().position(|r| r.split == Split::Validation);
+    assert!(
+        out.sft[first_val.unwrap()..]
+            .iter()
+            .all(|r| r.split == Split::Validation)
+    );
+}
+
+#[test]
+fn selection_is_deterministic_whatever_the_input_order() {
+    let (mut steps, tasks) = many_tasks(120);
+    steps.extend(trajectory_a());
+    let mut tasks = tasks;
+    tasks.push(task("A", "act", 1, 0));
+    let cfg = SelectConfig {
+        validation_fraction: 0.2,
+        max_family_share: 0.3,
+        level_proportions: [("1".into(), 0.5), ("2".into(), 0.25), ("3".into(), 0.25)].into(),
+        ..Default::default()
+    };
+    let a = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    steps.reverse();
+    tasks.reverse();
+    let b = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn balance_applies_level_proportions_and_family_caps() {
+    let (steps, tasks) = many_tasks(120);
+    let cfg = SelectConfig {
+        validation_fraction: 0.0,
+        max_family_share: 1.0,
+        level_proportions: [("1".into(), 0.5), ("2".into(), 0.5), ("3".into(), 0.0)].into(),
+        ..Default::default()
+    };
+    let mut report = StageReport::new("select");
+    let out = select(&steps, &tasks, &cfg, &mut report);
+    let count = |l: u8| out.sft.iter().filter(|r| r.level == l).count();
+    assert_eq!((count(1), count(2), count(3)), (40, 40, 0));
+    assert_eq!(
+        report.dropped.get("sft/balance_level_proportion"),
+        Some(&40)
+    );
+}
