@@ -1,0 +1,27 @@
+//! Program features shared by the dedup and cluster stages of ksmith.
+//!
+//! - [`lexer`]: a fast, forgiving Python tokenizer (layout tokens, no comments).
+//! - [`program`]: code tokens without docstrings, canonical labels that forget identifier
+//!   names and literal values, the normalized text and key of exact deduplication.
+//! - [`tree`]: a syntax tree built from the tokens and its Weisfeiler-Lehman hash.
+//! - [`ops`]: the operators a program calls (`nn.Conv2d`, `F.relu`, `.view`, `@`).
+//! - [`embedder`]: the weight-free hashed embedder and an OpenAI-compatible
+//!   `/v1/embeddings` client, behind the [`embedder::Embedder`] trait.
+//! - [`hashing`]: small deterministic hashes and a seeded generator.
+//!
+//! Invariants: every function here is deterministic (no per-process seeds) and total over its
+//! input: broken Python still gets tokens, features and hashes.
+#![deny(missing_docs)]
+
+pub mod embedder;
+pub mod error;
+pub mod hashing;
+pub mod lexer;
+pub mod ops;
+pub mod program;
+pub mod tree;
+
+pub use embedder::{Embedder, EmbedderConfig, HashedEmbedder, HttpEmbedder, cosine};
+pub use error::EmbedError;
+pub use program::Program;
+pub use tree::{SyntaxTree, structural_hash};
