@@ -76,7 +76,7 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         correct: e.is_some(),
         speedup,
         hack: None,
-        eval_json: e.map(|e| serde_json::to_string(&e).unwrap()),
+        eval_json: e.map(|e| serde_json::to_string(&e).expect("json")),
         is_new_best: false,
         started_at_ms: 0,
         finished_at_ms: 1,
@@ -95,8 +95,8 @@ fn write_inputs(dir: &std::path::Path, steps: &[StepRow]) {
         license: Some("Apache-2.0".into()),
         selected_as: "center".into(),
     };
-    write_table(&StepRow::path_in(dir), steps, "steps-fp").unwrap();
-    write_table(&TaskRow::path_in(dir), &[task], "tasks-fp").unwrap();
+    write_table(&StepRow::path_in(dir), steps, "steps-fp").expect("write steps");
+    write_table(&TaskRow::path_in(dir), &[task], "tasks-fp").expect("write tasks");
 }
 
 #[test]
