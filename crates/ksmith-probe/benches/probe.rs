@@ -1,0 +1,2 @@
+//! Probe throughput (placeholder replaced below).
+fn main() {}

@@ -1,0 +1,217 @@
+//! The `[probe]` section of the configuration.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// How modules are probed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// Python interpreter with torch; empty: `KSMITH_PYTHON`, then the venv of `make venv`.
+    pub python: String,
+    /// Worker processes (one per core); 0: the run's thread count.
+    pub workers: usize,
+    /// Time limit per module (repair search, verification and determinism run), in seconds.
+    pub timeout_s: f64,
+    /// Memory limit per module on top of the worker's own address space, in MiB.
+    pub memory_mb: u64,
+    /// Repair steps (runs) per restart.
+    pub max_steps: u32,
+    /// Restarts: the first uses the program's own inputs, then all tensor inputs 2-D, then 3-D.
+    pub restarts: u32,
+    /// Seed of torch, random and numpy before every run.
+    pub seed: u64,
+    /// Bytes of stdout and stderr kept per module (more is dropped); also the file size limit.
+    pub output_cap_bytes: u64,
+    /// Processes a module may have at once (where a pids cgroup can be made).
+    pub max_processes: u32,
+    /// Seconds a worker may take to start (import torch) before it counts as broken.
+    pub startup_timeout_s: f64,
+    /// Seconds past `timeout_s` after which a silent worker is killed and replaced.
+    pub watchdog_grace_s: f64,
+    /// Ask the teacher LLM for new `get_inputs`/`get_init_inputs` when the rules fail.
+    pub llm_repair: bool,
+    /// Cap on the tokens of the LLM's answer.
+    pub llm_max_tokens: u32,
+    /// Sampling temperature of the LLM repair.
+    pub llm_temperature: f64,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            python: String::new(),
+            workers: 0,
+            timeout_s: 30.0,
+            memory_mb: 4096,
+            max_steps: 16,
+            restarts: 3,
+            seed: 42,
+            output_cap_bytes: 1 << 20,
+            max_processes: 64,
+            startup_timeout_s: 120.0,
+            watchdog_grace_s: 20.0,
+            llm_repair: false,
+            llm_max_tokens: 2048,
+            llm_temperature: 0.0,
+        }
+    }
+}
+
+impl ProbeConfig {
+    /// Checks every value (no I/O).
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |key: &'static str, message: &str| {
+            Err(Error::Config {
+                key,
+                message: message.to_string(),
+            })
+        };
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
+            return bad("timeout_s", "must be a number of seconds in (0, 86400]");
+        }
+        if self.memory_mb < 256 {
+            return bad(
+                "memory_mb",
+                "must be at least 256 (torch needs room to work)",
+            );
+        }
+        if self.max_steps == 0 || self.max_steps > 1000 {
+            return bad("max_steps", "must be in 1..=1000");
+        }
+        if self.restarts == 0 || self.restarts > 3 {
+            return bad("restarts", "must be 1, 2 or 3 (program inputs, 2-D, 3-D)");
+        }
+        if self.output_cap_bytes < 1024 {
+            return bad("output_cap_bytes", "must be at least 1024");
+        }
+        if self.max_processes == 0 {
+            return bad("max_processes", "must be at least 1");
+        }
+        if !(self.startup_timeout_s.is_finite() && self.startup_timeout_s > 0.0) {
+            return bad("startup_timeout_s", "must be a positive number of seconds");
+        }
+        if !(self.watchdog_grace_s.is_finite() && self.watchdog_grace_s > 0.0) {
+            return bad("watchdog_grace_s", "must be a positive number of seconds");
+        }
+        if self.llm_max_tokens == 0 {
+            return bad("llm_max_tokens", "must be at least 1");
+        }
+        if !(self.llm_temperature.is_finite() && (0.0..=2.0).contains(&self.llm_temperature)) {
+            return bad("llm_temperature", "must be in [0, 2]");
+        }
+        Ok(())
+    }
+
+    /// The part of the configuration that decides the output (not the interpreter path nor
+    /// the worker count), for the stage fingerprint.
+    pub fn output_relevant(&self) -> ProbeConfig {
+        ProbeConfig {
+            python: String::new(),
+            workers: 0,
+            startup_timeout_s: 0.0,
+            watchdog_grace_s: 0.0,
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_bad_values_name_their_key() {
+        ProbeConfig::default().validate().unwrap();
+        let cases: Vec<(ProbeConfig, &str)> = vec![
+            (
+                ProbeConfig {
+                    timeout_s: 0.0,
+                    ..Default::default()
+                },
+                "timeout_s",
+            ),
+            (
+                ProbeConfig {
+                    timeout_s: f64::NAN,
+                    ..Default::default()
+                },
+                "timeout_s",
+            ),
+            (
+                ProbeConfig {
+                    memory_mb: 10,
+                    ..Default::default()
+                },
+                "memory_mb",
+            ),
+            (
+                ProbeConfig {
+                    max_steps: 0,
+                    ..Default::default()
+                },
+                "max_steps",
+            ),
+            (
+                ProbeConfig {
+                    restarts: 4,
+                    ..Default::default()
+                },
+                "restarts",
+            ),
+            (
+                ProbeConfig {
+                    output_cap_bytes: 1,
+                    ..Default::default()
+                },
+                "output_cap_bytes",
+            ),
+            (
+                ProbeConfig {
+                    llm_temperature: 3.0,
+                    ..Default::default()
+                },
+                "llm_temperature",
+            ),
+        ];
+        for (cfg, key) in cases {
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = toml_parse("timeout_s = 5\ntimeuot = 3\n").unwrap_err();
+        assert!(err.contains("timeuot"), "{err}");
+        let cfg = toml_parse("timeout_s = 5.0\n").unwrap();
+        assert_eq!(cfg.timeout_s, 5.0);
+        assert_eq!(cfg.max_steps, 16);
+    }
+
+    fn toml_parse(text: &str) -> Result<ProbeConfig, String> {
+        let full = format!("[probe]\n{text}");
+        let config =
+            ksmith_core::config::Config::parse(&full, "test").map_err(|e| e.to_string())?;
+        config
+            .section::<ProbeConfig>("probe")
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fingerprint_part_ignores_the_interpreter_and_worker_count() {
+        let a = ProbeConfig::default();
+        let b = ProbeConfig {
+            python: "/usr/bin/python3".into(),
+            workers: 7,
+            ..Default::default()
+        };
+        assert_eq!(a.output_relevant(), b.output_relevant());
+        let c = ProbeConfig {
+            seed: 1,
+            ..Default::default()
+        };
+        assert_ne!(a.output_relevant(), c.output_relevant());
+    }
+}

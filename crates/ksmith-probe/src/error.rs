@@ -1,0 +1,44 @@
+//! The error type of `ksmith-probe`: environment and configuration failures only.
+//!
+//! A module that fails, hangs or crashes is a row with a status, never an [`Error`].
+
+use std::path::PathBuf;
+
+/// What stops the probe stage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A `[probe]` value is invalid.
+    #[error("config [probe].{key}: {message}")]
+    Config {
+        /// The key.
+        key: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The Python environment is missing or broken.
+    #[error("{0}")]
+    Python(String),
+    /// A worker process could not be started or did not say hello.
+    #[error(
+        "probe worker ({python}) failed to start: {message}. Check the environment with `make venv` \
+         (scripts/setup-python.sh), or set KSMITH_PYTHON / [probe].python to an interpreter with torch"
+    )]
+    WorkerStart {
+        /// The interpreter.
+        python: PathBuf,
+        /// What happened, with the end of the worker's stderr.
+        message: String,
+    },
+    /// The private runtime directory (embedded runner files, temporary directories) failed.
+    #[error("probe runtime directory {}: {source}", path.display())]
+    Runtime {
+        /// The path concerned.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Reading `modules.parquet` or writing `probes.parquet` failed.
+    #[error(transparent)]
+    Core(#[from] ksmith_core::Error),
+}

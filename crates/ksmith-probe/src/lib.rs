@@ -1,0 +1,170 @@
+//! Probe: runs every extracted module in a sandboxed Python child, repairs its guessed
+//! arguments from the error text (pytorch-jit-paritybench style), runs it twice to check
+//! determinism and records what ran. Input: `modules.parquet` ([`ModuleRow`], rows with status
+//! `ok` and a program). Output: `probes.parquet` ([`ProbeRow`]), one row per probed module.
+//!
+//! Invariants:
+//! - Every probed module gets exactly one row, in the order of `modules.parquet`; a module that
+//!   fails, hangs, crashes, exhausts memory or misbehaves is a row with a status and a reason,
+//!   never an error of the stage. Only environment failures (no Python, a worker that cannot
+//!   start, disk) are [`Error`]s.
+//! - A row with status `ok` (or `nondeterministic`) carries the program with its repaired
+//!   `get_init_inputs()` / `get_inputs()`; that exact text was run from scratch (twice) in the
+//!   sandbox, so it runs as it stands.
+//! - Module code only runs in the sandboxed child of a warm worker (see the runner's
+//!   `sandbox.py` for what is and is not enforced); this process never runs it.
+//! - The Python runner is compiled in ([`runtime`]), so the binary does not need the checkout.
+//!
+//! Entry points: [`run`], [`run_with_chat`] (optional LLM repair), [`probe_programs`].
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod llm_repair;
+pub mod pool;
+pub mod protocol;
+pub mod rows;
+pub mod runtime;
+pub mod worker;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ksmith_core::chat::ChatClient;
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::progress::Tracker;
+use ksmith_core::python_env::resolve_python;
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
+
+pub use config::ProbeConfig;
+pub use error::Error;
+pub use pool::PoolOutput;
+
+/// The stage's name.
+pub const STAGE: &str = "probe";
+/// Bumped when the output for the same input changes.
+pub const CODE_VERSION: u32 = 1;
+
+/// Probes `modules.parquet` into `probes.parquet` without LLM repair.
+pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {
+    run_with_chat(cfg, ctx, None)
+}
+
+/// Probes `modules.parquet` into `probes.parquet`; `chat` is used when `cfg.llm_repair` is on.
+pub fn run_with_chat(
+    cfg: &ProbeConfig,
+    ctx: &StageContext,
+    chat: Option<&dyn ChatClient>,
+) -> Result<StageReport, Error> {
+    let started = Instant::now();
+    cfg.validate()?;
+    let input = ModuleRow::path_in(&ctx.workdir);
+    let out = ProbeRow::path_in(&ctx.workdir);
+    let llm = if cfg.llm_repair && chat.is_some() {
+        "on"
+    } else {
+        "off"
+    };
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &section_hash(&cfg.output_relevant()))
+        .with("llm", llm)
+        .with_input(&input)
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    if is_up_to_date(&[&out], &fp) && !ctx.force {
+        report.skipped = true;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
+    if cfg.llm_repair && chat.is_none() {
+        ctx.warn("probe: llm_repair is on but no chat client is configured; rules only");
+    }
+    let modules: Vec<ModuleRow> = read_table(&input)?;
+    report.rows_read = modules.len() as u64;
+    let todo: Vec<&ModuleRow> = modules
+        .iter()
+        .filter(|m| m.status == ModuleStatus::Ok && m.program.is_some())
+        .collect();
+    report.count(
+        "modules_without_program",
+        (modules.len() - todo.len()) as u64,
+    );
+    let tracker = ctx.tracker(STAGE, Some(todo.len() as u64));
+    let workers = if cfg.workers == 0 {
+        ctx.threads
+    } else {
+        cfg.workers
+    };
+    let output = probe_programs(&todo, cfg, workers, chat, &tracker)?;
+    tracker.finish();
+    if let Some(hello) = &output.hello {
+        let off: Vec<&str> = hello
+            .sandbox
+            .iter()
+            .filter(|(k, v)| !k.ends_with("_error") && v.as_bool() == Some(false))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !off.is_empty() {
+            ctx.warn(format!(
+                "probe: sandbox runs without {} (see sandbox.py)",
+                off.join(", ")
+            ));
+        }
+    }
+    for row in &output.rows {
+        if row.status != ProbeStatus::Ok {
+            report.drop_row(rows::status_name(row.status));
+        } else if !row.repair_steps.is_empty() {
+            report.count("repaired", 1);
+        }
+        report.count("attempts", u64::from(row.attempts));
+        report.count("cpu_ms", row.cpu_time_ms as u64);
+    }
+    report.count("workers_started", output.workers_started);
+    report.count("llm_asked", output.llm_asked);
+    report.count("llm_fixed", output.llm_fixed);
+    write_table(&out, &output.rows, &fp)?;
+    report.rows_written = output.rows.len() as u64;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    Ok(report)
+}
+
+/// Probes modules (each with a program) with `workers` worker processes; rows come back in
+/// the order of `modules`. An empty list returns at once without starting Python.
+pub fn probe_programs(
+    modules: &[&ModuleRow],
+    cfg: &ProbeConfig,
+    workers: usize,
+    chat: Option<&dyn ChatClient>,
+    tracker: &Tracker,
+) -> Result<PoolOutput, Error> {
+    cfg.validate()?;
+    if modules.is_empty() {
+        return Ok(PoolOutput {
+            rows: Vec::new(),
+            workers_started: 0,
+            hello: None,
+            llm_asked: 0,
+            llm_fixed: 0,
+        });
+    }
+    let configured = (!cfg.python.is_empty()).then(|| Path::new(&cfg.python));
+    let python = resolve_python(configured).map_err(Error::Python)?;
+    worker::check_interpreter(&python)?;
+    let runtime = runtime::Runtime::create()?;
+    let spec = worker::WorkerSpec {
+        python,
+        python_path: runtime.python_path(),
+        tmp_root: runtime.tmp_root(),
+        max_processes: cfg.max_processes,
+        startup_timeout: Duration::from_secs_f64(cfg.startup_timeout_s),
+    };
+    let workers = workers.clamp(1, modules.len());
+    pool::probe_all(modules, cfg, &spec, workers, chat, tracker)
+}

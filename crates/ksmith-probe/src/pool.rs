@@ -1,0 +1,283 @@
+//! Schedules modules over N workers, each on its own thread, and keeps the input order.
+//!
+//! A thread owns one worker; it takes the next module index from a shared counter, sends the
+//! request and waits with the watchdog. A worker that hangs or dies is killed; its module gets
+//! `timeout`/`crashed` and the thread starts a fresh worker for the next module. A worker that
+//! cannot start at all stops the run with [`Error::WorkerStart`] (a broken environment).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ksmith_core::chat::ChatClient;
+use ksmith_core::progress::Tracker;
+use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
+
+use crate::config::ProbeConfig;
+use crate::error::Error;
+use crate::llm_repair;
+use crate::protocol::{Hello, PROTOCOL_VERSION, Request};
+use crate::rows;
+use crate::worker::{Worker, WorkerFailure, WorkerSpec};
+
+/// What a pool run produced.
+#[derive(Debug)]
+pub struct PoolOutput {
+    /// One row per module, in input order.
+    pub rows: Vec<ProbeRow>,
+    /// Workers started (more than the pool size when some were replaced).
+    pub workers_started: u64,
+    /// The first worker's hello (which isolation was active).
+    pub hello: Option<Hello>,
+    /// Modules for which the LLM was asked.
+    pub llm_asked: u64,
+    /// Modules that ran thanks to the LLM's answer.
+    pub llm_fixed: u64,
+}
+
+/// The request for one module.
+pub fn request_for(
+    module: &ModuleRow,
+    program: &str,
+    cfg: &ProbeConfig,
+    over: Option<String>,
+) -> Request {
+    Request {
+        v: PROTOCOL_VERSION,
+        id: module.id.clone(),
+        program: program.to_string(),
+        seed: cfg.seed,
+        timeout_s: cfg.timeout_s,
+        memory_mb: cfg.memory_mb,
+        max_steps: cfg.max_steps,
+        restarts: cfg.restarts,
+        output_cap_bytes: cfg.output_cap_bytes,
+        r#override: over,
+    }
+}
+
+/// Probes `modules` (each must have a program) with `workers` worker processes.
+pub fn probe_all(
+    modules: &[&ModuleRow],
+    cfg: &ProbeConfig,
+    spec: &WorkerSpec,
+    workers: usize,
+    chat: Option<&dyn ChatClient>,
+    tracker: &Tracker,
+) -> Result<PoolOutput, Error> {
+    let next = AtomicUsize::new(0);
+    let abort = AtomicBool::new(false);
+    let results: Vec<Mutex<Option<ProbeRow>>> = modules.iter().map(|_| Mutex::new(None)).collect();
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    let hello: Mutex<Option<Hello>> = Mutex::new(None);
+    let started = AtomicUsize::new(0);
+    let llm_asked = AtomicUsize::new(0);
+    let llm_fixed = AtomicUsize::new(0);
+    let chat = if cfg.llm_repair { chat } else { None };
+    let deadline = Duration::from_secs_f64(cfg.timeout_s + cfg.watchdog_grace_s);
+    std::thread::scope(|scope| {
+        for _ in 0..workers.max(1) {
+            scope.spawn(|| {
+                let mut worker: Option<Worker> = None;
+                loop {
+                    if abort.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(module) = modules.get(i) else { break };
+                    let program = module.program.as_deref().unwrap_or_default();
+                    let mut row = match probe_one(
+                        &mut worker,
+                        spec,
+                        module,
+                        program,
+                        cfg,
+                        None,
+                        deadline,
+                        &started,
+                        &hello,
+                    ) {
+                        Ok(row) => row,
+                        Err(e) => {
+                            abort.store(true, Ordering::SeqCst);
+                            if let Ok(mut slot) = first_error.lock() {
+                                slot.get_or_insert(e);
+                            }
+                            break;
+                        }
+                    };
+                    if let (ProbeStatus::Failed, Some(chat)) = (row.status, chat) {
+                        {
+                            llm_asked.fetch_add(1, Ordering::SeqCst);
+                            match llm_attempt(
+                                &mut worker,
+                                spec,
+                                module,
+                                program,
+                                cfg,
+                                &row,
+                                chat,
+                                deadline,
+                                &started,
+                                &hello,
+                            ) {
+                                Ok(new_row) => {
+                                    if new_row.status == ProbeStatus::Ok {
+                                        llm_fixed.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                    row = new_row;
+                                }
+                                Err(e) => {
+                                    abort.store(true, Ordering::SeqCst);
+                                    if let Ok(mut slot) = first_error.lock() {
+                                        slot.get_or_insert(e);
+                                    }
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(row);
+                    }
+                    tracker.inc(1);
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let rows = results
+        .into_iter()
+        .zip(modules)
+        .map(|(slot, module)| {
+            slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                rows::without_response(
+                    module,
+                    ProbeStatus::Crashed,
+                    "Internal",
+                    "the module was not probed".into(),
+                )
+            })
+        })
+        .collect();
+    Ok(PoolOutput {
+        rows,
+        workers_started: started.load(Ordering::SeqCst) as u64,
+        hello: hello.into_inner().ok().flatten(),
+        llm_asked: llm_asked.load(Ordering::SeqCst) as u64,
+        llm_fixed: llm_fixed.load(Ordering::SeqCst) as u64,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn probe_one(
+    worker: &mut Option<Worker>,
+    spec: &WorkerSpec,
+    module: &ModuleRow,
+    program: &str,
+    cfg: &ProbeConfig,
+    over: Option<String>,
+    deadline: Duration,
+    started: &AtomicUsize,
+    hello: &Mutex<Option<Hello>>,
+) -> Result<ProbeRow, Error> {
+    if worker.is_none() {
+        let w = Worker::start(spec)?;
+        started.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut h) = hello.lock() {
+            h.get_or_insert_with(|| w.hello.clone());
+        }
+        *worker = Some(w);
+    }
+    let Some(w) = worker.as_mut() else {
+        return Err(Error::Python("no worker".into()));
+    };
+    let request = request_for(module, program, cfg, over);
+    Ok(match w.probe(&request, deadline) {
+        Ok(response) => rows::from_response(module, response),
+        Err(failure) => {
+            *worker = None;
+            match failure {
+                WorkerFailure::Timeout => rows::without_response(
+                    module,
+                    ProbeStatus::Timeout,
+                    "Timeout",
+                    format!(
+                        "the worker did not answer within {:.0} s; it was killed and replaced",
+                        deadline.as_secs_f64()
+                    ),
+                ),
+                WorkerFailure::Died(msg) => {
+                    rows::without_response(module, ProbeStatus::Crashed, "WorkerDied", msg)
+                }
+                WorkerFailure::Protocol(msg) => {
+                    rows::without_response(module, ProbeStatus::Crashed, "Protocol", msg)
+                }
+            }
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn llm_attempt(
+    worker: &mut Option<Worker>,
+    spec: &WorkerSpec,
+    module: &ModuleRow,
+    program: &str,
+    cfg: &ProbeConfig,
+    failed: &ProbeRow,
+    chat: &dyn ChatClient,
+    deadline: Duration,
+    started: &AtomicUsize,
+    hello: &Mutex<Option<Hello>>,
+) -> Result<ProbeRow, Error> {
+    let mut kept = failed.clone();
+    let Some(request) = llm_repair::build_request(program, failed, cfg) else {
+        kept.repair_steps
+            .push("llm: program too long to ask".into());
+        return Ok(kept);
+    };
+    let answer = match chat.chat(&request) {
+        Ok(a) => a,
+        Err(e) => {
+            kept.repair_steps.push(format!("llm: no answer ({e})"));
+            return Ok(kept);
+        }
+    };
+    let Some(code) = llm_repair::extract_code(&answer.content) else {
+        kept.repair_steps
+            .push("llm: the answer defines neither get_inputs nor get_init_inputs".into());
+        return Ok(kept);
+    };
+    let mut row = probe_one(
+        worker,
+        spec,
+        module,
+        program,
+        cfg,
+        Some(code),
+        deadline,
+        started,
+        hello,
+    )?;
+    row.attempts += failed.attempts;
+    row.cpu_time_ms += failed.cpu_time_ms;
+    if row.status == ProbeStatus::Ok || row.status == ProbeStatus::Nondeterministic {
+        let mut steps = failed.repair_steps.clone();
+        steps.push("llm: replaced get_inputs/get_init_inputs".into());
+        steps.extend(row.repair_steps);
+        row.repair_steps = steps;
+        Ok(row)
+    } else {
+        kept.attempts = row.attempts;
+        kept.cpu_time_ms = row.cpu_time_ms;
+        kept.repair_steps.push(format!(
+            "llm: the answer did not run ({}: {})",
+            rows::status_name(row.status),
+            row.error_message.unwrap_or_default()
+        ));
+        Ok(kept)
+    }
+}

@@ -1,0 +1,95 @@
+//! The JSON-lines protocol between this crate and the Python worker (`ksmith.probe.worker`).
+//!
+//! One request line per module, one response line per request, each carrying the protocol
+//! version `v`. The worker first writes a `hello` line saying which isolation it could set up.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version both sides speak.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One module to probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Always [`PROTOCOL_VERSION`].
+    pub v: u32,
+    /// Echoed in the response.
+    pub id: String,
+    /// The KernelBench-format program.
+    pub program: String,
+    /// Seed of every run.
+    pub seed: u64,
+    /// Time limit for the whole module, in seconds.
+    pub timeout_s: f64,
+    /// Memory limit on top of the worker's address space, in MiB.
+    pub memory_mb: u64,
+    /// Repair steps per restart.
+    pub max_steps: u32,
+    /// Restarts (program inputs, 2-D, 3-D).
+    pub restarts: u32,
+    /// Bytes of stdout/stderr kept.
+    pub output_cap_bytes: u64,
+    /// New `get_inputs`/`get_init_inputs` definitions replacing the program's (LLM repair).
+    pub r#override: Option<String>,
+}
+
+/// The worker's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The protocol version of the worker.
+    pub v: u32,
+    /// `hello`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The worker's process id.
+    pub pid: u32,
+    /// torch version.
+    pub torch: String,
+    /// Which isolation is active (network/pid/mount namespace, pids cgroup).
+    pub sandbox: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The result of one module.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The protocol version of the worker.
+    pub v: u32,
+    /// `result` (or `error` for a request the worker could not read).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request's id.
+    pub id: Option<String>,
+    /// `ok`, `failed`, `timeout`, `oom`, `nondeterministic` or `crashed`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Exception class of the last failure.
+    #[serde(default)]
+    pub error_class: Option<String>,
+    /// Message of the last failure (or of a protocol `error`).
+    #[serde(default, alias = "message")]
+    pub error_message: Option<String>,
+    /// The program with its repaired inputs, when it ran.
+    #[serde(default)]
+    pub program: Option<String>,
+    /// Shape of each output tensor.
+    #[serde(default)]
+    pub output_shapes: Vec<String>,
+    /// Dtype of each output tensor.
+    #[serde(default)]
+    pub output_dtypes: Vec<String>,
+    /// Parameter count.
+    #[serde(default)]
+    pub param_count: Option<u64>,
+    /// CPU time of one forward, ms.
+    #[serde(default)]
+    pub forward_ms: Option<f64>,
+    /// CPU time of the module's processes, ms.
+    #[serde(default)]
+    pub cpu_time_ms: Option<f64>,
+    /// Repairs applied.
+    #[serde(default)]
+    pub repair_steps: Vec<String>,
+    /// Runs made.
+    #[serde(default)]
+    pub attempts: u32,
+}

@@ -1,0 +1,127 @@
+//! From worker responses (or their absence) to `ProbeRow`s.
+
+use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
+
+use crate::protocol::Response;
+
+/// The status named by a response's `status` field.
+pub fn parse_status(s: &str) -> Option<ProbeStatus> {
+    Some(match s {
+        "ok" => ProbeStatus::Ok,
+        "failed" => ProbeStatus::Failed,
+        "timeout" => ProbeStatus::Timeout,
+        "oom" => ProbeStatus::Oom,
+        "nondeterministic" => ProbeStatus::Nondeterministic,
+        "crashed" => ProbeStatus::Crashed,
+        _ => return None,
+    })
+}
+
+/// The snake_case name of a status (for report reasons).
+pub fn status_name(s: ProbeStatus) -> &'static str {
+    match s {
+        ProbeStatus::Ok => "ok",
+        ProbeStatus::Failed => "failed",
+        ProbeStatus::Timeout => "timeout",
+        ProbeStatus::Oom => "oom",
+        ProbeStatus::Nondeterministic => "nondeterministic",
+        ProbeStatus::Crashed => "crashed",
+    }
+}
+
+/// The row of a module from the worker's response.
+pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
+    let (status, error_class, error_message) = match r.status.as_deref().and_then(parse_status) {
+        Some(s) => (s, r.error_class, r.error_message),
+        None => (
+            ProbeStatus::Crashed,
+            Some("Protocol".to_string()),
+            Some(format!(
+                "the worker answered an unknown status {:?}",
+                r.status
+            )),
+        ),
+    };
+    let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
+    ProbeRow {
+        module_id: module.id.clone(),
+        repo: module.repo.clone(),
+        class_name: module.class_name.clone(),
+        status,
+        error_class,
+        error_message,
+        program: if runs { r.program } else { None },
+        output_shapes: r.output_shapes,
+        output_dtypes: r.output_dtypes,
+        param_count: r.param_count,
+        forward_ms: r.forward_ms,
+        cpu_time_ms: r.cpu_time_ms.unwrap_or(0.0),
+        repair_steps: r.repair_steps,
+        attempts: r.attempts,
+    }
+}
+
+/// The row of a module that got no response (the worker hung or died).
+pub fn without_response(
+    module: &ModuleRow,
+    status: ProbeStatus,
+    class: &str,
+    message: String,
+) -> ProbeRow {
+    ProbeRow {
+        module_id: module.id.clone(),
+        repo: module.repo.clone(),
+        class_name: module.class_name.clone(),
+        status,
+        error_class: Some(class.to_string()),
+        error_message: Some(message),
+        program: None,
+        output_shapes: Vec::new(),
+        output_dtypes: Vec::new(),
+        param_count: None,
+        forward_ms: None,
+        cpu_time_ms: 0.0,
+        repair_steps: Vec::new(),
+        attempts: 0,
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn failed_row_for_tests() -> ProbeRow {
+    ProbeRow {
+        module_id: "m".into(),
+        repo: "r".into(),
+        class_name: "C".into(),
+        status: ProbeStatus::Failed,
+        error_class: Some("RuntimeError".into()),
+        error_message: Some("boom".into()),
+        program: None,
+        output_shapes: vec![],
+        output_dtypes: vec![],
+        param_count: None,
+        forward_ms: None,
+        cpu_time_ms: 0.0,
+        repair_steps: vec![],
+        attempts: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_round_trips_and_unknown_is_crashed() {
+        for s in [
+            ProbeStatus::Ok,
+            ProbeStatus::Failed,
+            ProbeStatus::Timeout,
+            ProbeStatus::Oom,
+            ProbeStatus::Nondeterministic,
+            ProbeStatus::Crashed,
+        ] {
+            assert_eq!(parse_status(status_name(s)), Some(s));
+        }
+        assert_eq!(parse_status("fine"), None);
+    }
+}

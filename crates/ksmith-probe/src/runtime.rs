@@ -1,0 +1,128 @@
+//! The embedded Python runner, written to a private runtime directory at start.
+//!
+//! The runner's source is compiled into the binary, so `ksmith` does not depend on where the
+//! checkout is. The directory (mode 0700) also holds the per-module temporary directories and
+//! is removed when the [`Runtime`] is dropped.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+/// The runner's files, relative to the runtime directory.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "ksmith/__init__.py",
+        include_str!("../../../python/ksmith/__init__.py"),
+    ),
+    (
+        "ksmith/probe/__init__.py",
+        include_str!("../../../python/ksmith/probe/__init__.py"),
+    ),
+    (
+        "ksmith/probe/guesses.py",
+        include_str!("../../../python/ksmith/probe/guesses.py"),
+    ),
+    (
+        "ksmith/probe/rules.py",
+        include_str!("../../../python/ksmith/probe/rules.py"),
+    ),
+    (
+        "ksmith/probe/program.py",
+        include_str!("../../../python/ksmith/probe/program.py"),
+    ),
+    (
+        "ksmith/probe/execute.py",
+        include_str!("../../../python/ksmith/probe/execute.py"),
+    ),
+    (
+        "ksmith/probe/sandbox.py",
+        include_str!("../../../python/ksmith/probe/sandbox.py"),
+    ),
+    (
+        "ksmith/probe/worker.py",
+        include_str!("../../../python/ksmith/probe/worker.py"),
+    ),
+];
+
+/// A private directory holding the runner (`PYTHONPATH`) and the modules' temporary dirs.
+#[derive(Debug)]
+pub struct Runtime {
+    root: PathBuf,
+}
+
+impl Runtime {
+    /// Creates a fresh runtime directory under the system temporary directory.
+    pub fn create() -> Result<Runtime, Error> {
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let root = base.join(format!("ksmith-probe-{}-{nanos}", std::process::id()));
+        make_private_dir(&root)?;
+        for (rel, text) in FILES {
+            let path = root.join("py").join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+            std::fs::write(&path, text).map_err(|source| Error::Runtime { path, source })?;
+        }
+        let tmp = root.join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(|source| Error::Runtime { path: tmp, source })?;
+        Ok(Runtime { root })
+    }
+
+    /// The folder to put on `PYTHONPATH`.
+    pub fn python_path(&self) -> PathBuf {
+        self.root.join("py")
+    }
+
+    /// The folder of the per-module temporary directories.
+    pub fn tmp_root(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
+    /// The runtime directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn make_private_dir(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| Error::Runtime {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_every_file_and_cleans_up() {
+        let rt = Runtime::create().unwrap();
+        let root = rt.root().to_path_buf();
+        for (rel, text) in FILES {
+            let on_disk = std::fs::read_to_string(rt.python_path().join(rel)).unwrap();
+            assert_eq!(&on_disk, text);
+        }
+        assert!(rt.tmp_root().is_dir());
+        drop(rt);
+        assert!(!root.exists());
+    }
+}

@@ -1,0 +1,308 @@
+//! One Python worker process and the watchdog around each request.
+//!
+//! The worker is `python -m ksmith.probe.worker`; a reader thread turns its stdout into lines,
+//! another keeps the end of its stderr for error messages. [`Worker::probe`] sends one request
+//! and waits for the matching response with a deadline; a worker that misses it, dies, or
+//! answers garbage is killed, and the caller starts a new one for the next module.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::protocol::{Hello, PROTOCOL_VERSION, Request, Response};
+
+/// Bytes of the worker's stderr kept for error messages.
+const STDERR_TAIL: usize = 8 << 10;
+
+/// Why a request got no usable response; the worker is dead afterwards.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerFailure {
+    /// No response before the watchdog deadline.
+    Timeout,
+    /// The worker exited or closed its stdout.
+    Died(String),
+    /// The worker wrote something that is not a response to this request.
+    Protocol(String),
+}
+
+/// A running worker.
+pub struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<std::io::Result<String>>,
+    stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    /// The worker's hello (sandbox capabilities).
+    pub hello: Hello,
+}
+
+/// How to start workers.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// The interpreter.
+    pub python: PathBuf,
+    /// `PYTHONPATH` holding the runner.
+    pub python_path: PathBuf,
+    /// Where module temporary directories go.
+    pub tmp_root: PathBuf,
+    /// Process cap per module.
+    pub max_processes: u32,
+    /// How long the worker may take to say hello.
+    pub startup_timeout: Duration,
+}
+
+impl Worker {
+    /// Starts a worker and waits for its hello.
+    pub fn start(spec: &WorkerSpec) -> Result<Worker, Error> {
+        let fail = |message: String| Error::WorkerStart {
+            python: spec.python.clone(),
+            message,
+        };
+        let mut child = Command::new(&spec.python)
+            .arg("-m")
+            .arg("ksmith.probe.worker")
+            .arg("--tmp-root")
+            .arg(&spec.tmp_root)
+            .arg("--max-processes")
+            .arg(spec.max_processes.to_string())
+            .env("PYTHONPATH", &spec.python_path)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONNOUSERSITE", "1")
+            .env("PYTHONUNBUFFERED", "1")
+            .current_dir(&spec.tmp_root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| fail(format!("cannot run the interpreter: {e}")))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| fail("no stdout pipe".into()))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| fail("no stderr pipe".into()))?;
+        let stdin = child.stdin.take();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match reader.read_line(&mut line) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        if tx.send(Ok(line)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        break;
+                    }
+                }
+            }
+        });
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let tail = Arc::clone(&stderr_tail);
+        std::thread::spawn(move || {
+            let mut stderr = stderr;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut t) = tail.lock() {
+                    t.extend(&buf[..n]);
+                    while t.len() > STDERR_TAIL {
+                        t.pop_front();
+                    }
+                }
+            }
+        });
+        let placeholder = Hello {
+            v: PROTOCOL_VERSION,
+            kind: "hello".into(),
+            pid: child.id(),
+            torch: String::new(),
+            sandbox: Default::default(),
+        };
+        let mut worker = Worker {
+            child,
+            stdin,
+            lines,
+            stderr_tail,
+            hello: placeholder,
+        };
+        let line = match worker.lines.recv_timeout(spec.startup_timeout) {
+            Ok(Ok(line)) => line,
+            Ok(Err(e)) => {
+                let tail = worker.kill_and_tail();
+                return Err(fail(format!("reading its output: {e}; stderr: {tail}")));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let tail = worker.kill_and_tail();
+                return Err(fail(format!(
+                    "no hello within {:?}; stderr: {tail}",
+                    spec.startup_timeout
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let tail = worker.kill_and_tail();
+                return Err(fail(format!("it exited at start; stderr: {tail}")));
+            }
+        };
+        match serde_json::from_str::<Hello>(&line) {
+            Ok(hello) if hello.v == PROTOCOL_VERSION && hello.kind == "hello" => {
+                worker.hello = hello;
+                Ok(worker)
+            }
+            Ok(hello) => {
+                worker.kill_and_tail();
+                Err(fail(format!(
+                    "it speaks protocol version {} (`{}`), this ksmith speaks {PROTOCOL_VERSION}",
+                    hello.v, hello.kind
+                )))
+            }
+            Err(e) => {
+                let tail = worker.kill_and_tail();
+                Err(fail(format!(
+                    "its first line is not a hello ({e}): {}; stderr: {tail}",
+                    line.trim()
+                )))
+            }
+        }
+    }
+
+    /// Sends one request and waits up to `deadline` for its response.
+    pub fn probe(
+        &mut self,
+        request: &Request,
+        deadline: Duration,
+    ) -> Result<Response, WorkerFailure> {
+        let mut line = serde_json::to_string(request)
+            .map_err(|e| WorkerFailure::Protocol(format!("cannot encode the request: {e}")))?;
+        line.push('\n');
+        let sent = match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()),
+            None => Err(std::io::Error::other("stdin closed")),
+        };
+        if let Err(e) = sent {
+            return Err(WorkerFailure::Died(format!(
+                "cannot send the request: {e}; stderr: {}",
+                self.kill_and_tail()
+            )));
+        }
+        {
+            match self.lines.recv_timeout(deadline) {
+                Ok(Ok(text)) => {
+                    let response: Response = match serde_json::from_str(&text) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            self.kill_and_tail();
+                            return Err(WorkerFailure::Protocol(format!(
+                                "unreadable response ({e}): {}",
+                                truncate(&text, 200)
+                            )));
+                        }
+                    };
+                    if response.v != PROTOCOL_VERSION {
+                        self.kill_and_tail();
+                        return Err(WorkerFailure::Protocol(format!(
+                            "response with protocol version {}",
+                            response.v
+                        )));
+                    }
+                    if response.kind == "error" {
+                        self.kill_and_tail();
+                        return Err(WorkerFailure::Protocol(format!(
+                            "the worker refused the request: {}",
+                            response.error_message.unwrap_or_default()
+                        )));
+                    }
+                    if response.id.as_deref() != Some(request.id.as_str()) {
+                        self.kill_and_tail();
+                        return Err(WorkerFailure::Protocol(format!(
+                            "response for {:?} while waiting for {}",
+                            response.id, request.id
+                        )));
+                    }
+                    Ok(response)
+                }
+                Ok(Err(e)) => Err(WorkerFailure::Died(format!(
+                    "reading its output: {e}; stderr: {}",
+                    self.kill_and_tail()
+                ))),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.kill_and_tail();
+                    Err(WorkerFailure::Timeout)
+                }
+                Err(RecvTimeoutError::Disconnected) => Err(WorkerFailure::Died(format!(
+                    "the worker exited; stderr: {}",
+                    self.kill_and_tail()
+                ))),
+            }
+        }
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the worker and returns the end of its stderr.
+    fn kill_and_tail(&mut self) -> String {
+        self.stdin = None;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned())
+            .unwrap_or_default();
+        truncate(tail.trim(), 2000).to_string()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing stdin lets the worker end its loop and remove its cgroup; kill if it lingers.
+        self.stdin = None;
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Checks that `python` exists, for a clear error before any worker starts.
+pub fn check_interpreter(python: &Path) -> Result<(), Error> {
+    if python.exists() {
+        Ok(())
+    } else {
+        Err(Error::Python(format!(
+            "Python interpreter {} does not exist; run `make venv` or set KSMITH_PYTHON",
+            python.display()
+        )))
+    }
+}
