@@ -1,0 +1,2 @@
+//! Extraction throughput benchmark (written next).
+fn main() {}

@@ -1,0 +1,147 @@
+//! The `[extract]` section of the configuration.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// Settings of the extract stage (`[extract]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtractConfig {
+    /// Top-level packages an emitted program may import (`torch` covers `torch.nn`,
+    /// `torch.nn.functional`, ...). A module that needs any other package is rejected with
+    /// `import_not_allowed: <package>`. `__future__` is always allowed.
+    pub allowed_imports: Vec<String>,
+    /// Programs with more lines than this are rejected as `too_large`.
+    pub max_lines: u32,
+    /// Files larger than this many bytes are not parsed; they get a `file_too_large` row.
+    pub max_file_bytes: u64,
+    /// Time budget for parsing one file, in milliseconds; past it the file gets a
+    /// `parse_timeout` row.
+    pub parse_timeout_ms: u64,
+    /// Deepest syntax-tree nesting analysed; classes nesting deeper fail as
+    /// `too_deeply_nested`.
+    pub max_nesting: u32,
+}
+
+/// The packages of the probe environment (torch, triton, numpy and the standard library
+/// modules model code commonly uses).
+pub const DEFAULT_ALLOWED_IMPORTS: &[&str] = &[
+    "torch",
+    "triton",
+    "numpy",
+    "math",
+    "functools",
+    "itertools",
+    "collections",
+    "typing",
+    "abc",
+    "copy",
+    "enum",
+    "numbers",
+    "operator",
+    "random",
+    "re",
+    "string",
+    "types",
+    "dataclasses",
+    "warnings",
+    "time",
+    "uuid",
+    "inspect",
+    "logging",
+];
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        ExtractConfig {
+            allowed_imports: DEFAULT_ALLOWED_IMPORTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            max_lines: 1000,
+            max_file_bytes: 4 * 1024 * 1024,
+            parse_timeout_ms: 10_000,
+            max_nesting: 400,
+        }
+    }
+}
+
+impl ExtractConfig {
+    /// Checks the values (no I/O).
+    pub fn validate(&self) -> Result<(), Error> {
+        for p in &self.allowed_imports {
+            let ok = !p.is_empty()
+                && !p.starts_with(|c: char| c.is_ascii_digit())
+                && p.chars().all(|c| c.is_alphanumeric() || c == '_');
+            if !ok {
+                return Err(Error::Config(format!(
+                    "[extract] allowed_imports: `{p}` is not a top-level package name (write `torch`, not `torch.nn`)"
+                )));
+            }
+        }
+        if self.max_lines == 0 {
+            return Err(Error::Config(
+                "[extract] max_lines must be at least 1".into(),
+            ));
+        }
+        if self.max_file_bytes == 0 {
+            return Err(Error::Config(
+                "[extract] max_file_bytes must be at least 1".into(),
+            ));
+        }
+        if self.parse_timeout_ms == 0 {
+            return Err(Error::Config(
+                "[extract] parse_timeout_ms must be at least 1".into(),
+            ));
+        }
+        if !(16..=100_000).contains(&self.max_nesting) {
+            return Err(Error::Config(format!(
+                "[extract] max_nesting must be between 16 and 100000 (found {})",
+                self.max_nesting
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        ExtractConfig::default().validate().unwrap();
+        let cfg = ExtractConfig {
+            allowed_imports: vec!["torch.nn".into()],
+            ..Default::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("torch.nn"), "{err}");
+        let cfg = ExtractConfig {
+            max_lines: 0,
+            ..Default::default()
+        };
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_lines")
+        );
+    }
+
+    #[test]
+    fn section_parses_from_toml() {
+        let cfg = ksmith_core::config::Config::parse(
+            "[extract]\nmax_lines = 50\nallowed_imports = [\"torch\"]\n",
+            "test",
+        )
+        .unwrap();
+        let section: ExtractConfig = cfg.section("extract").unwrap();
+        assert_eq!(section.max_lines, 50);
+        assert_eq!(section.allowed_imports, vec!["torch".to_string()]);
+        assert_eq!(section.max_nesting, ExtractConfig::default().max_nesting);
+        let bad = ksmith_core::config::Config::parse("[extract]\nmax_line = 5\n", "test").unwrap();
+        assert!(bad.section::<ExtractConfig>("extract").is_err());
+    }
+}

@@ -1,0 +1,300 @@
+//! Extraction of one repository, table-free: files in, module rows out.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ksmith_core::ids::{IdHasher, content_id};
+use ksmith_core::tables::{ModuleRow, ModuleStatus};
+use rayon::prelude::*;
+
+use crate::closure::{self, NodeId};
+use crate::config::ExtractConfig;
+use crate::emit;
+use crate::guess;
+use crate::index::{FileIndex, Limits, StmtKind};
+use crate::resolve::{ModuleMap, Repo};
+
+/// Provenance of a repository, copied into every row.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RepoInfo {
+    /// Name of the repository (as in `repos.parquet`).
+    pub repo: String,
+    /// Pinned commit.
+    pub commit: String,
+    /// SPDX license id.
+    pub license: Option<String>,
+    /// Star count.
+    pub stars: Option<i64>,
+}
+
+/// One Python file of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Path relative to the repository root, `/`-separated.
+    pub path: String,
+    /// Its bytes (decoded as UTF-8; anything else gets a `not_utf8` row).
+    pub bytes: Vec<u8>,
+}
+
+impl SourceFile {
+    /// A file from a path and text.
+    pub fn new(path: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
+        SourceFile {
+            path: path.into(),
+            bytes: bytes.into(),
+        }
+    }
+}
+
+/// Counts of one repository's extraction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExtractStats {
+    /// Files read.
+    pub files: u64,
+    /// Bytes of source read.
+    pub bytes: u64,
+    /// Files with at least one syntax error.
+    pub files_with_syntax_errors: u64,
+}
+
+pub(crate) fn limits(cfg: &ExtractConfig) -> Limits {
+    Limits {
+        max_file_bytes: cfg.max_file_bytes,
+        parse_budget: Duration::from_millis(cfg.parse_timeout_ms),
+        max_depth: cfg.max_nesting,
+    }
+}
+
+/// Extracts every `nn.Module` subclass of a repository.
+///
+/// Rows come sorted by (path, line, class) with ids unique among them (see [`assign_ids`]).
+/// A file that cannot be read as Python (binary, not UTF-8, too large, parse timeout) or that
+/// has syntax errors and no class of interest gets one row with an empty `class_name`.
+/// Runs its files and classes in parallel on the current rayon pool.
+pub fn extract_repo(info: &RepoInfo, files: &[SourceFile], cfg: &ExtractConfig) -> Vec<ModuleRow> {
+    extract_repo_with_stats(info, files, cfg).0
+}
+
+/// [`extract_repo`], also returning counts.
+pub fn extract_repo_with_stats(
+    info: &RepoInfo,
+    files: &[SourceFile],
+    cfg: &ExtractConfig,
+) -> (Vec<ModuleRow>, ExtractStats) {
+    let mut order: Vec<&SourceFile> = files.iter().collect();
+    order.sort_by(|a, b| a.path.cmp(&b.path));
+    order.dedup_by(|a, b| a.path == b.path);
+    let paths: Vec<&str> = order.iter().map(|f| f.path.as_str()).collect();
+    let map = ModuleMap::new(&paths, &cfg.allowed_imports);
+    let limits = limits(cfg);
+    let is_local = |t: &crate::imports::Target| map.is_local(t);
+    let indexes: Vec<FileIndex> = order
+        .par_iter()
+        .map(|f| FileIndex::build(&f.path, &f.bytes, &is_local, &limits))
+        .collect();
+    let stats = ExtractStats {
+        files: order.len() as u64,
+        bytes: order.iter().map(|f| f.bytes.len() as u64).sum(),
+        files_with_syntax_errors: indexes.iter().filter(|f| f.error_line.is_some()).count() as u64,
+    };
+    let repo = Repo::new(indexes, map, cfg.allowed_imports.clone());
+    let mut candidates: Vec<NodeId> = Vec::new();
+    let mut rows: Vec<ModuleRow> = Vec::new();
+    for (fi, file) in repo.files.iter().enumerate() {
+        if let Some(problem) = &file.problem {
+            rows.push(bare_row(
+                info,
+                &file.path,
+                "",
+                1,
+                ModuleStatus::Failed,
+                problem.reason(&file.path),
+            ));
+            continue;
+        }
+        let before = candidates.len();
+        for (si, stmt) in file.stmts.iter().enumerate() {
+            if matches!(stmt.kind, StmtKind::Class(_)) && repo.is_nn_module(fi, si) {
+                candidates.push((fi, si));
+            }
+        }
+        if candidates.len() == before
+            && let Some(line) = file.error_line
+        {
+            rows.push(bare_row(
+                info,
+                &file.path,
+                "",
+                line,
+                ModuleStatus::Failed,
+                format!("syntax_error at {}:{line}", file.path),
+            ));
+        }
+    }
+    let class_rows: Vec<ModuleRow> = candidates
+        .par_iter()
+        .map(|&node| class_row(&repo, info, node, cfg, &limits))
+        .collect();
+    rows.extend(class_rows);
+    rows.sort_by(|a, b| (&a.path, a.line, &a.class_name).cmp(&(&b.path, b.line, &b.class_name)));
+    assign_ids(&mut rows);
+    (rows, stats)
+}
+
+fn bare_row(
+    info: &RepoInfo,
+    path: &str,
+    class_name: &str,
+    line: u32,
+    status: ModuleStatus,
+    reason: String,
+) -> ModuleRow {
+    ModuleRow {
+        id: String::new(),
+        repo: info.repo.clone(),
+        commit: info.commit.clone(),
+        path: path.to_string(),
+        class_name: class_name.to_string(),
+        line,
+        status,
+        reason: Some(reason),
+        program: None,
+        deps: Vec::new(),
+        imports: Vec::new(),
+        lines: 0,
+        license: info.license.clone(),
+        stars: info.stars,
+    }
+}
+
+fn class_row(
+    repo: &Repo,
+    info: &RepoInfo,
+    node: NodeId,
+    cfg: &ExtractConfig,
+    limits: &Limits,
+) -> ModuleRow {
+    let file = &repo.files[node.0];
+    let stmt = &file.stmts[node.1];
+    let class_name = match &stmt.kind {
+        StmtKind::Class(c) => c.name.clone(),
+        _ => String::new(),
+    };
+    let fail =
+        |status, reason: String| bare_row(info, &file.path, &class_name, stmt.line, status, reason);
+    if let Some(line) = stmt.error_line {
+        return fail(
+            ModuleStatus::Failed,
+            format!("syntax_error at {}:{line}", file.path),
+        );
+    }
+    if stmt.names.too_deep {
+        return fail(
+            ModuleStatus::Failed,
+            format!("too_deeply_nested at {}:{}", file.path, stmt.line),
+        );
+    }
+    let facts = repo.class_facts(node.0, node.1);
+    let has_forward = facts.forward.as_ref().is_some_and(|f| !f.is_abstract)
+        || (facts.forward.is_none() && facts.torch_base.is_some());
+    if !has_forward || facts.abstract_class {
+        return fail(ModuleStatus::Rejected, "no_forward".to_string());
+    }
+    let plan = match closure::plan(repo, node) {
+        Ok(p) => p,
+        Err(problem) => {
+            let status = if problem.is_rejection() {
+                ModuleStatus::Rejected
+            } else {
+                ModuleStatus::Failed
+            };
+            return fail(status, problem.reason());
+        }
+    };
+    let deps: Vec<String> = plan
+        .order
+        .iter()
+        .filter(|&&n| n != node)
+        .map(|&n| closure::node_name(repo, n))
+        .collect();
+    let imports: Vec<String> = plan.imports.iter().cloned().collect();
+    let with_lists = |mut row: ModuleRow| {
+        row.deps = deps.clone();
+        row.imports = imports.clone();
+        row
+    };
+    let inputs = match guess::input_functions(&facts) {
+        Ok(text) => text,
+        Err(problem) => return with_lists(fail(ModuleStatus::Rejected, problem.reason())),
+    };
+    let program = emit::program(repo, node, &plan, &inputs);
+    let lines = program.lines().count() as u32;
+    if lines > cfg.max_lines {
+        let mut row = with_lists(fail(
+            ModuleStatus::Rejected,
+            format!("too_large: {lines} lines > {}", cfg.max_lines),
+        ));
+        row.lines = lines;
+        return row;
+    }
+    if let Err(reason) = emit::validate(&program, limits) {
+        let mut row = with_lists(fail(ModuleStatus::Failed, reason));
+        row.lines = lines;
+        return row;
+    }
+    let imports_kept = emit::import_lines(&plan);
+    ModuleRow {
+        id: String::new(),
+        repo: info.repo.clone(),
+        commit: info.commit.clone(),
+        path: file.path.clone(),
+        class_name,
+        line: stmt.line,
+        status: ModuleStatus::Ok,
+        reason: None,
+        program: Some(program),
+        deps,
+        imports: imports_kept,
+        lines,
+        license: info.license.clone(),
+        stars: info.stars,
+    }
+}
+
+/// Gives every row an id, unique among `rows`.
+///
+/// An `ok` row's id is the content hash of its program, so identical programs from different
+/// places share it — except that ids must be unique in the table: the first row (in the
+/// given order) keeps the plain content hash and each later row with the same program gets the
+/// hash of (program, repo, commit, path, class, line). Other rows get the hash of
+/// (repo, commit, path, class, line).
+pub fn assign_ids(rows: &mut [ModuleRow]) {
+    let mut seen: HashSet<String> = HashSet::new();
+    for row in rows.iter_mut() {
+        let place = |h: &mut IdHasher| {
+            h.part(&row.repo)
+                .part(&row.commit)
+                .part(&row.path)
+                .part(&row.class_name)
+                .part(row.line.to_le_bytes());
+        };
+        let mut id = match (&row.status, &row.program) {
+            (ModuleStatus::Ok, Some(program)) => content_id(program),
+            _ => {
+                let mut h = IdHasher::new();
+                h.part("module-place");
+                place(&mut h);
+                h.finish()
+            }
+        };
+        if seen.contains(&id) {
+            let mut h = IdHasher::new();
+            h.part("module-copy")
+                .part(row.program.as_deref().unwrap_or(""));
+            place(&mut h);
+            id = h.finish();
+        }
+        seen.insert(id.clone());
+        row.id = id;
+    }
+}

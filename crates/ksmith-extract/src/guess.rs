@@ -1,0 +1,413 @@
+//! Static guesses of the constructor and forward arguments, from parameter names (the
+//! paritybench rules: `stride` -> 1, `dropout` -> 0.5, flags -> False, sizes -> 4, ...) and a
+//! few hints from the class (`b, c, h, w = x.shape`, `Conv1d`, `LSTM`, `Embedding`). The probe
+//! stage repairs them by running; they are kept simple and deterministic.
+
+use crate::index::{Param, ParamKind};
+use crate::resolve::ClassFacts;
+
+/// Why arguments cannot be expressed in the KernelBench format (positional lists only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuessProblem {
+    /// `__init__` has a required keyword-only parameter.
+    InitKeywordOnly(String),
+    /// `forward` has a required keyword-only parameter.
+    ForwardKeywordOnly(String),
+}
+
+impl GuessProblem {
+    /// The reason recorded in the row.
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            GuessProblem::InitKeywordOnly(n) => format!("init_keyword_only_arg: {n}"),
+            GuessProblem::ForwardKeywordOnly(n) => format!("forward_keyword_only_arg: {n}"),
+        }
+    }
+}
+
+/// The two functions appended to a program.
+pub(crate) fn input_functions(facts: &ClassFacts) -> Result<String, GuessProblem> {
+    let init = init_args(facts)?;
+    let forward = forward_args(facts)?;
+    Ok(format!(
+        "def get_inputs():\n    return [{}]\n\n\ndef get_init_inputs():\n    return [{}]\n",
+        forward.join(", "),
+        init.join(", ")
+    ))
+}
+
+fn required(params: &[Param]) -> impl Iterator<Item = &Param> {
+    params.iter().filter(|p| p.default.is_none())
+}
+
+/// Positional constructor arguments.
+pub(crate) fn init_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProblem> {
+    let Some(init) = &facts.init else {
+        return Ok(torch_base_init(facts.torch_base.as_deref()));
+    };
+    let mut out = Vec::new();
+    for p in required(&init.params) {
+        match p.kind {
+            ParamKind::Positional => out.push(init_value(&p.name)),
+            ParamKind::KeywordOnly => return Err(GuessProblem::InitKeywordOnly(p.name.clone())),
+            ParamKind::VarArgs | ParamKind::VarKeywords => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Constructor arguments of common torch layers, for classes that only override `forward`.
+fn torch_base_init(base: Option<&str>) -> Vec<String> {
+    let v: &[&str] = match base {
+        Some(
+            "Conv1d" | "Conv2d" | "Conv3d" | "ConvTranspose1d" | "ConvTranspose2d"
+            | "ConvTranspose3d",
+        ) => &["4", "4", "3"],
+        Some("Linear" | "Bilinear" | "Embedding" | "LSTM" | "GRU" | "RNN") => &["4", "4"],
+        Some(
+            "BatchNorm1d" | "BatchNorm2d" | "BatchNorm3d" | "LayerNorm" | "InstanceNorm1d"
+            | "InstanceNorm2d" | "InstanceNorm3d",
+        ) => &["4"],
+        Some("GroupNorm") => &["2", "4"],
+        Some("MultiheadAttention") => &["4", "2"],
+        _ => &[],
+    };
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn is_flag(n: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "use_", "is_", "has_", "with_", "enable", "return_", "no_", "do_", "apply_", "add_",
+        "learn_", "skip_",
+    ];
+    const WORDS: &[&str] = &[
+        "bias",
+        "bidirectional",
+        "batch_first",
+        "affine",
+        "inplace",
+        "training",
+        "train",
+        "gpu",
+        "cuda",
+        "requires_grad",
+        "require_grad",
+        "residual",
+        "normalize",
+        "causal",
+        "pre_norm",
+        "learnable",
+        "verbose",
+        "debug",
+        "shared",
+        "transpose",
+        "flatten",
+        "deterministic",
+        "track_running_stats",
+        "align_corners",
+        "ceil_mode",
+        "count_include_pad",
+        "return_indices",
+        "elementwise_affine",
+    ];
+    PREFIXES.iter().any(|p| n.starts_with(p)) || WORDS.contains(&n) || n.ends_with("_flag")
+}
+
+/// The guessed value of one constructor argument, from its name.
+pub(crate) fn init_value(name: &str) -> String {
+    let n = name.to_ascii_lowercase();
+    let v = if n.starts_with("num_") || n.starts_with("n_") {
+        if n.contains("layer") || n.contains("block") || n.contains("stage") {
+            "1"
+        } else if n.contains("head") || n.contains("group") {
+            "2"
+        } else {
+            "4"
+        }
+    } else if n.contains("dropout")
+        || n.contains("drop_rate")
+        || n.contains("drop_prob")
+        || n == "p"
+    {
+        "0.5"
+    } else if is_flag(&n) {
+        "False"
+    } else if n.contains("stride") || n.contains("dilation") || n == "groups" || n == "depth" {
+        "1"
+    } else if n == "eps" || n == "epsilon" || n.ends_with("_eps") {
+        "1e-05"
+    } else if n.contains("momentum") {
+        "0.1"
+    } else if n.contains("temperature")
+        || n == "temp"
+        || n.contains("scale")
+        || n == "alpha"
+        || n == "beta"
+        || n == "gamma"
+        || n.contains("margin")
+        || n.starts_with("lambda")
+        || n == "weight"
+        || n == "tau"
+    {
+        "1.0"
+    } else if n.contains("ratio") || n.contains("prob") || n.ends_with("rate") {
+        "0.5"
+    } else if n.contains("dtype") {
+        "torch.float32"
+    } else if n == "device" {
+        "'cpu'"
+    } else if n == "reduction" {
+        "'mean'"
+    } else if n == "padding_mode" {
+        "'zeros'"
+    } else if n == "act" || n == "activation" || n.ends_with("_act") || n.ends_with("activation") {
+        "torch.nn.ReLU()"
+    } else if n.ends_with("_layer") || n.ends_with("_cls") || n == "block" || n.ends_with("_class")
+    {
+        "torch.nn.Identity"
+    } else if matches!(
+        n.as_str(),
+        "module"
+            | "submodule"
+            | "net"
+            | "model"
+            | "backbone"
+            | "encoder"
+            | "decoder"
+            | "fn"
+            | "func"
+            | "layer"
+            | "sublayer"
+    ) {
+        "torch.nn.Identity()"
+    } else if n.ends_with("sizes")
+        || n.ends_with("dims")
+        || n.ends_with("_list")
+        || n.ends_with("shape")
+        || n.ends_with("strides")
+        || n.ends_with("channels_list")
+    {
+        "[4, 4]"
+    } else if n.contains("layer") || n.contains("depth") {
+        "1"
+    } else if n.contains("kernel") || n == "k" || n == "ksize" {
+        "3"
+    } else if n.contains("head") || n.contains("group") {
+        "2"
+    } else {
+        "4"
+    };
+    v.to_string()
+}
+
+fn rank_from_mentions(facts: &ClassFacts) -> Option<u32> {
+    let m = |s: &str| facts.mentions.contains(&s);
+    if m("Conv2d") {
+        return Some(4);
+    }
+    if m("Conv3d") || m("BatchNorm3d") || m("MaxPool3d") || m("AvgPool3d") || m("InstanceNorm3d") {
+        return Some(5);
+    }
+    if m("Conv1d")
+        || m("BatchNorm1d")
+        || m("MaxPool1d")
+        || m("AvgPool1d")
+        || m("InstanceNorm1d")
+        || m("LSTM")
+        || m("GRU")
+        || m("RNN")
+        || m("MultiheadAttention")
+    {
+        return Some(3);
+    }
+    None
+}
+
+fn is_index_name(n: &str) -> bool {
+    matches!(
+        n,
+        "ids" | "idx" | "indices" | "index" | "tokens" | "token" | "labels" | "label" | "classes"
+    ) || n.ends_with("_ids")
+        || n.ends_with("_idx")
+        || n.ends_with("_indices")
+        || n.ends_with("_index")
+}
+
+fn is_sequence_name(n: &str) -> bool {
+    matches!(
+        n,
+        "q" | "k"
+            | "v"
+            | "query"
+            | "key"
+            | "value"
+            | "queries"
+            | "keys"
+            | "values"
+            | "seq"
+            | "sequence"
+            | "hidden_states"
+            | "embeddings"
+            | "emb"
+            | "memory"
+            | "src"
+            | "tgt"
+    )
+}
+
+/// Positional forward arguments.
+pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProblem> {
+    let Some(forward) = &facts.forward else {
+        return Ok(vec![tensor(4)]);
+    };
+    let mention_rank = rank_from_mentions(facts);
+    let embedding = facts.mentions.contains(&"Embedding");
+    let mut out = Vec::new();
+    let mut tensor_seen = false;
+    let positional: Vec<&Param> = required(&forward.params).collect();
+    for p in &positional {
+        let n = p.name.to_ascii_lowercase();
+        match p.kind {
+            ParamKind::KeywordOnly => {
+                return Err(GuessProblem::ForwardKeywordOnly(p.name.clone()));
+            }
+            ParamKind::VarKeywords => continue,
+            ParamKind::VarArgs => {
+                if positional.len() == 1 {
+                    out.push(tensor(mention_rank.unwrap_or(4)));
+                }
+                continue;
+            }
+            ParamKind::Positional => {}
+        }
+        let hinted = forward
+            .ranks
+            .iter()
+            .find(|(name, _)| *name == p.name)
+            .map(|(_, r)| *r);
+        let value = if is_index_name(&n) || (embedding && !tensor_seen && hinted.is_none()) {
+            format!("torch.randint(0, 4, [{}])", dims(hinted.unwrap_or(2)))
+        } else if n.starts_with("num_")
+            || n.starts_with("n_")
+            || n.contains("len")
+            || n == "step"
+            || n == "steps"
+            || n.ends_with("_size")
+            || n.ends_with("_dim")
+        {
+            "4".to_string()
+        } else if is_flag(&n) {
+            "False".to_string()
+        } else if n.contains("mask") {
+            let rank = hinted.or(mention_rank).unwrap_or(4);
+            format!("torch.ones([{}])", dims(rank))
+        } else {
+            let rank = hinted
+                .or(mention_rank)
+                .or(is_sequence_name(&n).then_some(3))
+                .unwrap_or(4);
+            tensor(rank)
+        };
+        tensor_seen = true;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+fn dims(rank: u32) -> String {
+    vec!["4"; rank.clamp(1, 6) as usize].join(", ")
+}
+
+fn tensor(rank: u32) -> String {
+    format!("torch.rand([{}])", dims(rank))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Method;
+
+    fn param(name: &str) -> Param {
+        Param {
+            name: name.into(),
+            default: None,
+            kind: ParamKind::Positional,
+        }
+    }
+
+    fn facts(init: &[&str], forward: &[&str], mentions: Vec<&'static str>) -> ClassFacts {
+        ClassFacts {
+            init: Some(Method {
+                params: init.iter().map(|n| param(n)).collect(),
+                is_abstract: false,
+                ranks: Vec::new(),
+            }),
+            forward: Some(Method {
+                params: forward.iter().map(|n| param(n)).collect(),
+                is_abstract: false,
+                ranks: vec![("z".into(), 3)],
+            }),
+            torch_base: None,
+            mentions,
+            abstract_class: false,
+        }
+    }
+
+    #[test]
+    fn init_values_follow_the_names() {
+        let f = facts(
+            &[
+                "in_channels",
+                "stride",
+                "dropout",
+                "use_bias",
+                "eps",
+                "hidden_dim",
+            ],
+            &["x"],
+            vec![],
+        );
+        assert_eq!(
+            init_args(&f).unwrap(),
+            vec!["4", "1", "0.5", "False", "1e-05", "4"]
+        );
+        assert_eq!(init_value("kernel_size"), "3");
+        assert_eq!(init_value("num_layers"), "1");
+        assert_eq!(init_value("num_heads"), "2");
+        assert_eq!(init_value("hidden_sizes"), "[4, 4]");
+        assert_eq!(init_value("norm_layer"), "torch.nn.Identity");
+    }
+
+    #[test]
+    fn forward_tensors_get_ranks_from_hints() {
+        let f = facts(&[], &["x", "z", "mask", "input_ids"], vec![]);
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec![
+                "torch.rand([4, 4, 4, 4])",
+                "torch.rand([4, 4, 4])",
+                "torch.ones([4, 4, 4, 4])",
+                "torch.randint(0, 4, [4, 4])"
+            ]
+        );
+        let f = facts(&[], &["x"], vec!["LSTM"]);
+        assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4])"]);
+        let f = facts(&[], &["x"], vec!["Embedding"]);
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec!["torch.randint(0, 4, [4, 4])"]
+        );
+    }
+
+    #[test]
+    fn keyword_only_parameters_cannot_be_expressed() {
+        let mut f = facts(&["dim"], &["x"], vec![]);
+        if let Some(init) = f.init.as_mut() {
+            init.params[0].kind = ParamKind::KeywordOnly;
+        }
+        assert_eq!(
+            init_args(&f),
+            Err(GuessProblem::InitKeywordOnly("dim".into()))
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! Extract: finds the `nn.Module` subclasses of crawled repositories and emits each, with its
+//! dependency closure inlined, as a self-contained KernelBench-format program.
+//! Input: `repos.parquet` ([`RepoRow`](ksmith_core::tables::RepoRow), rows with status `ok`,
+//! files read from their snapshot folders). Output: `modules.parquet`
+//! ([`ModuleRow`](ksmith_core::tables::ModuleRow)).
+//!
+//! How (one pass per file, then per class):
+//! - each file is parsed with tree-sitter-python (one parser per rayon thread) and indexed:
+//!   top-level statements with the names they bind and the global names they read (Python
+//!   scoping: parameters, assignments, comprehension variables, nested defs, `global`), import
+//!   bindings, and for classes their bases, `__init__` and `forward` signatures;
+//! - a class is a module when a base resolves to `torch.nn.Module` (or another `torch.nn`
+//!   layer) through any alias (`nn.Module`, `torch.nn.Module`, `import torch.nn as tnn`,
+//!   `from torch import nn as N`, `from torch.nn import Module as M`) or through repository
+//!   classes in any file (absolute, relative, re-exported and star imports are followed);
+//! - its closure (functions, classes, bases, decorators, constants and other assignments, names
+//!   in defaults and class bodies) is collected across files; `mod.attr` uses of repository
+//!   modules are rewritten to `attr`; imports of allowed packages are kept, only those used;
+//! - the program is emitted in an order that runs, the class renamed to `Model` (with
+//!   `Original = Model` when the original name is used), then `get_inputs()` and
+//!   `get_init_inputs()` guessed from the signatures (see [`guess`](crate)), and finally
+//!   re-parsed and checked for undefined global names.
+//!
+//! Invariants: rows are sorted by (repo, path, line); every `ok` row has a program that parses
+//! and defines or imports every global name it reads; a bad file or class is a row with a
+//! status and a reason (`syntax_error at path:line`, `undefined_name: foo`,
+//! `import_not_allowed: scipy`, `no_forward`, `too_large: ...`), never an error; ids are unique
+//! in the table (see [`assign_ids`]). Entry point: [`run`]; table-free: [`extract_repo`].
+#![deny(missing_docs)]
+
+mod builtins;
+mod closure;
+mod config;
+mod emit;
+mod error;
+mod extract;
+mod guess;
+mod imports;
+mod index;
+mod names;
+mod resolve;
+mod stage;
+mod syntax;
+
+pub use config::{DEFAULT_ALLOWED_IMPORTS, ExtractConfig};
+pub use error::Error;
+pub use extract::{
+    ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo, extract_repo_with_stats,
+};
+pub use stage::run;
+
+/// Name of the stage (its config section, report and CLI subcommand).
+pub const STAGE: &str = "extract";
+
+/// Bumped whenever the output for the same input changes.
+pub const CODE_VERSION: u32 = 1;

@@ -1,0 +1,622 @@
+//! Name resolution across the files of one repository: module paths, imports (absolute and
+//! relative, aliases, re-exports, star imports) and `nn.Module` detection.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use crate::builtins::is_builtin;
+use crate::imports::{Binding, Target, is_allowed};
+use crate::index::{ClassInfo, FileIndex, Method, StmtKind, module_of_path};
+
+/// How deep import chains and base-class chains are followed.
+const MAX_HOPS: u32 = 24;
+
+/// Where the modules of a repository are, from the file paths alone.
+#[derive(Debug, Default)]
+pub(crate) struct ModuleMap {
+    /// Dotted name from the repository root -> file.
+    full: HashMap<String, usize>,
+    /// Every importable dotted name (from the root and from each non-package folder) -> files.
+    names: HashMap<String, Vec<usize>>,
+    /// Dotted names of folders holding Python files (namespace or regular packages).
+    dirs: HashSet<String>,
+    /// First components of every importable name.
+    tops: HashSet<String>,
+    /// First components of names from the repository root.
+    root_tops: HashSet<String>,
+    /// The allow-list, consulted when a local name shadows an allowed package.
+    allowed: Vec<String>,
+}
+
+impl ModuleMap {
+    /// Builds the map for `paths` (relative, `/`-separated).
+    pub(crate) fn new(paths: &[&str], allowed: &[String]) -> ModuleMap {
+        let mut map = ModuleMap {
+            allowed: allowed.to_vec(),
+            ..Default::default()
+        };
+        let package_dirs: HashSet<&str> = paths
+            .iter()
+            .filter_map(|p| p.strip_suffix("/__init__.py"))
+            .collect();
+        for (i, path) in paths.iter().enumerate() {
+            let (module, _) = module_of_path(path);
+            if module.is_empty() {
+                continue;
+            }
+            map.full.insert(module.clone(), i);
+            let parts: Vec<&str> = module.split('.').collect();
+            if let Some(top) = parts.first() {
+                map.root_tops.insert((*top).to_string());
+            }
+            let dir_parts: Vec<&str> = path.split('/').collect();
+            for start in 0..parts.len() {
+                // A name starting at `start` is importable when the folder above it is not a
+                // package (scripts folders, `src/` layouts, repositories without __init__.py).
+                if start > 0 {
+                    let parent = dir_parts[..start].join("/");
+                    if package_dirs.contains(parent.as_str()) {
+                        continue;
+                    }
+                }
+                let name = parts[start..].join(".");
+                map.tops.insert(parts[start].to_string());
+                map.names.entry(name).or_default().push(i);
+                for end in start + 1..parts.len() {
+                    map.dirs.insert(parts[start..end].join("."));
+                }
+            }
+        }
+        for files in map.names.values_mut() {
+            files.sort_by_key(|&i| (paths[i].matches('/').count(), paths[i]));
+        }
+        map
+    }
+
+    /// True when an import target is inside the repository.
+    pub(crate) fn is_local(&self, target: &Target) -> bool {
+        let Some(top) = target.top_package() else {
+            return !matches!(target, Target::Name { level: 0, .. });
+        };
+        if !self.tops.contains(top) {
+            return false;
+        }
+        // A local file that merely shares its name with an allowed package (a `math.py` in a
+        // scripts folder) does not shadow it unless it sits at the repository root.
+        !is_allowed(top, &self.allowed) || self.root_tops.contains(top)
+    }
+
+    /// The file of a dotted module name.
+    pub(crate) fn file(&self, dotted: &str) -> Option<usize> {
+        self.full
+            .get(dotted)
+            .copied()
+            .or_else(|| self.names.get(dotted).and_then(|v| v.first().copied()))
+    }
+
+    /// True when a dotted name is a folder (package) of the repository.
+    pub(crate) fn is_dir(&self, dotted: &str) -> bool {
+        self.dirs.contains(dotted)
+    }
+}
+
+/// The absolute dotted module a possibly relative import names, seen from `file`.
+pub(crate) fn absolutize(file: &FileIndex, level: u32, module: &str) -> Option<String> {
+    if level == 0 {
+        return Some(module.to_string());
+    }
+    let mut base: Vec<&str> = if file.package.is_empty() {
+        Vec::new()
+    } else {
+        file.package.split('.').collect()
+    };
+    for _ in 1..level {
+        base.pop()?;
+    }
+    if !module.is_empty() {
+        base.push(module);
+    }
+    Some(base.join("."))
+}
+
+/// What a name resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// A top-level statement of a repository file, defining `name`.
+    Def {
+        /// File index.
+        file: usize,
+        /// Statement index.
+        stmt: usize,
+        /// The name as that file defines it.
+        name: String,
+    },
+    /// A package import; `binding` says what, `local` is the name it has in the reading file.
+    External {
+        /// The binding (its `local` is the name in the file that declares it).
+        binding: Binding,
+    },
+    /// A module of the repository (a file, or a folder without `__init__.py`).
+    Module {
+        /// The file, when there is one.
+        file: Option<usize>,
+        /// Its dotted name.
+        path: String,
+    },
+    /// A Python builtin.
+    Builtin,
+    /// The statement reading the name defines it itself.
+    Itself,
+    /// An import of a package off the allow-list.
+    NotAllowed(String),
+    /// A repository-local import that leads nowhere.
+    MissingImport(String),
+    /// Nothing defines it.
+    Undefined,
+}
+
+/// A repository: its files' indexes and module map.
+pub(crate) struct Repo {
+    /// The indexes, in path order.
+    pub(crate) files: Vec<FileIndex>,
+    /// The module map.
+    pub(crate) map: ModuleMap,
+    /// The allow-list of top-level packages.
+    pub(crate) allowed: Vec<String>,
+    module_memo: Mutex<HashMap<(usize, usize), bool>>,
+}
+
+/// Facts about a class needed to emit it.
+#[derive(Debug, Clone)]
+pub(crate) struct ClassFacts {
+    /// `__init__` of the class or its nearest repository ancestor.
+    pub(crate) init: Option<Method>,
+    /// `forward` of the class or its nearest repository ancestor.
+    pub(crate) forward: Option<Method>,
+    /// A torch layer the class derives from (e.g. `Conv2d`) when no repository class in the
+    /// chain defines `forward`/`__init__`.
+    pub(crate) torch_base: Option<String>,
+    /// Layer names mentioned in the class and its repository ancestors.
+    pub(crate) mentions: Vec<&'static str>,
+    /// Declared abstract through `metaclass=ABCMeta` or an `ABC` base.
+    pub(crate) abstract_class: bool,
+}
+
+/// torch.nn classes that are modules without a `forward`.
+const NO_FORWARD: &[&str] = &[
+    "Module",
+    "ModuleList",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
+];
+
+/// If `full` names a `torch.nn` module class (`torch.nn.Conv2d`,
+/// `torch.nn.modules.conv.Conv2d`, `torch.jit.ScriptModule`), its class name.
+pub(crate) fn torch_module_class(full: &str) -> Option<&str> {
+    if full == "torch.jit.ScriptModule" {
+        return Some("Module");
+    }
+    let rest = full.strip_prefix("torch.nn.")?;
+    let parts: Vec<&str> = rest.split('.').collect();
+    let (last, middle) = parts.split_last()?;
+    let middle_ok = matches!(middle, [] | ["modules", ..]);
+    let upper = last.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+    let not_module = matches!(
+        *last,
+        "Parameter" | "Buffer" | "UninitializedParameter" | "UninitializedBuffer"
+    );
+    (middle_ok && upper && !not_module).then_some(*last)
+}
+
+impl Repo {
+    /// A repository from its indexed files.
+    pub(crate) fn new(files: Vec<FileIndex>, map: ModuleMap, allowed: Vec<String>) -> Repo {
+        Repo {
+            files,
+            map,
+            allowed,
+            module_memo: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Resolves `name` as read by statement `stmt` of `file`; `eager` reads see only the
+    /// definitions above the statement.
+    pub(crate) fn lookup(&self, file: usize, stmt: usize, name: &str, eager: bool) -> Found {
+        let f = &self.files[file];
+        if let Some(s) = f.stmts.get(stmt) {
+            for nested in s.names.nested.iter().filter(|n| n.local) {
+                if let Some(b) = nested.bindings.iter().rev().find(|b| b.local == name) {
+                    return self.resolve_binding(file, b, 0);
+                }
+            }
+        }
+        let self_kind_lazy = f
+            .stmts
+            .get(stmt)
+            .is_some_and(|s| matches!(s.kind, StmtKind::Class(_) | StmtKind::Function));
+        let defs = f.defs.get(name);
+        let def = defs.and_then(|d| {
+            let mut candidates = d.iter().copied().filter(|&i| i != stmt || self_kind_lazy);
+            if eager {
+                candidates.rfind(|&i| i <= stmt)
+            } else {
+                candidates.next_back()
+            }
+        });
+        if def == Some(stmt) {
+            return Found::Itself;
+        }
+        let import = f.imports.get(name).and_then(|v| {
+            if eager {
+                v.iter().rfind(|(i, _)| *i < stmt)
+            } else {
+                v.last()
+            }
+        });
+        match (def, import) {
+            (Some(d), Some((i, b))) => {
+                if *i > d {
+                    return self.resolve_binding(file, b, 0);
+                }
+                return Found::Def {
+                    file,
+                    stmt: d,
+                    name: name.to_string(),
+                };
+            }
+            (Some(d), None) => {
+                return Found::Def {
+                    file,
+                    stmt: d,
+                    name: name.to_string(),
+                };
+            }
+            (None, Some((_, b))) => return self.resolve_binding(file, b, 0),
+            (None, None) => {}
+        }
+        // Later definitions of an eager read (e.g. a class used before its definition in a
+        // default) still make the name known.
+        if eager && let Some(found) = self.lookup_in_file(file, name, 0) {
+            return found;
+        }
+        if is_builtin(name) {
+            return Found::Builtin;
+        }
+        if let Some(found) = self.lookup_stars(file, name, 0) {
+            return found;
+        }
+        Found::Undefined
+    }
+
+    fn lookup_stars(&self, file: usize, name: &str, hops: u32) -> Option<Found> {
+        let f = &self.files[file];
+        for star in &f.stars {
+            let Target::Star { level, module } = star else {
+                continue;
+            };
+            if self.map.is_local(star) {
+                let abs = absolutize(f, *level, module)?;
+                if let Some(target) = self.map.file(&abs)
+                    && let Some(found) = self.lookup_in_file(target, name, hops + 1)
+                {
+                    return Some(found);
+                }
+            } else {
+                let package = star.top_package().unwrap_or("").to_string();
+                if !is_allowed(&package, &self.allowed) {
+                    return Some(Found::NotAllowed(package));
+                }
+                return Some(Found::External {
+                    binding: Binding {
+                        local: "*".to_string(),
+                        target: star.clone(),
+                    },
+                });
+            }
+        }
+        None
+    }
+
+    /// A name at the top level of a module file, as other files import it.
+    pub(crate) fn lookup_in_file(&self, file: usize, name: &str, hops: u32) -> Option<Found> {
+        if hops > MAX_HOPS {
+            return None;
+        }
+        let f = &self.files[file];
+        let def = f.defs.get(name).and_then(|d| d.last().copied());
+        let import = f.imports.get(name).and_then(|v| v.last());
+        match (def, import) {
+            (Some(d), Some((i, b))) if *i > d => {
+                return Some(self.resolve_binding(file, b, hops + 1));
+            }
+            (Some(d), _) => {
+                return Some(Found::Def {
+                    file,
+                    stmt: d,
+                    name: name.to_string(),
+                });
+            }
+            (None, Some((_, b))) => return Some(self.resolve_binding(file, b, hops + 1)),
+            (None, None) => {}
+        }
+        // A submodule of a package.
+        let sub = if f.module.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", f.module)
+        };
+        if f.path.ends_with("__init__.py") {
+            if let Some(sf) = self.map.file(&sub) {
+                return Some(Found::Module {
+                    file: Some(sf),
+                    path: sub,
+                });
+            }
+            if self.map.is_dir(&sub) {
+                return Some(Found::Module {
+                    file: None,
+                    path: sub,
+                });
+            }
+        }
+        self.lookup_stars(file, name, hops + 1)
+    }
+
+    /// What an import binding of `file` refers to.
+    pub(crate) fn resolve_binding(&self, file: usize, binding: &Binding, hops: u32) -> Found {
+        if hops > MAX_HOPS {
+            return Found::MissingImport(binding.line_as(&binding.local));
+        }
+        if !self.map.is_local(&binding.target) {
+            let package = binding.target.top_package().unwrap_or("").to_string();
+            if binding.target.is_future() || is_allowed(&package, &self.allowed) {
+                return Found::External {
+                    binding: binding.clone(),
+                };
+            }
+            return Found::NotAllowed(package);
+        }
+        let f = &self.files[file];
+        let missing = || Found::MissingImport(binding.line_as(&binding.local));
+        match &binding.target {
+            Target::Module { path, .. } => match self.map.file(path) {
+                Some(mf) => Found::Module {
+                    file: Some(mf),
+                    path: path.clone(),
+                },
+                None if self.map.is_dir(path) => Found::Module {
+                    file: None,
+                    path: path.clone(),
+                },
+                None => missing(),
+            },
+            Target::Name {
+                level,
+                module,
+                name,
+            } => {
+                let Some(abs) = absolutize(f, *level, module) else {
+                    return missing();
+                };
+                let sub = if abs.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{abs}.{name}")
+                };
+                if let Some(target) = self.map.file(&abs)
+                    && let Some(found) = self.lookup_in_file(target, name, hops + 1)
+                    && !matches!(found, Found::Undefined)
+                {
+                    return found;
+                }
+                if let Some(sf) = self.map.file(&sub) {
+                    return Found::Module {
+                        file: Some(sf),
+                        path: sub,
+                    };
+                }
+                if self.map.is_dir(&sub) {
+                    return Found::Module {
+                        file: None,
+                        path: sub,
+                    };
+                }
+                missing()
+            }
+            Target::Star { .. } => missing(),
+        }
+    }
+
+    /// Resolves `attr` inside a module found earlier (a file or a namespace folder).
+    pub(crate) fn lookup_in_module(&self, file: Option<usize>, path: &str, attr: &str) -> Found {
+        let sub = format!("{path}.{attr}");
+        if let Some(f) = file
+            && let Some(found) = self.lookup_in_file(f, attr, 0)
+        {
+            return found;
+        }
+        if let Some(sf) = self.map.file(&sub) {
+            return Found::Module {
+                file: Some(sf),
+                path: sub,
+            };
+        }
+        if self.map.is_dir(&sub) {
+            return Found::Module {
+                file: None,
+                path: sub,
+            };
+        }
+        Found::Undefined
+    }
+
+    /// Resolves a dotted base-class name as seen from statement `stmt` of `file`.
+    fn resolve_dotted(&self, file: usize, stmt: usize, dotted: &str) -> DottedTarget {
+        let mut parts = dotted.split('.');
+        let Some(first) = parts.next() else {
+            return DottedTarget::Unknown;
+        };
+        let rest: Vec<&str> = parts.collect();
+        let mut found = self.lookup(file, stmt, first, true);
+        for (i, attr) in rest.iter().enumerate() {
+            match found {
+                Found::Module { file, ref path } => {
+                    found = self.lookup_in_module(file, path, attr);
+                }
+                Found::External { ref binding } => {
+                    let base = match &binding.target {
+                        Target::Module { path, .. } => path.clone(),
+                        Target::Name { module, name, .. } => format!("{module}.{name}"),
+                        Target::Star { module, .. } => module.clone(),
+                    };
+                    let full = std::iter::once(base.as_str())
+                        .chain(rest[i..].iter().copied())
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    return DottedTarget::External(full);
+                }
+                _ => return DottedTarget::Unknown,
+            }
+        }
+        match found {
+            Found::Def { file, stmt, .. } => DottedTarget::Class(file, stmt),
+            Found::External { binding } => DottedTarget::External(match &binding.target {
+                Target::Module { path, .. } => path.clone(),
+                Target::Name { module, name, .. } => format!("{module}.{name}"),
+                Target::Star { module, .. } => format!("{module}.{first}"),
+            }),
+            _ => DottedTarget::Unknown,
+        }
+    }
+
+    fn class_at(&self, file: usize, stmt: usize) -> Option<&ClassInfo> {
+        match &self.files.get(file)?.stmts.get(stmt)?.kind {
+            StmtKind::Class(info) => Some(info),
+            _ => None,
+        }
+    }
+
+    /// True when the class at (`file`, `stmt`) derives from `torch.nn.Module`, directly, through
+    /// an alias, or through repository classes in any file.
+    pub(crate) fn is_nn_module(&self, file: usize, stmt: usize) -> bool {
+        self.is_nn_module_inner(file, stmt, 0)
+    }
+
+    fn is_nn_module_inner(&self, file: usize, stmt: usize, hops: u32) -> bool {
+        if hops > MAX_HOPS {
+            return false;
+        }
+        if let Ok(memo) = self.module_memo.lock()
+            && let Some(&known) = memo.get(&(file, stmt))
+        {
+            return known;
+        }
+        let Some(info) = self.class_at(file, stmt) else {
+            return false;
+        };
+        let mut result = false;
+        for base in info.bases.iter().flatten() {
+            match self.resolve_dotted(file, stmt, base) {
+                DottedTarget::External(full) => {
+                    if torch_module_class(&full).is_some() {
+                        result = true;
+                    }
+                }
+                DottedTarget::Class(f2, s2) => {
+                    if (f2, s2) != (file, stmt) && self.is_nn_module_inner(f2, s2, hops + 1) {
+                        result = true;
+                    }
+                }
+                DottedTarget::Unknown => {}
+            }
+            if result {
+                break;
+            }
+        }
+        if let Ok(mut memo) = self.module_memo.lock() {
+            memo.insert((file, stmt), result);
+        }
+        result
+    }
+
+    /// `__init__`, `forward` and the torch base of a class, looking through its repository
+    /// ancestors (depth first, left to right, as a simple MRO).
+    pub(crate) fn class_facts(&self, file: usize, stmt: usize) -> ClassFacts {
+        let mut facts = ClassFacts {
+            init: None,
+            forward: None,
+            torch_base: None,
+            mentions: Vec::new(),
+            abstract_class: false,
+        };
+        let mut seen = HashSet::new();
+        self.collect_facts(file, stmt, &mut facts, &mut seen, 0);
+        facts
+    }
+
+    fn collect_facts(
+        &self,
+        file: usize,
+        stmt: usize,
+        facts: &mut ClassFacts,
+        seen: &mut HashSet<(usize, usize)>,
+        hops: u32,
+    ) {
+        if hops > MAX_HOPS || !seen.insert((file, stmt)) {
+            return;
+        }
+        let Some(info) = self.class_at(file, stmt) else {
+            return;
+        };
+        if hops == 0 && info.abstract_meta {
+            facts.abstract_class = true;
+        }
+        if facts.init.is_none() {
+            facts.init = info.init.clone();
+        }
+        if facts.forward.is_none() {
+            if let Some(fwd) = &info.forward {
+                facts.forward = Some(fwd.clone());
+            } else if info.forward_assigned {
+                facts.forward = Some(Method {
+                    params: Vec::new(),
+                    is_abstract: false,
+                    ranks: Vec::new(),
+                });
+            }
+        }
+        for m in &info.mentions {
+            if !facts.mentions.contains(m) {
+                facts.mentions.push(m);
+            }
+        }
+        for base in info.bases.iter().flatten() {
+            match self.resolve_dotted(file, stmt, base) {
+                DottedTarget::Class(f2, s2) => self.collect_facts(f2, s2, facts, seen, hops + 1),
+                DottedTarget::External(full) => {
+                    if hops == 0 && (full == "abc.ABC" || full.ends_with(".ABC")) {
+                        facts.abstract_class = true;
+                    }
+                    if let Some(cls) = torch_module_class(&full)
+                        && facts.torch_base.is_none()
+                        && !NO_FORWARD.contains(&cls)
+                    {
+                        facts.torch_base = Some(cls.to_string());
+                    }
+                }
+                DottedTarget::Unknown => {}
+            }
+        }
+    }
+}
+
+/// What a dotted base-class name refers to.
+enum DottedTarget {
+    /// A class statement of the repository.
+    Class(usize, usize),
+    /// A package path such as `torch.nn.Module`.
+    External(String),
+    /// Anything else.
+    Unknown,
+}

@@ -1,0 +1,172 @@
+//! The stage entry point: `repos.parquet` in, `modules.parquet` out.
+
+use std::path::{Component, Path};
+use std::time::Instant;
+
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus};
+use rayon::prelude::*;
+
+use crate::config::ExtractConfig;
+use crate::error::Error;
+use crate::extract::{ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo_with_stats};
+use crate::{CODE_VERSION, STAGE};
+
+/// Stack size of the worker threads (deeply nested code is analysed recursively, up to
+/// `max_nesting` levels).
+const WORKER_STACK: usize = 16 * 1024 * 1024;
+
+/// Runs the extract stage in `ctx.workdir`.
+///
+/// Reads `repos.parquet`, extracts the repositories with status `ok` from their snapshot
+/// folders, writes `modules.parquet` sorted by (repo, path, line) and `reports/extract.json`.
+/// Does nothing when the output already carries the fingerprint of this input and config
+/// (unless `ctx.force`). Errors only for environment failures; every bad file or class is a row.
+pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error> {
+    cfg.validate()?;
+    let started = Instant::now();
+    let input = RepoRow::path_in(&ctx.workdir);
+    if !input.exists() {
+        return Err(Error::MissingInput { path: input });
+    }
+    let out = ModuleRow::path_in(&ctx.workdir);
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &section_hash(cfg))
+        .with_input(&input)
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    if is_up_to_date(&[&out], &fp) && !ctx.force {
+        report.skipped = true;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        report.save(&ctx.workdir)?;
+        ctx.info(report.summary());
+        return Ok(report);
+    }
+    let repos: Vec<RepoRow> = read_table(&input)?;
+    report.rows_read = repos.len() as u64;
+    let accepted: Vec<&RepoRow> = repos
+        .iter()
+        .filter(|r| r.status == RepoStatus::Ok)
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads.max(1))
+        .stack_size(WORKER_STACK)
+        .thread_name(|i| format!("extract-{i}"))
+        .build()
+        .map_err(|e| Error::ThreadPool {
+            threads: ctx.threads,
+            message: e.to_string(),
+        })?;
+    let tracker = ctx.tracker(STAGE, Some(accepted.len() as u64));
+    let results: Vec<(Vec<ModuleRow>, ExtractStats)> = pool.install(|| {
+        accepted
+            .par_iter()
+            .map(|repo| {
+                let result = extract_one(repo, &ctx.workdir, cfg);
+                tracker.inc(1);
+                result
+            })
+            .collect()
+    });
+    tracker.finish();
+    let mut rows: Vec<ModuleRow> = Vec::new();
+    for (repo_rows, stats) in results {
+        report.count("files", stats.files);
+        report.count("source_bytes", stats.bytes);
+        report.count("files_with_syntax_errors", stats.files_with_syntax_errors);
+        rows.extend(repo_rows);
+    }
+    rows.sort_by(|a, b| {
+        (&a.repo, &a.path, a.line, &a.class_name).cmp(&(&b.repo, &b.path, b.line, &b.class_name))
+    });
+    assign_ids(&mut rows);
+    for row in &rows {
+        match (&row.status, &row.reason) {
+            (ModuleStatus::Ok, _) => report.count("modules_ok", 1),
+            (_, reason) => report.drop_row(&reason_category(reason.as_deref().unwrap_or(""))),
+        }
+    }
+    report.count("repos", accepted.len() as u64);
+    write_table(&out, &rows, &fp)?;
+    report.rows_written = rows.len() as u64;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    ctx.info(report.summary());
+    Ok(report)
+}
+
+/// The category of a reason for the report: `import_not_allowed: scipy` stays whole, others
+/// lose their details (`syntax_error at a.py:3` -> `syntax_error`).
+fn reason_category(reason: &str) -> String {
+    if reason.starts_with("import_not_allowed") {
+        return reason.to_string();
+    }
+    reason
+        .split([':', ' '])
+        .next()
+        .unwrap_or(reason)
+        .to_string()
+}
+
+/// True for a relative path that stays inside its folder.
+fn is_contained(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn extract_one(
+    repo: &RepoRow,
+    workdir: &Path,
+    cfg: &ExtractConfig,
+) -> (Vec<ModuleRow>, ExtractStats) {
+    let info = RepoInfo {
+        repo: repo.repo.clone(),
+        commit: repo.commit.clone().unwrap_or_default(),
+        license: repo.license.clone(),
+        stars: repo.stars,
+    };
+    let failed = |path: &str, reason: String| ModuleRow {
+        id: String::new(),
+        repo: info.repo.clone(),
+        commit: info.commit.clone(),
+        path: path.to_string(),
+        class_name: String::new(),
+        line: 1,
+        status: ModuleStatus::Failed,
+        reason: Some(reason),
+        program: None,
+        deps: Vec::new(),
+        imports: Vec::new(),
+        lines: 0,
+        license: info.license.clone(),
+        stars: info.stars,
+    };
+    let Some(snapshot) = repo.snapshot.as_deref().filter(|s| is_contained(s)) else {
+        let reason = format!(
+            "no_snapshot: repository {} has no usable snapshot folder ({:?})",
+            repo.repo, repo.snapshot
+        );
+        return (vec![failed("", reason)], ExtractStats::default());
+    };
+    let root = workdir.join(snapshot);
+    let mut files = Vec::with_capacity(repo.files.len());
+    let mut unreadable = Vec::new();
+    for path in &repo.files {
+        if !is_contained(path) {
+            unreadable.push(failed(path, format!("unsafe_path: {path}")));
+            continue;
+        }
+        match std::fs::read(root.join(path)) {
+            Ok(bytes) => files.push(SourceFile::new(path.clone(), bytes)),
+            Err(e) => unreadable.push(failed(path, format!("unreadable_file: {path}: {e}"))),
+        }
+    }
+    let (mut rows, stats) = extract_repo_with_stats(&info, &files, cfg);
+    rows.extend(unreadable);
+    (rows, stats)
+}
