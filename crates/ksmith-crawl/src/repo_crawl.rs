@@ -46,7 +46,7 @@ pub fn crawl(src: &RepoSource, env: &CrawlEnv<'_>) -> Outcome {
         Err(e) => Outcome {
             row: RepoRow {
                 fetched_at: env.now.clone(),
-                ..base_row(src, RepoStatus::Failed, Some(e.to_string()))
+                ..base_row(src, RepoStatus::Failed, Some(failure_reason(&e)))
             },
             reused: false,
         },
@@ -59,6 +59,16 @@ pub fn crawl(src: &RepoSource, env: &CrawlEnv<'_>) -> Outcome {
             .get(&src.name)
             .is_none_or(|p| p.commit != row.commit);
     outcome
+}
+
+/// The `reason` of a failed row: the error without the repository name the row already has.
+fn failure_reason(e: &Error) -> String {
+    match e {
+        Error::Git {
+            action, message, ..
+        } => format!("{action}: {message}"),
+        other => other.to_string(),
+    }
 }
 
 /// The row fields that come from the source itself.
