@@ -15,7 +15,9 @@ use ksmith_core::tables::{ProbeRow, ProbeStatus};
 use ksmith_probe::{ProbeConfig, probe_programs};
 
 fn row<'a>(rows: &'a [ProbeRow], id: &str) -> &'a ProbeRow {
-    rows.iter().find(|r| r.module_id == id).expect("a row per module")
+    rows.iter()
+        .find(|r| r.module_id == id)
+        .expect("a row per module")
 }
 
 #[test]
