@@ -99,10 +99,11 @@ struct FakeChat {
 
 impl ChatClient for FakeChat {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
+        let last = request.messages.last().expect("a message");
         self.prompts
             .lock()
-            .unwrap()
-            .push(request.messages.last().unwrap().content.clone());
+            .expect("prompts lock")
+            .push(last.content.clone());
         Ok(ChatResponse {
             content: self.answer.clone(),
             reasoning: None,
@@ -172,7 +173,12 @@ fn llm_repair_is_rerun_and_kept_only_when_it_runs() {
         prompts: Mutex::new(Vec::new()),
     };
     let ctx_dir = tempfile::tempdir().unwrap();
-    write_table(&ModuleRow::path_in(ctx_dir.path()), &[m.clone()], "fp").unwrap();
+    write_table(
+        &ModuleRow::path_in(ctx_dir.path()),
+        std::slice::from_ref(&m),
+        "fp",
+    )
+    .unwrap();
     let ctx = StageContext::for_tests(ctx_dir.path());
     let report = run_with_chat(&cfg, &ctx, Some(&prose)).unwrap();
     assert_eq!(report.counters.get("llm_asked"), Some(&1));

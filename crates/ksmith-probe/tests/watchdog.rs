@@ -14,8 +14,9 @@ const HELLO: &str = r#"{"v": 1, "type": "hello", "pid": 1, "torch": "fake", "san
 
 fn fake_worker(dir: &Path, body: &str) -> String {
     let path = dir.join("fake-python");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write fake worker");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod fake worker");
     path.display().to_string()
 }
 
