@@ -41,56 +41,105 @@ pub fn update_mirror(
     dir: &Path,
     cfg: &CrawlConfig,
 ) -> Result<Repository, Error> {
-    let mirror = match Repository::open_bare(dir) {
-        Ok(m) => m,
-        Err(_) => {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            }
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            Repository::init_bare(dir).map_err(|e| Error::git(repo, "create mirror", e))?
+    let existed = dir.exists();
+    let mirror = open_or_create_mirror(repo, dir)?;
+    match fetch(&mirror, url, cfg) {
+        Ok(()) => Ok(mirror),
+        // A mirror damaged on disk (a broken object, pack or ref) is rebuilt once from
+        // scratch; network and timeout failures are not, since a fresh clone would fail too.
+        Err(e) if existed && is_local_damage(&e) => {
+            drop(mirror);
+            std::fs::remove_dir_all(dir).map_err(|io| Error::io(dir, io))?;
+            let mirror = open_or_create_mirror(repo, dir)?;
+            fetch(&mirror, url, cfg).map_err(|e| e.into_error(repo, url, cfg))?;
+            Ok(mirror)
         }
-    };
-    {
-        let mut remote = mirror
-            .remote_anonymous(url)
-            .map_err(|e| Error::git(repo, format!("fetch {url}"), e))?;
-        let deadline = Instant::now() + Duration::from_secs(cfg.fetch_timeout_secs);
-        let max_bytes = cfg.max_fetch_bytes;
-        let mut callbacks = RemoteCallbacks::new();
-        callbacks.transfer_progress(move |p| {
-            Instant::now() < deadline && (p.received_bytes() as u64) <= max_bytes
-        });
-        callbacks.sideband_progress(move |_| Instant::now() < deadline);
-        let mut proxy = ProxyOptions::new();
-        proxy.auto();
-        let mut opts = FetchOptions::new();
-        opts.remote_callbacks(callbacks)
-            .proxy_options(proxy)
-            .download_tags(AutotagOption::None)
-            .update_fetchhead(false);
-        let refspecs = [
-            "+refs/heads/*:refs/heads/*",
-            "+refs/tags/*:refs/tags/*",
-            &format!("+HEAD:{REMOTE_HEAD_REF}"),
-        ];
-        remote
-            .fetch(&refspecs, Some(&mut opts), None)
-            .map_err(|e| {
-                let mut err =
-                    Error::git(repo, format!("fetch {}", crate::source::redact_url(url)), e);
-                if Instant::now() >= deadline
-                    && let Error::Git { message, .. } = &mut err
-                {
-                    message.push_str(&format!(
-                        " (fetch_timeout_secs = {} exceeded)",
-                        cfg.fetch_timeout_secs
-                    ));
-                }
-                err
-            })?;
+        Err(e) => Err(e.into_error(repo, url, cfg)),
     }
-    Ok(mirror)
+}
+
+fn open_or_create_mirror(repo: &str, dir: &Path) -> Result<Repository, Error> {
+    if let Ok(m) = Repository::open_bare(dir) {
+        return Ok(m);
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    Repository::init_bare(dir).map_err(|e| Error::git(repo, "create mirror", e))
+}
+
+/// A failed fetch and whether its deadline had passed.
+struct FetchError {
+    err: git2::Error,
+    timed_out: bool,
+}
+
+impl FetchError {
+    fn into_error(self, repo: &str, url: &str, cfg: &CrawlConfig) -> Error {
+        let mut err = Error::git(
+            repo,
+            format!("fetch {}", crate::source::redact_url(url)),
+            self.err,
+        );
+        if self.timed_out
+            && let Error::Git { message, .. } = &mut err
+        {
+            message.push_str(&format!(
+                " (fetch_timeout_secs = {} exceeded)",
+                cfg.fetch_timeout_secs
+            ));
+        }
+        err
+    }
+}
+
+fn is_local_damage(e: &FetchError) -> bool {
+    use git2::ErrorClass;
+    !e.timed_out
+        && matches!(
+            e.err.class(),
+            ErrorClass::Odb
+                | ErrorClass::Object
+                | ErrorClass::Zlib
+                | ErrorClass::Reference
+                | ErrorClass::Repository
+                | ErrorClass::Index
+                | ErrorClass::Indexer
+        )
+}
+
+fn fetch(mirror: &Repository, url: &str, cfg: &CrawlConfig) -> Result<(), FetchError> {
+    let mut remote = mirror.remote_anonymous(url).map_err(|err| FetchError {
+        err,
+        timed_out: false,
+    })?;
+    let deadline = Instant::now() + Duration::from_secs(cfg.fetch_timeout_secs);
+    let max_bytes = cfg.max_fetch_bytes;
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.transfer_progress(move |p| {
+        Instant::now() < deadline && (p.received_bytes() as u64) <= max_bytes
+    });
+    callbacks.sideband_progress(move |_| Instant::now() < deadline);
+    let mut proxy = ProxyOptions::new();
+    proxy.auto();
+    let mut opts = FetchOptions::new();
+    opts.remote_callbacks(callbacks)
+        .proxy_options(proxy)
+        .download_tags(AutotagOption::None)
+        .update_fetchhead(false);
+    let head_spec = format!("+HEAD:{REMOTE_HEAD_REF}");
+    let refspecs = [
+        "+refs/heads/*:refs/heads/*",
+        "+refs/tags/*:refs/tags/*",
+        head_spec.as_str(),
+    ];
+    remote
+        .fetch(&refspecs, Some(&mut opts), None)
+        .map_err(|err| FetchError {
+            err,
+            timed_out: Instant::now() >= deadline,
+        })
 }
 
 /// Opens a local git repository in place, bare or not, without searching parent folders.

@@ -309,6 +309,48 @@ fn file_url_is_mirrored_and_incremental() {
 }
 
 #[test]
+fn damaged_mirrors_are_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare_path = tmp.path().join("origin.git");
+    let bare = Repository::init_bare(&bare_path).unwrap();
+    commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
+        "first",
+    );
+    let work = tmp.path().join("work");
+    let sources = [git_source(&file_url(&bare_path))];
+    let cfg = CrawlConfig::default();
+    crawl(&work, &sources, &cfg);
+    let mirror = std::fs::read_dir(work.join("mirrors"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // Every ref of the mirror is garbage.
+    for entry in list_files(&mirror.join("refs")) {
+        std::fs::write(mirror.join("refs").join(entry), "garbage\n").unwrap();
+    }
+    let _ = std::fs::write(mirror.join("packed-refs"), "garbage\n");
+    let second = commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 2\n")],
+        "second",
+    );
+    let c = crawl(&work, &sources, &cfg);
+    let row = c.row("origin");
+    assert_eq!(row.status, RepoStatus::Ok, "{row:#?}");
+    assert_eq!(row.commit.as_deref(), Some(second.to_string().as_str()));
+    // A mirror folder that is not a repository at all is replaced too.
+    std::fs::remove_dir_all(&mirror).unwrap();
+    std::fs::create_dir_all(&mirror).unwrap();
+    std::fs::write(mirror.join("junk"), "x").unwrap();
+    let c = crawl(&work, &sources, &cfg);
+    assert_eq!(c.row("origin").status, RepoStatus::Ok);
+}
+
+#[test]
 fn revs_pin_branches_tags_and_commits() {
     let tmp = tempfile::tempdir().unwrap();
     let bare_path = tmp.path().join("revs.git");
