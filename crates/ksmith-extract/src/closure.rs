@@ -322,6 +322,14 @@ impl<'r> Closure<'r> {
                 self.problems.push(Problem::MissingImport(i));
                 None
             }
+            Found::Broken { file } => {
+                let f = &self.repo.files[file];
+                self.problems.push(Problem::SyntaxError {
+                    path: f.path.clone(),
+                    line: f.error_line.unwrap_or(1),
+                });
+                None
+            }
             Found::Undefined => {
                 self.problems.push(Problem::Undefined(local.to_string()));
                 None

@@ -151,6 +151,11 @@ pub(crate) enum Found {
     NotAllowed(String),
     /// A repository-local import that leads nowhere.
     MissingImport(String),
+    /// A repository-local import of a name that a file with syntax errors may have lost.
+    Broken {
+        /// The file with the errors.
+        file: usize,
+    },
     /// Nothing defines it.
     Undefined,
 }
@@ -422,7 +427,12 @@ impl Repo {
                         path: sub,
                     };
                 }
-                missing()
+                match self.map.file(&abs) {
+                    Some(target) if self.files[target].error_line.is_some() => {
+                        Found::Broken { file: target }
+                    }
+                    _ => missing(),
+                }
             }
             Target::Star { .. } => missing(),
         }

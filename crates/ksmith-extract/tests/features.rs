@@ -1,0 +1,626 @@
+//! One test per extraction feature, on small repositories written inline.
+
+mod common;
+
+use common::*;
+use ksmith_core::tables::ModuleStatus;
+use ksmith_extract::ExtractConfig;
+
+const LINEAR: &str = "    def __init__(self, dim):\n        super().__init__()\n        self.lin = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.lin(x)\n";
+
+#[test]
+fn every_alias_of_nn_module_is_found() {
+    let src = r#"import torch
+import torch.nn as tnn
+from torch import nn as N
+from torch.nn import Module
+from torch.nn import Module as M
+import torch.nn
+
+
+class A(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+class B(tnn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class C(N.Module):
+    def forward(self, x):
+        return x - 1
+
+
+class D(Module):
+    def forward(self, x):
+        return x / 2
+
+
+class E(M):
+    def forward(self, x):
+        return -x
+
+
+class F(N.Conv2d):
+    def forward(self, x):
+        return super().forward(x)
+
+
+class NotAModule(object):
+    def forward(self, x):
+        return x
+
+
+class AlsoNot(dict):
+    pass
+"#;
+    let rows = extract(&[("m.py", src)]);
+    assert_eq!(names(&rows), vec!["A", "B", "C", "D", "E", "F"]);
+    for name in ["A", "B", "C", "D", "E", "F"] {
+        ok_program(&rows, name);
+    }
+    let b = ok_program(&rows, "B");
+    assert!(b.contains("import torch.nn as tnn\n"), "{b}");
+    assert!(b.contains("class Model(tnn.Module):"), "{b}");
+    assert!(
+        !b.contains("from torch import nn as N"),
+        "unused import kept:\n{b}"
+    );
+    let c = ok_program(&rows, "C");
+    assert!(c.contains("from torch import nn as N\n"), "{c}");
+    let e = ok_program(&rows, "E");
+    assert!(e.contains("from torch.nn import Module as M\n"), "{e}");
+    assert!(e.contains("class Model(M):"), "{e}");
+    let f = ok_program(&rows, "F");
+    assert!(
+        f.contains("def get_init_inputs():\n    return [4, 4, 3]"),
+        "{f}"
+    );
+}
+
+#[test]
+fn indirect_bases_across_files_absolute_and_relative() {
+    let rows = extract(&[
+        ("lib/__init__.py", ""),
+        (
+            "lib/base.py",
+            &format!("import torch.nn as nn\n\n\nclass Base(nn.Module):\n{LINEAR}"),
+        ),
+        (
+            "lib/mid.py",
+            "from .base import Base\n\n\nclass Mid(Base):\n    pass\n",
+        ),
+        (
+            "app/model.py",
+            "from lib.mid import Mid\nfrom lib import base as b\n\n\nclass Top(Mid):\n    def forward(self, x):\n        return super().forward(x) * 2\n\n\nclass Other(b.Base):\n    pass\n",
+        ),
+    ]);
+    assert_eq!(names(&rows), vec!["Top", "Other", "Base", "Mid"]);
+    let top = ok_program(&rows, "Top");
+    let base_at = top.find("class Base(nn.Module):").expect(top);
+    let mid_at = top.find("class Mid(Base):").expect(top);
+    let top_at = top.find("class Model(Mid):").expect(top);
+    assert!(base_at < mid_at && mid_at < top_at, "{top}");
+    assert!(
+        top.contains("return [4]"),
+        "init inherited from Base:\n{top}"
+    );
+    let other = ok_program(&rows, "Other");
+    assert!(other.contains("class Model(Base):"), "{other}");
+    assert_eq!(
+        row(&rows, "Top").deps,
+        vec!["lib/base.py::Base", "lib/mid.py::Mid"]
+    );
+}
+
+#[test]
+fn relative_imports_of_every_depth() {
+    let rows = extract(&[
+        ("pkg/__init__.py", ""),
+        ("pkg/consts.py", "WIDTH = 4\n"),
+        ("pkg/ops/__init__.py", "from .act import swish\n"),
+        (
+            "pkg/ops/act.py",
+            "import torch\nfrom ..consts import WIDTH\n\n\ndef swish(x):\n    return x * torch.sigmoid(x) * WIDTH\n",
+        ),
+        (
+            "pkg/ops/block.py",
+            "import torch.nn as nn\nfrom . import swish\nfrom .act import swish as sw\n\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return swish(x) + sw(x)\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Block");
+    assert!(p.contains("WIDTH = 4\n"), "{p}");
+    assert!(p.contains("def swish(x):"), "{p}");
+    assert!(p.contains("sw = swish\n"), "{p}");
+    assert!(p.find("WIDTH = 4").unwrap() < p.find("def swish").unwrap());
+    assert!(!p.contains("from ."), "relative import left:\n{p}");
+}
+
+#[test]
+fn constants_defaults_decorators_and_class_bodies_are_in_the_closure() {
+    let src = r#"import functools
+import math
+import torch
+import torch.nn as nn
+
+EPS = 1e-6
+SCALE = math.sqrt(2.0)
+UNUSED = 123
+ACTS = {"relu": torch.relu}
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def default_gain():
+    return SCALE
+
+
+class Norm(nn.Module):
+    kind = "relu"
+    table = ACTS
+
+    def __init__(self, dim, eps=EPS, gain=default_gain()):
+        super().__init__()
+        self.eps = eps
+        self.gain = gain
+
+    @traced
+    def forward(self, x):
+        y = self.table[self.kind](x)
+        return y / (y.norm() + self.eps) * self.gain
+"#;
+    let rows = extract(&[("norm.py", src)]);
+    let p = ok_program(&rows, "Norm");
+    for needed in [
+        "EPS = 1e-6",
+        "SCALE = math.sqrt(2.0)",
+        "ACTS = {",
+        "def traced(fn):",
+        "def default_gain():",
+        "import functools",
+        "import math",
+    ] {
+        assert!(p.contains(needed), "missing {needed}:\n{p}");
+    }
+    assert!(!p.contains("UNUSED"), "{p}");
+    // Eager needs come first: SCALE before default_gain() is called in a default.
+    assert!(p.find("SCALE =").unwrap() < p.find("class Model").unwrap());
+    assert!(p.find("def default_gain").unwrap() < p.find("class Model").unwrap());
+}
+
+#[test]
+fn locally_bound_names_are_not_pulled_as_globals() {
+    let src = r#"import torch
+import torch.nn as nn
+
+x = "global x"
+scale = 3
+helper = None
+item = 0
+counter = 0
+
+
+def helper2(v):
+    return v
+
+
+class Scoped(nn.Module):
+    def forward(self, x, scale=2):
+        helper = lambda t: t * scale
+        ys = [item * 2 for item in range(3)]
+        def inner(counter):
+            return counter + 1
+        global tally
+        tally = inner(1)
+        return helper(x) + sum(ys) + helper2(x)
+"#;
+    let rows = extract(&[("s.py", src)]);
+    let p = ok_program(&rows, "Scoped");
+    assert!(p.contains("def helper2"), "{p}");
+    for unwanted in [
+        "x = \"global x\"",
+        "scale = 3",
+        "helper = None",
+        "item = 0",
+        "counter = 0",
+    ] {
+        assert!(!p.contains(unwanted), "pulled {unwanted}:\n{p}");
+    }
+}
+
+#[test]
+fn imports_are_pruned_to_the_used_names() {
+    let src = r#"import os
+import sys
+import numpy as np
+import scipy
+from typing import Optional, List
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Act(nn.Module):
+    def forward(self, x: torch.Tensor) -> Optional[torch.Tensor]:
+        return F.gelu(x) + float(np.pi)
+"#;
+    let rows = extract(&[("a.py", src)]);
+    let r = row(&rows, "Act");
+    ok_program(&rows, "Act");
+    assert_eq!(
+        r.imports,
+        vec![
+            "from typing import Optional",
+            "import numpy as np",
+            "import torch",
+            "import torch.nn as nn",
+            "import torch.nn.functional as F",
+        ]
+    );
+}
+
+#[test]
+fn packages_off_the_allow_list_reject_the_module_naming_the_package() {
+    let src = r#"import scipy.signal
+import torch.nn as nn
+from sklearn.preprocessing import scale
+
+
+class Smooth(nn.Module):
+    def forward(self, x):
+        return scipy.signal.medfilt(x)
+
+
+class Scaled(nn.Module):
+    def forward(self, x):
+        return scale(x)
+
+
+class Fine(nn.Module):
+    def forward(self, x):
+        return x
+"#;
+    let rows = extract(&[("f.py", src)]);
+    let smooth = row(&rows, "Smooth");
+    assert_eq!(smooth.status, ModuleStatus::Rejected);
+    assert_eq!(smooth.reason.as_deref(), Some("import_not_allowed: scipy"));
+    assert_eq!(smooth.program, None);
+    let scaled = row(&rows, "Scaled");
+    assert_eq!(
+        scaled.reason.as_deref(),
+        Some("import_not_allowed: sklearn")
+    );
+    ok_program(&rows, "Fine");
+    // The allow-list is configurable.
+    let cfg = ExtractConfig {
+        allowed_imports: vec!["torch".into(), "scipy".into()],
+        ..Default::default()
+    };
+    let rows = extract_with(&[("f.py", src)], &cfg);
+    let p = ok_program(&rows, "Smooth");
+    assert!(p.contains("import scipy.signal\n"), "{p}");
+}
+
+#[test]
+fn nested_imports_are_checked_and_local_ones_inlined() {
+    let rows = extract(&[
+        ("util.py", "def double(x):\n    return x * 2\n"),
+        (
+            "m.py",
+            "import torch.nn as nn\n\n\nclass Lazy(nn.Module):\n    def forward(self, x):\n        from util import double as dbl\n        import math\n        return dbl(x) * math.pi\n\n\nclass Bad(nn.Module):\n    def forward(self, x):\n        import pandas\n        return x\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Lazy");
+    assert!(p.contains("def double(x):"), "{p}");
+    assert!(p.contains("dbl = double"), "{p}");
+    assert!(!p.contains("from util"), "{p}");
+    assert!(p.contains("        import math\n"), "{p}");
+    assert_eq!(
+        row(&rows, "Bad").reason.as_deref(),
+        Some("import_not_allowed: pandas")
+    );
+}
+
+#[test]
+fn module_attribute_chains_are_flattened() {
+    let rows = extract(&[
+        ("pkg/__init__.py", ""),
+        (
+            "pkg/ops.py",
+            "import torch\nimport torch.nn.functional as F\n\n\ndef mish(x):\n    return x * torch.tanh(F.softplus(x))\n",
+        ),
+        (
+            "pkg/net.py",
+            "import torch.nn as nn\nimport pkg.ops as o\nimport pkg.ops\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return o.mish(x) + pkg.ops.mish(x) + o.F.relu(x)\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("return mish(x) + mish(x) + F.relu(x)"), "{p}");
+    assert!(p.contains("import torch.nn.functional as F"), "{p}");
+}
+
+#[test]
+fn a_module_object_used_as_a_value_fails_clearly() {
+    let rows = extract(&[
+        ("ops.py", "def relu(x):\n    return x\n"),
+        (
+            "net.py",
+            "import torch.nn as nn\nimport ops\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return getattr(ops, 'relu')(x)\n",
+        ),
+    ]);
+    let r = row(&rows, "Net");
+    assert_eq!(r.status, ModuleStatus::Failed);
+    assert_eq!(r.reason.as_deref(), Some("module_reference: ops"));
+}
+
+#[test]
+fn star_imports_from_the_repository_resolve() {
+    let rows = extract(&[
+        (
+            "layers.py",
+            "import torch\n\n\ndef gelu(x):\n    return torch.nn.functional.gelu(x)\n",
+        ),
+        (
+            "net.py",
+            "import torch.nn as nn\nfrom layers import *\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return gelu(x)\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("def gelu(x):"), "{p}");
+    assert!(!p.contains("from layers"), "{p}");
+}
+
+#[test]
+fn a_class_with_a_syntax_error_fails_and_its_neighbours_still_extract() {
+    let src = "import torch.nn as nn\n\n\nclass Good(nn.Module):\n    def forward(self, x):\n        return x + 1\n\n\nclass Broken(nn.Module):\n    def forward(self, x):\n        return (x +\n\n\nclass AlsoGood(nn.Module):\n    def forward(self, x):\n        return x * 3\n";
+    let rows = extract(&[("mixed.py", src)]);
+    ok_program(&rows, "Good");
+    let broken = row(&rows, "Broken");
+    assert_eq!(broken.status, ModuleStatus::Failed);
+    let reason = broken.reason.as_deref().unwrap();
+    assert!(reason.starts_with("syntax_error at mixed.py:"), "{reason}");
+    // The file has errors: whatever becomes of AlsoGood, it is a row with a clear status.
+    let also = row(&rows, "AlsoGood");
+    assert!(
+        also.status == ModuleStatus::Ok
+            || also.reason.as_deref().unwrap().starts_with("syntax_error"),
+        "{also:?}"
+    );
+}
+
+#[test]
+fn a_dependency_with_a_syntax_error_fails_the_module() {
+    let rows = extract(&[
+        (
+            "helpers.py",
+            "def ok(x):\n    return x\n\ndef broken(x):\n    return [x,\n",
+        ),
+        (
+            "net.py",
+            "import torch.nn as nn\nfrom helpers import broken\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return broken(x)\n",
+        ),
+    ]);
+    let r = row(&rows, "Net");
+    assert_eq!(r.status, ModuleStatus::Failed);
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .starts_with("syntax_error at helpers.py:"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn undefined_names_fail_with_the_name() {
+    let src = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return undefined_helper(x)\n";
+    let rows = extract(&[("n.py", src)]);
+    let r = row(&rows, "Net");
+    assert_eq!(r.status, ModuleStatus::Failed);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("undefined_name: undefined_helper")
+    );
+    let rows = extract(&[(
+        "n.py",
+        "import torch.nn as nn\nfrom .missing import thing\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return thing(x)\n",
+    )]);
+    let r = row(&rows, "Net");
+    assert_eq!(r.status, ModuleStatus::Failed);
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .starts_with("unresolved_import: "),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn abstract_and_forwardless_classes_are_rejected() {
+    let src = r#"import abc
+import torch.nn as nn
+
+
+class NoForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+
+class Abstract(nn.Module):
+    def forward(self, x):
+        raise NotImplementedError("subclasses")
+
+
+class WithAbc(nn.Module, abc.ABC):
+    @abc.abstractmethod
+    def forward(self, x):
+        pass
+
+
+class Concrete(Abstract):
+    def forward(self, x):
+        return x
+"#;
+    let rows = extract(&[("a.py", src)]);
+    for name in ["NoForward", "Abstract", "WithAbc"] {
+        let r = row(&rows, name);
+        assert_eq!(r.status, ModuleStatus::Rejected, "{name}");
+        assert_eq!(r.reason.as_deref(), Some("no_forward"), "{name}");
+    }
+    ok_program(&rows, "Concrete");
+}
+
+#[test]
+fn programs_over_the_line_limit_are_rejected() {
+    let body: String = (0..60).map(|i| format!("        x = x + {i}\n")).collect();
+    let src = format!(
+        "import torch.nn as nn\n\n\nclass Long(nn.Module):\n    def forward(self, x):\n{body}        return x\n"
+    );
+    let cfg = ExtractConfig {
+        max_lines: 40,
+        ..Default::default()
+    };
+    let rows = extract_with(&[("l.py", &src)], &cfg);
+    let r = row(&rows, "Long");
+    assert_eq!(r.status, ModuleStatus::Rejected);
+    assert!(
+        r.reason.as_deref().unwrap().starts_with("too_large"),
+        "{r:?}"
+    );
+    assert!(r.lines > 40);
+    ok_program(&extract(&[("l.py", &src)]), "Long");
+}
+
+#[test]
+fn the_entry_becomes_model_and_its_old_name_keeps_working() {
+    let src = "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def __init__(self, dim):\n        super(Block, self).__init__()\n        self.dim = dim\n\n    def forward(self, x):\n        return x * self.dim\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n";
+    let rows = extract(&[("b.py", src)]);
+    let p = ok_program(&rows, "Block");
+    assert!(p.contains("class Model(nn.Module):"), "{p}");
+    assert!(p.contains("super(Block, self).__init__()"), "{p}");
+    assert!(p.contains("\nBlock = Model\n"), "{p}");
+    let p = ok_program(&rows, "Model");
+    assert!(p.contains("class Model(nn.Module):"), "{p}");
+    assert!(!p.contains("Model = Model"), "{p}");
+}
+
+#[test]
+fn same_name_from_two_files_is_a_conflict() {
+    let rows = extract(&[
+        (
+            "a.py",
+            "def act(x):\n    return x\n\n\ndef helper_a(x):\n    return act(x)\n",
+        ),
+        (
+            "b.py",
+            "def act(x):\n    return -x\n\n\ndef helper_b(x):\n    return act(x)\n",
+        ),
+        (
+            "net.py",
+            "import torch.nn as nn\nfrom a import helper_a\nfrom b import helper_b\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return helper_a(x) + helper_b(x)\n",
+        ),
+    ]);
+    let r = row(&rows, "Net");
+    assert_eq!(r.status, ModuleStatus::Failed);
+    assert_eq!(r.reason.as_deref(), Some("name_conflict: act"));
+}
+
+#[test]
+fn mutually_recursive_functions_are_tolerated() {
+    let src = "import torch.nn as nn\n\n\ndef even(n):\n    return True if n == 0 else odd(n - 1)\n\n\ndef odd(n):\n    return False if n == 0 else even(n - 1)\n\n\nclass Parity(nn.Module):\n    def forward(self, x):\n        return x * float(even(4))\n";
+    let rows = extract(&[("p.py", src)]);
+    let p = ok_program(&rows, "Parity");
+    assert!(
+        p.contains("def even(n):") && p.contains("def odd(n):"),
+        "{p}"
+    );
+}
+
+#[test]
+fn guessed_arguments_follow_the_signatures() {
+    let src = r#"import torch
+import torch.nn as nn
+
+
+class Conv(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, dropout, use_bn, bias=True):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding=kernel_size // 2)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class Seq(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.rnn = nn.GRU(hidden_size, hidden_size, batch_first=True)
+
+    def forward(self, x, h=None):
+        return self.rnn(x, h)[0]
+
+
+class Attn(nn.Module):
+    def forward(self, query, key, value, mask):
+        b, n, d = query.shape
+        return torch.softmax(query @ key.transpose(-1, -2), -1) @ value
+"#;
+    let rows = extract(&[("g.py", src)]);
+    let p = ok_program(&rows, "Conv");
+    assert!(p.ends_with("def get_inputs():\n    return [torch.rand([4, 4, 4, 4])]\n\n\ndef get_init_inputs():\n    return [4, 4, 3, 1, 0.5, False]\n"), "{p}");
+    let p = ok_program(&rows, "Seq");
+    assert!(p.contains("return [torch.rand([4, 4, 4])]"), "{p}");
+    let p = ok_program(&rows, "Attn");
+    assert!(
+        p.contains("return [torch.rand([4, 4, 4]), torch.rand([4, 4, 4]), torch.rand([4, 4, 4]), torch.ones([4, 4, 4, 4])]"),
+        "{p}"
+    );
+}
+
+#[test]
+fn extraction_is_deterministic_and_independent_of_file_order() {
+    let files = [
+        ("pkg/__init__.py", ""),
+        (
+            "pkg/a.py",
+            &format!("import torch.nn as nn\nK = 3\n\n\nclass A(nn.Module):\n{LINEAR}") as &str,
+        ),
+        (
+            "pkg/b.py",
+            "from .a import A, K\n\n\nclass B(A):\n    def forward(self, x):\n        return super().forward(x) * K\n",
+        ),
+    ];
+    let first = extract(&files);
+    let again = extract(&files);
+    assert_eq!(first, again);
+    let mut reversed = files.to_vec();
+    reversed.reverse();
+    assert_eq!(first, extract(&reversed));
+}
+
+#[test]
+fn ids_are_content_hashes_and_unique() {
+    // Two identical classes under different names give the same program.
+    let body = "    def forward(self, x):\n        return x * 2\n";
+    let src = format!(
+        "import torch.nn as nn\n\n\nclass One(nn.Module):\n{body}\n\nclass Two(nn.Module):\n{body}"
+    );
+    let rows = extract(&[("d.py", &src)]);
+    let one = row(&rows, "One");
+    let two = row(&rows, "Two");
+    assert_eq!(one.program, two.program);
+    assert_eq!(
+        one.id,
+        ksmith_core::ids::content_id(one.program.as_deref().unwrap())
+    );
+    assert_ne!(one.id, two.id);
+    assert_eq!(one.id.len(), 32);
+}
