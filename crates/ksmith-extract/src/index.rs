@@ -280,6 +280,12 @@ impl FileIndex {
                 || kind == k.future_import_statement
             {
                 StmtKind::Import(bindings_of(node, src))
+            } else if kind == k.class_definition && node.has_error() {
+                // The parser may have mistaken the header; read it from the text.
+                match broken_classes(node, src).into_iter().next() {
+                    Some((_, info)) => StmtKind::Class(Box::new(info)),
+                    None => StmtKind::Class(Box::new(class_info(node, src))),
+                }
             } else if kind == k.class_definition {
                 StmtKind::Class(Box::new(class_info(node, src)))
             } else if kind == k.decorated_definition {
