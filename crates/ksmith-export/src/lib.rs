@@ -1,1 +1,337 @@
-//! Export (in progress).
+//! Export: writes the selected samples as Parquet datasets in the trainers' own schemas.
+//!
+//! Input: `sft.parquet` (`SftRow`), `grpo.parquet` (`GrpoRow`), `selection.json` (the rules
+//! select applied) and, when present, `repos.parquet` (`RepoRow`, for pinned commits in the
+//! cards). Output: one folder per configured [`Format`] under `<workdir>/datasets/`, in the
+//! Hugging Face layout: `data/train-0000i-of-0000N.parquet`, `data/validation-...` (zstd, one
+//! fixed schema across shards and splits, schema version in the metadata) and a `README.md`
+//! dataset card whose YAML `configs` header lets `datasets.load_dataset(<folder>)` find the
+//! splits. The reward function trainers call lives in `python/ksmith/reward.py` and reads the
+//! [`ground_truth::GroundTruth`] JSON these datasets carry.
+//!
+//! Invariants: a dataset folder is replaced atomically (written under a temporary name, then
+//! renamed); a re-run with unchanged inputs and config does nothing; every split has at least
+//! one shard (empty when the split is), so its glob always resolves. Entry point: [`run`].
+#![deny(missing_docs)]
+
+pub mod card;
+pub mod config;
+pub mod error;
+pub mod formats;
+pub mod ground_truth;
+pub mod layout;
+pub mod shards;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::fingerprint::Fingerprint;
+use ksmith_core::ids::content_id;
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{META_FINGERPRINT, Table, read_fingerprint, read_table};
+use ksmith_core::tables::{GrpoRow, RepoRow, SftRow, Split};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use config::ExportConfig;
+pub use error::Error;
+pub use formats::{DATASET_SCHEMA_VERSION, Format};
+
+/// The stage's name.
+pub const STAGE: &str = "export";
+/// Bumped when the output for the same input changes.
+pub const CODE_VERSION: u32 = 1;
+
+/// Metadata key of the exported schema version.
+pub const META_DATASET_SCHEMA_VERSION: &str = "ksmith.dataset_schema_version";
+/// Metadata key of the format.
+pub const META_FORMAT: &str = "ksmith.format";
+
+/// The selection manifest written by select (`selection.json`), as far as export reads it.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct Manifest {
+    config_hash: String,
+    rules: Vec<String>,
+}
+
+/// Where the datasets go in `workdir`.
+pub fn datasets_dir(workdir: &Path) -> PathBuf {
+    workdir.join("datasets")
+}
+
+/// The folder of `format`'s dataset in `workdir`.
+pub fn dataset_dir(workdir: &Path, format: Format) -> PathBuf {
+    datasets_dir(workdir).join(format.folder())
+}
+
+/// The first training shard of a dataset folder, if any.
+fn first_shard(dir: &Path) -> Option<PathBuf> {
+    let data = dir.join("data");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&data)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("train-00000-of-"))
+        })
+        .collect();
+    names.sort();
+    names.into_iter().next()
+}
+
+fn by_split<T>(rows: &[T], split: impl Fn(&T) -> Split) -> [(Split, Vec<&T>); 2] {
+    let mut train = Vec::new();
+    let mut validation = Vec::new();
+    for r in rows {
+        match split(r) {
+            Split::Train => train.push(r),
+            Split::Validation => validation.push(r),
+        }
+    }
+    [(Split::Train, train), (Split::Validation, validation)]
+}
+
+/// Counts equal values.
+fn count<K: Ord>(xs: Vec<K>) -> BTreeMap<K, usize> {
+    let mut m = BTreeMap::new();
+    for x in xs {
+        *m.entry(x).or_insert(0usize) += 1;
+    }
+    m
+}
+
+/// Converts each split's rows with `f(row, index within the split)`.
+fn map_splits<S, T>(
+    splits: &[(Split, Vec<&S>); 2],
+    f: impl Fn(&S, usize) -> T,
+) -> Vec<(Split, Vec<T>)> {
+    splits
+        .iter()
+        .map(|(split, rows)| {
+            (
+                *split,
+                rows.iter().enumerate().map(|(i, r)| f(r, i)).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Writes the splits of one dataset into `staged`; returns `(split, rows, shards)`.
+fn write_splits<T: Serialize + DeserializeOwned>(
+    staged: &Path,
+    splits: Vec<(Split, Vec<T>)>,
+    opts: &shards::ShardOptions,
+) -> Result<Vec<(String, usize, usize)>, Error> {
+    let mut out = Vec::new();
+    for (split, rows) in splits {
+        let files = shards::write_split(&staged.join("data"), split.as_str(), &rows, opts)?;
+        out.push((split.as_str().to_string(), rows.len(), files.len()));
+    }
+    Ok(out)
+}
+
+fn provenance(rows: &[(String, Option<String>)], repos: &[RepoRow]) -> Vec<card::Provenance> {
+    let by_repo: BTreeMap<&str, &RepoRow> = repos.iter().map(|r| (r.repo.as_str(), r)).collect();
+    let mut counts: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
+    for (repo, license) in rows {
+        *counts.entry((repo.clone(), license.clone())).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|((repo, license), samples)| {
+            let known = by_repo.get(repo.as_str());
+            card::Provenance {
+                license: license.or_else(|| known.and_then(|r| r.license.clone())),
+                commit: known.and_then(|r| r.commit.clone()),
+                url: known.map(|r| r.url.clone()),
+                repo,
+                samples,
+            }
+        })
+        .collect()
+}
+
+/// Runs the export stage in `ctx.workdir`.
+pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error> {
+    let started = Instant::now();
+    cfg.validate()?;
+    let sft_path = SftRow::path_in(&ctx.workdir);
+    let grpo_path = GrpoRow::path_in(&ctx.workdir);
+    let manifest_path = ctx.workdir.join("selection.json");
+    let repos_path = RepoRow::path_in(&ctx.workdir);
+    for path in [&sft_path, &grpo_path, &manifest_path] {
+        if !path.exists() {
+            return Err(Error::MissingInput { path: path.clone() });
+        }
+    }
+    let manifest_bytes =
+        std::fs::read(&manifest_path).map_err(|e| ksmith_core::Error::io(&manifest_path, e))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&manifest_bytes).map_err(|e| Error::Manifest {
+            path: manifest_path.clone(),
+            message: e.to_string(),
+        })?;
+    let export_hash = section_hash(cfg);
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &export_hash)
+        .with_input(&sft_path)
+        .with_input(&grpo_path)
+        .with_input(&repos_path)
+        .with("selection.json", &content_id(&manifest_bytes))
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    let up_to_date = cfg.formats.iter().all(|f| {
+        first_shard(&dataset_dir(&ctx.workdir, *f))
+            .and_then(|p| read_fingerprint(&p))
+            .as_deref()
+            == Some(fp.as_str())
+    });
+    if up_to_date && !ctx.force {
+        report.skipped = true;
+        return Ok(report);
+    }
+    let sft: Vec<SftRow> = read_table(&sft_path)?;
+    let grpo: Vec<GrpoRow> = read_table(&grpo_path)?;
+    let repos: Vec<RepoRow> = if repos_path.exists() {
+        read_table(&repos_path)?
+    } else {
+        ctx.warn(format!(
+            "{}: not found; the dataset cards will list repositories without commits",
+            repos_path.display()
+        ));
+        Vec::new()
+    };
+    report.rows_read = (sft.len() + grpo.len()) as u64;
+    let datasets = datasets_dir(&ctx.workdir);
+    std::fs::create_dir_all(&datasets).map_err(|e| ksmith_core::Error::io(&datasets, e))?;
+    let tracker = ctx.tracker("export", Some(cfg.formats.len() as u64));
+    let sft_split = by_split(&sft, |r| r.split);
+    let grpo_split = by_split(&grpo, |r| r.split);
+    for &format in &cfg.formats {
+        let folder = format.folder();
+        let staged = layout::staging_dir(&datasets, &folder);
+        if staged.exists() {
+            std::fs::remove_dir_all(&staged).map_err(|e| ksmith_core::Error::io(&staged, e))?;
+        }
+        let opts = shards::ShardOptions {
+            dataset: folder.clone(),
+            shard_rows: cfg.shard_rows,
+            row_group_rows: cfg.row_group_rows,
+            zstd_level: cfg.zstd_level,
+            metadata: vec![
+                (
+                    META_DATASET_SCHEMA_VERSION.to_string(),
+                    DATASET_SCHEMA_VERSION.to_string(),
+                ),
+                (META_FORMAT.to_string(), format.key().to_string()),
+                (META_FINGERPRINT.to_string(), fp.clone()),
+                (
+                    "ksmith.writer".to_string(),
+                    format!("ksmith {}", env!("CARGO_PKG_VERSION")),
+                ),
+            ],
+        };
+        let result = match format {
+            Format::VerlRl => write_splits(
+                &staged,
+                map_splits(&grpo_split, |r, i| formats::verl_rl(r, i, cfg)),
+                &opts,
+            ),
+            Format::TrlGrpo => write_splits(
+                &staged,
+                map_splits(&grpo_split, |r, i| formats::trl_grpo(r, i, cfg)),
+                &opts,
+            ),
+            Format::OpenrlhfRl => write_splits(
+                &staged,
+                map_splits(&grpo_split, |r, i| formats::openrlhf_rl(r, i, cfg)),
+                &opts,
+            ),
+            Format::VerlSft => {
+                write_splits(&staged, map_splits(&sft_split, formats::verl_sft), &opts)
+            }
+            Format::TrlSft => {
+                write_splits(&staged, map_splits(&sft_split, formats::trl_sft), &opts)
+            }
+            Format::TrlSftStandard => write_splits(
+                &staged,
+                map_splits(&sft_split, formats::trl_sft_standard),
+                &opts,
+            ),
+            Format::OpenrlhfSft => write_splits(
+                &staged,
+                map_splits(&sft_split, formats::openrlhf_sft),
+                &opts,
+            ),
+        };
+        let splits = match result {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staged);
+                return Err(e);
+            }
+        };
+        let (level, family, kind, prov_rows): (Vec<i64>, Vec<String>, Vec<String>, Vec<_>) =
+            match format.source() {
+                formats::Source::Grpo => (
+                    grpo.iter().map(|r| i64::from(r.level)).collect(),
+                    grpo.iter().map(|r| r.family.clone()).collect(),
+                    grpo.iter()
+                        .map(|r| r.selection.as_str().to_string())
+                        .collect(),
+                    grpo.iter()
+                        .map(|r| (r.repo.clone(), r.license.clone()))
+                        .collect(),
+                ),
+                formats::Source::Sft => (
+                    sft.iter().map(|r| i64::from(r.level)).collect(),
+                    sft.iter().map(|r| r.family.clone()).collect(),
+                    sft.iter().map(|r| r.kind.as_str().to_string()).collect(),
+                    sft.iter()
+                        .map(|r| (r.repo.clone(), r.license.clone()))
+                        .collect(),
+                ),
+            };
+        let provenance = provenance(&prov_rows, &repos);
+        let card_input = card::CardInput {
+            format,
+            pretty_name: cfg.pretty_name.clone(),
+            license: card::card_license(&cfg.license, &provenance),
+            splits: splits.clone(),
+            by_level: count(level),
+            by_family: count(family),
+            by_kind: count(kind),
+            provenance,
+            rules: manifest.rules.clone(),
+            select_config_hash: manifest.config_hash.clone(),
+            export_config_hash: export_hash.clone(),
+            fingerprint: fp.clone(),
+            data_source: cfg.data_source.clone(),
+        };
+        let readme = staged.join("README.md");
+        std::fs::write(&readme, card::render(&card_input)).map_err(|e| Error::Write {
+            dataset: folder.clone(),
+            path: readme.clone(),
+            message: e.to_string(),
+        })?;
+        let target = dataset_dir(&ctx.workdir, format);
+        layout::publish(&staged, &target).map_err(|e| Error::Write {
+            dataset: folder.clone(),
+            path: target.clone(),
+            message: format!("cannot move the finished dataset into place: {e}"),
+        })?;
+        for (split, rows, _) in &splits {
+            report.count(&format!("{folder}/{split}"), *rows as u64);
+            report.rows_written += *rows as u64;
+        }
+        tracker.inc(1);
+    }
+    tracker.finish();
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    Ok(report)
+}

@@ -1,0 +1,196 @@
+//! Writes a synthetic selection (sft.parquet, grpo.parquet, selection.json, repos.parquet)
+//! into a work directory and runs the export stage on it.
+//!
+//! Used by the Python tests (`python/tests/test_export.py`, `test_reward.py`), which load the
+//! exported datasets with pyarrow and `datasets` and score answers with the reward function:
+//!
+//! ```text
+//! cargo run -q -p ksmith-export --example export_fixture -- <workdir>
+//! ```
+//!
+//! Prints a JSON summary (rows per dataset and split) on stdout. Every GRPO row carries a real
+//! tiny task (a scaled ReLU reference and a correct Triton parent), so the reward function can
+//! evaluate answers against it in the Triton CPU interpreter.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ksmith_core::chat::ChatMessage;
+use ksmith_core::context::StageContext;
+use ksmith_core::table::{Table, write_table};
+use ksmith_core::tables::{
+    GrpoRow, GrpoSelection, RepoRow, RepoStatus, SftKind, SftRow, SourceKind, Split,
+};
+use ksmith_export::{ExportConfig, run};
+
+const REFERENCE: &str = include_str!("../tests/data/relu_scale_reference.py");
+const PARENT: &str = include_str!("../tests/data/relu_scale_triton.py");
+const FAMILIES: [&str; 3] = ["activation", "normalization", "attention"];
+
+fn prompt(i: usize, current: &str) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::new(
+            "system",
+            "You are an expert in writing fast, correct Triton kernels.",
+        ),
+        ChatMessage::new(
+            "user",
+            format!(
+                "Task {i}. Reference:\n```python\n{REFERENCE}```\nCurrent program:\n\
+                 ```python\n{current}```\nMake ModelNew faster; answer with the full program."
+            ),
+        ),
+    ]
+}
+
+fn split(i: usize) -> Split {
+    if i % 5 == 4 {
+        Split::Validation
+    } else {
+        Split::Train
+    }
+}
+
+fn grpo_rows(n: usize) -> Vec<GrpoRow> {
+    (0..n)
+        .map(|i| {
+            let first = i % 4 == 0;
+            let timed = i % 3 != 0;
+            let current = if first { REFERENCE } else { PARENT };
+            GrpoRow {
+                sample_id: format!("grpo-{i:03}"),
+                selection: if first {
+                    GrpoSelection::FirstSteps
+                } else {
+                    GrpoSelection::BestSteps
+                },
+                split: split(i),
+                task_id: "relu_scale".to_string(),
+                step_id: format!("step-{i:03}"),
+                parent_step_id: (!first).then(|| format!("step-{:03}", i.saturating_sub(1))),
+                iteration: i as u32,
+                island: (i % 2) as u32,
+                family: FAMILIES[i % 3].to_string(),
+                level: (i % 3) as u8 + 1,
+                cluster: if i % 7 == 0 { -1 } else { (i % 5) as i32 },
+                prompt: prompt(i, current),
+                prompt_tokens: 300 + i as u64,
+                token_counter: "approx_chars_div_4".to_string(),
+                reference_program: REFERENCE.to_string(),
+                parent_program: current.to_string(),
+                parent_speedup: timed.then_some(if first { 1.0 } else { 1.25 }),
+                parent_runtime_ms: timed.then_some(0.008),
+                eager_runtime_ms: timed.then_some(0.010),
+                hardware: if timed { "NVIDIA H200" } else { "" }.to_string(),
+                repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
+                license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
+            }
+        })
+        .collect()
+}
+
+fn sft_rows(n: usize) -> Vec<SftRow> {
+    (0..n)
+        .map(|i| {
+            let correctness = i % 3 == 0;
+            let mut messages = prompt(i, if correctness { REFERENCE } else { PARENT });
+            messages.push(ChatMessage::new(
+                "assistant",
+                format!("Answer {i}:\n```python\n{PARENT}```"),
+            ));
+            SftRow {
+                sample_id: format!("sft-{i:03}"),
+                kind: if correctness {
+                    SftKind::Correctness
+                } else {
+                    SftKind::Performance
+                },
+                split: split(i),
+                task_id: format!("task-{}", i % 6),
+                step_id: format!("s-{i:03}"),
+                parent_step_id: (!correctness).then(|| format!("s-{:03}", i.saturating_sub(1))),
+                iteration: i as u32,
+                island: 0,
+                family: FAMILIES[i % 3].to_string(),
+                level: (i % 3) as u8 + 1,
+                cluster: (i % 4) as i32 - 1,
+                messages,
+                tokens: 500 + i as u64,
+                token_counter: "approx_chars_div_4".to_string(),
+                speedup: (!correctness).then_some(1.5),
+                parent_speedup: (!correctness).then_some(1.1),
+                teacher: "teacher-model".to_string(),
+                repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
+                license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
+            }
+        })
+        .collect()
+}
+
+fn repo(name: &str, license: &str) -> RepoRow {
+    let mut r = RepoRow::failed(name, &format!("https://github.com/{name}"), "");
+    r.status = RepoStatus::Ok;
+    r.reason = None;
+    r.source_kind = SourceKind::Git;
+    r.commit = Some(format!("{:0>40}", name.len()));
+    r.license = Some(license.to_string());
+    r
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let workdir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .ok_or("usage: export_fixture <workdir>")?,
+    );
+    std::fs::create_dir_all(&workdir)?;
+    let sft = sft_rows(23);
+    let grpo = grpo_rows(17);
+    write_table(&SftRow::path_in(&workdir), &sft, "fixture-sft")?;
+    write_table(&GrpoRow::path_in(&workdir), &grpo, "fixture-grpo")?;
+    write_table(
+        &RepoRow::path_in(&workdir),
+        &[repo("org/vision", "MIT"), repo("org/text", "Apache-2.0")],
+        "fixture-repos",
+    )?;
+    let manifest = serde_json::json!({
+        "config": {},
+        "config_hash": "fixture-select-config",
+        "fingerprint": "fixture",
+        "token_counter": "approx_chars_div_4",
+        "rules": ["Fixture rule: every synthetic sample is selected."],
+    });
+    std::fs::write(
+        workdir.join("selection.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    let cfg = ExportConfig {
+        // Small shards and row groups so the fixture has several of each.
+        shard_rows: 6,
+        row_group_rows: 4,
+        ..Default::default()
+    };
+    let report = run(&cfg, &StageContext::for_tests(&workdir))?;
+    let mut expected: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let count = |rows: Vec<Split>| {
+        let mut m = BTreeMap::new();
+        for s in rows {
+            *m.entry(s.as_str()).or_insert(0) += 1;
+        }
+        m
+    };
+    expected.insert("sft", count(sft.iter().map(|r| r.split).collect()));
+    expected.insert("grpo", count(grpo.iter().map(|r| r.split).collect()));
+    println!(
+        "{}",
+        serde_json::json!({
+            "workdir": workdir,
+            "rows": expected,
+            "shard_rows": cfg.shard_rows,
+            "row_group_rows": cfg.row_group_rows,
+            "counters": report.counters,
+            "fingerprint": report.fingerprint,
+        })
+    );
+    Ok(())
+}

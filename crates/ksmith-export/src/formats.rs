@@ -1,0 +1,441 @@
+//! The trainers' schemas: one row type per dataset format, built from `SftRow` / `GrpoRow`.
+//!
+//! Pitfalls these types avoid (see the trainers' loaders):
+//! - verl RL needs `reward_model.ground_truth` on every row and reads `extra_info.index`;
+//!   `prompt` is `list<struct<role, content>>`.
+//! - TRL's SFT tokenizer picks the prompt-completion branch whenever a `prompt` column exists,
+//!   so the `messages` datasets (verl SFT) have no `prompt`, `completion` or `text` column.
+//! - TRL passes every GRPO dataset column except `prompt` to reward functions as a keyword
+//!   argument: no column is named `completion`, `completion_ids`, `prompts`, `completions`,
+//!   `trainer_state`, `log_extra`, `log_metric` or `environments`.
+//! - OpenRLHF's source key is `datasource` (no underscore); labels are strings; with
+//!   `--apply_chat_template`, an SFT `input` that is a message list needs an `output` that is
+//!   a message list too.
+//! - No Arrow `map` type anywhere (the `datasets` library cannot load it); optional values are
+//!   nullable fields, never absent ones, so every shard has one schema.
+
+use serde::{Deserialize, Serialize};
+
+use ksmith_core::chat::ChatMessage;
+use ksmith_core::tables::{GrpoRow, SftRow};
+
+use crate::config::ExportConfig;
+use crate::ground_truth::{ENTRY_POINT, GroundTruth};
+
+/// Version of the exported schemas, written into every file's metadata and every card.
+pub const DATASET_SCHEMA_VERSION: &str = "1.0.0";
+
+/// A dataset format (one folder under `<workdir>/datasets/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// verl RL (PPO/GRPO): `data_source`, `prompt`, `ability`, `reward_model`, `extra_info`.
+    VerlRl,
+    /// verl multi-turn SFT: `messages` (+ `meta`).
+    VerlSft,
+    /// TRL SFT, conversational prompt-completion: `prompt` and `completion` message lists.
+    TrlSft,
+    /// TRL SFT, standard prompt-completion: `prompt` and `completion` strings.
+    TrlSftStandard,
+    /// TRL GRPO, conversational prompt-only: `prompt` + reward columns.
+    TrlGrpo,
+    /// OpenRLHF PPO/GRPO: `input` (messages), `label` (JSON string), `datasource`.
+    OpenrlhfRl,
+    /// OpenRLHF SFT: `input` and `output` message lists.
+    OpenrlhfSft,
+}
+
+/// Which selected table a format is built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `sft.parquet`.
+    Sft,
+    /// `grpo.parquet`.
+    Grpo,
+}
+
+impl Format {
+    /// Every format, in a fixed order.
+    pub const ALL: [Format; 7] = [
+        Format::VerlRl,
+        Format::VerlSft,
+        Format::TrlSft,
+        Format::TrlSftStandard,
+        Format::TrlGrpo,
+        Format::OpenrlhfRl,
+        Format::OpenrlhfSft,
+    ];
+
+    /// The config key (`verl_rl`, ...).
+    pub fn key(self) -> &'static str {
+        match self {
+            Format::VerlRl => "verl_rl",
+            Format::VerlSft => "verl_sft",
+            Format::TrlSft => "trl_sft",
+            Format::TrlSftStandard => "trl_sft_standard",
+            Format::TrlGrpo => "trl_grpo",
+            Format::OpenrlhfRl => "openrlhf_rl",
+            Format::OpenrlhfSft => "openrlhf_sft",
+        }
+    }
+
+    /// The dataset's folder name under `<workdir>/datasets/`.
+    pub fn folder(self) -> String {
+        self.key().replace('_', "-")
+    }
+
+    /// Which table the format is built from.
+    pub fn source(self) -> Source {
+        match self {
+            Format::VerlRl | Format::TrlGrpo | Format::OpenrlhfRl => Source::Grpo,
+            Format::VerlSft | Format::TrlSft | Format::TrlSftStandard | Format::OpenrlhfSft => {
+                Source::Sft
+            }
+        }
+    }
+}
+
+/// One chat message in the exported files: `struct<role: string, content: string>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+fn messages(msgs: &[ChatMessage]) -> Vec<Message> {
+    msgs.iter()
+        .map(|m| Message {
+            role: m.role.clone(),
+            content: m.content.clone(),
+        })
+        .collect()
+}
+
+/// verl's `reward_model` struct.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RewardModel {
+    /// `rule`: scored by the reward function, not by a model.
+    pub style: String,
+    /// The [`GroundTruth`] as a JSON string.
+    pub ground_truth: String,
+}
+
+/// Lineage and metrics of a GRPO prompt (verl `extra_info`; `meta` elsewhere).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpoInfo {
+    /// Row index within its split (verl reads `extra_info.index`).
+    pub index: i64,
+    /// `train` or `validation`.
+    pub split: String,
+    /// Stable sample id.
+    pub sample_id: String,
+    /// The selection rule (`best_steps`, `all_steps`, `first_steps`).
+    pub selection: String,
+    /// The task.
+    pub task_id: String,
+    /// The step whose prompt this is.
+    pub step_id: String,
+    /// The step of the current program; null when it is the reference.
+    pub parent_step_id: Option<String>,
+    /// Iteration of the step.
+    pub iteration: i64,
+    /// Island of the step.
+    pub island: i64,
+    /// Functional family.
+    pub family: String,
+    /// Difficulty level.
+    pub level: i64,
+    /// Cluster (-1 = noise).
+    pub cluster: i64,
+    /// The current program's speedup over eager during the rollout.
+    pub parent_speedup: Option<f64>,
+    /// The current program's runtime in ms during the rollout.
+    pub parent_runtime_ms: Option<f64>,
+    /// Eager runtime in ms during the rollout.
+    pub eager_runtime_ms: Option<f64>,
+    /// Device of the rollout timings.
+    pub hardware: String,
+    /// The class the answer must define.
+    pub entry_point: String,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// How tokens were counted.
+    pub token_counter: String,
+    /// Source repository.
+    pub repo: String,
+    /// Its license.
+    pub license: Option<String>,
+    /// [`DATASET_SCHEMA_VERSION`].
+    pub schema_version: String,
+}
+
+/// Lineage and metrics of an SFT sample (`meta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SftInfo {
+    /// Row index within its split.
+    pub index: i64,
+    /// `train` or `validation`.
+    pub split: String,
+    /// Stable sample id.
+    pub sample_id: String,
+    /// `correctness` or `performance`.
+    pub kind: String,
+    /// The task.
+    pub task_id: String,
+    /// The step.
+    pub step_id: String,
+    /// The parent step; null for first steps.
+    pub parent_step_id: Option<String>,
+    /// Iteration of the step.
+    pub iteration: i64,
+    /// Functional family.
+    pub family: String,
+    /// Difficulty level.
+    pub level: i64,
+    /// Cluster (-1 = noise).
+    pub cluster: i64,
+    /// Tokens of the conversation.
+    pub tokens: i64,
+    /// How tokens were counted.
+    pub token_counter: String,
+    /// Speedup of the answer's program over eager, when timed.
+    pub speedup: Option<f64>,
+    /// Speedup of the parent over eager, when timed.
+    pub parent_speedup: Option<f64>,
+    /// The teacher model.
+    pub teacher: String,
+    /// Source repository.
+    pub repo: String,
+    /// Its license.
+    pub license: Option<String>,
+    /// [`DATASET_SCHEMA_VERSION`].
+    pub schema_version: String,
+}
+
+/// A verl RL row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerlRlRow {
+    /// Reward routing key.
+    pub data_source: String,
+    /// The chat prompt.
+    pub prompt: Vec<Message>,
+    /// Task category.
+    pub ability: String,
+    /// `style` and the JSON `ground_truth`.
+    pub reward_model: RewardModel,
+    /// Lineage and metrics.
+    pub extra_info: GrpoInfo,
+}
+
+/// A verl SFT row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerlSftRow {
+    /// The conversation (system, user, assistant).
+    pub messages: Vec<Message>,
+    /// Lineage and metrics.
+    pub meta: SftInfo,
+}
+
+/// A TRL conversational prompt-completion SFT row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrlSftRow {
+    /// System and user messages.
+    pub prompt: Vec<Message>,
+    /// The assistant message.
+    pub completion: Vec<Message>,
+    /// Lineage and metrics.
+    pub meta: SftInfo,
+}
+
+/// A TRL standard prompt-completion SFT row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrlSftStandardRow {
+    /// System and user text joined by a blank line.
+    pub prompt: String,
+    /// The answer text.
+    pub completion: String,
+    /// Lineage and metrics.
+    pub meta: SftInfo,
+}
+
+/// A TRL GRPO row: the prompt, and columns that reach the reward function as keyword
+/// arguments (`ground_truth`, `data_source`, `meta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrlGrpoRow {
+    /// The chat prompt.
+    pub prompt: Vec<Message>,
+    /// The [`GroundTruth`] JSON.
+    pub ground_truth: String,
+    /// Reward routing key.
+    pub data_source: String,
+    /// Lineage and metrics.
+    pub meta: GrpoInfo,
+}
+
+/// An OpenRLHF prompt row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenrlhfRlRow {
+    /// The chat prompt (use `--apply_chat_template`).
+    pub input: Vec<Message>,
+    /// The [`GroundTruth`] JSON.
+    pub label: String,
+    /// Reward routing key.
+    pub datasource: String,
+    /// Lineage and metrics.
+    pub meta: GrpoInfo,
+}
+
+/// An OpenRLHF SFT row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenrlhfSftRow {
+    /// System and user messages.
+    pub input: Vec<Message>,
+    /// The assistant message.
+    pub output: Vec<Message>,
+    /// Lineage and metrics.
+    pub meta: SftInfo,
+}
+
+/// The lineage of a GRPO row at `index` within its split.
+pub fn grpo_info(row: &GrpoRow, index: usize) -> GrpoInfo {
+    GrpoInfo {
+        index: index as i64,
+        split: row.split.as_str().to_string(),
+        sample_id: row.sample_id.clone(),
+        selection: row.selection.as_str().to_string(),
+        task_id: row.task_id.clone(),
+        step_id: row.step_id.clone(),
+        parent_step_id: row.parent_step_id.clone(),
+        iteration: i64::from(row.iteration),
+        island: i64::from(row.island),
+        family: row.family.clone(),
+        level: i64::from(row.level),
+        cluster: i64::from(row.cluster),
+        parent_speedup: row.parent_speedup,
+        parent_runtime_ms: row.parent_runtime_ms,
+        eager_runtime_ms: row.eager_runtime_ms,
+        hardware: row.hardware.clone(),
+        entry_point: ENTRY_POINT.to_string(),
+        prompt_tokens: row.prompt_tokens as i64,
+        token_counter: row.token_counter.clone(),
+        repo: row.repo.clone(),
+        license: row.license.clone(),
+        schema_version: DATASET_SCHEMA_VERSION.to_string(),
+    }
+}
+
+/// The lineage of an SFT row at `index` within its split.
+pub fn sft_info(row: &SftRow, index: usize) -> SftInfo {
+    SftInfo {
+        index: index as i64,
+        split: row.split.as_str().to_string(),
+        sample_id: row.sample_id.clone(),
+        kind: row.kind.as_str().to_string(),
+        task_id: row.task_id.clone(),
+        step_id: row.step_id.clone(),
+        parent_step_id: row.parent_step_id.clone(),
+        iteration: i64::from(row.iteration),
+        family: row.family.clone(),
+        level: i64::from(row.level),
+        cluster: i64::from(row.cluster),
+        tokens: row.tokens as i64,
+        token_counter: row.token_counter.clone(),
+        speedup: row.speedup,
+        parent_speedup: row.parent_speedup,
+        teacher: row.teacher.clone(),
+        repo: row.repo.clone(),
+        license: row.license.clone(),
+        schema_version: DATASET_SCHEMA_VERSION.to_string(),
+    }
+}
+
+/// Splits an SFT conversation into the prompt (everything before the last message) and the
+/// answer (the last, assistant, message).
+fn prompt_and_answer(row: &SftRow) -> (Vec<Message>, Vec<Message>) {
+    let all = messages(&row.messages);
+    let cut = all.len().saturating_sub(1);
+    let (p, a) = all.split_at(cut);
+    (p.to_vec(), a.to_vec())
+}
+
+/// The verl RL row of `row`.
+pub fn verl_rl(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> VerlRlRow {
+    VerlRlRow {
+        data_source: cfg.data_source.clone(),
+        prompt: messages(&row.prompt),
+        ability: cfg.ability.clone(),
+        reward_model: RewardModel {
+            style: "rule".to_string(),
+            ground_truth: GroundTruth::of(row, &cfg.tolerances).to_json(),
+        },
+        extra_info: grpo_info(row, index),
+    }
+}
+
+/// The TRL GRPO row of `row`.
+pub fn trl_grpo(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> TrlGrpoRow {
+    TrlGrpoRow {
+        prompt: messages(&row.prompt),
+        ground_truth: GroundTruth::of(row, &cfg.tolerances).to_json(),
+        data_source: cfg.data_source.clone(),
+        meta: grpo_info(row, index),
+    }
+}
+
+/// The OpenRLHF prompt row of `row`.
+pub fn openrlhf_rl(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> OpenrlhfRlRow {
+    OpenrlhfRlRow {
+        input: messages(&row.prompt),
+        label: GroundTruth::of(row, &cfg.tolerances).to_json(),
+        datasource: cfg.data_source.clone(),
+        meta: grpo_info(row, index),
+    }
+}
+
+/// The verl SFT row of `row`.
+pub fn verl_sft(row: &SftRow, index: usize) -> VerlSftRow {
+    VerlSftRow {
+        messages: messages(&row.messages),
+        meta: sft_info(row, index),
+    }
+}
+
+/// The TRL conversational SFT row of `row`.
+pub fn trl_sft(row: &SftRow, index: usize) -> TrlSftRow {
+    let (prompt, completion) = prompt_and_answer(row);
+    TrlSftRow {
+        prompt,
+        completion,
+        meta: sft_info(row, index),
+    }
+}
+
+/// The TRL standard SFT row of `row`: the prompt messages' texts joined by a blank line.
+pub fn trl_sft_standard(row: &SftRow, index: usize) -> TrlSftStandardRow {
+    let (prompt, completion) = prompt_and_answer(row);
+    TrlSftStandardRow {
+        prompt: prompt
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        completion: completion
+            .into_iter()
+            .map(|m| m.content)
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        meta: sft_info(row, index),
+    }
+}
+
+/// The OpenRLHF SFT row of `row`.
+pub fn openrlhf_sft(row: &SftRow, index: usize) -> OpenrlhfSftRow {
+    let (input, output) = prompt_and_answer(row);
+    OpenrlhfSftRow {
+        input,
+        output,
+        meta: sft_info(row, index),
+    }
+}
