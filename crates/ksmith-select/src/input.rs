@@ -29,6 +29,7 @@ pub fn step_view(row: StepRow) -> (StepView, bool) {
             iteration: row.iteration,
             island: row.island,
             parent_id: row.parent_step_id,
+            parent_program: row.parent_program,
             prompt,
             response: row.response,
             program,

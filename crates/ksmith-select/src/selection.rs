@@ -169,7 +169,7 @@ pub fn select(
         .par_iter()
         .map(|&(step, task, parent)| {
             let task_eager = eager.get(step.task_id.as_str());
-            let (parent_program, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
+            let (stored_parent, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
                 Parent::Step(p) => (
                     p.program.clone().unwrap_or_default(),
                     p.speedup(),
@@ -186,6 +186,12 @@ pub fn select(
                         .map(|e| e.1.clone())
                         .unwrap_or_else(|| step.device()),
                 ),
+            };
+            // The program exactly as the prompt showed it (the answer edits that text).
+            let parent_program = if step.parent_program.is_empty() {
+                stored_parent
+            } else {
+                step.parent_program.clone()
             };
             GrpoRow {
                 sample_id: sample_id("grpo", selection.as_str(), &step.step_id),

@@ -22,6 +22,9 @@ pub struct StepView {
     pub island: u32,
     /// The parent step; `None` when the parent is the reference.
     pub parent_id: Option<String>,
+    /// The current (parent) program as the prompt showed it (for first steps, the seed: the
+    /// reference with its editable block marked); empty when unknown.
+    pub parent_program: String,
     /// Prompt messages as the teacher saw them.
     pub prompt: Vec<ChatMessage>,
     /// The teacher's answer.

@@ -62,6 +62,7 @@ fn step(
         iteration,
         island: 0,
         parent_id: parent.map(Into::into),
+        parent_program: String::new(),
         prompt: vec![
             ChatMessage::new("system", "You write Triton kernels."),
             ChatMessage::new(
@@ -283,6 +284,13 @@ fn grpo_ablations_all_steps_and_first_steps() {
     assert_eq!(s0.selection, GrpoSelection::FirstSteps);
     // The current program of a first step is the reference, at eager speed.
     assert_eq!(s0.parent_program, s0.reference_program);
+    // When the step records the program its prompt showed (the seed with its editable block
+    // marked), that text is the current program.
+    let mut steps = trajectory_a();
+    steps[0].parent_program = "# EVOLVE-BLOCK-START\nseed\n# EVOLVE-BLOCK-END\n".into();
+    let out = select(&steps, &tasks, &cfg, &mut StageReport::new("select"));
+    let s0 = out.grpo.iter().find(|r| r.step_id == "s0").unwrap();
+    assert!(s0.parent_program.contains("EVOLVE-BLOCK-START\nseed"));
     assert_eq!(s0.parent_speedup, Some(1.0));
     assert_eq!(s0.parent_runtime_ms, s0.eager_runtime_ms);
     assert!(s0.parent_step_id.is_none());

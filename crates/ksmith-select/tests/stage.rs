@@ -54,7 +54,9 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         },
         parent_id: parent.unwrap_or("seed").into(),
         parent_step_id: parent.map(Into::into),
-        parent_program: "parent".into(),
+        parent_program: parent
+            .map(|p| format!("# program {p}\n"))
+            .unwrap_or_default(),
         parent_correct: parent.is_some(),
         parent_speedup: None,
         parent_was_best: true,

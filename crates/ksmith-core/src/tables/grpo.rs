@@ -64,7 +64,8 @@ pub struct GrpoRow {
     pub token_counter: String,
     /// The PyTorch reference program (`Model`, `get_inputs()`, `get_init_inputs()`).
     pub reference_program: String,
-    /// The current program the answer must improve (the reference for first steps).
+    /// The current program the answer must improve, exactly as the prompt showed it (for first
+    /// steps, the seed: the reference with its editable block marked).
     pub parent_program: String,
     /// Speedup of the parent over eager as measured during the rollout (`None` untimed).
     pub parent_speedup: Option<f64>,
