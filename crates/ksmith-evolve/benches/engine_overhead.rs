@@ -1,0 +1,2 @@
+//! Engine overhead per step (placeholder until the benchmark lands).
+fn main() {}

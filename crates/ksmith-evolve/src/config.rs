@@ -1,0 +1,261 @@
+//! The `[rollout]` configuration section.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// How the evolution engine searches, prompts and records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolloutConfig {
+    /// Steps per task (the first translates the reference into Triton).
+    pub iterations: u32,
+    /// Seed of every random choice (parent and inspiration sampling, request seeds).
+    pub seed: u64,
+    /// Tasks evolved at once (threads sharing the teacher and the evaluator).
+    pub parallel_tasks: usize,
+    /// Only the first `max_tasks` tasks of tasks.parquet (0: all).
+    pub max_tasks: usize,
+    /// Islands per task; step `i` runs on island `i % num_islands`.
+    pub num_islands: u32,
+    /// Ring migration every this many iterations (0: never).
+    pub migration_interval: u32,
+    /// Share of an island's correct programs (at least one) copied to the next island.
+    pub migration_rate: f64,
+    /// Size of the task-wide elite archive (the source of "top programs").
+    pub elite_size: usize,
+    /// Bins of the complexity axis of each island's MAP-Elites grid.
+    pub complexity_bins: u32,
+    /// Complexity mapped to the last bin (log scale: `log2(1 + c) / log2(1 + max)`).
+    pub complexity_max: f64,
+    /// Bins of the score axis (log2 speedup).
+    pub score_bins: u32,
+    /// Lower end of the score axis, in log2 speedup (-3: 0.125x).
+    pub log2_speedup_min: f64,
+    /// Upper end of the score axis, in log2 speedup (4: 16x).
+    pub log2_speedup_max: f64,
+    /// Share of parents picked by fitness (sigmoid-weighted, novelty bonus for few children).
+    pub exploitation_ratio: f64,
+    /// Share of parents picked from a uniformly random occupied grid cell.
+    pub exploration_ratio: f64,
+    /// Sharpness of the fitness weighting in exploitation.
+    pub selection_sharpness: f64,
+    /// Failed programs of an island considered as parents in repair mode (most recent first).
+    pub repair_window: usize,
+    /// Top programs of the task shown in the prompt.
+    pub num_top_programs: usize,
+    /// Programs from neighbouring grid cells shown in the prompt.
+    pub num_diverse_programs: usize,
+    /// Ancestors of the parent shown with their metrics.
+    pub lineage_depth: usize,
+    /// Latest attempts on the island shown with their outcome (the latest is never trimmed).
+    pub recent_attempts: usize,
+    /// Sampling temperature sent to the teacher.
+    pub temperature: f64,
+    /// Nucleus sampling sent to the teacher.
+    pub top_p: f64,
+    /// Generated-token cap sent to the teacher (the paper uses 32K).
+    pub max_output_tokens: u32,
+    /// Prompt budget in approximate tokens (bytes / 4); history is trimmed before code.
+    pub prompt_token_budget: usize,
+    /// Longest candidate program accepted, in bytes.
+    pub max_program_chars: usize,
+    /// Longest error log shown in a prompt, in bytes (head and tail kept).
+    pub error_log_chars: usize,
+    /// Folder with prompt templates overriding the embedded ones (`system.md`, `translate.md`,
+    /// `improve.md`, `repair.md`; missing files keep the default).
+    pub prompts_dir: Option<PathBuf>,
+    /// Ask the evaluator to time candidates (false: correctness only).
+    pub measure: bool,
+    /// Write a task's checkpoint every this many steps (and when the task ends).
+    pub checkpoint_every: u32,
+    /// Teacher tokens (prompt + completion, cache hits excluded) the whole run may spend
+    /// (0: unlimited); tasks stop cleanly when it is spent and a rerun continues them.
+    pub token_budget: u64,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        RolloutConfig {
+            iterations: 40,
+            seed: 0,
+            parallel_tasks: 8,
+            max_tasks: 0,
+            num_islands: 4,
+            migration_interval: 10,
+            migration_rate: 0.1,
+            elite_size: 20,
+            complexity_bins: 8,
+            complexity_max: 255.0,
+            score_bins: 14,
+            log2_speedup_min: -3.0,
+            log2_speedup_max: 4.0,
+            exploitation_ratio: 0.6,
+            exploration_ratio: 0.3,
+            selection_sharpness: 10.0,
+            repair_window: 4,
+            num_top_programs: 3,
+            num_diverse_programs: 2,
+            lineage_depth: 4,
+            recent_attempts: 3,
+            temperature: 0.6,
+            top_p: 0.95,
+            max_output_tokens: 32_768,
+            prompt_token_budget: 32_768,
+            max_program_chars: 60_000,
+            error_log_chars: 4_000,
+            prompts_dir: None,
+            measure: true,
+            checkpoint_every: 10,
+            token_budget: 0,
+        }
+    }
+}
+
+impl RolloutConfig {
+    /// Checks every value; does no I/O.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.iterations == 0 {
+            return bad("iterations must be at least 1".into());
+        }
+        if self.parallel_tasks == 0 {
+            return bad("parallel_tasks must be at least 1".into());
+        }
+        if self.num_islands == 0 {
+            return bad("num_islands must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.migration_rate) {
+            return bad(format!(
+                "migration_rate must be in [0, 1], got {}",
+                self.migration_rate
+            ));
+        }
+        if self.elite_size == 0 {
+            return bad("elite_size must be at least 1".into());
+        }
+        if self.complexity_bins == 0 || self.score_bins == 0 {
+            return bad("complexity_bins and score_bins must be at least 1".into());
+        }
+        if !(self.complexity_max.is_finite() && self.complexity_max > 0.0) {
+            return bad(format!(
+                "complexity_max must be > 0, got {}",
+                self.complexity_max
+            ));
+        }
+        if !(self.log2_speedup_min.is_finite()
+            && self.log2_speedup_max.is_finite()
+            && self.log2_speedup_min < self.log2_speedup_max)
+        {
+            return bad("log2_speedup_min must be below log2_speedup_max".into());
+        }
+        let ratios = [self.exploitation_ratio, self.exploration_ratio];
+        if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || ratios.iter().sum::<f64>() > 1.0 {
+            return bad(format!(
+                "exploitation_ratio ({}) and exploration_ratio ({}) must be in [0, 1] and sum to at most 1",
+                self.exploitation_ratio, self.exploration_ratio
+            ));
+        }
+        if !(self.selection_sharpness.is_finite() && self.selection_sharpness > 0.0) {
+            return bad("selection_sharpness must be > 0".into());
+        }
+        if self.repair_window == 0 {
+            return bad("repair_window must be at least 1".into());
+        }
+        if !(self.temperature.is_finite() && (0.0..=2.0).contains(&self.temperature)) {
+            return bad(format!(
+                "temperature must be in [0, 2], got {}",
+                self.temperature
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.max_output_tokens == 0 || self.prompt_token_budget < 256 {
+            return bad(
+                "max_output_tokens must be > 0 and prompt_token_budget at least 256".into(),
+            );
+        }
+        if self.max_program_chars < 1000 {
+            return bad("max_program_chars must be at least 1000".into());
+        }
+        if self.checkpoint_every == 0 {
+            return bad("checkpoint_every must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Hash of the keys that shape the search (not `iterations`, `parallel_tasks`, `max_tasks`,
+    /// `checkpoint_every`, `token_budget`, `measure`): a stored rollout is resumed only under
+    /// the same search hash.
+    pub fn search_hash(&self) -> String {
+        let mut c = self.clone();
+        c.iterations = 0;
+        c.parallel_tasks = 0;
+        c.max_tasks = 0;
+        c.checkpoint_every = 0;
+        c.token_budget = 0;
+        c.measure = true;
+        ksmith_core::config::section_hash(&c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_the_key() {
+        RolloutConfig::default().validate().unwrap();
+        let c = RolloutConfig {
+            exploitation_ratio: 0.8,
+            exploration_ratio: 0.4,
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("exploitation_ratio")
+        );
+        let c = RolloutConfig {
+            log2_speedup_min: 2.0,
+            log2_speedup_max: 1.0,
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("log2_speedup")
+        );
+        let c = RolloutConfig {
+            num_islands: 0,
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("num_islands")
+        );
+    }
+
+    #[test]
+    fn search_hash_ignores_run_length_but_not_search_keys() {
+        let a = RolloutConfig::default();
+        let b = RolloutConfig {
+            iterations: 80,
+            parallel_tasks: 2,
+            ..Default::default()
+        };
+        assert_eq!(a.search_hash(), b.search_hash());
+        let c = RolloutConfig {
+            num_islands: 3,
+            ..Default::default()
+        };
+        assert_ne!(a.search_hash(), c.search_hash());
+    }
+}

@@ -1,0 +1,645 @@
+//! Prompt templates and prompt building with a token budget.
+//!
+//! Templates are Markdown files with `{placeholders}`: `system.md`, `translate.md` (first step,
+//! PyTorch to Triton), `improve.md` (correct parent) and `repair.md` (failing parent). Defaults
+//! are embedded from `configs/prompts/`; a folder given by `prompts_dir` overrides any of them.
+//! Every placeholder is checked when templates are loaded.
+//!
+//! The budget is counted with [`approx_token_count`] (bytes / 4, a deliberate over-estimate for
+//! code). When a prompt is over budget, history is trimmed before code: oldest ancestors first,
+//! then older attempts (the latest attempt always stays), then diverse programs, then top
+//! programs, then the error log is shortened. The reference and the current program are never cut.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use ksmith_core::tables::{EditOutcome, StepKind};
+
+use crate::archive::{Archive, Attempt, Program};
+use crate::block::split_block;
+use crate::config::RolloutConfig;
+use crate::error::Error;
+use crate::select::Plan;
+
+/// Approximate token count of `text`: one token per 4 bytes, rounded up. Cheap, stable and on
+/// the high side for code, which is what a budget wants.
+pub fn approx_token_count(text: &str) -> usize {
+    text.len().div_ceil(4)
+}
+
+const SLOTS: &[&str] = &[
+    "reference",
+    "program",
+    "metrics",
+    "goal",
+    "error_log",
+    "lineage",
+    "recent",
+    "top_programs",
+    "diverse_programs",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Segment {
+    Text(String),
+    Slot(usize),
+}
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    segments: Vec<Segment>,
+}
+
+impl Template {
+    /// Parses `text`; `{name}` with a known name is a slot, a `{word}` with an unknown name is an
+    /// error, any other brace is literal. `required` slots must appear.
+    pub fn parse(name: &str, origin: &str, text: &str, required: &[&str]) -> Result<Self, Error> {
+        let err = |message: String| Error::Template {
+            name: name.to_string(),
+            origin: origin.to_string(),
+            message,
+        };
+        let mut segments = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            literal.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let close = after.find('}');
+            let word = close.map(|c| &after[..c]);
+            match word {
+                Some(w)
+                    if !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+                {
+                    let Some(slot) = SLOTS.iter().position(|s| *s == w) else {
+                        return Err(err(format!(
+                            "unknown placeholder {{{w}}}; known: {}",
+                            SLOTS.join(", ")
+                        )));
+                    };
+                    if !literal.is_empty() {
+                        segments.push(Segment::Text(std::mem::take(&mut literal)));
+                    }
+                    segments.push(Segment::Slot(slot));
+                    rest = &after[w.len() + 1..];
+                }
+                _ => {
+                    literal.push('{');
+                    rest = after;
+                }
+            }
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            segments.push(Segment::Text(literal));
+        }
+        for r in required {
+            let idx = SLOTS.iter().position(|s| s == r);
+            if !segments
+                .iter()
+                .any(|s| matches!(s, Segment::Slot(i) if Some(*i) == idx))
+            {
+                return Err(err(format!("the placeholder {{{r}}} is required")));
+            }
+        }
+        Ok(Template { segments })
+    }
+
+    fn render(&self, values: &[&str; 9]) -> String {
+        let mut out = String::new();
+        for s in &self.segments {
+            match s {
+                Segment::Text(t) => out.push_str(t),
+                Segment::Slot(i) => out.push_str(values[*i]),
+            }
+        }
+        out
+    }
+}
+
+/// The four templates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompts {
+    /// System message.
+    pub system: Template,
+    /// First step: PyTorch to Triton.
+    pub translate: Template,
+    /// Improve a correct program.
+    pub improve: Template,
+    /// Repair a failing program.
+    pub repair: Template,
+}
+
+const EMBEDDED: [(&str, &str, &[&str]); 4] = [
+    (
+        "system.md",
+        include_str!("../../../configs/prompts/system.md"),
+        &[],
+    ),
+    (
+        "translate.md",
+        include_str!("../../../configs/prompts/translate.md"),
+        &["reference", "program"],
+    ),
+    (
+        "improve.md",
+        include_str!("../../../configs/prompts/improve.md"),
+        &["program"],
+    ),
+    (
+        "repair.md",
+        include_str!("../../../configs/prompts/repair.md"),
+        &["program"],
+    ),
+];
+
+impl Prompts {
+    /// The embedded defaults, overridden by the files present in `dir`.
+    pub fn load(dir: Option<&Path>) -> Result<Prompts, Error> {
+        let mut parsed = Vec::new();
+        for (name, text, required) in EMBEDDED {
+            let file = dir.map(|d| d.join(name)).filter(|p| p.exists());
+            let (origin, text) = match file {
+                Some(p) => {
+                    let t = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+                    (p.display().to_string(), t)
+                }
+                None => ("embedded default".to_string(), text.to_string()),
+            };
+            parsed.push(Template::parse(name, &origin, &text, required)?);
+        }
+        let mut it = parsed.into_iter();
+        let mut next = || {
+            it.next()
+                .ok_or_else(|| Error::Config("template missing".into()))
+        };
+        Ok(Prompts {
+            system: next()?,
+            translate: next()?,
+            improve: next()?,
+            repair: next()?,
+        })
+    }
+}
+
+/// A built prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltPrompt {
+    /// System message.
+    pub system: String,
+    /// User message.
+    pub user: String,
+    /// Approximate tokens of both.
+    pub approx_tokens: usize,
+    /// History items trimmed to fit the budget.
+    pub trimmed: usize,
+    /// Still over budget after trimming everything that may be trimmed.
+    pub over_budget: bool,
+}
+
+fn fmt_speedup(s: Option<f64>) -> String {
+    match s {
+        Some(x) => format!("{x:.2}x"),
+        None => "not measured".to_string(),
+    }
+}
+
+fn status_name(p: &Program) -> String {
+    match &p.eval {
+        None => "not evaluated (PyTorch reference)".into(),
+        Some(e) => {
+            let mut s = serde_json::to_value(e.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            if let Some(h) = e.hack {
+                let h = serde_json::to_value(h)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                s.push_str(&format!(" ({h})"));
+            }
+            if e.trials > 0 {
+                s.push_str(&format!(
+                    ", {}/{} correctness trials passed",
+                    e.trials_passed, e.trials
+                ));
+            }
+            s
+        }
+    }
+}
+
+fn outcome_name(o: EditOutcome) -> String {
+    serde_json::to_value(o)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Head and tail of `text` within `max` bytes.
+pub fn trim_middle(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let half = max / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[... {} bytes cut ...]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+fn block_of(code: &str) -> &str {
+    split_block(code).map(|b| b.body).unwrap_or(code)
+}
+
+fn metrics_of(p: &Program) -> String {
+    let mut s = format!("- status: {}\n", status_name(p));
+    if let Some(e) = &p.eval {
+        let _ = writeln!(
+            s,
+            "- speedup over PyTorch eager: {}",
+            fmt_speedup(e.speedup)
+        );
+        if let Some(t) = &e.candidate_timing {
+            let _ = writeln!(s, "- runtime: {:.4} ms median", t.median_ms);
+        }
+        if let Some(t) = &e.reference_timing {
+            let _ = writeln!(s, "- reference runtime: {:.4} ms median", t.median_ms);
+        }
+        if let Some(w) = e
+            .errors
+            .iter()
+            .max_by(|a, b| a.max_abs.total_cmp(&b.max_abs))
+            && !p.correct
+        {
+            let _ = writeln!(
+                s,
+                "- worst output error: max abs {:.3e}, mean abs {:.3e} (output {})",
+                w.max_abs, w.mean_abs, w.index
+            );
+        }
+        for w in &e.warnings {
+            let _ = writeln!(s, "- warning: {w}");
+        }
+        if !e.hardware.device.is_empty() {
+            let _ = writeln!(s, "- hardware: {}", e.hardware.device);
+        }
+    }
+    s
+}
+
+fn goal_of(p: &Program, best: f64) -> String {
+    match p.speedup() {
+        Some(x) if x < 1.0 => format!(
+            "Goal: the current program runs at {x:.2}x of PyTorch eager; need > 1.00x to beat eager{}.",
+            if best > 1.0 { format!(" (the best program of this task reaches {best:.2}x)") } else { String::new() }
+        ),
+        Some(x) => format!(
+            "Goal: the current program runs at {x:.2}x of PyTorch eager; need > {x:.2}x to improve on it{}.",
+            if best > x { format!(" (the best program of this task reaches {best:.2}x)") } else { String::new() }
+        ),
+        None => "Goal: timing is not measured on this evaluator; keep the program correct and make it leaner (fewer passes over memory, more fusion).".to_string(),
+    }
+}
+
+fn attempt_line(a: &Archive, t: &Attempt, cfg: &RolloutConfig) -> String {
+    let kind = match t.kind {
+        StepKind::Translate => "translation",
+        StepKind::Optimize => "optimization",
+        StepKind::Repair => "repair",
+    };
+    let mut s = format!(
+        "- iteration {} ({kind} of program {}): ",
+        t.iteration,
+        &a.programs[t.parent].id[..8]
+    );
+    match (t.outcome, t.status) {
+        (EditOutcome::Applied | EditOutcome::Duplicate, Some(st)) => {
+            let st = serde_json::to_value(st)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let _ = write!(s, "evaluated as {st}, speedup {}", fmt_speedup(t.speedup));
+            if t.outcome == EditOutcome::Duplicate {
+                s.push_str(" (it repeated an earlier program)");
+            }
+        }
+        (o, _) => {
+            let _ = write!(s, "edit failed ({})", outcome_name(o));
+        }
+    }
+    if let Some(e) = &t.error {
+        let _ = write!(
+            s,
+            ": {}",
+            trim_middle(e, cfg.error_log_chars / 4).replace('\n', " ")
+        );
+    }
+    s.push('\n');
+    s
+}
+
+fn program_entry(label: &str, p: &Program) -> String {
+    format!(
+        "### {label}: {} ({})\n```python\n{}```\n",
+        fmt_speedup(p.speedup()),
+        status_name(p),
+        block_of(&p.code)
+    )
+}
+
+/// Builds the system and user messages of a planned step, within the token budget.
+pub fn build_prompt(
+    prompts: &Prompts,
+    plan: &Plan,
+    a: &Archive,
+    reference: &str,
+    cfg: &RolloutConfig,
+) -> BuiltPrompt {
+    let parent = &a.programs[plan.parent];
+    let mut lineage: Vec<String> = a
+        .lineage(plan.parent, cfg.lineage_depth)
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| {
+            let q = &a.programs[p];
+            format!(
+                "- ancestor {} (iteration {}): {}, speedup {}\n",
+                k + 1,
+                q.iteration,
+                status_name(q),
+                fmt_speedup(q.speedup())
+            )
+        })
+        .collect();
+    let attempts = &a.islands[plan.island].attempts;
+    let mut recent: Vec<String> = attempts
+        .iter()
+        .rev()
+        .take(cfg.recent_attempts.max(1))
+        .map(|t| attempt_line(a, t, cfg))
+        .collect();
+    let mut top: Vec<String> = plan
+        .top
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| program_entry(&format!("Top program {}", k + 1), &a.programs[p]))
+        .collect();
+    let mut diverse: Vec<String> = plan
+        .diverse
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| program_entry(&format!("Diverse program {}", k + 1), &a.programs[p]))
+        .collect();
+    let metrics = metrics_of(parent);
+    let goal = goal_of(parent, a.best_fitness());
+    let full_log = parent
+        .eval
+        .as_ref()
+        .map(|e| e.error_log.as_str())
+        .unwrap_or("");
+    let mut log_limit = cfg.error_log_chars;
+    let system = prompts.system.render(&[""; 9]);
+    let template = match plan.kind {
+        StepKind::Translate => &prompts.translate,
+        StepKind::Optimize => &prompts.improve,
+        StepKind::Repair => &prompts.repair,
+    };
+    let mut trimmed = 0;
+    loop {
+        let section = |title: &str, items: &[String]| {
+            if items.is_empty() {
+                String::new()
+            } else {
+                format!("\n## {title}\n{}", items.concat())
+            }
+        };
+        let error_log = trim_middle(full_log, log_limit);
+        let lineage_s = section(
+            "Lineage of the current program (nearest ancestor first)",
+            &lineage,
+        );
+        let recent_s = section(
+            "Latest attempts on this island (most recent first)",
+            &recent,
+        );
+        let top_s = section("Top programs of this task (editable block only)", &top);
+        let diverse_s = section("Diverse programs (editable block only)", &diverse);
+        let values: [&str; 9] = [
+            reference.trim_end(),
+            parent.code.trim_end(),
+            metrics.trim_end(),
+            &goal,
+            error_log.trim_end(),
+            &lineage_s,
+            &recent_s,
+            &top_s,
+            &diverse_s,
+        ];
+        let user = template.render(&values);
+        let approx = approx_token_count(&system) + approx_token_count(&user);
+        if approx <= cfg.prompt_token_budget {
+            return BuiltPrompt {
+                system,
+                user,
+                approx_tokens: approx,
+                trimmed,
+                over_budget: false,
+            };
+        }
+        trimmed += 1;
+        if lineage.pop().is_some() {
+            continue;
+        }
+        if recent.len() > 1 {
+            recent.pop();
+            continue;
+        }
+        if diverse.pop().is_some() || top.pop().is_some() {
+            continue;
+        }
+        if log_limit > 400 && full_log.len() > 400 {
+            log_limit = (log_limit.min(full_log.len()) / 2).max(400);
+            continue;
+        }
+        trimmed -= 1;
+        return BuiltPrompt {
+            system,
+            user,
+            approx_tokens: approx,
+            trimmed,
+            over_budget: true,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::tests::eval;
+    use crate::block::seed_program;
+    use crate::select::plan_step;
+    use ksmith_core::evaluation::EvalStatus;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha12Rng;
+
+    const REF: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+
+    fn kernel(tag: &str) -> String {
+        format!(
+            "import torch\nimport triton\n# EVOLVE-BLOCK-START\n@triton.jit\ndef k_{tag}(x):\n    tl.store(x, tl.load(x))\nclass ModelNew: pass\n# EVOLVE-BLOCK-END\n"
+        )
+    }
+
+    #[test]
+    fn embedded_templates_load_and_bad_placeholders_are_caught() {
+        Prompts::load(None).unwrap();
+        let e = Template::parse("x.md", "t", "hello {programm}", &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown placeholder {programm}"),
+            "{e}"
+        );
+        let e = Template::parse("x.md", "t", "hello", &["program"]).unwrap_err();
+        assert!(e.to_string().contains("{program} is required"), "{e}");
+        let t =
+            Template::parse("x.md", "t", "a {program} {not a slot} {} b", &["program"]).unwrap();
+        let mut v = [""; 9];
+        v[1] = "P";
+        assert_eq!(t.render(&v), "a P {not a slot} {} b");
+    }
+
+    #[test]
+    fn override_folder_replaces_only_present_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("improve.md"), "IMPROVE {program}").unwrap();
+        let p = Prompts::load(Some(dir.path())).unwrap();
+        let d = Prompts::load(None).unwrap();
+        assert_ne!(p.improve, d.improve);
+        assert_eq!(p.system, d.system);
+        std::fs::write(dir.path().join("repair.md"), "no slot").unwrap();
+        let e = Prompts::load(Some(dir.path())).unwrap_err();
+        assert!(e.to_string().contains("repair.md"), "{e}");
+    }
+
+    #[test]
+    fn translate_prompt_has_reference_and_seed() {
+        let cfg = RolloutConfig::default();
+        let a = Archive::new(&seed_program(REF).unwrap(), &cfg);
+        let mut rng = ChaCha12Rng::seed_from_u64(0);
+        let plan = plan_step(&mut rng, &a, 0, &cfg);
+        let p = build_prompt(&Prompts::load(None).unwrap(), &plan, &a, REF, &cfg);
+        assert!(p.user.contains("translate PyTorch to Triton"));
+        assert!(p.user.contains("return torch.relu(x)"));
+        assert!(p.user.contains("EVOLVE-BLOCK-START"));
+        assert!(p.system.contains("ModelNew"));
+        assert!(!p.over_budget);
+    }
+
+    fn rich_archive(cfg: &RolloutConfig) -> (Archive, Plan) {
+        let mut a = Archive::new(&seed_program(REF).unwrap(), cfg);
+        let mut parent = 0;
+        for i in 0..6 {
+            parent = a.add_program(
+                kernel(&format!("{i}")),
+                parent,
+                "s",
+                i,
+                0,
+                eval(EvalStatus::Correct, Some(0.5 + f64::from(i) * 0.07)),
+            );
+        }
+        for i in 0..3 {
+            a.push_attempt(
+                0,
+                Attempt {
+                    iteration: 10 + i,
+                    parent,
+                    kind: StepKind::Optimize,
+                    outcome: EditOutcome::SearchNotFound,
+                    program: None,
+                    status: None,
+                    speedup: None,
+                    error: Some(format!("block #{i} not found")),
+                },
+            );
+        }
+        let mut rng = ChaCha12Rng::seed_from_u64(1);
+        let mut plan = plan_step(&mut rng, &a, 0, cfg);
+        plan.parent = parent;
+        (a, plan)
+    }
+
+    #[test]
+    fn improve_prompt_shows_relative_speedup_lineage_and_feedback() {
+        let cfg = RolloutConfig {
+            num_islands: 1,
+            ..Default::default()
+        };
+        let (a, plan) = rich_archive(&cfg);
+        let p = build_prompt(&Prompts::load(None).unwrap(), &plan, &a, REF, &cfg);
+        assert!(
+            p.user.contains("0.85x of PyTorch eager; need > 1.00x"),
+            "{}",
+            p.user
+        );
+        assert!(p.user.contains("ancestor 4"));
+        assert!(p.user.contains("search_not_found"));
+        assert!(p.user.contains("block #2 not found"));
+        assert!(p.user.contains("Top program 1"));
+        assert_eq!(p.trimmed, 0);
+    }
+
+    #[test]
+    fn budget_trims_history_before_code() {
+        let cfg = RolloutConfig {
+            num_islands: 1,
+            ..Default::default()
+        };
+        let (a, plan) = rich_archive(&cfg);
+        let prompts = Prompts::load(None).unwrap();
+        let full = build_prompt(&prompts, &plan, &a, REF, &cfg);
+        let tight = RolloutConfig {
+            prompt_token_budget: full.approx_tokens - 60,
+            ..cfg.clone()
+        };
+        let p = build_prompt(&prompts, &plan, &a, REF, &tight);
+        assert!(!p.over_budget && p.trimmed >= 1);
+        assert!(p.approx_tokens <= tight.prompt_token_budget);
+        assert!(!p.user.contains("ancestor 4"), "oldest ancestor goes first");
+        assert!(
+            p.user.contains("Top program 1"),
+            "code kept while history can go"
+        );
+        let tiny = RolloutConfig {
+            prompt_token_budget: 256,
+            ..cfg
+        };
+        let p = build_prompt(&prompts, &plan, &a, REF, &tiny);
+        assert!(p.over_budget);
+        assert!(!p.user.contains("ancestor 1") && !p.user.contains("Top program"));
+        assert!(
+            p.user.contains("block #2 not found"),
+            "the latest feedback stays"
+        );
+        assert!(
+            p.user.contains("return torch.relu(x)"),
+            "reference never cut"
+        );
+        assert!(
+            p.user
+                .contains(&a.programs[plan.parent].code.trim_end().to_string())
+        );
+    }
+}

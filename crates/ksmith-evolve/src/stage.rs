@@ -1,0 +1,284 @@
+//! The rollout stage: every task's loop on a pool of threads, then compaction into
+//! `steps.parquet`.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use ksmith_core::chat::ChatClient;
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::Evaluator;
+use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::progress::Tracker;
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
+use ksmith_core::tables::{StepRow, TaskRow};
+
+use crate::config::RolloutConfig;
+use crate::engine::{StepAbort, TaskCounters, TaskRun, task_dir};
+use crate::error::Error;
+use crate::journal::read_journal;
+use crate::prompt::Prompts;
+use crate::{CODE_VERSION, STAGE};
+
+/// How a task's rollout ended in this run.
+#[derive(Debug)]
+enum Ending {
+    Done,
+    BrokenReference(String),
+    Aborted(String),
+    BudgetSpent,
+    Failed(Error),
+}
+
+struct TaskOutcome {
+    ending: Ending,
+    new_steps: u64,
+    replayed: u64,
+    new_tokens: u64,
+    counters: TaskCounters,
+}
+
+/// Where the per-task journals and checkpoints live.
+pub fn tasks_root(workdir: &Path) -> std::path::PathBuf {
+    workdir.join("rollout").join("tasks")
+}
+
+struct Shared<'a> {
+    cfg: &'a RolloutConfig,
+    prompts: &'a Prompts,
+    teacher: &'a dyn ChatClient,
+    evaluator: &'a dyn Evaluator,
+    tokens_used: AtomicU64,
+    tracker: Tracker,
+    root: std::path::PathBuf,
+}
+
+fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> TaskOutcome {
+    let dir = task_dir(&sh.root, &task.task_id);
+    let mut out = TaskOutcome {
+        ending: Ending::Done,
+        new_steps: 0,
+        replayed: 0,
+        new_tokens: 0,
+        counters: TaskCounters::default(),
+    };
+    let broken = dir.join("broken.json");
+    if let Ok(text) = std::fs::read_to_string(&broken) {
+        out.ending = Ending::BrokenReference(text);
+        return out;
+    }
+    let mut run = match TaskRun::open(&task.task_id, &task.program, sh.cfg, sh.prompts, &dir) {
+        Ok(r) => r,
+        Err(e) => {
+            out.ending = Ending::Failed(e);
+            return out;
+        }
+    };
+    if !run.notes.is_empty() {
+        notes.lock().unwrap_or_else(|e| e.into_inner()).extend(
+            run.notes
+                .iter()
+                .map(|n| format!("task {}: {n}", task.task_id)),
+        );
+    }
+    out.replayed = u64::from(run.replayed);
+    sh.tracker
+        .inc(u64::from(run.state().steps_done.min(sh.cfg.iterations)));
+    while !run.finished() {
+        if sh.cfg.token_budget > 0 && sh.tokens_used.load(Ordering::SeqCst) >= sh.cfg.token_budget {
+            out.ending = Ending::BudgetSpent;
+            break;
+        }
+        match run.step(sh.teacher, sh.evaluator) {
+            Ok(row) => {
+                out.new_steps += 1;
+                if !row.cached {
+                    let t = row.prompt_tokens + row.completion_tokens;
+                    out.new_tokens += t;
+                    sh.tokens_used.fetch_add(t, Ordering::SeqCst);
+                }
+                sh.tracker.inc(1);
+            }
+            Err(StepAbort::BrokenReference(m)) => {
+                let _ = write_bytes_atomically(&broken, m.as_bytes());
+                out.ending = Ending::BrokenReference(m);
+                break;
+            }
+            Err(e @ (StepAbort::Teacher(_) | StepAbort::Evaluator(_))) => {
+                out.ending = Ending::Aborted(e.to_string());
+                break;
+            }
+            Err(StepAbort::Storage(e)) => {
+                out.ending = Ending::Failed(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = run.checkpoint()
+        && matches!(out.ending, Ending::Done)
+    {
+        out.ending = Ending::Failed(e);
+    }
+    out.counters = run.state().counters.clone();
+    out
+}
+
+fn name_of<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Runs the rollout stage: reads `tasks.parquet`, evolves each task for `cfg.iterations` steps
+/// (resuming whatever earlier runs recorded under `rollout/tasks/`), and writes every step to
+/// `steps.parquet`. Steps are appended durably as they complete; a task whose teacher or
+/// evaluator becomes unavailable stops, keeps its steps, and makes the stage return
+/// [`Error::Incomplete`] after writing the table (its fingerprint then marks it incomplete, so
+/// a rerun resumes instead of skipping).
+pub fn run(
+    cfg: &RolloutConfig,
+    ctx: &StageContext,
+    teacher: &dyn ChatClient,
+    evaluator: &dyn Evaluator,
+) -> Result<StageReport, Error> {
+    cfg.validate()?;
+    let started = Instant::now();
+    let input = TaskRow::path_in(&ctx.workdir);
+    let output = StepRow::path_in(&ctx.workdir);
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &section_hash(cfg))
+        .with_input(&input)
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    if is_up_to_date(&[&output], &fp) && !ctx.force {
+        report.skipped = true;
+        report.save(&ctx.workdir)?;
+        return Ok(report);
+    }
+    let mut tasks: Vec<TaskRow> = read_table(&input)?;
+    if cfg.max_tasks > 0 {
+        tasks.truncate(cfg.max_tasks);
+    }
+    report.rows_read = tasks.len() as u64;
+    let root = tasks_root(&ctx.workdir);
+    if ctx.force && root.exists() {
+        std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+    }
+    let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
+    let shared = Shared {
+        cfg,
+        prompts: &prompts,
+        teacher,
+        evaluator,
+        tokens_used: AtomicU64::new(0),
+        tracker: ctx.tracker(STAGE, Some(tasks.len() as u64 * u64::from(cfg.iterations))),
+        root: root.clone(),
+    };
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<(usize, TaskOutcome)>> = Mutex::new(Vec::new());
+    let notes = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..cfg.parallel_tasks.min(tasks.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(task) = tasks.get(i) else { break };
+                    let o = run_task(task, &shared, &notes);
+                    outcomes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, o));
+                }
+            });
+        }
+    });
+    shared.tracker.finish();
+    for n in notes.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        ctx.warn(n);
+    }
+    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.sort_by_key(|(i, _)| *i);
+    let mut rows = Vec::new();
+    let mut aborted = Vec::new();
+    let mut failure = None;
+    let mut complete = true;
+    for (i, o) in outcomes {
+        let task = &tasks[i];
+        rows.extend(read_journal(
+            &task.task_id,
+            &task_dir(&root, &task.task_id).join("steps.jsonl"),
+        )?);
+        report.count("steps_new", o.new_steps);
+        report.count("steps_replayed", o.replayed);
+        report.count("teacher_tokens_new", o.new_tokens);
+        report.count("prompts_trimmed", o.counters.prompts_trimmed);
+        report.count("prompts_over_budget", o.counters.prompts_over_budget);
+        report.count("programs_migrated", o.counters.migrated);
+        match o.ending {
+            Ending::Done => report.count("tasks_done", 1),
+            Ending::BrokenReference(m) => {
+                report.count("tasks_broken_reference", 1);
+                ctx.warn(format!(
+                    "task {}: reference does not run: {m}",
+                    task.task_id
+                ));
+            }
+            Ending::BudgetSpent => {
+                complete = false;
+                report.count("tasks_stopped_by_token_budget", 1);
+            }
+            Ending::Aborted(m) => {
+                complete = false;
+                report.count("tasks_aborted", 1);
+                aborted.push(format!("task {}: {m}", task.task_id));
+            }
+            Ending::Failed(e) => {
+                complete = false;
+                report.count("tasks_failed", 1);
+                ctx.warn(format!("task {}: {e}", task.task_id));
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    for row in &rows {
+        if row.correct {
+            report.count("steps_correct", 1);
+        } else if let Some(status) = row.eval_status {
+            report.drop_row(&name_of(&status));
+        } else {
+            report.drop_row(&name_of(&row.edit_outcome));
+        }
+        if row.is_new_best {
+            report.count("steps_new_best", 1);
+        }
+        if row.cached {
+            report.count("steps_cached_answer", 1);
+        }
+    }
+    let written_fp = if complete {
+        fp.clone()
+    } else {
+        format!("{fp}:incomplete")
+    };
+    write_table(&output, &rows, &written_fp)?;
+    report.rows_written = rows.len() as u64;
+    report.fingerprint = written_fp;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if !aborted.is_empty() {
+        return Err(Error::Incomplete(format!(
+            "{} task(s) stopped early, rerun to resume: {}",
+            aborted.len(),
+            aborted.join("; ")
+        )));
+    }
+    Ok(report)
+}

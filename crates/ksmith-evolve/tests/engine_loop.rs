@@ -1,0 +1,287 @@
+//! The loop end to end with a scripted teacher and evaluator: outcomes of every kind,
+//! determinism, resume from a journal, checkpoint round trip, stage output and skipping.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::HashSet;
+
+use ksmith_core::context::StageContext;
+use ksmith_core::table::{Table, read_table};
+use ksmith_core::tables::{EditOutcome, StepKind, StepRow};
+use ksmith_evolve::engine::{TaskRun, TaskState};
+use ksmith_evolve::prompt::Prompts;
+use ksmith_evolve::{RolloutConfig, run, tasks_root};
+use support::*;
+
+fn cfg(iterations: u32) -> RolloutConfig {
+    RolloutConfig {
+        iterations,
+        num_islands: 3,
+        migration_interval: 6,
+        checkpoint_every: 4,
+        parallel_tasks: 2,
+        ..Default::default()
+    }
+}
+
+fn rollout(workdir: &std::path::Path, c: &RolloutConfig) -> Vec<StepRow> {
+    let teacher = ScriptedTeacher::new();
+    let evaluator = FakeEvaluator::new();
+    let report = run(c, &StageContext::for_tests(workdir), &teacher, &evaluator).unwrap();
+    assert!(!report.skipped);
+    read_table(&StepRow::path_in(workdir)).unwrap()
+}
+
+#[test]
+fn loop_records_every_outcome_and_improves() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &default_tasks(3));
+    let c = cfg(40);
+    let rows = rollout(dir.path(), &c);
+    assert_eq!(rows.len(), 3 * 40);
+    for t in 0..3 {
+        let its: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.task_id == format!("task{t}"))
+            .map(|r| r.iteration)
+            .collect();
+        assert_eq!(its, (0..40).collect::<Vec<_>>());
+    }
+    let outcomes: HashSet<EditOutcome> = rows.iter().map(|r| r.edit_outcome).collect();
+    for o in [
+        EditOutcome::Applied,
+        EditOutcome::NoOp,
+        EditOutcome::Unparseable,
+        EditOutcome::SearchNotFound,
+        EditOutcome::Truncated,
+    ] {
+        assert!(outcomes.contains(&o), "{o:?} missing from {outcomes:?}");
+    }
+    let kinds: HashSet<StepKind> = rows.iter().map(|r| r.kind).collect();
+    assert!(kinds.contains(&StepKind::Translate) && kinds.contains(&StepKind::Optimize));
+    assert!(
+        rows.iter()
+            .all(|r| r.prompt_tokens > 0 && !r.user_prompt.is_empty())
+    );
+    // Failed edits carry their reason, and the next prompt on the island shows it.
+    for (i, r) in rows.iter().enumerate() {
+        if !r.edit_outcome.has_program() {
+            let e = r.edit_error.as_deref().unwrap();
+            assert!(!e.is_empty());
+            let next = rows[i + 1..]
+                .iter()
+                .find(|n| n.task_id == r.task_id && n.island == r.island);
+            if let Some(n) = next {
+                assert!(
+                    n.user_prompt
+                        .contains(&format!("iteration {} (", r.iteration)),
+                    "feedback of step {} missing from the next prompt",
+                    r.iteration
+                );
+            }
+        }
+    }
+    // Evolution makes progress: some step beats its correct parent and becomes a new best.
+    assert!(rows.iter().any(|r| r.is_new_best && r.parent_correct));
+    let best = rows.iter().filter_map(|r| r.speedup).fold(0.0f64, f64::max);
+    assert!(best > 1.0, "best speedup {best}");
+    // Translation parents are the seed; optimize parents were correct.
+    for r in &rows {
+        match r.kind {
+            StepKind::Translate => assert!(r.parent_step_id.is_none()),
+            StepKind::Optimize => assert!(r.parent_correct),
+            StepKind::Repair => assert!(!r.parent_correct && r.parent_step_id.is_some()),
+        }
+        if r.edit_outcome == EditOutcome::Applied {
+            assert!(r.eval_result().is_some() && r.program.is_some());
+        }
+    }
+    let report: ksmith_core::report::StageReport = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("reports/rollout.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report.rows_written, 120);
+    assert_eq!(report.counters["tasks_done"], 3);
+    assert!(report.counters["programs_migrated"] > 0);
+}
+
+#[test]
+fn same_seed_same_steps_other_seed_other_steps() {
+    let c = cfg(24);
+    let (a, b, d) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    for w in [&a, &b, &d] {
+        write_tasks(w.path(), &default_tasks(2));
+    }
+    let ra: Vec<StepRow> = rollout(a.path(), &c).into_iter().map(comparable).collect();
+    let rb: Vec<StepRow> = rollout(b.path(), &c).into_iter().map(comparable).collect();
+    assert_eq!(ra, rb);
+    let other = RolloutConfig { seed: 99, ..c };
+    let rd: Vec<StepRow> = rollout(d.path(), &other)
+        .into_iter()
+        .map(comparable)
+        .collect();
+    assert_ne!(ra, rd);
+}
+
+#[test]
+fn rerun_skips_and_longer_run_extends_without_redoing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &default_tasks(2));
+    let short = cfg(10);
+    let first = rollout(dir.path(), &short);
+    let teacher = ScriptedTeacher::new();
+    let ev = FakeEvaluator::new();
+    let ctx = StageContext::for_tests(dir.path());
+    let again = run(&short, &ctx, &teacher, &ev).unwrap();
+    assert!(again.skipped);
+    assert_eq!(teacher.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let long = cfg(16);
+    let report = run(&long, &ctx, &teacher, &ev).unwrap();
+    assert_eq!(report.counters["steps_new"], 12);
+    // Each task was checkpointed when it finished: nothing to replay.
+    assert_eq!(report.counters["steps_replayed"], 0);
+    let rows: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
+    assert_eq!(rows.len(), 32);
+    let kept: Vec<StepRow> = rows.iter().filter(|r| r.iteration < 10).cloned().collect();
+    assert_eq!(kept, first, "earlier steps are kept as they were");
+    // The extended run equals a fresh 16-iteration run.
+    let fresh = tempfile::tempdir().unwrap();
+    write_tasks(fresh.path(), &default_tasks(2));
+    let f: Vec<StepRow> = rollout(fresh.path(), &long)
+        .into_iter()
+        .map(comparable)
+        .collect();
+    let r: Vec<StepRow> = rows.into_iter().map(comparable).collect();
+    assert_eq!(r, f);
+}
+
+#[test]
+fn checkpoint_restores_the_exact_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(12);
+    let prompts = Prompts::load(None).unwrap();
+    let teacher = ScriptedTeacher::new();
+    let ev = FakeEvaluator::new();
+    let tdir = dir.path().join("t");
+    let state: TaskState = {
+        let mut run = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+        for _ in 0..9 {
+            run.step(&teacher, &ev).unwrap();
+        }
+        run.checkpoint().unwrap();
+        run.state().clone()
+    };
+    let back = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+    assert_eq!(
+        back.replayed, 0,
+        "restored from the checkpoint, nothing to replay"
+    );
+    assert_eq!(back.state(), &state);
+    // Without the checkpoint, replaying the journal gives the same state.
+    std::fs::remove_file(tdir.join("checkpoint.json")).unwrap();
+    let replayed = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+    assert_eq!(replayed.replayed, 9);
+    assert_eq!(replayed.state(), &state);
+    // A corrupt checkpoint falls back to the journal, with a note.
+    std::fs::write(tdir.join("checkpoint.json"), b"{\"format\":").unwrap();
+    let noted = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+    assert_eq!(noted.state(), &state);
+    assert!(noted.notes[0].contains("unreadable checkpoint"));
+}
+
+#[test]
+fn torn_journal_tail_is_cut_and_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(8);
+    let prompts = Prompts::load(None).unwrap();
+    let teacher = ScriptedTeacher::new();
+    let ev = FakeEvaluator::new();
+    let tdir = dir.path().join("t");
+    let mut all = Vec::new();
+    {
+        let mut run = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+        for _ in 0..5 {
+            all.push(run.step(&teacher, &ev).unwrap());
+        }
+    }
+    // A crash in the middle of writing step 5: half a line at the end.
+    let journal = tdir.join("steps.jsonl");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let line = serde_json::to_vec(&all[0]).unwrap();
+    bytes.extend_from_slice(&line[..line.len() / 2]);
+    std::fs::write(&journal, &bytes).unwrap();
+    let mut run = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir).unwrap();
+    assert_eq!(run.state().steps_done, 5);
+    while !run.finished() {
+        run.step(&teacher, &ev).unwrap();
+    }
+    let rows = ksmith_evolve::journal::read_journal("t", &journal).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.iteration).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    // A corrupt complete line is an error naming the file and line.
+    let mut text = std::fs::read_to_string(&journal).unwrap();
+    text.insert_str(0, "{not json}\n");
+    std::fs::write(&journal, text).unwrap();
+    let err = TaskRun::open("t", REFERENCE, &c, &prompts, &tdir)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("line 1"), "{err}");
+    assert!(err.to_string().contains("steps.jsonl"), "{err}");
+}
+
+#[test]
+fn changed_search_config_is_refused_and_force_starts_over() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &default_tasks(1));
+    rollout(dir.path(), &cfg(6));
+    let changed = RolloutConfig {
+        num_islands: 2,
+        ..cfg(6)
+    };
+    let teacher = ScriptedTeacher::new();
+    let ev = FakeEvaluator::new();
+    let mut ctx = StageContext::for_tests(dir.path());
+    let err = run(&changed, &ctx, &teacher, &ev).unwrap_err();
+    assert!(err.to_string().contains("--force"), "{err}");
+    assert!(err.to_string().contains("task0"), "{err}");
+    ctx.force = true;
+    let r = run(&changed, &ctx, &teacher, &ev).unwrap();
+    assert_eq!(r.counters["steps_new"], 6);
+    assert!(tasks_root(dir.path()).join("task0/steps.jsonl").exists());
+}
+
+#[test]
+fn broken_reference_stops_only_that_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tasks = default_tasks(2);
+    tasks.push(task("bad", &format!("{REFERENCE}\nREFBROKEN = 1\n")));
+    write_tasks(dir.path(), &tasks);
+    let teacher = ScriptedTeacher::new();
+    let ev = FakeEvaluator::new();
+    let report = run(&cfg(5), &StageContext::for_tests(dir.path()), &teacher, &ev).unwrap();
+    assert_eq!(report.counters["tasks_broken_reference"], 1);
+    assert_eq!(report.counters["tasks_done"], 2);
+    let rows: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
+    assert!(rows.iter().all(|r| r.task_id != "bad"));
+}
+
+#[test]
+fn missing_tasks_table_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = run(
+        &cfg(2),
+        &StageContext::for_tests(dir.path()),
+        &ScriptedTeacher::new(),
+        &FakeEvaluator::new(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("tasks.parquet"), "{err}");
+}
