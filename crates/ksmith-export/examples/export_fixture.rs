@@ -190,6 +190,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "row_group_rows": cfg.row_group_rows,
             "counters": report.counters,
             "fingerprint": report.fingerprint,
+            "skipped": report.skipped,
         })
     );
     Ok(())

@@ -1,0 +1,196 @@
+"""The exported datasets load as the trainers load them, with the columns and types they expect.
+
+The datasets come from `cargo run -p ksmith-export --example export_fixture`, which writes a
+synthetic selection and runs the real export stage on it (several shards, several row groups,
+train and validation splits, nullable fields both null and set).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+datasets = pytest.importorskip("datasets", reason="`datasets` is in python/requirements.txt; run scripts/setup-python.sh")
+yaml = pytest.importorskip("yaml")
+
+FOLDERS = ["verl-rl", "verl-sft", "trl-sft", "trl-sft-standard", "trl-grpo", "openrlhf-rl", "openrlhf-sft"]
+GRPO = {"verl-rl", "trl-grpo", "openrlhf-rl"}
+TRL_RESERVED = {"completion", "completion_ids", "prompts", "completions", "trainer_state", "log_extra", "log_metric", "environments"}
+MESSAGE = datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")})
+
+
+def run_fixture(workdir: str) -> dict:
+    cargo = os.environ.get("CARGO", "cargo")
+    out = subprocess.run(
+        [cargo, "run", "-q", "-p", "ksmith-export", "--example", "export_fixture", "--", workdir],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert out.returncode == 0, f"export_fixture failed:\n{out.stderr[-4000:]}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("export"))
+    summary = run_fixture(workdir)
+    summary["datasets"] = os.path.join(workdir, "datasets")
+    return summary
+
+
+def shards(exported, folder, split=None):
+    pattern = f"{split}-*.parquet" if split else "*.parquet"
+    return sorted(glob.glob(os.path.join(exported["datasets"], folder, "data", pattern)))
+
+
+def expected_rows(exported, folder, split):
+    return exported["rows"]["grpo" if folder in GRPO else "sft"].get(split, 0)
+
+
+def card(exported, folder) -> tuple[dict, str]:
+    text = open(os.path.join(exported["datasets"], folder, "README.md")).read()
+    assert text.startswith("---\n")
+    header, body = text[4:].split("\n---\n", 1)
+    return yaml.safe_load(header), body
+
+
+def test_every_format_is_exported_in_the_hf_layout(exported):
+    names = sorted(os.listdir(exported["datasets"]))
+    assert names == sorted(FOLDERS), "no temporary folders are left behind"
+    for folder in FOLDERS:
+        for split in ("train", "validation"):
+            files = shards(exported, folder, split)
+            n = expected_rows(exported, folder, split)
+            want = max(1, -(-n // exported["shard_rows"]))
+            assert [os.path.basename(f) for f in files] == [f"{split}-{i:05d}-of-{want:05d}.parquet" for i in range(want)]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_pyarrow_sees_one_schema_zstd_metadata_and_small_row_groups(exported, folder):
+    files = shards(exported, folder)
+    schemas = [pq.read_schema(f) for f in files]
+    assert all(s.equals(schemas[0], check_metadata=True) for s in schemas), "one fixed schema across shards and splits"
+    for f in files:
+        pf = pq.ParquetFile(f)
+        footer = pf.metadata.metadata
+        assert footer[b"ksmith.dataset_schema_version"] == b"1.0.0"
+        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.0.0"
+        assert footer[b"ksmith.format"] == folder.replace("-", "_").encode()
+        for g in range(pf.metadata.num_row_groups):
+            rg = pf.metadata.row_group(g)
+            assert rg.num_rows <= exported["row_group_rows"]
+            for c in range(rg.num_columns):
+                assert rg.column(c).compression == "ZSTD"
+    for split in ("train", "validation"):
+        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in shards(exported, folder, split))
+        assert rows == expected_rows(exported, folder, split)
+    assert "map<" not in str(schemas[0]), "no Arrow map type (datasets cannot load it)"
+    assert "large_" not in str(schemas[0]), "plain string/list types"
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_datasets_loads_each_file_and_the_folder_through_the_card(exported, folder):
+    # verl's exact call, file by file.
+    for f in shards(exported, folder):
+        ds = datasets.load_dataset("parquet", data_files=f)["train"]
+        assert ds.num_rows == pq.ParquetFile(f).metadata.num_rows
+    # The folder, through the card's `configs` header.
+    header, body = card(exported, folder)
+    config = header["configs"][0]
+    assert config["config_name"] == "default"
+    assert {d["split"]: d["path"] for d in config["data_files"]} == {"train": "data/train-*.parquet", "validation": "data/validation-*.parquet"}
+    dd = datasets.load_dataset(os.path.join(exported["datasets"], folder))
+    assert set(dd.keys()) == {"train", "validation"}
+    for split in ("train", "validation"):
+        assert dd[split].num_rows == expected_rows(exported, folder, split)
+        assert f"| {split} | {expected_rows(exported, folder, split)} |" in body
+    assert "## Provenance" in body and "org/vision" in body and "`" + "0" * 30 in body, "repos with pinned commits"
+    assert "Fixture rule" in body and "fixture-select-config" in body, "selection rules and config hash"
+    assert header["license"] == "other", "two licenses in the samples"
+
+
+def load(exported, folder):
+    return datasets.load_dataset(os.path.join(exported["datasets"], folder))
+
+
+def test_verl_rl_schema(exported):
+    dd = load(exported, "verl-rl")
+    ds = dd["train"]
+    assert list(ds.features) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert ds.features["prompt"] == MESSAGE
+    assert ds.features["reward_model"] == {"style": datasets.Value("string"), "ground_truth": datasets.Value("string")}
+    assert ds.features["extra_info"]["index"] == datasets.Value("int64")
+    for split in ("train", "validation"):
+        rows = dd[split]
+        assert [r["extra_info"]["index"] for r in rows] == list(range(rows.num_rows)), "index within the split"
+        assert {r["extra_info"]["split"] for r in rows} == {split}
+    row = ds[0]
+    assert isinstance(row["prompt"], list) and row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
+    assert row["reward_model"]["style"] == "rule"
+    gt = json.loads(row["reward_model"]["ground_truth"])
+    assert {"version", "task_id", "entry_point", "reference_program", "parent_program", "parent_is_reference", "parent_runtime_ms", "eager_runtime_ms", "tolerances"} <= set(gt)
+    assert gt["entry_point"] == "ModelNew" and "class Model" in gt["reference_program"]
+    speedups = [r["extra_info"]["parent_speedup"] for r in ds]
+    assert None in speedups and any(isinstance(s, float) for s in speedups), "nullable field, both states"
+    # verl routes rewards by data_source and requires reward_model.ground_truth on every row.
+    assert all(r["data_source"] and r["reward_model"]["ground_truth"] for r in ds)
+
+
+def test_verl_sft_has_messages_and_no_trl_trigger_columns(exported):
+    ds = load(exported, "verl-sft")["train"]
+    assert ds.features["messages"] == MESSAGE
+    assert not {"prompt", "completion", "text"} & set(ds.features), "TRL would pick the prompt-completion branch"
+    roles = [m["role"] for m in ds[0]["messages"]]
+    assert roles == ["system", "user", "assistant"]
+    # verl's SFT datasets read with pandas: nested cells arrive as arrays of dicts.
+    df = pq.read_table(shards(exported, "verl-sft", "train")[0]).to_pandas()
+    assert df["messages"].iloc[0][2]["role"] == "assistant"
+
+
+def test_trl_sft_conversational_and_standard(exported):
+    conv = load(exported, "trl-sft")["train"]
+    assert conv.features["prompt"] == MESSAGE and conv.features["completion"] == MESSAGE
+    assert "messages" not in conv.features
+    for r in conv:
+        assert [m["role"] for m in r["completion"]] == ["assistant"]
+        assert r["prompt"][-1]["role"] == "user"
+    std = load(exported, "trl-sft-standard")["train"]
+    assert std.features["prompt"] == datasets.Value("string") and std.features["completion"] == datasets.Value("string")
+    assert std[0]["prompt"].startswith("You are an expert") and "class ModelNew" in std[0]["completion"]
+
+
+def test_trl_grpo_is_prompt_only_with_reward_kwargs(exported):
+    ds = load(exported, "trl-grpo")["train"]
+    assert ds.features["prompt"] == MESSAGE
+    assert not TRL_RESERVED & set(ds.features), "columns become reward-function keyword arguments"
+    assert json.loads(ds[0]["ground_truth"])["entry_point"] == "ModelNew"
+
+
+def test_openrlhf_keys(exported):
+    rl = load(exported, "openrlhf-rl")["train"]
+    assert rl.features["input"] == MESSAGE
+    assert rl.features["label"] == datasets.Value("string") and rl.features["datasource"] == datasets.Value("string")
+    json.loads(rl[0]["label"])
+    sft = load(exported, "openrlhf-sft")["train"]
+    assert sft.features["input"] == MESSAGE and sft.features["output"] == MESSAGE
+    assert [m["role"] for m in sft[0]["output"]] == ["assistant"]
+
+
+def test_a_second_export_with_nothing_changed_does_nothing(exported):
+    assert exported["skipped"] is False
+    first = {f: os.stat(f).st_mtime_ns for folder in FOLDERS for f in shards(exported, folder)}
+    again = run_fixture(exported["workdir"])
+    assert again["skipped"] is True
+    assert again["fingerprint"] == exported["fingerprint"]
+    assert {f: os.stat(f).st_mtime_ns for f in first} == first
