@@ -59,7 +59,10 @@ impl Session {
     /// Runs `stages` in order, printing each stage's summary; stops at the first failure.
     pub fn run(&self, stages: &[Stage]) -> anyhow::Result<()> {
         std::fs::create_dir_all(&self.ctx.workdir).with_context(|| {
-            format!("cannot create work directory {}", self.ctx.workdir.display())
+            format!(
+                "cannot create work directory {}",
+                self.ctx.workdir.display()
+            )
         })?;
         for stage in stages {
             let report = crate::stages::run_stage(*stage, self)

@@ -2,6 +2,7 @@
 
 use ksmith_core::config::Config;
 use ksmith_core::report::StageReport;
+use serde::Serialize;
 
 use crate::pipeline::Session;
 
@@ -47,17 +48,39 @@ impl Stage {
 }
 
 /// Every stage's typed configuration section, parsed and validated before any work starts.
-#[derive(Debug, Clone)]
-pub struct StageConfigs {}
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StageConfigs {
+    /// `[crawl]`.
+    pub crawl: ksmith_crawl::CrawlConfig,
+    /// `[extract]`.
+    pub extract: ksmith_extract::ExtractConfig,
+    /// `[probe]`.
+    pub probe: ksmith_probe::ProbeConfig,
+}
 
 impl StageConfigs {
     /// Parses and validates every stage's section of `config`.
-    pub fn from_config(_config: &Config) -> anyhow::Result<StageConfigs> {
-        Ok(StageConfigs {})
+    pub fn from_config(config: &Config) -> anyhow::Result<StageConfigs> {
+        let stages = StageConfigs {
+            crawl: config.section("crawl")?,
+            extract: config.section("extract")?,
+            probe: config.section("probe")?,
+        };
+        stages.crawl.validate()?;
+        stages.extract.validate()?;
+        stages.probe.validate()?;
+        Ok(stages)
     }
 }
 
 /// Runs one stage of `session`.
-pub fn run_stage(stage: Stage, _session: &Session) -> anyhow::Result<StageReport> {
-    anyhow::bail!("stage {} is not available in this build", stage.name())
+pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport> {
+    let cfg = &session.stages;
+    let ctx = &session.ctx;
+    Ok(match stage {
+        Stage::Crawl => ksmith_crawl::run(&session.config.sources, &cfg.crawl, ctx)?,
+        Stage::Extract => ksmith_extract::run(&cfg.extract, ctx)?,
+        Stage::Probe => ksmith_probe::run(&cfg.probe, ctx)?,
+        other => anyhow::bail!("stage {} is not available in this build", other.name()),
+    })
 }
