@@ -36,8 +36,8 @@ remote side applies its own tolerances). An evaluator that cannot be reached rai
 step must not silently score every answer 0.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: trainers load this file by path without registering
+# it in sys.modules, and dataclasses then cannot resolve string annotations.
 import dataclasses
 import hashlib
 import json
