@@ -243,8 +243,6 @@ def source_of(guess, original_name: str) -> str:
             return f"torch.rand({shape}, dtype=torch.{guess.dtype})"
         return f"torch.ones({shape}, dtype=torch.{guess.dtype})"
     if isinstance(guess, ValueGuess):
-        if guess.orig is not None:
-            return original_name + "".join(f"[{k!r}]" for k in guess.orig)
         return repr(literal_value(guess))
     if isinstance(guess, ExprGuess):
         return guess.expr
@@ -260,7 +258,7 @@ def source_of(guess, original_name: str) -> str:
 
 def uses_original(guess) -> bool:
     """True when the source of a guess reads the original function's result."""
-    if isinstance(guess, (TensorGuess, ValueGuess)):
+    if isinstance(guess, TensorGuess):
         return guess.orig is not None
     if isinstance(guess, OrigGuess):
         return True

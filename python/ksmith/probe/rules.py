@@ -434,8 +434,16 @@ def _normalized_shape(m: re.Match, f: Failure, s: State) -> List[Fix]:
     return fixes
 
 
+def _running_mean(m: re.Match, f: Failure, s: State) -> List[Fix]:
+    # "running_mean should contain <input channels> elements not <num_features>"
+    return _channels(s, f, want=int(m.group(2)), got=int(m.group(1)))
+
+
 def _channel_count(m: re.Match, f: Failure, s: State) -> List[Fix]:
-    want, got = int(m.group(1)), int(m.group(2))
+    return _channels(s, f, want=int(m.group(1)), got=int(m.group(2)))
+
+
+def _channels(s: State, f: Failure, want: int, got: int) -> List[Fix]:
     return _set_dim(s, f, 1, got, want, f"{want} channels") + _rerank(s, f, [2], f"{want} channels", lambda g: g.rank == 1)
 
 
@@ -508,8 +516,8 @@ RULES: List[Tuple[re.Pattern, Rule]] = [
     (re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)"), _broadcast),
     (re.compile(r"shape '\[([-\d, ]*)\]' is invalid for input of size (\d+)"), _view_size),
     (re.compile(r"Kernel size can't be greater than actual input size|Output size is too small|smaller than kernel size|[Pp]adding size should be less than|should be at most half of (?:effective )?kernel size|Input dimension should be at least|input size .* too small"), _kernel_too_big),
-    (re.compile(r"scalar type Long|Expected tensor for argument #\d+ '(?:indices|input)' to have (?:one of the following )?scalar types?|tensors used as indices must be|[Ee]xpected dtype (?:int|long)|expected (?:Long|Int) but|must be Long|only integers, slices|target .*Long|not implemented for '(?:Float|Half|Double)'"), _to_long),
-    (re.compile(r"expected scalar type (?:Float|Double) but found (?:Long|Int|Bool)|not implemented for '(?:Long|Int|Bool)'|only Tensors of floating point|could not infer output dtype|Input type \(torch\.LongTensor\)|must have floating point dtype|can't be cast to the desired output type Long|must be a floating point"), _to_float),
+    (re.compile(r"expected scalar type \w+ but found \w+|dtype to be Long|scalar type Long|Expected tensor for argument #\d+ '(?:indices|input)' to have (?:one of the following )?scalar types?|tensors used as indices must be|[Ee]xpected dtype (?:int|long)|expected (?:Long|Int) but|must be Long|only integers, slices|target .*Long|not implemented for '(?:Float|Half|Double)'"), _to_long),
+    (re.compile(r"expected scalar type \w+ but found \w+|must have the same dtype|not implemented for '(?:Long|Int|Bool)'|only Tensors of floating point|could not infer output dtype|Input type \(torch\.LongTensor\)|must have floating point dtype|can't be cast to the desired output type Long|must be a floating point"), _to_float),
     (re.compile(r"'int' object is not (?:subscriptable|iterable)|object of type 'int' has no len\(\)|argument of type 'int' is not iterable|cannot unpack non-iterable int"), _int_to_list),
     (re.compile(r"'float' object cannot be interpreted as an integer|must be tuple of ints, but found element of type float|expected (?:int|integer) but got float|received an invalid combination of arguments.*float"), _float_to_int),
     (re.compile(r"divisible by|must be a multiple of|not divisible"), _divisible),
@@ -517,7 +525,7 @@ RULES: List[Tuple[re.Pattern, Rule]] = [
     (re.compile(r"index out of range in self"), _index_out_of_range_in_self),
     (re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"), _batch_mismatch),
     (re.compile(r"normalized_shape=\[([\d, ]*)\], expected input with shape \[\*, [^\]]*\]"), _normalized_shape),
-    (re.compile(r"running_mean should contain (\d+) elements not (\d+)"), _channel_count),
+    (re.compile(r"running_mean should contain (\d+) elements not (\d+)"), _running_mean),
     (re.compile(r"[Ee]xpected (?:input|weight) .*?(\d+) channels.*?got (\d+)"), _channel_count),
     (re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)"), _last_dim),
     (re.compile(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got size (\d+)"), _cat_sizes),

@@ -1,0 +1,346 @@
+"""The probe's repair rules, its search and its program rewriting, run in-process (no sandbox).
+
+Each rule is tested against the exception torch really raises, and a fix counts only if the
+operation then works with the fixed guess.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from ksmith.probe import guesses as G  # noqa: E402
+from ksmith.probe.execute import Probe, exec_program, failure_of, split_init  # noqa: E402
+from ksmith.probe.program import replace_functions  # noqa: E402
+from ksmith.probe.rules import Failure, propose  # noqa: E402
+
+
+def fwd_state(*shapes, dtype="float32", names=None):
+    names = names or [None] * len(shapes)
+    return ((), tuple(G.Arg(G.TensorGuess(tuple(s), dtype), n) for s, n in zip(shapes, names)))
+
+
+def failure(fn, *args, phase="forward"):
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return failure_of(exc, phase)
+    raise AssertionError("expected the call to fail")
+
+
+def first_working(fixes, fn):
+    """The first fix whose tensors make ``fn`` work (the search would find it)."""
+    for fix in fixes:
+        tensors = [G.make_tensor(a.guess, torch) for a in fix.state[1]]
+        try:
+            fn(*tensors)
+            return fix
+        except Exception:  # noqa: BLE001
+            continue
+    return None
+
+
+def repaired_by_search(fn, state, max_steps=16):
+    """Greedy depth-first search over the rules, as the probe does, in-process."""
+    tried = set()
+    frontier = [[state]]
+    steps = 0
+    while frontier and steps < max_steps:
+        if not frontier[-1]:
+            frontier.pop()
+            continue
+        s = frontier[-1].pop(0)
+        if s in tried:
+            continue
+        tried.add(s)
+        steps += 1
+        tensors = [G.make_tensor(a.guess, torch) for a in s[1]]
+        try:
+            fn(*tensors)
+            return s
+        except Exception as exc:  # noqa: BLE001
+            frontier.append([f.state for f in propose(failure_of(exc, "forward"), s)])
+    return None
+
+
+def test_matmul_mismatch_sets_the_last_dimension():
+    lin = nn.Linear(16, 8)
+    state = fwd_state((4, 4))
+    fix = first_working(propose(failure(lin, torch.rand(4, 4)), state), lin)
+    assert fix is not None and fix.state[1][0].guess.shape == (4, 16)
+    assert "matmul" in fix.step
+
+
+def test_conv_channel_mismatch_sets_channels():
+    conv = nn.Conv2d(3, 8, 3)
+    state = fwd_state((4, 4, 8, 8))
+    fix = first_working(propose(failure(conv, torch.rand(4, 4, 8, 8)), state), conv)
+    assert fix is not None and fix.state[1][0].guess.shape[1] == 3
+
+
+def test_wrong_rank_for_conv_is_fixed_by_search():
+    conv = nn.Conv2d(3, 8, 5)
+    s = repaired_by_search(conv, fwd_state((4, 4)))
+    assert s is not None
+    g = s[1][0].guess
+    assert g.rank in (3, 4) and g.shape[-3] == 3 and min(g.shape[-2:]) >= 5
+
+
+def test_broadcast_mismatch():
+    fn = lambda a, b: a + b  # noqa: E731
+    s = repaired_by_search(fn, fwd_state((4, 5), (4, 6)))
+    assert s is not None
+    assert s[1][0].guess.shape == s[1][1].guess.shape
+
+
+def test_view_size():
+    fn = lambda x: x.view(3, 2, -1)  # noqa: E731
+    s = repaired_by_search(fn, fwd_state((4, 4)))
+    assert s is not None
+    assert s[1][0].guess.numel() % 6 == 0
+
+
+def test_kernel_larger_than_input_grows_spatial_dims():
+    conv = nn.Conv2d(4, 4, 7)
+    s = repaired_by_search(conv, fwd_state((1, 4, 4, 4)))
+    assert s is not None and min(s[1][0].guess.shape[2:]) >= 7
+
+
+def test_embedding_needs_long_indices():
+    emb = nn.Embedding(10, 3)
+    fixes = propose(failure(emb, torch.rand(4, 4)), fwd_state((4, 4)))
+    fix = first_working(fixes, emb)
+    assert fix is not None and fix.state[1][0].guess.dtype == "int64"
+
+
+def test_float_needed_after_long():
+    lin = nn.Linear(4, 2)
+    fixes = propose(failure(lin, torch.ones(4, 4, dtype=torch.int64)), fwd_state((4, 4), dtype="int64"))
+    fix = first_working(fixes, lin)
+    assert fix is not None and fix.state[1][0].guess.dtype == "float32"
+
+
+def test_unpacking_a_shape_changes_the_rank():
+    def fn(x):
+        b, c, h, w = x.shape
+        return x.reshape(b, c * h * w)
+
+    s = repaired_by_search(fn, fwd_state((4, 4)))
+    assert s is not None and s[1][0].guess.rank == 4
+
+
+def test_layer_norm_normalized_shape():
+    ln = nn.LayerNorm(10)
+    s = repaired_by_search(ln, fwd_state((4, 4)))
+    assert s is not None and s[1][0].guess.shape[-1] == 10
+
+
+def test_batchnorm_channels():
+    bn = nn.BatchNorm1d(6)
+    s = repaired_by_search(bn, fwd_state((4, 4)))
+    assert s is not None and s[1][0].guess.shape[1] == 6
+
+
+def test_cross_entropy_targets_become_long():
+    fn = lambda logits, target: F.cross_entropy(logits, target)  # noqa: E731
+    s = repaired_by_search(fn, fwd_state((4, 4), (4,)))
+    assert s is not None and s[1][1].guess.dtype == "int64"
+
+
+def test_names_in_the_traceback_rank_candidates_first():
+    f = Failure("forward", "RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x4 and 16x8)", "return self.fc(y)")
+    state = fwd_state((4, 4), (4, 4), names=["x", "y"])
+    fixes = propose(f, state)
+    assert fixes and fixes[0].state[1][1].guess.shape == (4, 16), fixes[0].step
+
+
+# --- constructor arguments -------------------------------------------------------------------
+
+
+def init_state(**kwargs):
+    return (tuple(G.Arg(G.ValueGuess(v), k, True) for k, v in kwargs.items()), ())
+
+
+def test_missing_and_unexpected_constructor_arguments():
+    class M(nn.Module):
+        def __init__(self, dim, kernel_size, stride=1):
+            super().__init__()
+
+    f = failure(lambda: M(dim=4), phase="init")
+    fixes = propose(f, init_state(dim=4))
+    assert fixes and [a.name for a in fixes[0].state[0]] == ["dim", "kernel_size"]
+    assert G.literal_value(fixes[0].state[0][1].guess) == 3  # "kernel" guesses 3
+
+    f = failure(lambda: M(dim=4, kernel_size=3, bogus=1), phase="init")
+    fixes = propose(f, init_state(dim=4, kernel_size=3, bogus=1))
+    assert fixes and [a.name for a in fixes[0].state[0]] == ["dim", "kernel_size"]
+
+
+def test_int_used_as_a_sequence_becomes_a_list():
+    class M(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.first = sizes[0]
+
+    f = failure(lambda: M(sizes=4), phase="init")
+    fixes = propose(f, init_state(sizes=4))
+    assert fixes and G.literal_value(fixes[0].state[0][0].guess) == [4, 4]
+
+
+def test_divisibility_is_fixed_by_changing_an_int():
+    f = failure(lambda: nn.MultiheadAttention(6, 4), phase="init")
+    fixes = propose(f, init_state(embed_dim=6, num_heads=4))
+    works = [fx for fx in fixes if _try(lambda: nn.MultiheadAttention(*[G.literal_value(a.guess) for a in fx.state[0]]))]
+    assert works
+
+
+def _try(fn):
+    try:
+        fn()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def test_name_guesses():
+    assert G.guess_for_name("stride") == G.ValueGuess(1)
+    assert G.guess_for_name("dropout") == G.ValueGuess(0.5)
+    assert G.guess_for_name("norm_layer") == G.ExprGuess("torch.nn.Identity")
+    assert G.guess_for_name("hidden_dim") == G.ValueGuess(4)
+    assert G.guess_for_name(None) == G.ValueGuess(4)
+
+
+def test_unrelated_errors_propose_nothing():
+    assert propose(Failure("forward", "ValueError", "this module always fails"), fwd_state((4, 4))) == []
+
+
+# --- the whole search and the rewrite, in-process ---------------------------------------------
+
+WRONG_CONV = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_ch, out_ch, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_ch, out_ch, kernel_size)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.rand(4, 4)]
+
+
+def get_init_inputs():
+    return [3, 8, 5]
+"""
+
+
+def run_probe(text, **kw):
+    probe = Probe(text, 42, torch, **kw)
+    probe.ns = exec_program(text)
+    initial = probe.initial_state()
+    state, steps, last = probe.search(initial)
+    return probe, initial, state, steps, last
+
+
+def test_search_repairs_and_the_emitted_program_runs_as_it_stands():
+    probe, initial, state, steps, last = run_probe(WRONG_CONV)
+    assert state is not None, last
+    assert steps
+    emitted = probe.emit(initial, state)
+    assert "torch.rand(4, 4)" not in emitted
+    assert "return [3, 8, 5]" in emitted  # unchanged function kept byte for byte
+    outputs, model, _ = probe.run_fresh(emitted)
+    assert outputs[0].shape[1] == 8
+    # Probing the emitted program needs no repair.
+    _, _, state2, steps2, _ = run_probe(emitted)
+    assert state2 is not None and steps2 == []
+
+
+def test_restarts_use_2d_then_3d_inputs():
+    text = WRONG_CONV.replace("nn.Conv2d", "nn.Conv1d").replace("torch.rand(4, 4)", "torch.rand(4, 4, 4, 4, 4)")
+    probe, initial, state, steps, last = run_probe(text)
+    assert state is not None, (steps, last)
+    assert state[1][0].guess.rank in (2, 3)
+
+
+def test_args_kwargs_form_and_missing_constructor_argument():
+    text = WRONG_CONV.replace("return [3, 8, 5]", "return [[3], {'out_ch': 8}]")
+    probe, initial, state, steps, last = run_probe(text)
+    assert state is not None, last
+    emitted = probe.emit(initial, state)
+    assert "def get_init_inputs():\n    return [3, 8, 3]" in emitted, emitted
+    outputs, _, _ = probe.run_fresh(emitted)
+    assert outputs
+
+
+def test_original_objects_are_read_from_the_renamed_original():
+    text = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, act, dim):
+        super().__init__()
+        self.act = act
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x, scale):
+        return self.act(self.fc(x)) * scale
+
+
+def get_inputs():
+    return [torch.rand(4, 4), torch.full((1,), 2.0)]
+
+
+def get_init_inputs():
+    return [nn.Tanh(), 16]
+"""
+    probe, initial, state, steps, last = run_probe(text)
+    assert state is not None, last
+    emitted = probe.emit(initial, state)
+    assert "def _ksmith_original_get_inputs():" in emitted
+    assert "_orig[1]" in emitted  # the untouched second input comes from the original
+    assert "return [nn.Tanh(), 16]" in emitted  # get_init_inputs untouched
+    outputs, _, _ = probe.run_fresh(emitted)
+    assert list(outputs[0].shape) == [4, 16]
+
+
+def test_split_init_forms():
+    assert split_init([1, 2]) == ([1, 2], {}, "list")
+    assert split_init([[1], {"a": 2}]) == ([1], {"a": 2}, "args_kwargs")
+    with pytest.raises(TypeError):
+        split_init(3)
+
+
+def test_replace_functions_appends_missing_and_keeps_everything_else():
+    text = "import torch\nX = 1\n\ndef get_inputs():\n    return [X]\n\n# tail comment\n"
+    out = replace_functions(text, {"get_inputs": "def get_inputs():\n    return [2]\n", "get_init_inputs": "def get_init_inputs():\n    return []\n"})
+    assert "return [X]" not in out and "return [2]" in out
+    assert "X = 1" in out and "# tail comment" in out
+    assert out.rstrip().endswith("return []")
+    ns = {}
+    exec(out, ns)
+    assert ns["get_inputs"]() == [2] and ns["get_init_inputs"]() == []
+
+
+def test_timeouts_are_not_swallowed_by_the_search():
+    from ksmith.probe.execute import ProbeTimeout
+
+    text = WRONG_CONV.replace("return self.conv(x)", "raise ProbeTimeoutForTest()")
+    probe = Probe(text, 42, torch)
+    probe.ns = exec_program(text)
+    probe.ns["ProbeTimeoutForTest"] = ProbeTimeout
+    initial = probe.initial_state()
+    with pytest.raises(ProbeTimeout):
+        probe.search(initial)
