@@ -1,0 +1,208 @@
+//! End-to-end tests across stages, driven through the CLI's library (`ksmith_cli::pipeline`)
+//! exactly as `ksmith run` drives them.
+
+use std::path::Path;
+
+use ksmith_cli::args::Common;
+use ksmith_cli::pipeline::Session;
+use ksmith_cli::stages::Stage;
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table};
+use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeRow, ProbeStatus, RepoRow, RepoStatus};
+
+const LICENSE_MIT: &str = "MIT License\n\nCopyright (c) 2026 ksmith tests\n\n\
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software \
+and associated documentation files (the \"Software\"), to deal in the Software without \
+restriction, including without limitation the rights to use, copy, modify, merge, publish, \
+distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the \
+Software is furnished to do so, subject to the following conditions:\n\n\
+The above copyright notice and this permission notice shall be included in all copies or \
+substantial portions of the Software.\n\n\
+THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.\n";
+
+const LAYERS: &str = r#"import torch
+import torch.nn as tnn
+import torch.nn.functional as F
+
+HIDDEN = 32
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+class Block(tnn.Module):
+    def __init__(self, dim=HIDDEN):
+        super().__init__()
+        self.fc = tnn.Linear(dim, dim)
+
+    def forward(self, x):
+        return gelu_tanh(self.fc(x))
+"#;
+
+const MODELS: &str = r#"import torch
+from torch import nn
+from .layers import Block, HIDDEN
+
+
+class Residual(Block):
+    def forward(self, x):
+        return x + super().forward(x)
+
+
+class Head(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = Residual(HIDDEN)
+        self.out = nn.Linear(HIDDEN, classes)
+
+    def forward(self, x):
+        return self.out(self.body(x))
+"#;
+
+/// Creates a git repository with a package of two files and returns its path.
+fn make_repo(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("src-repo");
+    let repo = git2::Repository::init(&path).expect("init");
+    std::fs::create_dir_all(path.join("pkg")).expect("mkdir");
+    std::fs::write(path.join("LICENSE"), LICENSE_MIT).expect("write");
+    std::fs::write(path.join("pkg/__init__.py"), "").expect("write");
+    std::fs::write(path.join("pkg/layers.py"), LAYERS).expect("write");
+    std::fs::write(path.join("pkg/models.py"), MODELS).expect("write");
+    let mut index = repo.index().expect("index");
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .expect("add");
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
+    let sig = git2::Signature::now("t", "t@example.com").expect("sig");
+    repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+        .expect("commit");
+    path
+}
+
+fn session(dir: &Path, config: &str) -> Session {
+    let cfg_path = dir.join("ksmith.toml");
+    std::fs::write(&cfg_path, config).expect("write config");
+    Session::open(&Common {
+        config: Some(cfg_path),
+        workdir: Some(dir.join("work")),
+        threads: Some(2),
+        quiet: true,
+        force: false,
+    })
+    .expect("config loads")
+}
+
+fn report(dir: &Path, stage: &str) -> StageReport {
+    let text = std::fs::read_to_string(StageReport::path_in(&dir.join("work"), stage))
+        .expect("report written");
+    serde_json::from_str(&text).expect("report is JSON")
+}
+
+/// From a git repository created here to modules.parquet: crawl pins the commit over file://,
+/// extract finds the indirect subclass across files and emits runnable, self-contained programs.
+#[test]
+fn git_repository_to_modules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = make_repo(dir.path());
+    let config = format!(
+        "[[source]]\nname = \"demo/net\"\ngit = \"file://{}\"\nstars = 5\n",
+        repo.display()
+    );
+    let s = session(dir.path(), &config);
+    s.run(&[Stage::Crawl, Stage::Extract]).expect("stages run");
+
+    let repos: Vec<RepoRow> = read_table(&RepoRow::path_in(&s.ctx.workdir)).expect("repos");
+    assert_eq!(repos.len(), 1);
+    assert_eq!(repos[0].status, RepoStatus::Ok, "{:?}", repos[0].reason);
+    assert_eq!(repos[0].license.as_deref(), Some("MIT"));
+    let head = git2::Repository::open(&repo)
+        .expect("open")
+        .head()
+        .expect("head")
+        .peel_to_commit()
+        .expect("commit")
+        .id()
+        .to_string();
+    assert_eq!(repos[0].commit.as_deref(), Some(head.as_str()));
+
+    let modules: Vec<ModuleRow> = read_table(&ModuleRow::path_in(&s.ctx.workdir)).expect("modules");
+    let mut names: Vec<&str> = modules.iter().map(|m| m.class_name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["Block", "Head", "Residual"]);
+    for m in &modules {
+        assert_eq!(
+            m.status,
+            ModuleStatus::Ok,
+            "{}: {:?}",
+            m.class_name,
+            m.reason
+        );
+        assert_eq!(m.commit, head);
+        let program = m.program.as_deref().expect("program");
+        assert!(program.contains("def get_inputs("), "{program}");
+        assert!(program.contains("def get_init_inputs("), "{program}");
+        assert!(program.contains("Model"), "{program}");
+    }
+    let head_module = modules
+        .iter()
+        .find(|m| m.class_name == "Head")
+        .expect("Head");
+    let program = head_module.program.as_deref().expect("program");
+    // The closure crossed files: the base class, its helper and the constant are inlined.
+    for needed in [
+        "class Block",
+        "def gelu_tanh",
+        "HIDDEN = 32",
+        "class Residual",
+    ] {
+        assert!(program.contains(needed), "missing {needed}:\n{program}");
+    }
+    assert!(
+        !program.contains("from .layers"),
+        "relative import kept:\n{program}"
+    );
+
+    // Nothing changed: the second run of extract does nothing.
+    let s = session(dir.path(), &config);
+    s.run(&[Stage::Crawl, Stage::Extract]).expect("second run");
+    assert!(
+        report(dir.path(), "extract").skipped,
+        "extract re-ran with nothing changed"
+    );
+}
+
+/// The probe runs the extracted programs in the real Python environment: all three modules of
+/// the demo repository run, and the repaired programs are written back.
+#[test]
+fn modules_run_in_probe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = make_repo(dir.path());
+    let config = format!(
+        "[[source]]\nname = \"demo/net\"\ngit = \"{}\"\n\n[probe]\ntimeout_s = 60.0\n",
+        repo.display()
+    );
+    let s = session(dir.path(), &config);
+    s.run(&[Stage::Crawl, Stage::Extract, Stage::Probe])
+        .expect("stages run");
+    let probes: Vec<ProbeRow> = read_table(&ProbeRow::path_in(&s.ctx.workdir)).expect("probes");
+    assert_eq!(probes.len(), 3);
+    for p in &probes {
+        assert_eq!(
+            p.status,
+            ProbeStatus::Ok,
+            "{}: {:?}",
+            p.class_name,
+            p.error_message
+        );
+        assert!(!p.output_shapes.is_empty());
+        assert!(
+            p.program
+                .as_deref()
+                .is_some_and(|prog| prog.contains("get_inputs"))
+        );
+    }
+}
