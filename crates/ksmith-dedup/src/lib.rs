@@ -1,0 +1,179 @@
+//! Dedup: keeps one module of each group of duplicates and drops modules that copy an
+//! evaluation benchmark. Input: `modules.parquet` (ModuleRow) and `probes.parquet` (ProbeRow;
+//! only modules whose probe status is `ok` are runnable and considered, with the probe's
+//! repaired program when there is one). Output: `dedup.parquet` (DedupRow), one row per runnable
+//! module, sorted by module id.
+//!
+//! Methods, each on or off in `[dedup]`: exact (hash of the program without whitespace,
+//! comments and docstrings), near (MinHash LSH over token shingles, Jaccard estimated from the
+//! signatures), semantic (embedding cosine among random-hyperplane hash candidates), structural
+//! (Weisfeiler-Lehman hash of the syntax tree with names and literals forgotten), and
+//! decontamination against a folder of evaluation problems (near or structural match).
+//!
+//! Invariants: every runnable module gets a row; a dropped row names the method that matched,
+//! what it duplicates (the surviving module's id, or the problem's path) and the similarity when
+//! the method has one. Matched pairs are merged by union-find; the survivor of a group is the
+//! best by (permissive license, stars, runs, fewer lines, smallest id). The output depends only on
+//! the input and the config, never on the thread count. Entry point: [`run`].
+#![deny(missing_docs)]
+
+pub mod benchmark;
+pub mod buckets;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod groups;
+pub mod minhash;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::ids::IdHasher;
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::tables::{DedupRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
+
+pub use config::DedupConfig;
+pub use engine::{Candidate, Problem, deduplicate};
+pub use error::DedupError;
+
+/// The stage's name.
+pub const STAGE: &str = "dedup";
+/// Bumped whenever the output for the same input and config changes.
+pub const CODE_VERSION: u32 = 1;
+
+/// The runnable modules of the input tables, sorted by id, and counts of what was left out.
+pub fn runnable_candidates(
+    modules: &[ModuleRow],
+    probes: &[ProbeRow],
+    report: &mut StageReport,
+) -> Vec<Candidate> {
+    let by_id: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in probes {
+        if p.status != ProbeStatus::Ok {
+            report.count("not_runnable", 1);
+            continue;
+        }
+        let Some(m) = by_id.get(p.module_id.as_str()) else {
+            report.count("probe_without_module", 1);
+            continue;
+        };
+        if m.status != ModuleStatus::Ok {
+            report.count("module_not_ok", 1);
+            continue;
+        }
+        let Some(program) = p.program.clone().or_else(|| m.program.clone()) else {
+            report.count("no_program", 1);
+            continue;
+        };
+        if !seen.insert(m.id.clone()) {
+            report.count("repeated_probe", 1);
+            continue;
+        }
+        let lines = program.lines().count() as u32;
+        out.push(Candidate {
+            id: m.id.clone(),
+            program,
+            license: m.license.clone(),
+            stars: m.stars,
+            lines,
+        });
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+/// Runs the dedup stage in `ctx.workdir`.
+pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupError> {
+    let started = Instant::now();
+    cfg.validate()?;
+    let modules_path = ModuleRow::path_in(&ctx.workdir);
+    let probes_path = ProbeRow::path_in(&ctx.workdir);
+    for (path, table, stage) in [
+        (&modules_path, "modules.parquet", "extract"),
+        (&probes_path, "probes.parquet", "probe"),
+    ] {
+        if !path.exists() {
+            return Err(DedupError::MissingInput {
+                table,
+                path: path.clone(),
+                stage,
+            });
+        }
+    }
+    let (problems, unreadable) = match &cfg.contamination_dir {
+        Some(dir) => benchmark::load_problems(dir)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut bench_hash = IdHasher::new();
+    for p in &problems {
+        bench_hash.part(&p.path).part(&p.source);
+    }
+    let out = DedupRow::path_in(&ctx.workdir);
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &section_hash(cfg))
+        .with("benchmark", &bench_hash.finish())
+        .with_input(&modules_path)
+        .with_input(&probes_path)
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    if is_up_to_date(&[&out], &fp) && !ctx.force {
+        report.skipped = true;
+        return Ok(report);
+    }
+    for path in &unreadable {
+        ctx.warn(format!(
+            "dedup: evaluation problem {} is not UTF-8; skipped",
+            path.display()
+        ));
+    }
+    report.count("benchmark_problems", problems.len() as u64);
+    report.count("benchmark_unreadable", unreadable.len() as u64);
+
+    let modules: Vec<ModuleRow> = read_table(&modules_path)?;
+    let probes: Vec<ProbeRow> = read_table(&probes_path)?;
+    report.rows_read = (modules.len() + probes.len()) as u64;
+    let items = runnable_candidates(&modules, &probes, &mut report);
+    ctx.info(format!(
+        "dedup: {} runnable modules, {} evaluation problems",
+        items.len(),
+        problems.len()
+    ));
+
+    let embedder = if cfg.semantic {
+        Some(cfg.embedder.build()?)
+    } else {
+        None
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads.max(1))
+        .build()
+        .map_err(|e| DedupError::Threads(e.to_string()))?;
+    let tracker = ctx.tracker("dedup", Some(items.len() as u64));
+    let (rows, stats) =
+        pool.install(|| deduplicate(&items, &problems, embedder.as_deref(), cfg))?;
+    tracker.inc(items.len() as u64);
+    tracker.finish();
+
+    for (name, n) in &stats.pairs {
+        report.count(&format!("pairs_{name}"), *n);
+    }
+    for r in &rows {
+        if let Some(m) = r.method {
+            report.drop_row(engine::method_name(m));
+        }
+    }
+    report.count("kept", rows.iter().filter(|r| r.kept).count() as u64);
+    write_table(&out, &rows, &fp)?;
+    report.rows_written = rows.len() as u64;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    ctx.info(report.summary());
+    Ok(report)
+}

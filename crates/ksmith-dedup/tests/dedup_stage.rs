@@ -1,0 +1,394 @@
+//! The dedup stage end to end: planted duplicates of every kind, each method alone,
+//! decontamination, survivor choice, determinism across thread counts, hostile input.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use common::synth::{self, Variant};
+use ksmith_core::context::StageContext;
+use ksmith_core::progress::ProgressMode;
+use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::tables::{DedupMethod, DedupRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
+use ksmith_dedup::{DedupConfig, DedupError, run};
+use ksmith_embed::hashing::SplitMix;
+
+fn module(id: &str, program: &str, license: Option<&str>, stars: Option<i64>) -> ModuleRow {
+    ModuleRow {
+        id: id.into(),
+        repo: format!("repo-{id}"),
+        commit: "c0".into(),
+        path: "m.py".into(),
+        class_name: "Model".into(),
+        line: 1,
+        status: ModuleStatus::Ok,
+        reason: None,
+        program: Some(program.into()),
+        deps: vec![],
+        imports: vec![],
+        lines: program.lines().count() as u32,
+        license: license.map(str::to_string),
+        stars,
+    }
+}
+
+fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
+    ProbeRow {
+        module_id: id.into(),
+        repo: format!("repo-{id}"),
+        class_name: "Model".into(),
+        status,
+        error_class: None,
+        error_message: None,
+        program: program.map(str::to_string),
+        output_shapes: vec![],
+        output_dtypes: vec![],
+        param_count: None,
+        forward_ms: None,
+        cpu_time_ms: 1.0,
+        repair_steps: vec![],
+        attempts: 1,
+    }
+}
+
+fn write_inputs(dir: &Path, modules: &[ModuleRow], probes: &[ProbeRow]) {
+    write_table(&ModuleRow::path_in(dir), modules, "fp-modules").unwrap();
+    write_table(&ProbeRow::path_in(dir), probes, "fp-probes").unwrap();
+}
+
+fn run_rows(dir: &Path, cfg: &DedupConfig, threads: usize) -> HashMap<String, DedupRow> {
+    let mut ctx = StageContext::new(dir, threads, ProgressMode::Silent);
+    ctx.force = true;
+    run(cfg, &ctx).unwrap();
+    let rows: Vec<DedupRow> = read_table(&DedupRow::path_in(dir)).unwrap();
+    rows.into_iter().map(|r| (r.module_id.clone(), r)).collect()
+}
+
+/// A corpus written as tables; returns (id -> generated module).
+fn planted(dir: &Path, n: usize, seed: u64) -> HashMap<String, synth::Generated> {
+    let corpus = synth::corpus(n, 0.3, seed);
+    let mut modules = Vec::new();
+    let mut probes = Vec::new();
+    let mut by_id = HashMap::new();
+    for (i, g) in corpus.into_iter().enumerate() {
+        let id = format!("m{i:05}");
+        modules.push(module(&id, &g.program, Some("MIT"), Some(i as i64 % 7)));
+        probes.push(probe(&id, ProbeStatus::Ok, None));
+        by_id.insert(id, g);
+    }
+    write_inputs(dir, &modules, &probes);
+    by_id
+}
+
+/// Checks every dropped row points to a kept module of its own family, and returns per
+/// variant (copies in the same group as their original, copies).
+fn score(
+    rows: &HashMap<String, DedupRow>,
+    corpus_of: &HashMap<String, synth::Generated>,
+) -> HashMap<Variant, (usize, usize)> {
+    let survivor = |id: &String| -> String {
+        let r = &rows[id];
+        if r.kept {
+            id.clone()
+        } else {
+            r.duplicate_of.clone().unwrap()
+        }
+    };
+    let mut original_of: HashMap<usize, String> = HashMap::new();
+    for (id, g) in corpus_of {
+        if g.variant == Variant::Original {
+            original_of.insert(g.family, id.clone());
+        }
+    }
+    let mut per: HashMap<Variant, (usize, usize)> = HashMap::new();
+    for (id, r) in rows {
+        let g = &corpus_of[id];
+        if !r.kept {
+            let other = r.duplicate_of.as_ref().unwrap();
+            assert_eq!(
+                corpus_of[other].family, g.family,
+                "{id} ({:?}) wrongly matched {other} by {:?}",
+                g.variant, r.method
+            );
+            assert!(rows[other].kept, "duplicate_of must name a kept module");
+        }
+        if g.variant != Variant::Original {
+            let e = per.entry(g.variant).or_default();
+            e.1 += 1;
+            if survivor(id) == survivor(&original_of[&g.family]) {
+                e.0 += 1;
+            }
+        }
+    }
+    per
+}
+
+#[test]
+fn planted_duplicates_of_every_kind_are_found_and_distinct_modules_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus_of = planted(dir.path(), 400, 1);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    assert_eq!(rows.len(), 400);
+    let per = score(&rows, &corpus_of);
+    for (variant, (found, total)) in &per {
+        assert!(*total > 10, "{variant:?}: {total}");
+        assert_eq!(found, total, "{variant:?}: found {found} of {total}");
+    }
+    // Families of one: every original without copies survives.
+    let mut fam_size: HashMap<usize, usize> = HashMap::new();
+    for g in corpus_of.values() {
+        *fam_size.entry(g.family).or_default() += 1;
+    }
+    for (id, g) in &corpus_of {
+        if fam_size[&g.family] == 1 {
+            assert!(
+                rows[id].kept,
+                "distinct module {id} was dropped: {:?}",
+                rows[id]
+            );
+        }
+    }
+    // Every method contributed.
+    for m in [DedupMethod::Exact, DedupMethod::Structural] {
+        assert!(rows.values().any(|r| r.method == Some(m)), "{m:?}");
+    }
+}
+
+#[test]
+fn each_method_alone_finds_its_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus_of = planted(dir.path(), 240, 2);
+    let off = DedupConfig {
+        exact: false,
+        near: false,
+        semantic: false,
+        structural: false,
+        ..Default::default()
+    };
+    // Nothing on: everything kept.
+    assert!(run_rows(dir.path(), &off, 1).values().all(|r| r.kept));
+
+    let only = |f: &dyn Fn(&mut DedupConfig)| {
+        let mut c = off.clone();
+        f(&mut c);
+        let rows = run_rows(dir.path(), &c, 1);
+        score(&rows, &corpus_of)
+    };
+    let exact = only(&|c| c.exact = true);
+    assert_eq!(exact[&Variant::Exact].0, exact[&Variant::Exact].1);
+    assert_eq!(
+        exact[&Variant::Reformatted].0,
+        exact[&Variant::Reformatted].1
+    );
+    assert_eq!(
+        exact.get(&Variant::Renamed).map_or(0, |v| v.0),
+        0,
+        "exact must not match renamed copies"
+    );
+
+    let structural = only(&|c| c.structural = true);
+    assert_eq!(
+        structural[&Variant::Renamed].0,
+        structural[&Variant::Renamed].1
+    );
+    assert_eq!(
+        structural.get(&Variant::Edited).map_or(0, |v| v.0),
+        0,
+        "edited copies change structure"
+    );
+
+    let near = only(&|c| c.near = true);
+    assert_eq!(near[&Variant::Edited].0, near[&Variant::Edited].1);
+    assert_eq!(near[&Variant::Reformatted].0, near[&Variant::Reformatted].1);
+
+    // Hashed-feature embeddings: copies that keep every operator are above the default 0.95;
+    // an added statement costs about 0.03-0.09 of cosine, so only part of the edited copies.
+    let semantic = only(&|c| c.semantic = true);
+    assert_eq!(semantic[&Variant::Exact].0, semantic[&Variant::Exact].1);
+    assert_eq!(
+        semantic[&Variant::Reformatted].0,
+        semantic[&Variant::Reformatted].1
+    );
+    assert!(
+        semantic[&Variant::Edited].0 * 2 >= semantic[&Variant::Edited].1,
+        "{semantic:?}"
+    );
+}
+
+#[test]
+fn same_output_with_one_and_four_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    planted(dir.path(), 300, 3);
+    let cfg = DedupConfig::default();
+    let mut ctx = StageContext::new(dir.path(), 1, ProgressMode::Silent);
+    ctx.force = true;
+    run(&cfg, &ctx).unwrap();
+    let one: Vec<DedupRow> = read_table(&DedupRow::path_in(dir.path())).unwrap();
+    ctx.threads = 4;
+    run(&cfg, &ctx).unwrap();
+    let four: Vec<DedupRow> = read_table(&DedupRow::path_in(dir.path())).unwrap();
+    assert_eq!(one, four);
+    assert!(
+        one.windows(2).all(|w| w[0].module_id < w[1].module_id),
+        "sorted by id"
+    );
+    assert!(one.iter().any(|r| !r.kept));
+}
+
+const RELU: &str = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    \"\"\"Simple model that performs a ReLU activation.\"\"\"\n    def __init__(self):\n        super(Model, self).__init__()\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return torch.relu(x)\n\nbatch_size = 16\ndim = 16384\n\ndef get_inputs():\n    x = torch.randn(batch_size, dim)\n    return [x]\n\ndef get_init_inputs():\n    return []\n";
+const GEMM: &str = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, in_features, out_features, scaling_factor):\n        super(Model, self).__init__()\n        self.gemm = nn.Linear(in_features, out_features)\n        self.scaling_factor = scaling_factor\n\n    def forward(self, x):\n        x = self.gemm(x)\n        x = torch.sigmoid(x)\n        x = x * self.scaling_factor\n        return x\n\nbatch_size = 128\nin_features = 1024\nout_features = 512\nscaling_factor = 2.0\n\ndef get_inputs():\n    return [torch.randn(batch_size, in_features)]\n\ndef get_init_inputs():\n    return [in_features, out_features, scaling_factor]\n";
+
+#[test]
+fn decontamination_drops_copies_of_evaluation_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    std::fs::create_dir_all(bench.join("level1")).unwrap();
+    std::fs::create_dir_all(bench.join("level2")).unwrap();
+    std::fs::write(bench.join("level1/19_ReLU.py"), RELU).unwrap();
+    std::fs::write(bench.join("level2/9_Gemm_Sigmoid_Scaling.py"), GEMM).unwrap();
+    std::fs::write(bench.join("level2/notes.txt"), "not a problem").unwrap();
+    std::fs::write(bench.join("level2/broken.py"), [0xff, 0xfe, 0x00]).unwrap();
+
+    let near_copy = GEMM
+        .replace("scaling_factor = 2.0", "scaling_factor = 3.0")
+        .replace("batch_size = 128", "batch_size = 64");
+    let renamed = RELU.replace("x", "inp").replace("16384", "4096").replace(
+        "    \"\"\"Simple model that performs a ReLU activation.\"\"\"\n",
+        "",
+    );
+    let mut rng = SplitMix::new(9);
+    let unrelated = synth::original(&mut rng);
+    let modules = vec![
+        module("a", &near_copy, None, None),
+        module("b", &renamed, None, None),
+        module("c", &unrelated, None, None),
+    ];
+    let probes: Vec<ProbeRow> = modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect();
+    write_inputs(dir.path(), &modules, &probes);
+    let cfg = DedupConfig {
+        contamination_dir: Some(bench.clone()),
+        ..Default::default()
+    };
+    let rows = run_rows(dir.path(), &cfg, 1);
+    assert_eq!(rows["a"].method, Some(DedupMethod::Contamination));
+    assert_eq!(
+        rows["a"].duplicate_of.as_deref(),
+        Some("level2/9_Gemm_Sigmoid_Scaling.py")
+    );
+    assert!(rows["a"].similarity.unwrap() >= 0.7);
+    assert_eq!(rows["b"].method, Some(DedupMethod::Contamination));
+    assert_eq!(rows["b"].duplicate_of.as_deref(), Some("level1/19_ReLU.py"));
+    assert!(rows["c"].kept);
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("reports/dedup.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["counters"]["benchmark_problems"], 2);
+    assert_eq!(report["counters"]["benchmark_unreadable"], 1);
+    assert_eq!(report["dropped"]["contamination"], 2);
+
+    let missing = DedupConfig {
+        contamination_dir: Some(dir.path().join("nope")),
+        ..Default::default()
+    };
+    let err = run(&missing, &StageContext::for_tests(dir.path())).unwrap_err();
+    assert!(matches!(err, DedupError::Benchmark { .. }));
+    assert!(err.to_string().contains("nope"), "{err}");
+}
+
+#[test]
+fn survivor_is_permissive_then_starred_then_shorter() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(5);
+    let p = synth::original(&mut rng);
+    let modules = vec![
+        module("gpl", &p, Some("GPL-3.0"), Some(10_000)),
+        module("mit-few-stars", &p, Some("MIT"), Some(3)),
+        module("mit-more-stars", &p, Some("MIT"), Some(50)),
+        module("none", &p, None, Some(1_000_000)),
+    ];
+    let probes: Vec<ProbeRow> = modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect();
+    write_inputs(dir.path(), &modules, &probes);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 1);
+    assert!(rows["mit-more-stars"].kept);
+    for id in ["gpl", "mit-few-stars", "none"] {
+        assert!(!rows[id].kept);
+        assert_eq!(rows[id].duplicate_of.as_deref(), Some("mit-more-stars"));
+        assert_eq!(rows[id].method, Some(DedupMethod::Exact));
+        assert_eq!(rows[id].similarity, Some(1.0));
+    }
+}
+
+#[test]
+fn only_runnable_modules_with_the_probe_program_and_hostile_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(6);
+    let p1 = synth::original(&mut rng);
+    let p2 = synth::original(&mut rng);
+    let modules = vec![
+        module("ok", &p1, None, None),
+        module("failed", &p1, None, None),
+        module("repaired", "placeholder that differs", None, None),
+        module("empty", "", None, None),
+        module("broken", "def (((:\n  '''unterminated", None, None),
+        module("binaryish", "\u{0}\u{1}\u{7f} x = = =", None, None),
+    ];
+    let probes = vec![
+        probe("ok", ProbeStatus::Ok, None),
+        probe("failed", ProbeStatus::Failed, None),
+        probe("repaired", ProbeStatus::Ok, Some(&p2)),
+        probe("empty", ProbeStatus::Ok, None),
+        probe("broken", ProbeStatus::Ok, None),
+        probe("binaryish", ProbeStatus::Ok, None),
+        probe("ghost", ProbeStatus::Ok, None),
+    ];
+    write_inputs(dir.path(), &modules, &probes);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    assert!(!rows.contains_key("failed") && !rows.contains_key("ghost"));
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows["ok"].kept && rows["repaired"].kept && rows["broken"].kept && rows["binaryish"].kept
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("reports/dedup.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["counters"]["not_runnable"], 1);
+    assert_eq!(report["counters"]["probe_without_module"], 1);
+}
+
+#[test]
+fn skips_when_up_to_date_and_reports_missing_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = run(
+        &DedupConfig::default(),
+        &StageContext::for_tests(dir.path()),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("modules.parquet"), "{err}");
+    planted(dir.path(), 20, 4);
+    let ctx = StageContext::for_tests(dir.path());
+    let first = run(&DedupConfig::default(), &ctx).unwrap();
+    assert!(!first.skipped);
+    assert_eq!(first.rows_written, 20);
+    let second = run(&DedupConfig::default(), &ctx).unwrap();
+    assert!(second.skipped);
+    let changed = DedupConfig {
+        near_threshold: 0.8,
+        ..Default::default()
+    };
+    assert!(!run(&changed, &ctx).unwrap().skipped);
+    let bad = DedupConfig {
+        num_perm: 1,
+        ..Default::default()
+    };
+    assert!(matches!(run(&bad, &ctx), Err(DedupError::Config(_))));
+}
