@@ -397,7 +397,12 @@ impl<'a> TaskRun<'a> {
             path,
             message,
         })?;
-        if self.state.steps_done.is_multiple_of(self.cfg.checkpoint_every) || self.finished() {
+        if self
+            .state
+            .steps_done
+            .is_multiple_of(self.cfg.checkpoint_every)
+            || self.finished()
+        {
             self.checkpoint()?;
         }
         Ok(row)
