@@ -12,6 +12,28 @@ pub fn staging_dir(datasets: &Path, name: &str) -> PathBuf {
     datasets.join(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// Removes folders left by an interrupted export of dataset `name` (`.<name>.tmp-*`,
+/// `.<name>.old-*`); returns how many were removed.
+pub fn remove_leftovers(datasets: &Path, name: &str) -> std::io::Result<usize> {
+    let tmp = format!(".{name}.tmp-");
+    let old = format!(".{name}.old-");
+    let mut removed = 0;
+    let entries = match std::fs::read_dir(datasets) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        if file_name.starts_with(&tmp) || file_name.starts_with(&old) {
+            std::fs::remove_dir_all(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Replaces `target` with `staged` (both in the same parent folder).
 pub fn publish(staged: &Path, target: &Path) -> std::io::Result<()> {
     let name = target
@@ -63,6 +85,30 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, vec!["verl-rl".to_string()]);
+    }
+
+    #[test]
+    fn leftovers_of_interrupted_runs_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            ".verl-rl.tmp-123",
+            ".verl-rl.old-9",
+            ".verl-sft.tmp-1",
+            "verl-rl",
+        ] {
+            std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        }
+        assert_eq!(remove_leftovers(dir.path(), "verl-rl").unwrap(), 2);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![".verl-sft.tmp-1".to_string(), "verl-rl".to_string()]
+        );
+        assert_eq!(remove_leftovers(&dir.path().join("none"), "x").unwrap(), 0);
     }
 
     #[test]

@@ -214,8 +214,13 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     for &format in &cfg.formats {
         let folder = format.folder();
         let staged = layout::staging_dir(&datasets, &folder);
-        if staged.exists() {
-            std::fs::remove_dir_all(&staged).map_err(|e| ksmith_core::Error::io(&staged, e))?;
+        let leftovers = layout::remove_leftovers(&datasets, &folder)
+            .map_err(|e| ksmith_core::Error::io(&datasets, e))?;
+        if leftovers > 0 {
+            ctx.warn(format!(
+                "{}: removed {leftovers} folder(s) left by an interrupted export of {folder}",
+                datasets.display()
+            ));
         }
         let opts = shards::ShardOptions {
             dataset: folder.clone(),
