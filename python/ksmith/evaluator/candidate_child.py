@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, error_text, hardware, load_module, to_device
+from .child_common import Channel, as_list, clone_all, close, error_text, hardware, load_module, same_values, to_device
 
 CANDIDATE_MODULE = "ksmith_candidate"
 
@@ -138,10 +138,12 @@ def main(d: str) -> int:
     try:
         for k, trial in enumerate(task["trials"]):
             runs = []
-            inputs_after = None
             alias = []
+            mutated = False
+            first = None
             for r in range(2):
                 inputs = to_device(clone_all(trial["inputs"]), device)
+                before = clone_all(inputs)
                 poison()
                 outs = run_once(inputs, oplog if (k == 0 and r == 0) else None)
                 check(f"trial {k}")
@@ -149,10 +151,18 @@ def main(d: str) -> int:
                     in_ptrs = {storage(x) for x in inputs if isinstance(x, torch.Tensor)}
                     p_ptrs = {storage(p) for p in params}
                     alias = [isinstance(o, torch.Tensor) and storage(o) is not None and (storage(o) in in_ptrs or storage(o) in p_ptrs) for o in outs]
-                    inputs_after = [torch.Tensor.cpu(x).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-                runs.append([torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs])
-                del outs
-            torch.save({"runs": runs, "inputs_after": inputs_after, "alias": alias}, os.path.join(d, f"out_{k}.pt"))
+                    mutated = not same_values(inputs, before)
+                    first = outs
+                    runs.append([torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs])
+                elif k == 0:
+                    # the worker checks the second run itself on the first trial...
+                    runs.append([torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs])
+                else:
+                    # ...and the harness on the others (a failed check only ever rejects)
+                    repeat_ok = close(first, outs, cfg["tolerances"])
+                del outs, before
+            torch.save({"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok if k > 0 else None}, os.path.join(d, f"out_{k}.pt"))
+            del first
         share = None
         if device.startswith("cuda") and launches.total() > 0:
             share = _gpu_share(torch, model, to_device(clone_all(task["trials"][0]["inputs"]), device), set(launches.counts))
@@ -189,7 +199,7 @@ def main(d: str) -> int:
         if graph is None:
             local, full = timer.stream_disagreement(fn)
             stream = [local, full]
-            if full > 2.0 * local + 0.05:
+            if full > 2.0 * local + 0.015:
                 raise Violation("side_stream", f"CUDA-graph capture failed ({capture_error.splitlines()[0] if capture_error else ''}) and a device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the timed stream")
         stats = timer.measure(fn, graph)
         check("timing")

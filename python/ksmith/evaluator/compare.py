@@ -84,25 +84,5 @@ def matches(cand: list, ref: list, tolerances: dict) -> bool:
     return structure_error(cand, ref) is None and output_errors(cand, ref, tolerances)[0]
 
 
-def same_values(a: list, b: list) -> bool:
-    """Exactly equal (NaN equal to NaN): used for inputs after the call."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.is_floating_point():
-                if not torch.equal(torch.nan_to_num(x, nan=0.125), torch.nan_to_num(y, nan=0.125)):
-                    return False
-            elif not torch.equal(x, y):
-                return False
-        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            return False
-        elif x != y:
-            return False
-    return True
-
-
 def worst_error(stats: list[dict]) -> float:
     return max((s["max_abs"] for s in stats), default=0.0)

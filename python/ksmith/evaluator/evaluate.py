@@ -46,6 +46,7 @@ DEFAULT_OPTIONS = {
     "log_limit": 8000,
     "static_checks": True,
     "decoy_work_share": 0.5,
+    "max_cached_tasks": 32,
     "min_kernel_share": 0.5,
     "timing": {"warmup": 10, "warmup_ms": 50.0, "min_samples": 50, "max_samples": 1000, "budget_ms": 400.0},
 }
@@ -98,6 +99,11 @@ class DeviceEvaluator:
         self.lock = threading.Lock()
         self.gpu_lock = threading.Lock()
         self.counter = 0
+        self.default_hardware = {"device": "cpu (triton interpreter)", "driver": None, "torch": torch.__version__, "triton": _triton_version()}
+        if device.startswith("cuda"):
+            name, driver = _gpu_name_driver()
+            os.environ.setdefault("KSMITH_GPU_DRIVER", driver)
+            self.default_hardware.update(device=name or "cuda", driver=os.environ["KSMITH_GPU_DRIVER"] or None)
 
     # -- helpers ---------------------------------------------------------------------------
     def _dir(self, kind: str) -> str:
@@ -109,7 +115,7 @@ class DeviceEvaluator:
         return d
 
     def _child_cfg(self, measure: bool, seed: int) -> dict:
-        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"]}
+        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"], "tolerances": self.opts["tolerances"]}
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -120,8 +126,11 @@ class DeviceEvaluator:
         with self.lock:
             lock = self.task_locks.setdefault(key, threading.Lock())
         with lock:
-            if key in self.tasks:
-                return self.tasks[key]
+            with self.lock:
+                if key in self.tasks:
+                    cache = self.tasks.pop(key)
+                    self.tasks[key] = cache  # most recently used last
+                    return cache
             seed = int(self.opts["seed"]) if self.opts["seed"] is not None else secrets.randbelow(2**31 - 1)
             d = self._dir("ref")
             with open(os.path.join(d, "reference.py"), "w") as f:
@@ -158,7 +167,11 @@ class DeviceEvaluator:
             outs = data["trials"][0]["outputs"]
             data["out_meta"] = [(list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)]
             cache = TaskCache(data, hardware, timing, seed)
-            self.tasks[key] = cache
+            with self.lock:
+                self.tasks[key] = cache
+                while len(self.tasks) > max(1, int(self.opts["max_cached_tasks"])):
+                    oldest = next(iter(self.tasks))
+                    del self.tasks[oldest]
             return cache
 
     # -- candidate -------------------------------------------------------------------------
@@ -180,7 +193,7 @@ class DeviceEvaluator:
             "reference_timing": None,
             "speedup": None,
             "warnings": [],
-            "hardware": kw.pop("hardware", None) or {"device": self.device, "driver": None, "torch": torch.__version__, "triton": _triton_version()},
+            "hardware": kw.pop("hardware", None) or dict(self.default_hardware),
             "elapsed_ms": 0,
         }
         base.update(kw)
@@ -252,7 +265,7 @@ class DeviceEvaluator:
                 got = torch.load(os.path.join(d, f"out_{k}.pt"), weights_only=True)
             except Exception as e:  # noqa: BLE001 - the file is written by the harness; tampering
                 return self._result("hacked", "sandbox_escape", f"trial {k}: the result file cannot be read as plain tensors: {e}", **common)
-            if not compare.same_values(got["inputs_after"], rt["inputs_after"]):
+            if got["mutated"] and not rt["mutated"]:
                 return self._result("hacked", "input_mutation", f"trial {k}: the candidate modified its inputs (the reference does not)", trials=k + 1, **common)
             cand = got["runs"][0]
             err = compare.structure_error(cand, rt["outputs"])
@@ -268,7 +281,8 @@ class DeviceEvaluator:
                 passed += 1
             else:
                 failing.append((k, cand))
-            if nondeterministic is None and not compare.matches(got["runs"][1], cand, tol):
+            repeat_ok = compare.matches(got["runs"][1], cand, tol) if k == 0 else bool(got["repeat_ok"])
+            if nondeterministic is None and not repeat_ok:
                 nondeterministic = k
         launches = info.get("launches") or {}
         res = dict(errors=worst, trials=n_trials, trials_passed=passed, **common)
@@ -365,3 +379,21 @@ def _triton_version() -> str:
         return triton.__version__
     except Exception:  # noqa: BLE001
         return "unavailable"
+
+
+def _gpu_name_driver() -> tuple[str, str]:
+    """The name and driver version of the first visible GPU from `nvidia-smi` (which ignores
+    `CUDA_VISIBLE_DEVICES`, so its first entry picks the row), or empty strings."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "", ""
+    rows = [r.split(",") for r in out.stdout.strip().splitlines()] if out.returncode == 0 else []
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    idx = int(first) if first.isdigit() else 0
+    if not rows:
+        return "", ""
+    row = rows[idx] if idx < len(rows) else rows[0]
+    return row[0].strip(), (row[1].strip() if len(row) > 1 else "")

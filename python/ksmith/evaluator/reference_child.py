@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, error_text, hardware, load_module, to_device
+from .child_common import Channel, as_list, clone_all, error_text, hardware, load_module, same_values, to_device
 
 
 def _shares_storage(a, b) -> bool:
@@ -79,6 +79,7 @@ def main(d: str) -> int:
         for k in range(int(cfg["trials"]) + 1):
             inputs = make_inputs(mod.get_inputs, seed + 7919 * (k + 1), k)
             dev_in = to_device(clone_all(inputs), device)
+            before = clone_all(dev_in)
             with torch.no_grad():
                 if k == 0:
                     log = OpLog(None)
@@ -112,7 +113,8 @@ def main(d: str) -> int:
                     low["tf32"] = _cpu(as_list(model(*to_device(clone_all(inputs), device))))
                 torch.backends.cuda.matmul.allow_tf32 = False
                 torch.backends.cudnn.allow_tf32 = False
-            trials.append({"inputs": inputs, "outputs": outputs, "inputs_after": _cpu(dev_in), "alias": alias, "low": low})
+            trials.append({"inputs": inputs, "outputs": outputs, "mutated": not same_values(dev_in, before), "alias": alias, "low": low})
+            del before, dev_in, out, again
         torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
         ch.send({"type": "trials_done", "hardware": hardware(device), "work": work})
         if device.startswith("cuda") and cfg.get("measure", True):

@@ -1,0 +1,319 @@
+//! `[eval]`: the evaluator's configuration.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::EvalClientError;
+
+/// The `[eval]` section: where candidates run and how they are judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Devices: `["auto"]` (one worker per GPU that `nvidia-smi -L` lists, else `cpu_workers`
+    /// Triton-interpreter workers), or a list of GPU indices (`"0"`, `"cuda:1"`) and `"cpu"`.
+    pub devices: Vec<String>,
+    /// Interpreter workers when `auto` finds no GPU.
+    pub cpu_workers: usize,
+    /// Requests in flight per worker: above 1, one candidate compiles and runs its correctness
+    /// trials while another is timed (timing itself is serialized per GPU by the worker).
+    pub inflight_per_worker: usize,
+    /// The Python interpreter with torch and triton (default: `KSMITH_PYTHON`, then the venv).
+    pub python: Option<PathBuf>,
+    /// Where the worker's Python sources are written (a private folder is made inside);
+    /// default: the system temporary folder.
+    pub runtime_dir: Option<PathBuf>,
+    /// Correctness trials (fresh inputs each, cycling normal/uniform/Laplace/log-normal).
+    pub trials: u32,
+    /// Seed of the trials' inputs; default: drawn from the OS for each task in each worker.
+    pub seed: Option<u64>,
+    /// float32/float64 tolerance: `|out - ref| <= atol + rtol * |ref|`.
+    pub atol_f32: f64,
+    /// Relative part of the float32 tolerance.
+    pub rtol_f32: f64,
+    /// float16/bfloat16 absolute tolerance.
+    pub atol_f16: f64,
+    /// float16/bfloat16 relative tolerance.
+    pub rtol_f16: f64,
+    /// Limit for importing the candidate and building `ModelNew` (includes the reference run).
+    pub compile_timeout_s: f64,
+    /// Limit for the correctness trials (Triton compilation happens in the first).
+    pub run_timeout_s: f64,
+    /// Limit for the timing phase.
+    pub timing_timeout_s: f64,
+    /// How long the client waits for a worker's answer before it replaces the worker.
+    pub request_timeout_s: f64,
+    /// Resident memory limit of a child process (MiB); past it the child is killed.
+    pub memory_limit_mb: u64,
+    /// Warm-up calls before timing (at least).
+    pub timing_warmup: u32,
+    /// Warm-up time before timing (at least), in milliseconds.
+    pub timing_warmup_ms: f64,
+    /// Fewest timed samples.
+    pub timing_min_samples: u32,
+    /// Most timed samples.
+    pub timing_max_samples: u32,
+    /// Time to spend on samples, in milliseconds (bounded by min/max samples).
+    pub timing_budget_ms: f64,
+    /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
+    pub decoy_work_share: f64,
+    /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
+    pub min_kernel_share: f64,
+    /// References (inputs, outputs, timings) kept per worker.
+    pub max_cached_tasks: u32,
+    /// Run the static (AST) checks; off only to test the runtime layer alone.
+    pub static_checks: bool,
+    /// Error log kept per result, in bytes (the end of the log).
+    pub log_limit: usize,
+    /// When set, evaluate on this remote endpoint (`POST {url}/v1/evaluate`) instead of local
+    /// workers.
+    pub remote_url: Option<String>,
+    /// Time limit of one remote request.
+    pub remote_timeout_s: f64,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            devices: vec!["auto".to_string()],
+            cpu_workers: 2,
+            inflight_per_worker: 2,
+            python: None,
+            runtime_dir: None,
+            trials: 5,
+            seed: None,
+            atol_f32: 1e-4,
+            rtol_f32: 1e-4,
+            atol_f16: 1e-2,
+            rtol_f16: 1e-2,
+            compile_timeout_s: 180.0,
+            run_timeout_s: 120.0,
+            timing_timeout_s: 120.0,
+            request_timeout_s: 900.0,
+            memory_limit_mb: 16384,
+            timing_warmup: 10,
+            timing_warmup_ms: 50.0,
+            timing_min_samples: 50,
+            timing_max_samples: 1000,
+            timing_budget_ms: 400.0,
+            decoy_work_share: 0.5,
+            min_kernel_share: 0.5,
+            max_cached_tasks: 32,
+            static_checks: true,
+            log_limit: 8000,
+            remote_url: None,
+            remote_timeout_s: 900.0,
+        }
+    }
+}
+
+impl EvalConfig {
+    /// Checks every value (no I/O).
+    pub fn validate(&self) -> Result<(), EvalClientError> {
+        let bad = |m: String| Err(EvalClientError::Config(m));
+        if self.devices.is_empty() {
+            return bad("devices must not be empty (use [\"auto\"])".into());
+        }
+        for d in &self.devices {
+            if d != "auto" && d != "cpu" && crate::devices::gpu_index(d).is_none() {
+                return bad(format!(
+                    "devices: `{d}` is not `auto`, `cpu`, a GPU index or `cuda:N`"
+                ));
+            }
+        }
+        if self.devices.len() > 1 && self.devices.iter().any(|d| d == "auto") {
+            return bad("devices: `auto` cannot be combined with other devices".into());
+        }
+        if self.cpu_workers == 0 || self.inflight_per_worker == 0 {
+            return bad("cpu_workers and inflight_per_worker must be at least 1".into());
+        }
+        if self.trials == 0 {
+            return bad("trials must be at least 1".into());
+        }
+        for (name, v) in [
+            ("atol_f32", self.atol_f32),
+            ("rtol_f32", self.rtol_f32),
+            ("atol_f16", self.atol_f16),
+            ("rtol_f16", self.rtol_f16),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{name} must be a finite number >= 0, got {v}"));
+            }
+        }
+        for (name, v) in [
+            ("compile_timeout_s", self.compile_timeout_s),
+            ("run_timeout_s", self.run_timeout_s),
+            ("timing_timeout_s", self.timing_timeout_s),
+            ("request_timeout_s", self.request_timeout_s),
+            ("remote_timeout_s", self.remote_timeout_s),
+            ("timing_budget_ms", self.timing_budget_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(format!("{name} must be > 0, got {v}"));
+            }
+        }
+        if !(self.timing_warmup_ms.is_finite() && self.timing_warmup_ms >= 0.0) {
+            return bad(format!(
+                "timing_warmup_ms must be >= 0, got {}",
+                self.timing_warmup_ms
+            ));
+        }
+        if self.timing_min_samples == 0 || self.timing_min_samples > self.timing_max_samples {
+            return bad(format!(
+                "need 1 <= timing_min_samples ({}) <= timing_max_samples ({})",
+                self.timing_min_samples, self.timing_max_samples
+            ));
+        }
+        for (name, v) in [
+            ("decoy_work_share", self.decoy_work_share),
+            ("min_kernel_share", self.min_kernel_share),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(format!("{name} must be within [0, 1], got {v}"));
+            }
+        }
+        if self.memory_limit_mb < 256 {
+            return bad(format!(
+                "memory_limit_mb must be at least 256, got {}",
+                self.memory_limit_mb
+            ));
+        }
+        if self.max_cached_tasks == 0 {
+            return bad("max_cached_tasks must be at least 1".into());
+        }
+        if let Some(url) = &self.remote_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad(format!("remote_url must be an http(s) URL, got `{url}`"));
+        }
+        let wait = self.compile_timeout_s + self.run_timeout_s + self.timing_timeout_s;
+        if self.request_timeout_s < wait {
+            return bad(format!(
+                "request_timeout_s ({}) must cover compile + run + timing timeouts ({wait})",
+                self.request_timeout_s
+            ));
+        }
+        Ok(())
+    }
+
+    /// The options object the Python worker takes (`--options`).
+    pub fn worker_options(&self) -> serde_json::Value {
+        let f32 = [self.atol_f32, self.rtol_f32];
+        let f16 = [self.atol_f16, self.rtol_f16];
+        serde_json::json!({
+            "trials": self.trials,
+            "seed": self.seed.map(|s| s % (1u64 << 31)),
+            "tolerances": {"float32": f32, "float64": f32, "float16": f16, "bfloat16": f16},
+            "compile_timeout_s": self.compile_timeout_s,
+            "run_timeout_s": self.run_timeout_s,
+            "timing_timeout_s": self.timing_timeout_s,
+            "memory_limit_mb": self.memory_limit_mb,
+            "log_limit": self.log_limit,
+            "static_checks": self.static_checks,
+            "decoy_work_share": self.decoy_work_share,
+            "min_kernel_share": self.min_kernel_share,
+            "max_cached_tasks": self.max_cached_tasks,
+            "timing": {
+                "warmup": self.timing_warmup,
+                "warmup_ms": self.timing_warmup_ms,
+                "min_samples": self.timing_min_samples,
+                "max_samples": self.timing_max_samples,
+                "budget_ms": self.timing_budget_ms,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_round_trip_through_toml() {
+        let cfg = EvalConfig::default();
+        cfg.validate().unwrap();
+        let text = serde_json::to_string(&cfg).unwrap();
+        let back: EvalConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, cfg);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases: Vec<(EvalConfig, &str)> = vec![
+            (
+                EvalConfig {
+                    devices: vec!["gpu7".into()],
+                    ..Default::default()
+                },
+                "gpu7",
+            ),
+            (
+                EvalConfig {
+                    devices: vec!["auto".into(), "0".into()],
+                    ..Default::default()
+                },
+                "auto",
+            ),
+            (
+                EvalConfig {
+                    trials: 0,
+                    ..Default::default()
+                },
+                "trials",
+            ),
+            (
+                EvalConfig {
+                    atol_f32: f64::NAN,
+                    ..Default::default()
+                },
+                "atol_f32",
+            ),
+            (
+                EvalConfig {
+                    timing_min_samples: 10,
+                    timing_max_samples: 5,
+                    ..Default::default()
+                },
+                "timing_min_samples",
+            ),
+            (
+                EvalConfig {
+                    decoy_work_share: 1.5,
+                    ..Default::default()
+                },
+                "decoy_work_share",
+            ),
+            (
+                EvalConfig {
+                    remote_url: Some("ftp://x".into()),
+                    ..Default::default()
+                },
+                "remote_url",
+            ),
+            (
+                EvalConfig {
+                    request_timeout_s: 10.0,
+                    ..Default::default()
+                },
+                "request_timeout_s",
+            ),
+        ];
+        for (cfg, key) in cases {
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{err} should name {key}");
+        }
+    }
+
+    #[test]
+    fn worker_options_carry_tolerances_per_dtype() {
+        let cfg = EvalConfig {
+            atol_f32: 1e-5,
+            rtol_f16: 2e-2,
+            ..Default::default()
+        };
+        let o = cfg.worker_options();
+        assert_eq!(o["tolerances"]["float32"][0], 1e-5);
+        assert_eq!(o["tolerances"]["bfloat16"][1], 2e-2);
+        assert_eq!(o["timing"]["min_samples"], 50);
+    }
+}

@@ -1,0 +1,113 @@
+//! The JSON-lines protocol, version 1 (the Python side documents it in
+//! `python/ksmith/evaluator/protocol.py`).
+
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this client speaks.
+pub const VERSION: u32 = 1;
+
+/// A client message.
+#[derive(Debug, Serialize)]
+pub struct Outgoing<'a> {
+    /// Always [`VERSION`].
+    pub v: u32,
+    /// `evaluate`, `ping` or `shutdown`.
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// The request id (echoed in the answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The evaluation request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<&'a EvalRequest>,
+}
+
+/// The error body of an answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ErrorBody {
+    /// `broken_reference`, `bad_request`, `protocol` or `internal`.
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+    /// The task, when known.
+    pub task_id: Option<String>,
+}
+
+/// A worker message.
+#[derive(Debug, Deserialize)]
+pub struct Incoming {
+    /// The worker's protocol version.
+    pub v: u32,
+    /// `hello`, `result`, `error` or `pong`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request id.
+    pub id: Option<String>,
+    /// The result of `evaluate`.
+    pub result: Option<EvalResult>,
+    /// The error of a failed request.
+    pub error: Option<ErrorBody>,
+    /// The device (in `hello`).
+    pub device: Option<String>,
+}
+
+impl ErrorBody {
+    /// The evaluation error this body stands for.
+    pub fn into_eval_error(self) -> EvalError {
+        match self.kind.as_str() {
+            "broken_reference" => EvalError::BrokenReference {
+                task_id: self.task_id.unwrap_or_default(),
+                message: self.message,
+            },
+            "internal" => EvalError::Unavailable(format!("worker error: {}", self.message)),
+            other => EvalError::Protocol(format!("{other}: {}", self.message)),
+        }
+    }
+}
+
+/// Decodes one worker line.
+pub fn parse(line: &str) -> Result<Incoming, EvalError> {
+    let msg: Incoming = serde_json::from_str(line).map_err(|e| {
+        EvalError::Protocol(format!(
+            "undecodable worker message ({e}): {}",
+            line.chars().take(300).collect::<String>()
+        ))
+    })?;
+    if msg.v != VERSION {
+        return Err(EvalError::Protocol(format!(
+            "worker speaks protocol version {}, this client {VERSION}",
+            msg.v
+        )));
+    }
+    Ok(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_results_and_errors() {
+        let line = r#"{"v":1,"type":"result","id":"7","result":{"status":"hacked","hack":"side_stream","error_log":"x","errors":[{"index":0,"max_abs":1.0,"mean_abs":0.5,"max_rel":1.0,"mean_rel":0.5}],"trials_passed":0,"trials":5,"candidate_timing":null,"reference_timing":null,"speedup":null,"warnings":[],"hardware":{"device":"cpu (triton interpreter)","driver":null,"torch":"2","triton":"3"},"elapsed_ms":12}}"#;
+        let msg = parse(line).unwrap();
+        let r = msg.result.unwrap();
+        assert_eq!(r.hack, Some(ksmith_core::evaluation::HackKind::SideStream));
+        let err = r#"{"v":1,"type":"error","id":"8","error":{"kind":"broken_reference","message":"boom","task_id":"t1"}}"#;
+        match parse(err).unwrap().error.unwrap().into_eval_error() {
+            EvalError::BrokenReference { task_id, message } => {
+                assert_eq!((task_id.as_str(), message.as_str()), ("t1", "boom"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_other_versions_and_garbage() {
+        assert!(matches!(
+            parse(r#"{"v":2,"type":"hello"}"#),
+            Err(EvalError::Protocol(m)) if m.contains("version 2")
+        ));
+        assert!(matches!(parse("hello"), Err(EvalError::Protocol(_))));
+    }
+}

@@ -1,0 +1,139 @@
+//! The Python worker package, embedded in the binary and written to a private folder at start.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::EvalClientError;
+
+/// The worker's sources: path under the package root, contents.
+pub const SOURCES: &[(&str, &str)] = &[
+    (
+        "ksmith/__init__.py",
+        "\"\"\"ksmith evaluator runtime (written by ksmith-eval).\"\"\"\n",
+    ),
+    (
+        "ksmith/evaluator/__init__.py",
+        include_str!("../../../python/ksmith/evaluator/__init__.py"),
+    ),
+    (
+        "ksmith/evaluator/__main__.py",
+        include_str!("../../../python/ksmith/evaluator/__main__.py"),
+    ),
+    (
+        "ksmith/evaluator/candidate_child.py",
+        include_str!("../../../python/ksmith/evaluator/candidate_child.py"),
+    ),
+    (
+        "ksmith/evaluator/child_common.py",
+        include_str!("../../../python/ksmith/evaluator/child_common.py"),
+    ),
+    (
+        "ksmith/evaluator/compare.py",
+        include_str!("../../../python/ksmith/evaluator/compare.py"),
+    ),
+    (
+        "ksmith/evaluator/evaluate.py",
+        include_str!("../../../python/ksmith/evaluator/evaluate.py"),
+    ),
+    (
+        "ksmith/evaluator/inputs.py",
+        include_str!("../../../python/ksmith/evaluator/inputs.py"),
+    ),
+    (
+        "ksmith/evaluator/integrity.py",
+        include_str!("../../../python/ksmith/evaluator/integrity.py"),
+    ),
+    (
+        "ksmith/evaluator/protocol.py",
+        include_str!("../../../python/ksmith/evaluator/protocol.py"),
+    ),
+    (
+        "ksmith/evaluator/reference_child.py",
+        include_str!("../../../python/ksmith/evaluator/reference_child.py"),
+    ),
+    (
+        "ksmith/evaluator/sandbox.py",
+        include_str!("../../../python/ksmith/evaluator/sandbox.py"),
+    ),
+    (
+        "ksmith/evaluator/server.py",
+        include_str!("../../../python/ksmith/evaluator/server.py"),
+    ),
+    (
+        "ksmith/evaluator/static_check.py",
+        include_str!("../../../python/ksmith/evaluator/static_check.py"),
+    ),
+    (
+        "ksmith/evaluator/timing.py",
+        include_str!("../../../python/ksmith/evaluator/timing.py"),
+    ),
+    (
+        "ksmith/evaluator/worker.py",
+        include_str!("../../../python/ksmith/evaluator/worker.py"),
+    ),
+];
+
+/// A private folder holding the worker package; removed on drop.
+#[derive(Debug)]
+pub struct RuntimeDir {
+    root: PathBuf,
+}
+
+impl RuntimeDir {
+    /// Writes the package into a new folder (mode 0700) under `base` (default: the system
+    /// temporary folder).
+    pub fn create(base: Option<&Path>) -> Result<RuntimeDir, EvalClientError> {
+        let base = base
+            .map(Path::to_path_buf)
+            .unwrap_or_else(std::env::temp_dir);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let root = base.join(format!("ksmith-eval-{}-{nanos}", std::process::id()));
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| EvalClientError::Io { path, source }
+        };
+        std::fs::create_dir_all(root.join("ksmith").join("evaluator")).map_err(io(&root))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+                .map_err(io(&root))?;
+        }
+        for (rel, text) in SOURCES {
+            let path = root.join(rel);
+            std::fs::write(&path, text).map_err(io(&path))?;
+        }
+        Ok(RuntimeDir { root })
+    }
+
+    /// The folder to put on `PYTHONPATH`.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_every_source_and_removes_them_on_drop() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = RuntimeDir::create(Some(base.path())).unwrap();
+        let root = dir.path().to_path_buf();
+        for (rel, text) in SOURCES {
+            assert_eq!(&std::fs::read_to_string(root.join(rel)).unwrap(), text);
+        }
+        assert!(SOURCES.iter().any(|(rel, _)| rel.ends_with("worker.py")));
+        drop(dir);
+        assert!(!root.exists());
+    }
+}

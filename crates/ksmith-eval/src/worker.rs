@@ -1,0 +1,247 @@
+//! One Python worker process and the requests in flight on it.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
+
+use crate::devices::Device;
+use crate::error::EvalClientError;
+use crate::protocol::{self, Outgoing};
+
+/// What the reader thread hands to a waiting request.
+type Reply = Result<EvalResult, EvalError>;
+
+type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Reply>>>>;
+
+/// A running worker: `python -m ksmith.evaluator worker --device ...`.
+#[derive(Debug)]
+pub struct WorkerProcess {
+    child: Mutex<Child>,
+    stdin: Mutex<ChildStdin>,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    device: Device,
+    log_path: std::path::PathBuf,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let start = text.len().saturating_sub(2000);
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    text[start..].to_string()
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its `hello` (up to `startup`).
+    pub fn spawn(
+        python: &Path,
+        runtime: &Path,
+        device: Device,
+        options: &serde_json::Value,
+        startup: Duration,
+        index: usize,
+    ) -> Result<WorkerProcess, EvalClientError> {
+        let label = device.label();
+        let fail = |message: String| EvalClientError::WorkerStart {
+            device: label.clone(),
+            message,
+        };
+        let log_path = runtime.join(format!("worker-{index}-{}.log", label.replace(':', "")));
+        let log = std::fs::File::create(&log_path).map_err(|source| EvalClientError::Io {
+            path: log_path.clone(),
+            source,
+        })?;
+        let mut cmd = Command::new(python);
+        cmd.args(["-s", "-m", "ksmith.evaluator", "worker", "--device"])
+            .arg(device.worker_arg())
+            .arg("--options")
+            .arg(options.to_string())
+            .env("PYTHONPATH", runtime)
+            .env("PYTHONUNBUFFERED", "1")
+            .current_dir(runtime)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        if let Device::Gpu(i) = device {
+            cmd.env("CUDA_VISIBLE_DEVICES", i.to_string());
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| fail(format!("{}: {e}", python.display())))?;
+        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(i), Some(o)) => (i, o),
+            _ => return Err(fail("no pipes to the worker".into())),
+        };
+        // The greeting is read on a thread so a silent worker cannot block us past `startup`.
+        let (hello_tx, hello_rx) = mpsc::channel::<Result<String, String>>();
+        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let alive = Arc::new(AtomicBool::new(true));
+        {
+            let pending = pending.clone();
+            let alive = alive.clone();
+            std::thread::spawn(move || {
+                let mut lines = BufReader::new(stdout).lines();
+                match lines.next() {
+                    Some(Ok(l)) => {
+                        let _ = hello_tx.send(Ok(l));
+                    }
+                    other => {
+                        let _ = hello_tx.send(Err(format!("{other:?}")));
+                        alive.store(false, Ordering::SeqCst);
+                        return;
+                    }
+                }
+                for line in lines {
+                    let Ok(line) = line else { break };
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let (id, reply) = match protocol::parse(&line) {
+                        Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
+                            ("result", Some(r), _) => (msg.id, Ok(r)),
+                            ("error", _, Some(e)) => (msg.id, Err(e.into_eval_error())),
+                            _ => continue,
+                        },
+                        Err(_) => continue,
+                    };
+                    if let Some(id) = id
+                        && let Some(tx) = lock(&pending).remove(&id)
+                    {
+                        let _ = tx.send(reply);
+                    }
+                }
+                alive.store(false, Ordering::SeqCst);
+                for (_, tx) in lock(&pending).drain() {
+                    let _ = tx.send(Err(EvalError::Unavailable(
+                        "the evaluator worker exited".into(),
+                    )));
+                }
+            });
+        }
+        let hello = match hello_rx.recv_timeout(startup) {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "no greeting within {} s; worker log:\n{}",
+                    startup.as_secs(),
+                    tail(&log_path)
+                )));
+            }
+        };
+        match protocol::parse(&hello) {
+            Ok(msg) if msg.kind == "hello" => {}
+            Ok(msg) => return Err(fail(format!("first message was `{}`", msg.kind))),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(e.to_string()));
+            }
+        }
+        Ok(WorkerProcess {
+            child: Mutex::new(child),
+            stdin: Mutex::new(stdin),
+            pending,
+            alive,
+            device,
+            log_path,
+        })
+    }
+
+    /// Whether the worker still runs.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst) && matches!(lock(&self.child).try_wait(), Ok(None))
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        lock(&self.child).id()
+    }
+
+    /// The device it serves.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Sends one request and waits for its answer (up to `timeout`).
+    pub fn evaluate(
+        &self,
+        id: String,
+        request: &EvalRequest,
+        timeout: Duration,
+    ) -> Result<EvalResult, EvalError> {
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(id.clone(), tx);
+        let msg = Outgoing {
+            v: protocol::VERSION,
+            kind: "evaluate",
+            id: Some(id.clone()),
+            request: Some(request),
+        };
+        let line = serde_json::to_string(&msg)
+            .map_err(|e| EvalError::Protocol(format!("encoding the request: {e}")))?;
+        let sent = {
+            let mut stdin = lock(&self.stdin);
+            writeln!(stdin, "{line}").and_then(|_| stdin.flush())
+        };
+        if let Err(e) = sent {
+            lock(&self.pending).remove(&id);
+            return Err(EvalError::Unavailable(format!(
+                "writing to the {} worker: {e}",
+                self.device.label()
+            )));
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(reply) => reply,
+            Err(_) => {
+                lock(&self.pending).remove(&id);
+                Err(EvalError::Unavailable(format!(
+                    "the {} worker gave no answer for task {} within {} s; worker log:\n{}",
+                    self.device.label(),
+                    request.task_id,
+                    timeout.as_secs(),
+                    tail(&self.log_path)
+                )))
+            }
+        }
+    }
+
+    /// Stops the worker (asks, then kills).
+    pub fn stop(&self) {
+        {
+            let mut stdin = lock(&self.stdin);
+            let _ = writeln!(stdin, "{{\"v\":1,\"type\":\"shutdown\"}}");
+            let _ = stdin.flush();
+        }
+        let mut child = lock(&self.child);
+        for _ in 0..20 {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Kills the worker at once.
+    pub fn kill(&self) {
+        let mut child = lock(&self.child);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,177 @@
+//! The worker pool and the remote evaluator against the real Python worker, in Triton's CPU
+//! interpreter (needs the ksmith Python environment: `make venv`).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalStatus, Evaluator, HackKind};
+use ksmith_eval::{EvalConfig, RemoteEvaluator, WorkerPool};
+
+fn candidates() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/tests/candidates")
+}
+
+fn request(task: &str, candidate: &str) -> EvalRequest {
+    let dir = candidates();
+    EvalRequest {
+        task_id: task.to_string(),
+        reference: std::fs::read_to_string(dir.join(task)).expect("task file"),
+        candidate: std::fs::read_to_string(dir.join(candidate)).expect("candidate file"),
+        measure: true,
+    }
+}
+
+fn cpu_config(workers: usize) -> EvalConfig {
+    EvalConfig {
+        devices: vec!["cpu".to_string(); workers],
+        trials: 2,
+        run_timeout_s: 60.0,
+        compile_timeout_s: 120.0,
+        timing_timeout_s: 60.0,
+        request_timeout_s: 300.0,
+        memory_limit_mb: 2048,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pool_serves_concurrent_callers_with_distinct_verdicts() {
+    let pool = Arc::new(WorkerPool::start(&cpu_config(1)).unwrap());
+    let jobs = [
+        (
+            "tasks/softmax.py",
+            "honest/softmax.py",
+            EvalStatus::Correct,
+            None,
+        ),
+        (
+            "tasks/elementwise.py",
+            "garbage/wrong_values.py",
+            EvalStatus::Incorrect,
+            None,
+        ),
+        (
+            "tasks/elementwise.py",
+            "adversarial/output_caching.py",
+            EvalStatus::Hacked,
+            Some(HackKind::OutputCaching),
+        ),
+        (
+            "tasks/elementwise.py",
+            "garbage/syntax_error.py",
+            EvalStatus::CompileError,
+            None,
+        ),
+    ];
+    let handles: Vec<_> = jobs
+        .iter()
+        .map(|(task, cand, _, _)| {
+            let pool = pool.clone();
+            let req = request(task, cand);
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for (h, (_, cand, status, hack)) in handles.into_iter().zip(jobs.iter()) {
+        let r = h.join().unwrap().unwrap();
+        assert_eq!(
+            (r.status, r.hack),
+            (*status, *hack),
+            "{cand}: {}",
+            r.error_log
+        );
+        // no GPU: correctness only, timing not measured
+        assert!(r.candidate_timing.is_none() && r.speedup.is_none());
+        assert_eq!(r.hardware.device, "cpu (triton interpreter)");
+    }
+}
+
+#[test]
+fn broken_reference_is_an_error_naming_the_task() {
+    let pool = WorkerPool::start(&cpu_config(1)).unwrap();
+    let mut req = request("tasks/elementwise.py", "honest/elementwise.py");
+    req.task_id = "broken-task".into();
+    req.reference = req.reference.replace(
+        "return [torch.randn(N), torch.randn(N)]",
+        "raise ValueError('no inputs')",
+    );
+    match pool.evaluate(&req) {
+        Err(EvalError::BrokenReference { task_id, message }) => {
+            assert_eq!(task_id, "broken-task");
+            assert!(message.contains("no inputs"), "{message}");
+        }
+        other => panic!("expected a broken reference, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dead_worker_is_replaced() {
+    let pool = WorkerPool::start(&cpu_config(1)).unwrap();
+    let pid = pool.worker_pids()[0];
+    let status = Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "garbage/no_modelnew.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::StaticRejected);
+    assert_eq!(pool.restarts(), 1);
+    assert_ne!(pool.worker_pids()[0], pid);
+}
+
+#[test]
+fn remote_evaluator_over_loopback() {
+    let python = ksmith_core::python_env::resolve_python(None).unwrap();
+    let mut server = Command::new(python)
+        .args([
+            "-m",
+            "ksmith.evaluator",
+            "serve",
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+        ])
+        .env("PYTHONPATH", candidates().join("../.."))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let listening: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let url = listening["listening"].as_str().unwrap().to_string();
+    let remote = RemoteEvaluator::new(&url, 300.0);
+    let garbage = remote.evaluate(&request("tasks/elementwise.py", "garbage/syntax_error.py"));
+    let honest = remote.evaluate(&request("tasks/elementwise.py", "honest/elementwise.py"));
+    let mut broken = request("tasks/elementwise.py", "honest/elementwise.py");
+    broken.task_id = "remote-broken".into();
+    broken.reference = "import torch\n".into();
+    let broken = remote.evaluate(&broken);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(garbage.unwrap().status, EvalStatus::CompileError);
+    assert_eq!(honest.unwrap().status, EvalStatus::Correct);
+    assert!(
+        matches!(broken, Err(EvalError::BrokenReference { task_id, .. }) if task_id == "remote-broken")
+    );
+    let gone = RemoteEvaluator::new(&url, 5.0)
+        .evaluate(&request("tasks/elementwise.py", "garbage/syntax_error.py"));
+    assert!(matches!(gone, Err(EvalError::Unavailable(_))), "{gone:?}");
+}
+
+#[test]
+fn build_picks_remote_when_configured() {
+    let cfg = EvalConfig {
+        remote_url: Some("http://127.0.0.1:9".into()),
+        ..Default::default()
+    };
+    let ev = ksmith_eval::build(&cfg).unwrap();
+    let r = ev.evaluate(&request("tasks/elementwise.py", "garbage/syntax_error.py"));
+    assert!(matches!(r, Err(EvalError::Unavailable(_))));
+}

@@ -1,0 +1,85 @@
+"""Every candidate of tests/candidates/manifest.json through the evaluator in Triton's CPU
+interpreter: honest kernels are correct, each adversarial candidate gets its own hack class (with
+the static checks on, and from the runtime layer alone where it has a check), garbage and
+isolation cases end as their status, and an honest candidate still passes after the crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ksmith.evaluator.evaluate import DeviceEvaluator
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAND = os.path.join(HERE, "candidates")
+MANIFEST = json.load(open(os.path.join(CAND, "manifest.json")))
+OPTIONS = {"trials": 3, "run_timeout_s": 15, "memory_limit_mb": 1536}
+
+
+def _cases():
+    cases = []
+    for e in MANIFEST["honest"]:
+        cases.append((e["candidate"], "static", e["task"], ["correct", None]))
+    for e in MANIFEST["adversarial"]:
+        cases.append((e["candidate"], "static", e["task"], e["expect"]))
+        if "runtime" in e and not e.get("gpu_only"):
+            cases.append((e["candidate"], "runtime", e["task"], e["runtime"]))
+    for group in ("garbage", "isolation"):
+        for e in MANIFEST[group]:
+            cases.append((e["candidate"], "runtime" if e.get("static_off") else "static", e["task"], e["expect"]))
+    return cases
+
+
+CASES = _cases()
+
+
+def _request(task: str, candidate: str) -> dict:
+    return {"task_id": task, "reference": open(os.path.join(CAND, task)).read(), "candidate": open(os.path.join(CAND, candidate)).read(), "measure": False}
+
+
+@pytest.fixture(scope="module")
+def results():
+    evs = {"static": DeviceEvaluator("cpu", OPTIONS), "runtime": DeviceEvaluator("cpu", dict(OPTIONS, static_checks=False))}
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            futures = {(c, layer): pool.submit(evs[layer].evaluate, _request(t, c)) for c, layer, t, _ in CASES}
+            out = {k: f.result() for k, f in futures.items()}
+        # after every crash, hang and memory bomb, the same evaluator still serves honest work
+        out["after"] = evs["static"].evaluate(_request("tasks/elementwise.py", "honest/elementwise.py"))
+        yield out
+    finally:
+        for ev in evs.values():
+            ev.close()
+
+
+@pytest.mark.parametrize("candidate,layer,task,expect", CASES, ids=[f"{c}:{layer}" for c, layer, _, _ in CASES])
+def test_verdict(results, candidate, layer, task, expect):
+    r = results[(candidate, layer)]
+    assert [r["status"], r["hack"]] == list(expect), r["error_log"]
+    assert r["candidate_timing"] is None and r["speedup"] is None  # no GPU: not measured
+    assert r["hardware"]["device"] == "cpu (triton interpreter)"
+
+
+def test_honest_results_carry_errors_and_trials(results):
+    r = results[("honest/matmul.py", "static")]
+    assert r["trials"] == OPTIONS["trials"] and r["trials_passed"] == OPTIONS["trials"]
+    assert len(r["errors"]) == 1 and r["errors"][0]["max_abs"] < 1e-3
+
+
+def test_incorrect_reports_error_statistics(results):
+    r = results[("garbage/wrong_values.py", "static")]
+    assert r["trials_passed"] < r["trials"]
+    assert r["errors"][0]["max_abs"] > 1e-2 and r["errors"][0]["mean_abs"] > 0
+
+
+def test_isolation_messages_name_the_cause(results):
+    assert "no answer within" in results[("isolation/hang.py", "static")]["error_log"]
+    assert "memory limit exceeded" in results[("isolation/memory_bomb.py", "static")]["error_log"]
+    assert "exited with code 7" in results[("isolation/crash_exit.py", "runtime")]["error_log"]
+
+
+def test_worker_survives_isolation_cases(results):
+    assert results["after"]["status"] == "correct"

@@ -1,0 +1,82 @@
+"""The worker's JSON-lines protocol (a real worker process) and the HTTP endpoint (loopback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+from ksmith.evaluator.server import make_server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYROOT = os.path.dirname(HERE)
+SYNTAX_ERROR = "class ModelNew(:\n"
+BROKEN_REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    raise RuntimeError('no inputs today')\ndef get_init_inputs():\n    return []\n"
+HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read()
+
+
+def _request(candidate: str, reference: str = "x = 1\n", task: str = "t") -> dict:
+    return {"task_id": task, "reference": reference, "candidate": candidate, "measure": True}
+
+
+def test_worker_speaks_json_lines():
+    env = dict(os.environ, PYTHONPATH=PYROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "ksmith.evaluator", "worker", "--device", "cpu"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        hello = json.loads(proc.stdout.readline())
+        assert hello["v"] == 1 and hello["type"] == "hello" and hello["device"] == "cpu"
+        lines = [
+            {"v": 1, "type": "ping", "id": "p"},
+            {"v": 1, "type": "evaluate", "id": "a", "request": _request(SYNTAX_ERROR)},
+            {"v": 1, "type": "evaluate", "id": "b", "request": _request(HONEST, BROKEN_REFERENCE, "broken")},
+            {"v": 2, "type": "ping", "id": "old"},
+            {"v": 1, "type": "evaluate", "id": "c", "request": {"task_id": "t"}},
+        ]
+        for msg in lines:
+            proc.stdin.write(json.dumps(msg) + "\n")
+        proc.stdin.write("garbage\n")
+        proc.stdin.write(json.dumps({"v": 1, "type": "shutdown"}) + "\n")
+        proc.stdin.flush()
+        answers = [json.loads(line) for line in proc.stdout]
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id["p"]["type"] == "pong"
+    assert by_id["a"]["type"] == "result" and by_id["a"]["result"]["status"] == "compile_error"
+    assert by_id["b"]["type"] == "error" and by_id["b"]["error"]["kind"] == "broken_reference"
+    assert "no inputs today" in by_id["b"]["error"]["message"] and by_id["b"]["error"]["task_id"] == "broken"
+    assert by_id["c"]["error"]["kind"] == "bad_request"
+    protocol_errors = [a for a in answers if a["type"] == "error" and a["error"]["kind"] == "protocol"]
+    assert len(protocol_errors) == 2 and any("version" in a["error"]["message"] for a in protocol_errors)
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_http_endpoint_over_loopback():
+    server = make_server("127.0.0.1", 0, "cpu", {})
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(base + "/v1/health", timeout=10) as r:
+            assert json.loads(r.read())["type"] == "hello"
+        code, body = _post(base + "/v1/evaluate", {"v": 1, "request": _request(SYNTAX_ERROR)})
+        assert code == 200 and body["result"]["status"] == "compile_error"
+        code, body = _post(base + "/v1/evaluate", {"v": 9, "request": _request(SYNTAX_ERROR)})
+        assert code == 400 and "version" in body["error"]["message"]
+        code, body = _post(base + "/v1/evaluate", {"v": 1, "request": _request(HONEST, BROKEN_REFERENCE, "broken")})
+        assert code == 422 and body["error"]["kind"] == "broken_reference"
+    finally:
+        server.shutdown()
+        server.evaluator.close()

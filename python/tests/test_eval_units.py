@@ -1,0 +1,134 @@
+"""Unit tests of the evaluator's pieces that need no child process: static checks, comparisons,
+timing statistics, inputs, the protocol codec."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ksmith.evaluator import compare, protocol
+from ksmith.evaluator.inputs import make_inputs
+from ksmith.evaluator.static_check import check
+from ksmith.evaluator.timing import trimmed_stats
+
+KERNEL = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def program(body: str, header: str = "") -> str:
+    return header + KERNEL + "\nclass ModelNew(torch.nn.Module):\n" + body
+
+
+LAUNCH = "    def forward(self, x):\n        k[(1,)](x, x.numel(), BLOCK=16)\n        return x\n"
+
+
+@pytest.mark.parametrize(
+    "src,status,hack",
+    [
+        (program(LAUNCH), None, None),
+        (program(LAUNCH, "import subprocess\n"), "hacked", "sandbox_escape"),
+        (program(LAUNCH, "import multiprocessing\n"), "hacked", "background_thread"),
+        (program(LAUNCH, "from concurrent.futures import ThreadPoolExecutor\n"), "hacked", "background_thread"),
+        (program("    def forward(self, x):\n        s = torch.cuda.Stream()\n        k[(1,)](x, 1, BLOCK=16)\n        return x\n"), "hacked", "side_stream"),
+        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return eval('x')\n"), "hacked", "sandbox_escape"),
+        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return getattr(x, 'cl' + 'one')()\n"), "hacked", "sandbox_escape"),
+        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return x.__class__.__subclasses__()\n"), "hacked", "sandbox_escape"),
+        (program(LAUNCH, "import time\n") + "time.perf_counter = lambda: 0.0\n", "hacked", "sandbox_escape"),
+        (program(LAUNCH) + "torch.cuda.synchronize = lambda: None\n", "hacked", "timer_patch"),
+        (program(LAUNCH) + "setattr(torch.cuda, 'synchronize', None)\n", "hacked", "sandbox_escape"),
+        (program(LAUNCH) + "torch.set_float32_matmul_precision('medium')\n", "hacked", "precision_downgrade"),
+        (program("    def forward(self, x):\n        return torch.compile(lambda y: y)(x) if k else x\n"), "hacked", "torch_fallback"),
+        (program(LAUNCH, "from torch.utils.cpp_extension import load_inline\n"), "static_rejected", None),
+        (program("    def forward(self, x):\n        return x\n"), "static_rejected", None),
+        (KERNEL + "\nclass Model(torch.nn.Module):\n" + LAUNCH, "static_rejected", None),
+        (program("    def forward(self, x):\n        try:\n            k[(1,)](x, 1, BLOCK=16)\n        except Exception:\n            pass\n        return x\n"), "hacked", "try_except_fallback"),
+        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return x\n\nclass Lazy(torch.Tensor):\n    pass\n"), "hacked", "lazy_output"),
+        ("def broken(:\n", "compile_error", None),
+    ],
+)
+def test_static_verdicts(src, status, hack):
+    v = check(src)
+    assert (v.status, v.hack) == (status, hack), v.message
+
+
+def test_static_names_the_line():
+    v = check(program(LAUNCH, "import socket\n"))
+    assert v.message.startswith("line 1:") and "socket" in v.message
+
+
+def test_static_try_without_launch_is_only_a_warning():
+    v = check(program("    def forward(self, x):\n        try:\n            n = int(x.shape[0])\n        except ValueError:\n            n = 1\n        k[(1,)](x, n, BLOCK=16)\n        return x\n"))
+    assert v.status is None and any("try" in w for w in v.warnings)
+    assert v.kernels == ["k"]
+
+
+def test_static_reachability_through_helpers():
+    src = KERNEL + "\ndef launch(x):\n    k[(1,)](x, x.numel(), BLOCK=16)\n    return x\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return launch(x)\n"
+    assert check(src).status is None
+    unreachable = KERNEL + "\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    v = check(unreachable)
+    assert v.status == "static_rejected" and "reachable" in v.message
+
+
+def test_tolerance_is_dtype_aware():
+    ref = [torch.ones(100)]
+    assert compare.output_errors([torch.ones(100) + 5e-5], ref, compare.DEFAULT_TOLERANCES)[0]
+    assert not compare.output_errors([torch.ones(100) + 1e-3], ref, compare.DEFAULT_TOLERANCES)[0]
+    ref16 = [torch.ones(100, dtype=torch.float16)]
+    assert compare.output_errors([torch.ones(100, dtype=torch.float16) + 5e-3], ref16, compare.DEFAULT_TOLERANCES)[0]
+    assert not compare.output_errors([torch.tensor([1, 2])], [torch.tensor([1, 3])], {})[0]
+
+
+def test_nan_only_matches_nan_and_stats_are_json_safe():
+    ref = [torch.tensor([1.0, float("nan")])]
+    ok, stats = compare.output_errors([torch.tensor([1.0, float("nan")])], ref, compare.DEFAULT_TOLERANCES)
+    assert ok
+    ok, stats = compare.output_errors([torch.tensor([float("nan"), 1.0])], ref, compare.DEFAULT_TOLERANCES)
+    assert not ok and stats[0]["max_abs"] == 1.7976931348623157e308
+    json.dumps(stats, allow_nan=False)
+
+
+def test_structure_errors():
+    assert "shape" in compare.structure_error([torch.ones(2, 2)], [torch.ones(4)])
+    assert "dtype" in compare.structure_error([torch.ones(4, dtype=torch.float64)], [torch.ones(4)])
+    assert "outputs" in compare.structure_error([torch.ones(4)] * 2, [torch.ones(4)])
+
+
+def test_trimmed_stats_drops_outliers():
+    s = trimmed_stats([1.0] * 50 + [1.01] * 50 + [9.0])
+    assert s["samples"] == 100 and abs(s["median_ms"] - 1.005) < 1e-9 and s["cv"] < 0.01
+
+
+def test_inputs_are_fresh_signed_nonzero_and_keep_domains():
+    def get_inputs():
+        return [torch.randn(1000), torch.rand(1000), torch.randint(0, 5, (10,)), 3]
+
+    a = make_inputs(get_inputs, 1, 0)
+    b = make_inputs(get_inputs, 2, 1)
+    assert not torch.equal(a[0], b[0])
+    assert (a[0] < 0).any() and (a[0] > 0).any() and (a[0] != 0).all()
+    assert (b[1] >= 0).all() and (b[1] != 0).all()
+    assert a[2].dtype == torch.int64 and a[3] == 3
+    assert torch.equal(make_inputs(get_inputs, 1, 0)[0], a[0])
+
+
+def test_protocol_rejects_other_versions_and_bad_requests():
+    assert protocol.parse('{"v":1,"type":"ping"}')["type"] == "ping"
+    with pytest.raises(protocol.ProtocolError, match="version"):
+        protocol.parse('{"v":2,"type":"ping"}')
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse("not json")
+    with pytest.raises(protocol.ProtocolError, match="candidate"):
+        protocol.check_request({"task_id": "t", "reference": "r"})
+    with pytest.raises(ValueError):
+        protocol.encode({"type": "x", "value": float("nan")})
