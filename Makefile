@@ -9,13 +9,17 @@ export KSMITH_VENV
 PYTHON   := $(KSMITH_VENV)/bin/python
 KSMITH   := target/release/ksmith
 
-.PHONY: all build venv dataset test test-rust test-python lint bench clean
+.PHONY: all build venv chromium dataset test test-rust test-python lint bench clean
 
 all: build
 
 ## The Python environment (torch, triton), cached outside the clone and reused.
 venv:
 	scripts/setup-python.sh
+
+## Headless Chromium for the report test (Debian package; needs root or sudo once).
+chromium:
+	scripts/setup-chromium.sh
 
 build:
 	$(CARGO) build --release -p ksmith-cli
@@ -25,7 +29,7 @@ dataset: venv build
 	$(KSMITH) run --config $(CONFIG) --workdir $(WORKDIR)
 
 ## Every test: formatting, lints, Rust unit and integration tests, Python tests.
-test: venv lint test-rust test-python
+test: venv chromium lint test-rust test-python
 
 lint:
 	$(CARGO) fmt --all --check

@@ -57,6 +57,15 @@ pub enum Command {
     Run(#[command(flatten)] Common),
     /// Check the configuration (every stage's section) and print the resolved settings.
     Check(#[command(flatten)] Common),
+    /// Write a self-contained HTML report of the work directory (default: DIR/report.html).
+    Report {
+        /// Options shared by every subcommand.
+        #[command(flatten)]
+        common: Common,
+        /// Where to write the HTML file.
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
 }
 
 impl Command {
@@ -70,7 +79,8 @@ impl Command {
             | Command::Cluster(c)
             | Command::Rollout(c)
             | Command::Run(c)
-            | Command::Check(c) => c,
+            | Command::Check(c)
+            | Command::Report { common: c, .. } => c,
         }
     }
 
@@ -83,7 +93,7 @@ impl Command {
             Command::Dedup(_) => Some(Stage::Dedup),
             Command::Cluster(_) => Some(Stage::Cluster),
             Command::Rollout(_) => Some(Stage::Rollout),
-            Command::Run(_) | Command::Check(_) => None,
+            Command::Run(_) | Command::Check(_) | Command::Report { .. } => None,
         }
     }
 }

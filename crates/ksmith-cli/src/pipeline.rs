@@ -86,6 +86,12 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
+        Command::Report { out, .. } => {
+            let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
+                .map_err(|e| Failure::Stage(e.into()))?;
+            println!("{}", path.display());
+            Ok(())
+        }
         other => {
             let stage = other
                 .stage()
