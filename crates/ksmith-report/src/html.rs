@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::collect::ReportData;
-use crate::svg::{bar_chart, escape, line_chart};
+use crate::svg::{Series, bar_chart, escape, line_chart};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1000px;color:#222}\
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
@@ -70,7 +70,7 @@ pub fn render_html(data: &ReportData) -> String {
     if !data.timed && !data.trajectories.is_empty() {
         h.push_str("<p class=\"muted\">No step has a measured speedup (the evaluator ran without a GPU, in the Triton interpreter): speedups are not measured, only correctness.</p>");
     }
-    let series: Vec<(String, Vec<(f64, Option<f64>)>)> = data
+    let series: Vec<Series> = data
         .trajectories
         .iter()
         .map(|t| {
@@ -141,7 +141,7 @@ pub fn render_html(data: &ReportData) -> String {
 }
 
 /// The mean over series at each x where at least one series has a value.
-fn aggregate(series: &[(String, Vec<(f64, Option<f64>)>)]) -> Vec<(f64, Option<f64>)> {
+fn aggregate(series: &[Series]) -> Vec<(f64, Option<f64>)> {
     let mut sums: std::collections::BTreeMap<u64, (f64, u32)> = Default::default();
     for (_, pts) in series {
         for (x, y) in pts {

@@ -2,6 +2,9 @@
 
 use std::fmt::Write as _;
 
+/// A named line of `(x, y)` points; `y` is `None` where the series has no value.
+pub(crate) type Series = (String, Vec<(f64, Option<f64>)>);
+
 /// Escapes text for HTML and SVG.
 pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -77,7 +80,7 @@ pub(crate) fn line_chart(
     title: &str,
     x_label: &str,
     y_label: &str,
-    series: &[(String, Vec<(f64, Option<f64>)>)],
+    series: &[Series],
 ) -> String {
     let (w, h, left, bottom, top, right) = (640.0, 300.0, 56.0, 40.0, 16.0, 16.0);
     let points = series.iter().flat_map(|(_, p)| p.iter());
