@@ -1,6 +1,8 @@
 //! Renders a report of a synthetic work directory and checks it in headless Chromium: the page
 //! loads offline and every plot is present with its marks.
 
+#![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -117,7 +119,7 @@ fn write_workdir(dir: &Path) {
     let clusters: Vec<ClusterRow> = (0..3)
         .map(|i| ClusterRow {
             module_id: format!("m{i}"),
-            cluster: i as i32 % 2,
+            cluster: i % 2,
             is_center: i < 2,
             family: if i == 0 { "activation" } else { "attention" }.into(),
             family_rule: "ops".into(),
