@@ -344,3 +344,17 @@ def test_timeouts_are_not_swallowed_by_the_search():
     initial = probe.initial_state()
     with pytest.raises(ProbeTimeout):
         probe.search(initial)
+
+
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        (nn.GroupNorm(2, 6), (4, 4, 4)),
+        (nn.InstanceNorm2d(3, affine=True), (4, 4, 4)),
+        (nn.MultiheadAttention(16, 4, batch_first=True), (4, 4, 4)),
+    ],
+    ids=["groupnorm", "instancenorm", "attention"],
+)
+def test_norm_and_attention_feature_sizes(layer, shape):
+    fn = (lambda x: layer(x, x, x)) if isinstance(layer, nn.MultiheadAttention) else layer
+    assert repaired_by_search(fn, fwd_state(shape)) is not None

@@ -22,6 +22,7 @@ import inspect
 import linecache
 import random
 import re
+import sys
 import time
 import traceback
 from typing import Any, Dict, List, Optional, Tuple
@@ -40,14 +41,18 @@ class ProbeTimeout(BaseException):
 
 
 def seed_all(seed: int, torch) -> None:
-    """Seeds torch, random and numpy (when loaded)."""
-    random.seed(seed)
-    torch.manual_seed(seed)
-    import sys
+    """Seeds torch's CPU generator, random and numpy (when loaded).
 
+    ``torch.manual_seed`` would also queue a CUDA seeding with a captured stack trace (several
+    ms per call); the probe runs on CPU only, so the CPU generator is seeded directly.
+    """
+    random.seed(seed)
+    torch.default_generator.manual_seed(seed)
     np = sys.modules.get("numpy")
     if np is not None:
-        np.random.seed(seed % (2**32))
+        np_random = sys.modules.get("numpy.random")
+        if np_random is not None:
+            np_random.seed(seed % (2**32))
 
 
 def exec_program(text: str) -> Dict[str, Any]:

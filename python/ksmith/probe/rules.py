@@ -447,6 +447,23 @@ def _channels(s: State, f: Failure, want: int, got: int) -> List[Fix]:
     return _set_dim(s, f, 1, got, want, f"{want} channels") + _rerank(s, f, [2], f"{want} channels", lambda g: g.rank == 1)
 
 
+def _weight_vector(m: re.Match, f: Failure, s: State) -> List[Fix]:
+    want = int(m.group(1))
+    shape = _ints(m.group(2))
+    fixes = []
+    if len(shape) >= 2:
+        fixes += _set_dim(s, f, 1, shape[1], want, f"weight of {want} channels")
+    fixes += _set_dim(s, f, 0, None, want, f"weight of {want} channels")
+    return fixes
+
+
+def _dim_matches_features(m: re.Match, f: Failure, s: State) -> List[Fix]:
+    dim, want, got = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    return _set_dim(s, f, dim, got, want, f"{want} features at dimension {dim}") + _set_dim(
+        s, f, dim + 1, got, want, f"{want} features"
+    )
+
+
 def _last_dim(m: re.Match, f: Failure, s: State) -> List[Fix]:
     want, got = int(m.group(1)), int(m.group(2))
     return _set_dim(s, f, -1, got, want, f"last dimension {want}")
@@ -528,6 +545,9 @@ RULES: List[Tuple[re.Pattern, Rule]] = [
     (re.compile(r"running_mean should contain (\d+) elements not (\d+)"), _running_mean),
     (re.compile(r"[Ee]xpected (?:input|weight) .*?(\d+) channels.*?got (\d+)"), _channel_count),
     (re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)"), _last_dim),
+    (re.compile(r"was expecting embedding dimension of (\d+), but got (\d+)"), _last_dim),
+    (re.compile(r"weight to be a vector of size equal to the number of channels in input, but got weight of shape \[(\d+)\] and input of shape \[([\d, ]*)\]"), _weight_vector),
+    (re.compile(r"expected input's size at dim=(\d+) to match num_features \((\d+)\), but got: (\d+)"), _dim_matches_features),
     (re.compile(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got size (\d+)"), _cat_sizes),
     (re.compile(r"can't allocate memory|out of memory|MemoryError"), _alloc),
     (re.compile(r"Expected more than 1 value per channel when training"), _batch_one),
