@@ -1,0 +1,2 @@
+//! Cluster benchmark (placeholder until written).
+fn main() {}

@@ -1,0 +1,97 @@
+//! The `[cluster]` section of the configuration.
+
+use ksmith_embed::EmbedderConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClusterError;
+
+/// Settings of the cluster stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Dimensions kept by PCA before clustering; 0 keeps the embedding as it is.
+    pub pca_dims: usize,
+    /// HDBSCAN: the smallest group that counts as a cluster.
+    pub min_cluster_size: usize,
+    /// HDBSCAN: neighbours defining a point's core distance (density smoothing).
+    pub min_samples: usize,
+    /// HDBSCAN: clusters closer than this (Euclidean on unit vectors) are merged.
+    pub epsilon: f64,
+    /// HDBSCAN: allow a single cluster covering everything.
+    pub allow_single_cluster: bool,
+    /// HDBSCAN runs on at most this many points (a sample by id hash); the others join the
+    /// cluster of their nearest sampled point. HDBSCAN's cost grows with the square of it.
+    pub max_cluster_points: usize,
+    /// Medoids of clusters larger than this are computed against this many members.
+    pub medoid_sample: usize,
+    /// Which modules become tasks: `centers` (cluster medoids), `all`, or `balanced` (up to
+    /// `balanced_per_cell` per family x level, centers first).
+    pub tasks: String,
+    /// Also make a task of every noise module (`selected_as = "noise"`) with `tasks = "centers"`.
+    pub noise_tasks: bool,
+    /// Tasks per (family, level) cell with `tasks = "balanced"`.
+    pub balanced_per_cell: usize,
+    /// Seed of the PCA start, the sample and the balanced order.
+    pub seed: u64,
+    /// The embedder.
+    pub embedder: EmbedderConfig,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            pca_dims: 16,
+            min_cluster_size: 10,
+            min_samples: 5,
+            epsilon: 0.0,
+            allow_single_cluster: false,
+            max_cluster_points: 15_000,
+            medoid_sample: 2_000,
+            tasks: "centers".into(),
+            noise_tasks: false,
+            balanced_per_cell: 50,
+            seed: 42,
+            embedder: EmbedderConfig::default(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Checks the values (no I/O).
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        let bad = |m: String| Err(ClusterError::Config(m));
+        if self.min_cluster_size < 2 {
+            return bad(format!(
+                "[cluster] min_cluster_size must be at least 2 (got {})",
+                self.min_cluster_size
+            ));
+        }
+        if self.min_samples < 1 {
+            return bad("[cluster] min_samples must be at least 1".into());
+        }
+        if !(self.epsilon >= 0.0 && self.epsilon.is_finite()) {
+            return bad(format!(
+                "[cluster] epsilon must be finite and >= 0 (got {})",
+                self.epsilon
+            ));
+        }
+        if self.max_cluster_points < self.min_cluster_size {
+            return bad("[cluster] max_cluster_points must be at least min_cluster_size".into());
+        }
+        if self.medoid_sample == 0 {
+            return bad("[cluster] medoid_sample must be at least 1".into());
+        }
+        if !matches!(self.tasks.as_str(), "centers" | "all" | "balanced") {
+            return bad(format!(
+                "[cluster] tasks must be \"centers\", \"all\" or \"balanced\" (got {:?})",
+                self.tasks
+            ));
+        }
+        if self.tasks == "balanced" && self.balanced_per_cell == 0 {
+            return bad("[cluster] balanced_per_cell must be at least 1".into());
+        }
+        self.embedder
+            .validate()
+            .map_err(|e| ClusterError::Config(format!("[cluster.embedder] {e}")))
+    }
+}

@@ -1,0 +1,247 @@
+//! Cluster: groups the unique modules, picks cluster centers as tasks and labels every module
+//! with a functional family and a difficulty level. Input: `dedup.parquet` (DedupRow, kept
+//! modules only) with programs from `probes.parquet` (the repaired program) or
+//! `modules.parquet`. Output: `clusters.parquet` (ClusterRow, one per kept module) and
+//! `tasks.parquet` (TaskRow), both sorted by module id.
+//!
+//! Steps: embed each program ([`ksmith_embed::EmbedderConfig`]); PCA to `pca_dims`
+//! (deterministic, [`pca`]); L2-normalize; HDBSCAN (the `hdbscan` crate, Euclidean on unit
+//! vectors, so cosine order) on at most `max_cluster_points` points, the others joining their
+//! nearest sampled point's cluster ([`clustering`]); the center of each cluster is its medoid in
+//! the ORIGINAL embedding space. Noise keeps cluster -1 and is never a center; noise modules
+//! become tasks only with `noise_tasks = true` (they are unusual modules, worth having when the
+//! budget allows, but not representatives of anything). Family and level come from the
+//! operators the program calls ([`family`]).
+//!
+//! Invariants: same input and config, same output, whatever the thread count. Entry point:
+//! [`run`].
+#![deny(missing_docs)]
+
+pub mod clustering;
+pub mod config;
+pub mod error;
+pub mod family;
+pub mod pca;
+pub mod tasks;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use ksmith_core::config::section_hash;
+use ksmith_core::context::StageContext;
+use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::tables::{ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
+use ksmith_embed::Embedder;
+use rayon::prelude::*;
+
+pub use config::ClusterConfig;
+pub use error::ClusterError;
+
+/// The stage's name.
+pub const STAGE: &str = "cluster";
+/// Bumped whenever the output for the same input and config changes.
+pub const CODE_VERSION: u32 = 1;
+
+/// One unique module to cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    /// Module id.
+    pub id: String,
+    /// Its program.
+    pub program: String,
+    /// Its repository.
+    pub repo: String,
+    /// Its class name in the repository.
+    pub class_name: String,
+    /// Its license.
+    pub license: Option<String>,
+}
+
+/// The result of clustering, aligned with the input units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clustering {
+    /// Cluster label of each unit (-1 = noise).
+    pub labels: Vec<i32>,
+    /// Whether each unit is the medoid of its cluster.
+    pub is_center: Vec<bool>,
+    /// Family and level of each unit.
+    pub families: Vec<family::Label>,
+}
+
+/// Clusters units (call inside the rayon pool that should do the work).
+pub fn cluster_units(
+    units: &[Unit],
+    embedder: &dyn Embedder,
+    cfg: &ClusterConfig,
+) -> Result<Clustering, ClusterError> {
+    let programs: Vec<&str> = units.iter().map(|u| u.program.as_str()).collect();
+    let ids: Vec<String> = units.iter().map(|u| u.id.clone()).collect();
+    let families: Vec<family::Label> = units
+        .par_iter()
+        .map(|u| family::label(&u.program, &u.class_name))
+        .collect();
+    if units.is_empty() {
+        return Ok(Clustering {
+            labels: vec![],
+            is_center: vec![],
+            families,
+        });
+    }
+    let mut original = embedder.embed(&programs)?;
+    clustering::l2_normalize(&mut original);
+    let mut reduced = if cfg.pca_dims > 0 && cfg.pca_dims < original.ncols() {
+        let fit_rows =
+            clustering::sample_indices(&ids, cfg.max_cluster_points.max(20_000), cfg.seed);
+        let sample = original.select(ndarray::Axis(0), &fit_rows);
+        pca::Pca::fit(&sample, cfg.pca_dims, cfg.seed).transform(&original)
+    } else {
+        original.clone()
+    };
+    clustering::l2_normalize(&mut reduced);
+    let labels = clustering::cluster_labels(&reduced, &ids, cfg)?;
+    let mut is_center = vec![false; units.len()];
+    for (_, idx) in clustering::medoids(original.view(), &labels, cfg.medoid_sample) {
+        is_center[idx] = true;
+    }
+    Ok(Clustering {
+        labels,
+        is_center,
+        families,
+    })
+}
+
+/// The kept modules of the input tables, sorted by id.
+pub fn kept_units(
+    dedup: &[DedupRow],
+    modules: &[ModuleRow],
+    probes: &[ProbeRow],
+) -> Result<Vec<Unit>, ClusterError> {
+    let mods: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
+    let repaired: HashMap<&str, &str> = probes
+        .iter()
+        .filter_map(|p| {
+            p.program
+                .as_deref()
+                .map(|prog| (p.module_id.as_str(), prog))
+        })
+        .collect();
+    let mut units = Vec::new();
+    for r in dedup.iter().filter(|r| r.kept) {
+        let m = mods.get(r.module_id.as_str());
+        let program = repaired
+            .get(r.module_id.as_str())
+            .map(|s| s.to_string())
+            .or_else(|| m.and_then(|m| m.program.clone()))
+            .ok_or_else(|| ClusterError::MissingProgram {
+                module_id: r.module_id.clone(),
+            })?;
+        units.push(Unit {
+            id: r.module_id.clone(),
+            program,
+            repo: m.map(|m| m.repo.clone()).unwrap_or_default(),
+            class_name: m.map(|m| m.class_name.clone()).unwrap_or_default(),
+            license: m.and_then(|m| m.license.clone()),
+        });
+    }
+    units.sort_by(|a, b| a.id.cmp(&b.id));
+    units.dedup_by(|a, b| a.id == b.id);
+    Ok(units)
+}
+
+/// Runs the cluster stage in `ctx.workdir`.
+pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, ClusterError> {
+    let started = Instant::now();
+    cfg.validate()?;
+    let dedup_path = DedupRow::path_in(&ctx.workdir);
+    let modules_path = ModuleRow::path_in(&ctx.workdir);
+    let probes_path = ProbeRow::path_in(&ctx.workdir);
+    for (path, table, stage) in [
+        (&dedup_path, "dedup.parquet", "dedup"),
+        (&modules_path, "modules.parquet", "extract"),
+        (&probes_path, "probes.parquet", "probe"),
+    ] {
+        if !path.exists() {
+            return Err(ClusterError::MissingInput {
+                table,
+                path: path.clone(),
+                stage,
+            });
+        }
+    }
+    let clusters_path = ClusterRow::path_in(&ctx.workdir);
+    let tasks_path = TaskRow::path_in(&ctx.workdir);
+    let fp = Fingerprint::new(STAGE, CODE_VERSION)
+        .with("config", &section_hash(cfg))
+        .with_input(&dedup_path)
+        .with_input(&modules_path)
+        .with_input(&probes_path)
+        .finish();
+    let mut report = StageReport::new(STAGE);
+    report.fingerprint = fp.clone();
+    if is_up_to_date(&[&clusters_path, &tasks_path], &fp) && !ctx.force {
+        report.skipped = true;
+        return Ok(report);
+    }
+    let dedup: Vec<DedupRow> = read_table(&dedup_path)?;
+    let modules: Vec<ModuleRow> = read_table(&modules_path)?;
+    let probes: Vec<ProbeRow> = read_table(&probes_path)?;
+    report.rows_read = (dedup.len() + modules.len() + probes.len()) as u64;
+    let units = kept_units(&dedup, &modules, &probes)?;
+    ctx.info(format!("cluster: {} unique modules", units.len()));
+
+    let embedder = cfg.embedder.build()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads.max(1))
+        .build()
+        .map_err(|e| ClusterError::Threads(e.to_string()))?;
+    let tracker = ctx.tracker("cluster", Some(units.len() as u64));
+    let result = pool.install(|| cluster_units(&units, embedder.as_ref(), cfg))?;
+    tracker.inc(units.len() as u64);
+    tracker.finish();
+
+    let rows: Vec<ClusterRow> = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| ClusterRow {
+            module_id: u.id.clone(),
+            cluster: result.labels[i],
+            is_center: result.is_center[i],
+            family: result.families[i].family.to_string(),
+            family_rule: result.families[i].family_rule.clone(),
+            level: result.families[i].level,
+            level_rule: result.families[i].level_rule.clone(),
+        })
+        .collect();
+    let task_rows = tasks::select(&units, &rows, cfg);
+
+    let n_clusters = result
+        .labels
+        .iter()
+        .filter(|&&l| l >= 0)
+        .map(|&l| l as i64)
+        .max()
+        .map_or(0, |m| m + 1);
+    report.count("clusters", n_clusters as u64);
+    report.count(
+        "noise",
+        result.labels.iter().filter(|&&l| l < 0).count() as u64,
+    );
+    report.count(
+        "centers",
+        result.is_center.iter().filter(|&&c| c).count() as u64,
+    );
+    report.count("tasks", task_rows.len() as u64);
+    for r in &rows {
+        report.count(&format!("family_{}", r.family), 1);
+        report.count(&format!("level_{}", r.level), 1);
+    }
+    write_table(&clusters_path, &rows, &fp)?;
+    write_table(&tasks_path, &task_rows, &fp)?;
+    report.rows_written = (rows.len() + task_rows.len()) as u64;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.save(&ctx.workdir)?;
+    ctx.info(report.summary());
+    Ok(report)
+}

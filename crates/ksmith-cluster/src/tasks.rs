@@ -1,0 +1,70 @@
+//! Which unique modules become tasks.
+
+use std::collections::BTreeMap;
+
+use ksmith_core::tables::{ClusterRow, TaskRow};
+use ksmith_embed::hashing::{hash_str, mix};
+
+use crate::Unit;
+use crate::config::ClusterConfig;
+
+/// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
+type CellMember = (bool, u64, usize);
+
+/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id.
+///
+/// - `centers`: the medoid of every cluster (`selected_as = "center"`), plus every noise
+///   module when `noise_tasks` (`"noise"`);
+/// - `all`: every unique module (`"all"`);
+/// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then
+///   by a seeded hash of the id (`"balanced"`).
+pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<TaskRow> {
+    let task = |i: usize, how: &str| TaskRow {
+        task_id: units[i].id.clone(),
+        repo: units[i].repo.clone(),
+        class_name: units[i].class_name.clone(),
+        program: units[i].program.clone(),
+        family: rows[i].family.clone(),
+        level: rows[i].level,
+        cluster: rows[i].cluster,
+        license: units[i].license.clone(),
+        selected_as: how.to_string(),
+    };
+    let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
+        "all" => (0..units.len()).map(|i| task(i, "all")).collect(),
+        "balanced" => {
+            let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
+            for (i, r) in rows.iter().enumerate() {
+                cells
+                    .entry((r.family.as_str(), r.level))
+                    .or_default()
+                    .push((!r.is_center, mix(cfg.seed, hash_str(&units[i].id)), i));
+            }
+            cells
+                .into_values()
+                .flat_map(|mut members| {
+                    members.sort_unstable();
+                    members
+                        .into_iter()
+                        .take(cfg.balanced_per_cell)
+                        .map(|(_, _, i)| i)
+                        .collect::<Vec<_>>()
+                })
+                .map(|i| task(i, "balanced"))
+                .collect()
+        }
+        _ => (0..units.len())
+            .filter_map(|i| {
+                if rows[i].is_center {
+                    Some(task(i, "center"))
+                } else if cfg.noise_tasks && rows[i].cluster < 0 {
+                    Some(task(i, "noise"))
+                } else {
+                    None
+                }
+            })
+            .collect(),
+    };
+    out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    out
+}
