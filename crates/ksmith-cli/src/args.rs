@@ -53,6 +53,10 @@ pub enum Command {
     Cluster(#[command(flatten)] Common),
     /// Evolve kernels with a teacher LLM and GPU evaluators: steps.parquet.
     Rollout(#[command(flatten)] Common),
+    /// Pick SFT and GRPO samples from the steps: sft.parquet, grpo.parquet.
+    Select(#[command(flatten)] Common),
+    /// Write the datasets for trainers (verl, TRL, OpenRLHF): datasets/<name>/.
+    Export(#[command(flatten)] Common),
     /// Run every stage in order.
     Run(#[command(flatten)] Common),
     /// Check the configuration (every stage's section) and print the resolved settings.
@@ -78,6 +82,8 @@ impl Command {
             | Command::Dedup(c)
             | Command::Cluster(c)
             | Command::Rollout(c)
+            | Command::Select(c)
+            | Command::Export(c)
             | Command::Run(c)
             | Command::Check(c)
             | Command::Report { common: c, .. } => c,
@@ -93,6 +99,8 @@ impl Command {
             Command::Dedup(_) => Some(Stage::Dedup),
             Command::Cluster(_) => Some(Stage::Cluster),
             Command::Rollout(_) => Some(Stage::Rollout),
+            Command::Select(_) => Some(Stage::Select),
+            Command::Export(_) => Some(Stage::Export),
             Command::Run(_) | Command::Check(_) | Command::Report { .. } => None,
         }
     }

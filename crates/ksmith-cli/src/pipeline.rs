@@ -64,9 +64,22 @@ impl Session {
                 self.ctx.workdir.display()
             )
         })?;
-        for stage in stages {
+        for (i, stage) in stages.iter().enumerate() {
             let report = crate::stages::run_stage(*stage, self)
                 .with_context(|| format!("stage {} failed", stage.name()))?;
+            if report
+                .counters
+                .contains_key(crate::stages::SKIPPED_NO_TEACHER)
+            {
+                let downstream: Vec<&str> = stages[i + 1..].iter().map(|s| s.name()).collect();
+                if !downstream.is_empty() {
+                    self.ctx.warn(format!(
+                        "{} skipped: they need the rollout's steps",
+                        downstream.join(", ")
+                    ));
+                }
+                break;
+            }
             self.ctx.info(report.summary());
         }
         Ok(())

@@ -1,6 +1,14 @@
 //! The stages, their typed configuration sections and how each one is run.
+//!
+//! This is the one place where concrete implementations meet: the rollout stage gets the
+//! OpenAI-compatible teacher (`ksmith-teacher`) and the evaluator (`ksmith-eval`: a local worker
+//! pool or a remote endpoint) here, through the contracts of `ksmith-core`.
+
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use ksmith_core::config::Config;
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
 use ksmith_core::report::StageReport;
 use serde::Serialize;
 
@@ -21,17 +29,23 @@ pub enum Stage {
     Cluster,
     /// Tasks to `steps.parquet`.
     Rollout,
+    /// Steps to `sft.parquet` and `grpo.parquet`.
+    Select,
+    /// Samples to `datasets/<name>/`.
+    Export,
 }
 
 impl Stage {
     /// Every stage, in the order `ksmith run` runs them.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Crawl,
         Stage::Extract,
         Stage::Probe,
         Stage::Dedup,
         Stage::Cluster,
         Stage::Rollout,
+        Stage::Select,
+        Stage::Export,
     ];
 
     /// The stage's name, as in the subcommand and the config table.
@@ -43,6 +57,8 @@ impl Stage {
             Stage::Dedup => "dedup",
             Stage::Cluster => "cluster",
             Stage::Rollout => "rollout",
+            Stage::Select => "select",
+            Stage::Export => "export",
         }
     }
 }
@@ -56,6 +72,20 @@ pub struct StageConfigs {
     pub extract: ksmith_extract::ExtractConfig,
     /// `[probe]`.
     pub probe: ksmith_probe::ProbeConfig,
+    /// `[dedup]`.
+    pub dedup: ksmith_dedup::DedupConfig,
+    /// `[cluster]`.
+    pub cluster: ksmith_cluster::ClusterConfig,
+    /// `[eval]`: the evaluator the rollout stage uses.
+    pub eval: ksmith_eval::EvalConfig,
+    /// `[rollout]`.
+    pub rollout: ksmith_evolve::RolloutConfig,
+    /// `[teacher]`: the teacher LLM endpoints.
+    pub teacher: ksmith_teacher::TeacherConfig,
+    /// `[select]`.
+    pub select: ksmith_select::SelectConfig,
+    /// `[export]`.
+    pub export: ksmith_export::ExportConfig,
 }
 
 impl StageConfigs {
@@ -65,10 +95,24 @@ impl StageConfigs {
             crawl: config.section("crawl")?,
             extract: config.section("extract")?,
             probe: config.section("probe")?,
+            dedup: config.section("dedup")?,
+            cluster: config.section("cluster")?,
+            eval: config.section("eval")?,
+            rollout: config.section("rollout")?,
+            teacher: config.section("teacher")?,
+            select: config.section("select")?,
+            export: config.section("export")?,
         };
         stages.crawl.validate()?;
         stages.extract.validate()?;
         stages.probe.validate()?;
+        stages.dedup.validate()?;
+        stages.cluster.validate()?;
+        stages.eval.validate()?;
+        stages.rollout.validate()?;
+        stages.teacher.validate()?;
+        stages.select.validate()?;
+        stages.export.validate()?;
         Ok(stages)
     }
 }
@@ -81,6 +125,84 @@ pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport>
         Stage::Crawl => ksmith_crawl::run(&session.config.sources, &cfg.crawl, ctx)?,
         Stage::Extract => ksmith_extract::run(&cfg.extract, ctx)?,
         Stage::Probe => ksmith_probe::run(&cfg.probe, ctx)?,
-        other => anyhow::bail!("stage {} is not available in this build", other.name()),
+        Stage::Dedup => ksmith_dedup::run(&cfg.dedup, ctx)?,
+        Stage::Cluster => ksmith_cluster::run(&cfg.cluster, ctx)?,
+        Stage::Rollout => return run_rollout(session),
+        Stage::Select => ksmith_select::run(&cfg.select, ctx)?,
+        Stage::Export => ksmith_export::run(&cfg.export, ctx)?,
     })
+}
+
+/// The report counter that marks a rollout skipped for want of a teacher.
+pub const SKIPPED_NO_TEACHER: &str = "skipped_no_teacher";
+
+/// True when a teacher is configured: a `[teacher]` table in the file or `KSMITH_TEACHER_URL`.
+pub fn teacher_configured(config: &Config) -> bool {
+    config.has_section("teacher")
+        || std::env::var(ksmith_teacher::TEACHER_URL_ENV).is_ok_and(|u| !u.trim().is_empty())
+}
+
+fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
+    let cfg = &session.stages;
+    let ctx = &session.ctx;
+    if !teacher_configured(&session.config) {
+        if cfg.rollout.required {
+            anyhow::bail!(
+                "rollout is required by {} but no teacher is configured: set {} to an \
+                 OpenAI-compatible endpoint (e.g. http://host:8000/v1) or add a [teacher] table",
+                session.config.origin,
+                ksmith_teacher::TEACHER_URL_ENV
+            );
+        }
+        ctx.warn(format!(
+            "rollout skipped: no teacher configured; set {} to an OpenAI-compatible endpoint \
+             (e.g. http://host:8000/v1) or add a [teacher] table to run it",
+            ksmith_teacher::TEACHER_URL_ENV
+        ));
+        let mut report = StageReport::new(ksmith_evolve::STAGE);
+        report.skipped = true;
+        report.count(SKIPPED_NO_TEACHER, 1);
+        return Ok(report);
+    }
+    let started = Instant::now();
+    let teacher = ksmith_teacher::Teacher::new(&cfg.teacher, &ctx.workdir)?;
+    let evaluator = LazyEvaluator::new(cfg.eval.clone());
+    let mut report = ksmith_evolve::run(&cfg.rollout, ctx, &teacher, &evaluator)?;
+    let usage = teacher.usage();
+    report.count("teacher_requests", usage.requests);
+    report.count("teacher_cache_hits", usage.cache_hits);
+    report.count("teacher_retries", usage.retries);
+    report.count("teacher_failures", usage.failures);
+    report.count("teacher_prompt_tokens", usage.prompt_tokens);
+    report.count("teacher_completion_tokens", usage.completion_tokens);
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+/// Starts the evaluator on first use, so a rollout that finds its output up to date never
+/// starts Python workers.
+struct LazyEvaluator {
+    cfg: ksmith_eval::EvalConfig,
+    inner: OnceLock<Result<Box<dyn Evaluator>, String>>,
+}
+
+impl LazyEvaluator {
+    fn new(cfg: ksmith_eval::EvalConfig) -> Self {
+        LazyEvaluator {
+            cfg,
+            inner: OnceLock::new(),
+        }
+    }
+}
+
+impl Evaluator for LazyEvaluator {
+    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
+        match self
+            .inner
+            .get_or_init(|| ksmith_eval::build(&self.cfg).map_err(|e| e.to_string()))
+        {
+            Ok(evaluator) => evaluator.evaluate(request),
+            Err(message) => Err(EvalError::Unavailable(message.clone())),
+        }
+    }
 }

@@ -162,6 +162,11 @@ impl Config {
         }
     }
 
+    /// True when the file has a `[name]` table (as opposed to taking the defaults).
+    pub fn has_section(&self, name: &str) -> bool {
+        self.sections.contains_key(name)
+    }
+
     /// A hash of the sources list, used in crawl's fingerprint.
     pub fn sources_hash(&self) -> String {
         content_id(serde_json::to_vec(&self.sources).unwrap_or_default())

@@ -74,6 +74,9 @@ pub struct RolloutConfig {
     /// Teacher tokens (prompt + completion, cache hits excluded) the whole run may spend
     /// (0: unlimited); tasks stop cleanly when it is spent and a rerun continues them.
     pub token_budget: u64,
+    /// Fail the run when no teacher is configured instead of skipping the rollout stage (the
+    /// nightly configuration sets it).
+    pub required: bool,
 }
 
 impl Default for RolloutConfig {
@@ -110,6 +113,7 @@ impl Default for RolloutConfig {
             measure: true,
             checkpoint_every: 10,
             token_budget: 0,
+            required: false,
         }
     }
 }
