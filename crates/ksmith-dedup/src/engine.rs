@@ -53,10 +53,15 @@ pub struct Features {
     pub shingles: usize,
 }
 
-/// Computes features of programs, in parallel (in the current rayon pool).
-pub fn features(programs: &[&str], cfg: &DedupConfig, need_signature: bool) -> Vec<Features> {
+/// Computes features of programs, in parallel (in the current rayon pool): the MinHash
+/// signature when `need_signature`, the structural hash when `need_structural`.
+pub fn features(
+    programs: &[&str],
+    cfg: &DedupConfig,
+    need_signature: bool,
+    need_structural: bool,
+) -> Vec<Features> {
     let hasher = MinHasher::new(cfg.num_perm, cfg.seed);
-    let need_structural = cfg.structural || cfg.contamination_structural;
     programs
         .par_iter()
         .map(|src| {
@@ -263,14 +268,15 @@ pub fn deduplicate(
 ) -> Result<(Vec<DedupRow>, DedupStats), DedupError> {
     let need_sig = cfg.near || !problems.is_empty();
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
-    let feats = features(&programs, cfg, need_sig);
+    let need_structural = cfg.structural || (!problems.is_empty() && cfg.contamination_structural);
+    let feats = features(&programs, cfg, need_sig, need_structural);
     let mut stats = DedupStats::default();
 
     let contaminated: Vec<Option<Contamination>> = if problems.is_empty() {
         vec![None; items.len()]
     } else {
         let sources: Vec<&str> = problems.iter().map(|p| p.source.as_str()).collect();
-        let pf = features(&sources, cfg, true);
+        let pf = features(&sources, cfg, true, cfg.contamination_structural);
         contamination(&feats, problems, &pf, cfg)
     };
 
