@@ -23,6 +23,7 @@ pub mod error;
 pub mod llm_repair;
 pub mod pool;
 pub mod protocol;
+pub mod reuse;
 pub mod rows;
 pub mod runtime;
 pub mod worker;
@@ -31,7 +32,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ksmith_core::chat::ChatClient;
-use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
 use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::progress::Tracker;
@@ -64,14 +64,9 @@ pub fn run_with_chat(
     cfg.validate()?;
     let input = ModuleRow::path_in(&ctx.workdir);
     let out = ProbeRow::path_in(&ctx.workdir);
-    let llm = if cfg.llm_repair && chat.is_some() {
-        "on"
-    } else {
-        "off"
-    };
+    let key = reuse::key(cfg, chat.is_some());
     let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &section_hash(&cfg.output_relevant()))
-        .with("llm", llm)
+        .with("reuse-key", &key)
         .with_input(&input)
         .finish();
     let mut report = StageReport::new(STAGE);
@@ -94,14 +89,27 @@ pub fn run_with_chat(
         "modules_without_program",
         (modules.len() - todo.len()) as u64,
     );
-    let tracker = ctx.tracker(STAGE, Some(todo.len() as u64));
+    // Modules probed before with the same program, config and runner keep their row.
+    let previous = if ctx.force {
+        Default::default()
+    } else {
+        reuse::previous_rows(&ctx.workdir, &key)
+    };
+    let fresh: Vec<&ModuleRow> = todo
+        .iter()
+        .copied()
+        .filter(|m| !previous.contains_key(&m.id))
+        .collect();
+    report.count("reused", (todo.len() - fresh.len()) as u64);
+    let tracker = ctx.tracker(STAGE, Some(fresh.len() as u64));
     let workers = if cfg.workers == 0 {
         ctx.threads
     } else {
         cfg.workers
     };
-    let output = probe_programs(&todo, cfg, workers, chat, &tracker)?;
+    let mut output = probe_programs(&fresh, cfg, workers, chat, &tracker)?;
     tracker.finish();
+    output.rows = reuse::merge(&todo, &previous, output.rows);
     if let Some(hello) = &output.hello {
         let off: Vec<&str> = hello
             .sandbox
@@ -129,6 +137,7 @@ pub fn run_with_chat(
     report.count("llm_asked", output.llm_asked);
     report.count("llm_fixed", output.llm_fixed);
     write_table(&out, &output.rows, &fp)?;
+    reuse::save_key(&ctx.workdir, &key)?;
     report.rows_written = output.rows.len() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     report.save(&ctx.workdir)?;

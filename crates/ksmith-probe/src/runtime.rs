@@ -44,6 +44,16 @@ pub const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// A hash of the embedded runner's source: part of the stage fingerprint, so a changed repair
+/// rule re-probes every module.
+pub fn runner_hash() -> String {
+    let mut h = ksmith_core::ids::IdHasher::new();
+    for (rel, text) in FILES {
+        h.part(rel).part(text);
+    }
+    h.finish()
+}
+
 /// A private directory holding the runner (`PYTHONPATH`) and the modules' temporary dirs.
 #[derive(Debug)]
 pub struct Runtime {

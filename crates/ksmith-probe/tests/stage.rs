@@ -205,3 +205,42 @@ fn a_missing_interpreter_is_one_clear_error() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_rerun_probes_only_new_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ModuleRow::path_in(dir.path());
+    let first = vec![module("ok_linear", program("ok_linear"))];
+    write_table(&path, &first, "extract-1").unwrap();
+    let ctx = StageContext::for_tests(dir.path());
+    let report = run(&quick(), &ctx).unwrap();
+    assert_eq!(report.counters.get("reused"), Some(&0));
+
+    // The next extract adds a module; the old one keeps its row, in input order.
+    let mut renamed = module("ok_linear", program("ok_linear"));
+    renamed.repo = "tests/other".into();
+    let second = vec![module("wrong_conv", program("wrong_conv")), renamed];
+    write_table(&path, &second, "extract-2").unwrap();
+    let report = run(&quick(), &ctx).unwrap();
+    assert_eq!(report.counters.get("reused"), Some(&1));
+    let rows: Vec<ProbeRow> = read_table(&ProbeRow::path_in(dir.path())).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r.module_id.as_str()).collect();
+    assert_eq!(ids, ["wrong_conv", "ok_linear"]);
+    assert_eq!(rows[1].repo, "tests/other");
+    assert_eq!(rows[1].status, ProbeStatus::Ok);
+    assert_eq!(rows[0].status, ProbeStatus::Ok);
+
+    // Another config probes everything again; so does --force.
+    let other = ProbeConfig {
+        max_steps: 15,
+        ..quick()
+    };
+    write_table(&path, &second, "extract-3").unwrap();
+    assert_eq!(run(&other, &ctx).unwrap().counters.get("reused"), Some(&0));
+    let mut forced = StageContext::for_tests(dir.path());
+    forced.force = true;
+    assert_eq!(
+        run(&other, &forced).unwrap().counters.get("reused"),
+        Some(&0)
+    );
+}
