@@ -116,8 +116,24 @@ class Sandbox:
         _, status = os.waitpid(pid, 0)
         return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
+    @staticmethod
+    def _remove_stale_cgroups(base: str) -> None:
+        """Removes empty cgroups of workers that were killed before they could clean up."""
+        try:
+            names = [n for n in os.listdir(base) if n.startswith("ksmith-probe-")]
+        except OSError:
+            return
+        for name in names:
+            pid = name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.rmdir(os.path.join(base, name))
+                except OSError:
+                    pass
+
     def _make_cgroup(self) -> None:
         for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+            self._remove_stale_cgroups(base)
             path = os.path.join(base, f"ksmith-probe-{os.getpid()}")
             limit_file = os.path.join(path, "pids.max")
             try:
