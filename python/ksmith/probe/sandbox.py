@@ -16,9 +16,12 @@ code or signal, CPU time of everything it ran) on its own pipe. The **runner**:
 - has ``RLIMIT_AS`` = its address space at fork + the memory limit (torch CPU works under it);
 - has no network: the worker unshares its network namespace at start (only a down loopback
   remains), or, where that is not permitted, ``socket.socket`` refuses to connect;
-- sees the whole file system read-only except its temporary directory and a private empty
-  ``/dev/shm`` (a new mount namespace; when not permitted, only the cwd/HOME/TMPDIR redirection
-  holds, and writes elsewhere are NOT prevented);
+- sees every mount read-only except its temporary directory, and a private ``/dev`` that holds
+  only null, zero, full, random, urandom and an empty private ``shm`` (a new mount namespace;
+  when not permitted, only the cwd/HOME/TMPDIR redirection holds, and writes elsewhere are NOT
+  prevented);
+- runs with every capability dropped and ``no_new_privs`` (uid 0 stays, but it cannot remount,
+  raise its rlimits, load modules or bypass permissions);
 - cannot fork-bomb the machine: its processes live in a PID namespace that the kernel tears down
   when the runner ends, and in a pids cgroup capped at ``max_processes`` where the cgroup
   hierarchy is writable; without either, the supervisor kills the session's process group
@@ -27,6 +30,11 @@ code or signal, CPU time of everything it ran) on its own pipe. The **runner**:
 The runner writes its result as one JSON document to a pipe; only the runner's own PID writes
 it (forked copies of the runner do not). The worker reads both pipes with a deadline and kills
 the supervisor when it passes.
+
+Not guaranteed: code that targets this runner on purpose runs in the same process as the
+result writer and can forge its result (the Rust side still checks ids and the protocol, and a
+forged success carries no verified program); without a PID namespace, a process that calls
+``setsid()`` escapes the final ``killpg`` and ``kill(-1)`` reaches every process of the user.
 """
 
 from __future__ import annotations
