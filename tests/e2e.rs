@@ -206,3 +206,153 @@ fn modules_run_in_probe() {
         );
     }
 }
+
+const SCALED_RELU: &str = r#"import torch
+from torch import nn
+
+
+class ScaledRelu(nn.Module):
+    def __init__(self, scale=2.0):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale
+"#;
+
+/// The teacher's answer: a Triton `ModelNew` for `ScaledRelu` with block size `block`.
+fn triton_answer(block: u32) -> String {
+    format!(
+        r#"Here is the Triton version.
+
+```python
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scaled_relu_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0) * scale, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale=2.0):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        scaled_relu_kernel[(triton.cdiv(n, {block}),)](x, out, n, self.scale, BLOCK={block})
+        return out
+```
+"#
+    )
+}
+
+/// The whole pipeline on one small repository with a scripted teacher on loopback and the CPU
+/// evaluator (Triton interpreter): every stage runs, the teacher's correct translation becomes a
+/// correctness SFT sample, and the exported datasets exist in the Hugging Face layout.
+#[test]
+fn whole_pipeline_with_a_loopback_teacher() {
+    use ksmith_core::tables::{SftRow, StepRow, TaskRow};
+    use ksmith_teacher::loopback::{LoopbackServer, Reply};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("acts");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    std::fs::write(repo.join("LICENSE"), LICENSE_MIT).expect("write");
+    std::fs::write(repo.join("act.py"), SCALED_RELU).expect("write");
+
+    let teacher = LoopbackServer::start(|_, n| {
+        Reply::chat(triton_answer(if n % 2 == 0 { 256 } else { 512 }))
+    })
+    .expect("loopback teacher");
+    let config = format!(
+        r#"[[source]]
+path = "{repo}"
+
+[cluster]
+tasks = "all"
+
+[rollout]
+iterations = 3
+num_islands = 1
+parallel_tasks = 1
+measure = false
+
+[teacher]
+max_retries = 0
+timeout_s = 30.0
+
+[[teacher.endpoints]]
+url = "{url}"
+model = "scripted"
+
+[eval]
+cpu_workers = 1
+"#,
+        repo = repo.display(),
+        url = teacher.url()
+    );
+    let s = session(dir.path(), &config);
+    s.run(&ksmith_cli::stages::Stage::ALL)
+        .expect("every stage runs");
+
+    let tasks: Vec<TaskRow> = read_table(&TaskRow::path_in(&s.ctx.workdir)).expect("tasks");
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    let steps: Vec<StepRow> = read_table(&StepRow::path_in(&s.ctx.workdir)).expect("steps");
+    assert_eq!(steps.len(), 3);
+    let first = steps.iter().find(|s| s.iteration == 0).expect("first step");
+    assert!(
+        first.correct,
+        "translation judged {:?}: {:?}",
+        first.eval_status, first.eval_json
+    );
+    assert!(
+        first.user_prompt.contains("class Model"),
+        "the prompt shows the reference"
+    );
+    assert_eq!(teacher.received().len(), 3, "one request per step");
+
+    let sft: Vec<SftRow> = read_table(&SftRow::path_in(&s.ctx.workdir)).expect("sft");
+    assert!(
+        sft.iter().any(|r| r.step_id == first.step_id),
+        "the correct translation is a correctness SFT sample"
+    );
+    let datasets = s.ctx.workdir.join("datasets");
+    let names: Vec<String> = std::fs::read_dir(&datasets)
+        .expect("datasets written")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    assert!(!names.is_empty());
+    for name in &names {
+        assert!(
+            datasets.join(name).join("README.md").exists(),
+            "{name} has a card"
+        );
+        assert!(
+            datasets.join(name).join("data").is_dir(),
+            "{name} has data/"
+        );
+    }
+
+    // A second run with nothing changed asks the teacher nothing and re-runs nothing.
+    let s = session(dir.path(), &config);
+    s.run(&ksmith_cli::stages::Stage::ALL).expect("second run");
+    assert_eq!(teacher.received().len(), 3, "nothing re-asked");
+    for stage in [
+        "extract", "probe", "dedup", "cluster", "rollout", "select", "export",
+    ] {
+        assert!(
+            report(dir.path(), stage).skipped,
+            "{stage} re-ran with nothing changed"
+        );
+    }
+}

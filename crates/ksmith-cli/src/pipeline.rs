@@ -67,6 +67,11 @@ impl Session {
         for (i, stage) in stages.iter().enumerate() {
             let report = crate::stages::run_stage(*stage, self)
                 .with_context(|| format!("stage {} failed", stage.name()))?;
+            // Saved here for every stage, skipped ones included, so reports/ always describes
+            // the latest run.
+            report
+                .save(&self.ctx.workdir)
+                .with_context(|| format!("cannot save the report of stage {}", stage.name()))?;
             if report
                 .counters
                 .contains_key(crate::stages::SKIPPED_NO_TEACHER)
