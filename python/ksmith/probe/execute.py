@@ -158,6 +158,7 @@ class Probe:
         self.init_form = "list"
         self.inputs_original_ok = False
         self.inputs_form = "list"
+        self.last_success = None
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -222,17 +223,15 @@ class Probe:
         phase = "init_inputs"
         try:
             seed_all(self.seed, torch)
-            orig = None
-            if any(G.uses_original(a.guess) for a in init):
-                orig = self._original("get_init_inputs", self.init_original_ok)
+            # The original functions are always called (when they work), so an attempt
+            # consumes the random generator exactly like the program run as it stands.
+            orig = self._original("get_init_inputs", self.init_original_ok)
             args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
             kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
             phase = "init"
             model = self.ns["Model"](*args, **kwargs)
             phase = "inputs"
-            orig = None
-            if any(G.uses_original(a.guess) for a in forward):
-                orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
+            orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
             inputs = [G.materialize(a.guess, torch, self.ns, orig) for a in forward]
             phase = "forward"
             with torch.no_grad():
@@ -244,6 +243,7 @@ class Probe:
         tensors = flatten_outputs(out, torch, [])
         if not tensors:
             return False, Failure("output", "NoTensorOutput", f"forward returned no tensor (got {type(out).__name__})")
+        self.last_success = (tensors, model)
         return True, tensors
 
     # --- the search ---------------------------------------------------------------------------
@@ -399,8 +399,13 @@ def run_request(request: Dict[str, Any], torch) -> Dict[str, Any]:
             return fail(last.exc_class, f"{last.phase}: {last.message}", status)
         emitted = probe.emit(initial, state)
         try:
-            first, model, forward_ms = probe.run_fresh(emitted)
-            second, _, _ = probe.run_fresh(emitted)
+            if emitted == text and probe.last_success is not None:
+                # Unchanged: the successful attempt was already a run of this exact text.
+                first, model = probe.last_success
+                second, _, forward_ms = probe.run_fresh(emitted)
+            else:
+                first, model, forward_ms = probe.run_fresh(emitted)
+                second, _, _ = probe.run_fresh(emitted)
         except ProbeTimeout:
             raise
         except BaseException as exc:  # noqa: BLE001
