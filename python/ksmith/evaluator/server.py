@@ -14,7 +14,17 @@ MAX_BODY = 16 * 2**20
 
 
 def make_server(host: str, port: int, device: str, options: dict | None) -> ThreadingHTTPServer:
+    """The HTTP endpoint of one local evaluator on `device`."""
     evaluator = DeviceEvaluator(device, options)
+    server = serve_with(host, port, evaluator.evaluate, lambda: hello(device))
+    server.evaluator = evaluator  # type: ignore[attr-defined]
+    return server
+
+
+def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
+    """An HTTP server speaking the protocol in front of any `evaluate(request) -> result`
+    callable (a local `DeviceEvaluator`, or a pool of Ray actors); `health()` answers
+    `GET /v1/health`. `evaluate` may raise `BrokenReference` (HTTP 422)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, code: int, body: dict) -> None:
@@ -27,7 +37,7 @@ def make_server(host: str, port: int, device: str, options: dict | None) -> Thre
 
         def do_GET(self):  # noqa: N802 - http.server naming
             if self.path == "/v1/health":
-                self._answer(200, hello(device))
+                self._answer(200, health())
             else:
                 self._answer(404, {"type": "error", "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None}})
 
@@ -46,7 +56,7 @@ def make_server(host: str, port: int, device: str, options: dict | None) -> Thre
                     raise protocol.ProtocolError(f"protocol version {body.get('v') if isinstance(body, dict) else None!r} is not supported")
                 req = protocol.check_request(body.get("request"))
                 task_id = req["task_id"]
-                result = evaluator.evaluate(req)
+                result = evaluate(req)
                 self._answer(200, {"type": "result", "result": result})
             except (protocol.ProtocolError, ValueError) as e:
                 self._answer(400, {"type": "error", "error": error_body(protocol.ProtocolError(str(e)), task_id)})
@@ -60,5 +70,4 @@ def make_server(host: str, port: int, device: str, options: dict | None) -> Thre
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    server.evaluator = evaluator  # type: ignore[attr-defined]
     return server
