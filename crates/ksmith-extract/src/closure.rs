@@ -138,7 +138,7 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
         }
     }
     if let Some(binder) = c.namespace.get("torch")
-        && *binder != Binder::Import("module torch".to_string())
+        && *binder != Binder::Import("object torch".to_string())
     {
         c.problems.push(Problem::NameConflict("torch".to_string()));
     }
@@ -432,13 +432,20 @@ impl<'r> Closure<'r> {
 
 /// The import line for a binding read as `local`, and the identity of what it binds.
 fn import_line(binding: &Binding, local: &str) -> (String, String) {
+    // What the name is bound to: `import torch.nn as nn` and `from torch import nn` bind the
+    // same object.
     let identity = match &binding.target {
-        Target::Module { path, .. } => format!("module {path}"),
+        Target::Module { path, .. } => format!("object {path}"),
+        Target::Name {
+            level: 0,
+            module,
+            name,
+        } => format!("object {module}.{name}"),
         Target::Name {
             level,
             module,
             name,
-        } => format!("name {level} {module}.{name}"),
+        } => format!("relative {level} {module}.{name}"),
         Target::Star { module, .. } => format!("star {module}"),
     };
     (binding.line_as(local), identity)

@@ -22,6 +22,10 @@ pub struct ExtractConfig {
     /// Deepest syntax-tree nesting analysed; classes nesting deeper fail as
     /// `too_deeply_nested`.
     pub max_nesting: u32,
+    /// Check each program with one re-parse of its whole text instead of re-parsing each of
+    /// its top-level statements once per repository (same verdict, slower: shared
+    /// dependencies are parsed again for every program that inlines them).
+    pub verify_whole_program: bool,
 }
 
 /// The packages of the probe environment (torch, triton, numpy and the standard library
@@ -63,6 +67,7 @@ impl Default for ExtractConfig {
             max_file_bytes: 4 * 1024 * 1024,
             parse_timeout_ms: 10_000,
             max_nesting: 400,
+            verify_whole_program: false,
         }
     }
 }

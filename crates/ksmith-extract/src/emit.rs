@@ -1,7 +1,8 @@
 //! Assembling a KernelBench-format program from a closure, and checking it: it must parse
 //! without ERROR or MISSING nodes and read no global name that it does not define or import.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use crate::builtins::is_builtin;
 use crate::closure::{NodeId, Plan};
@@ -49,10 +50,20 @@ fn statement_text(
     out
 }
 
+/// An emitted program and where its top-level statements taken from the repository lie in it.
+pub(crate) struct Emitted {
+    /// The program text.
+    pub(crate) text: String,
+    /// Byte ranges of the inlined statements (everything else is generated: imports, alias
+    /// lines and the input functions).
+    pub(crate) pieces: Vec<std::ops::Range<usize>>,
+}
+
 /// The program: imports, the closure in order (entry renamed to `Model`), alias lines, then
 /// `get_inputs()` and `get_init_inputs()` (given as `inputs`).
-pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> String {
+pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> Emitted {
     let mut text = String::new();
+    let mut pieces = Vec::with_capacity(plan.order.len());
     for line in import_lines(plan) {
         text.push_str(&line);
         text.push('\n');
@@ -68,8 +79,10 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
         } else {
             None
         };
+        let start = text.len();
         text.push_str(&statement_text(repo, node, plan, rename));
         text.push('\n');
+        pieces.push(start..text.len());
         if node == entry
             && plan.entry_name_read
             && let Some(info) = entry_info.filter(|i| i.name != ENTRY)
@@ -84,7 +97,140 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
     }
     text.push_str("\n\n");
     text.push_str(inputs);
-    text
+    Emitted { text, pieces }
+}
+
+/// What re-parsing one top-level piece of a program found.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PieceCheck {
+    /// 1-based line (within the piece) of its first syntax error.
+    error_line: Option<u32>,
+    /// Why it could not be parsed at all.
+    problem: Option<String>,
+    /// Names it binds at top level (definitions and imports).
+    bound: Vec<String>,
+    /// Global names it reads.
+    reads: Vec<String>,
+    /// It holds a star import.
+    star: bool,
+}
+
+impl PieceCheck {
+    /// Re-parses `text` (one or more top-level statements) and analyses its names.
+    pub(crate) fn new(text: &str, limits: &Limits) -> PieceCheck {
+        let never_local = |_: &Target| false;
+        let index = FileIndex::build("<program>", text.as_bytes(), &never_local, limits);
+        if let Some(problem) = &index.problem {
+            return PieceCheck {
+                problem: Some(problem.reason("program")),
+                ..Default::default()
+            };
+        }
+        let mut bound: Vec<String> = index.defs.keys().cloned().collect();
+        bound.extend(index.imports.keys().cloned());
+        let mut reads: Vec<String> = index
+            .stmts
+            .iter()
+            .flat_map(|s| s.names.reads.iter().map(|r| r.name.clone()))
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
+        PieceCheck {
+            error_line: index.error_line,
+            problem: None,
+            bound,
+            reads,
+            star: !index.stars.is_empty(),
+        }
+    }
+}
+
+/// Re-parse results of statement texts, shared by the programs of one repository (the same
+/// dependency is inlined into many programs).
+#[derive(Default)]
+pub(crate) struct PieceCache {
+    map: Mutex<HashMap<String, Arc<PieceCheck>>>,
+}
+
+impl PieceCache {
+    fn get(&self, text: &str, limits: &Limits) -> Arc<PieceCheck> {
+        if let Ok(map) = self.map.lock()
+            && let Some(found) = map.get(text)
+        {
+            return Arc::clone(found);
+        }
+        let check = Arc::new(PieceCheck::new(text, limits));
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(text.to_string(), Arc::clone(&check));
+        }
+        check
+    }
+}
+
+/// Checks an emitted program statement by statement: every inlined statement is re-parsed in
+/// its emitted form (once per repository, through `cache`), and so is the generated rest
+/// (imports, alias lines, input functions). A module is a sequence of top-level statements,
+/// each starting at column 0 and ending with a newline, so the program parses exactly when
+/// each of them does; the names check is the same as [`validate`]'s.
+pub(crate) fn validate_pieces(
+    emitted: &Emitted,
+    cache: &PieceCache,
+    limits: &Limits,
+) -> Result<(), String> {
+    let text = &emitted.text;
+    let mut checks: Vec<(u32, Arc<PieceCheck>)> = Vec::with_capacity(emitted.pieces.len() + 1);
+    let mut glue = String::new();
+    let mut at = 0;
+    for range in &emitted.pieces {
+        glue.push_str(text.get(at..range.start).unwrap_or(""));
+        at = range.end;
+        let piece = text.get(range.clone()).unwrap_or("");
+        let line = text[..range.start].matches('\n').count() as u32;
+        checks.push((line, cache.get(piece, limits)));
+    }
+    glue.push_str(text.get(at..).unwrap_or(""));
+    checks.push((0, Arc::new(PieceCheck::new(&glue, limits))));
+    let mut bound: HashSet<&str> = HashSet::new();
+    let mut star = false;
+    for (offset, check) in &checks {
+        if let Some(problem) = &check.problem {
+            return Err(format!("emitted_program_unparsable: {problem}"));
+        }
+        if let Some(line) = check.error_line {
+            return Err(format!("emitted_syntax_error at line {}", offset + line));
+        }
+        bound.extend(check.bound.iter().map(|s| s.as_str()));
+        star |= check.star;
+    }
+    undefined_check(
+        &bound,
+        checks.iter().flat_map(|(_, c)| c.reads.iter()),
+        star,
+    )
+}
+
+fn undefined_check<'a>(
+    bound: &HashSet<&str>,
+    reads: impl Iterator<Item = &'a String>,
+    star: bool,
+) -> Result<(), String> {
+    for name in ["Model", "get_inputs", "get_init_inputs"] {
+        if !bound.contains(name) {
+            return Err(format!("emitted_program_lacks: {name}"));
+        }
+    }
+    if star {
+        return Ok(());
+    }
+    let mut undefined: Vec<&str> = reads
+        .map(|s| s.as_str())
+        .filter(|n| !bound.contains(n) && !is_builtin(n))
+        .collect();
+    undefined.sort_unstable();
+    match undefined.first() {
+        Some(first) => Err(format!("undefined_name: {first}")),
+        None => Ok(()),
+    }
 }
 
 /// The import lines of a program: the plan's plus `import torch` (the input functions use it),
@@ -100,42 +246,17 @@ pub(crate) fn import_lines(plan: &Plan) -> Vec<String> {
     lines
 }
 
-/// Checks an emitted program; the error is the row's reason.
+/// Checks a whole emitted program with one re-parse; the error is the row's reason.
 pub(crate) fn validate(program: &str, limits: &Limits) -> Result<(), String> {
-    let never_local = |_: &Target| false;
-    let index = FileIndex::build("<program>", program.as_bytes(), &never_local, limits);
-    if let Some(problem) = &index.problem {
-        return Err(format!(
-            "emitted_program_unparsable: {}",
-            problem.reason("program")
-        ));
+    let check = PieceCheck::new(program, limits);
+    if let Some(problem) = &check.problem {
+        return Err(format!("emitted_program_unparsable: {problem}"));
     }
-    if let Some(line) = index.error_line {
+    if let Some(line) = check.error_line {
         return Err(format!("emitted_syntax_error at line {line}"));
     }
-    let mut defined: HashSet<&str> = index.defs.keys().map(|s| s.as_str()).collect();
-    defined.extend(index.imports.keys().map(|s| s.as_str()));
-    let has_star = !index.stars.is_empty();
-    for name in ["Model", "get_inputs", "get_init_inputs"] {
-        if !defined.contains(name) {
-            return Err(format!("emitted_program_lacks: {name}"));
-        }
-    }
-    let mut undefined: Vec<&str> = Vec::new();
-    for stmt in &index.stmts {
-        for read in &stmt.names.reads {
-            let name = read.name.as_str();
-            if !defined.contains(name) && !is_builtin(name) && !has_star {
-                undefined.push(name);
-            }
-        }
-    }
-    undefined.sort_unstable();
-    undefined.dedup();
-    if let Some(first) = undefined.first() {
-        return Err(format!("undefined_name: {first}"));
-    }
-    Ok(())
+    let bound: HashSet<&str> = check.bound.iter().map(|s| s.as_str()).collect();
+    undefined_check(&bound, check.reads.iter(), check.star)
 }
 
 #[cfg(test)]

@@ -131,9 +131,10 @@ pub fn extract_repo_with_stats(
             ));
         }
     }
+    let cache = emit::PieceCache::default();
     let class_rows: Vec<ModuleRow> = candidates
         .par_iter()
-        .map(|&node| class_row(&repo, info, node, cfg, &limits))
+        .map(|&node| class_row(&repo, info, node, cfg, &limits, &cache))
         .collect();
     rows.extend(class_rows);
     rows.sort_by(|a, b| (&a.path, a.line, &a.class_name).cmp(&(&b.path, b.line, &b.class_name)));
@@ -173,6 +174,7 @@ fn class_row(
     node: NodeId,
     cfg: &ExtractConfig,
     limits: &Limits,
+    cache: &emit::PieceCache,
 ) -> ModuleRow {
     let file = &repo.files[node.0];
     let stmt = &file.stmts[node.1];
@@ -227,8 +229,8 @@ fn class_row(
         Ok(text) => text,
         Err(problem) => return with_lists(fail(ModuleStatus::Rejected, problem.reason())),
     };
-    let program = emit::program(repo, node, &plan, &inputs);
-    let lines = program.lines().count() as u32;
+    let emitted = emit::program(repo, node, &plan, &inputs);
+    let lines = emitted.text.lines().count() as u32;
     if lines > cfg.max_lines {
         let mut row = with_lists(fail(
             ModuleStatus::Rejected,
@@ -237,7 +239,12 @@ fn class_row(
         row.lines = lines;
         return row;
     }
-    if let Err(reason) = emit::validate(&program, limits) {
+    let verdict = if cfg.verify_whole_program {
+        emit::validate(&emitted.text, limits)
+    } else {
+        emit::validate_pieces(&emitted, cache, limits)
+    };
+    if let Err(reason) = verdict {
         let mut row = with_lists(fail(ModuleStatus::Failed, reason));
         row.lines = lines;
         return row;
@@ -252,7 +259,7 @@ fn class_row(
         line: stmt.line,
         status: ModuleStatus::Ok,
         reason: None,
-        program: Some(program),
+        program: Some(emitted.text),
         deps,
         imports: imports_kept,
         lines,

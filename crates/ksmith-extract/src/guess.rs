@@ -264,6 +264,7 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
     let embedding = facts.mentions.contains(&"Embedding");
     let mut out = Vec::new();
     let mut tensor_seen = false;
+    let mut first_rank: Option<u32> = None;
     let positional: Vec<&Param> = required(&forward.params).collect();
     for p in &positional {
         let n = p.name.to_ascii_lowercase();
@@ -299,13 +300,18 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
         } else if is_flag(&n) {
             "False".to_string()
         } else if n.contains("mask") {
-            let rank = hinted.or(mention_rank).unwrap_or(4);
+            // A mask usually drops the feature dimension of the tensor before it.
+            let rank = hinted
+                .or(first_rank.map(|r| r.saturating_sub(1).max(2)))
+                .or(mention_rank)
+                .unwrap_or(4);
             format!("torch.ones([{}])", dims(rank))
         } else {
             let rank = hinted
                 .or(mention_rank)
                 .or(is_sequence_name(&n).then_some(3))
                 .unwrap_or(4);
+            first_rank.get_or_insert(rank);
             tensor(rank)
         };
         tensor_seen = true;
@@ -386,7 +392,7 @@ mod tests {
             vec![
                 "torch.rand([4, 4, 4, 4])",
                 "torch.rand([4, 4, 4])",
-                "torch.ones([4, 4, 4, 4])",
+                "torch.ones([4, 4, 4])",
                 "torch.randint(0, 4, [4, 4])"
             ]
         );

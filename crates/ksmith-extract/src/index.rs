@@ -361,13 +361,17 @@ impl FileIndex {
                     }
                 }
             }
+            let error_line = first_error_line(node).or(names.py2_line);
+            if let Some(line) = names.py2_line {
+                self.error_line = Some(self.error_line.map_or(line, |l| l.min(line)));
+            }
             self.stmts.push(Stmt {
                 start: node.start_byte(),
                 end: node.end_byte(),
                 line: node.start_position().row as u32 + 1,
                 kind: stmt_kind,
                 names,
-                error_line: first_error_line(node),
+                error_line,
             });
         }
     }

@@ -1,4 +1,5 @@
 //! Hostile input: every case ends as rows with a clear status, never a panic or an error.
+#![allow(clippy::unwrap_used)] // Tests may unwrap.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use ksmith_core::tables::{ModuleRow, ModuleStatus};
 use ksmith_extract::{ExtractConfig, RepoInfo, SourceFile, extract_repo};

@@ -1,0 +1,2 @@
+from .base import NormBase, REGISTRY, register
+from .layers import RMSNorm, LayerNorm2d, ScaleNorm

@@ -1,0 +1,1 @@
+from seqkit.base import SeqModule
