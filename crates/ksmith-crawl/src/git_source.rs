@@ -33,8 +33,9 @@ const MODE_COMMIT: i32 = 0o160000;
 /// Fetches `url` into the bare mirror at `dir` (created on first use) and opens it.
 ///
 /// Branches, tags and the remote HEAD (as [`REMOTE_HEAD_REF`]) are fetched. A mirror that no
-/// longer opens is removed and fetched again from scratch. The fetch is aborted when it takes
-/// longer than `fetch_timeout_secs` or receives more than `max_fetch_bytes`.
+/// longer opens, or whose fetch fails with a local object, ref or repository error, is removed
+/// and fetched again from scratch, once. The fetch is aborted when it takes longer than
+/// `fetch_timeout_secs` or receives more than `max_fetch_bytes`.
 pub fn update_mirror(
     repo: &str,
     url: &str,

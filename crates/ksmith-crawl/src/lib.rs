@@ -142,6 +142,9 @@ pub fn run(
         }
         report.count("files_accepted", row.files.len() as u64);
         report.count("files_skipped", row.skipped.len() as u64);
+        for s in &row.skipped {
+            report.count(&format!("skipped_{}", s.reason), 1);
+        }
         report.count("python_bytes", row.python_bytes);
     }
     let rows: Vec<RepoRow> = outcomes.into_iter().map(|o| o.row).collect();

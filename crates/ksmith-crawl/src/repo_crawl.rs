@@ -229,6 +229,7 @@ fn finish_rejected(
     row.status = RepoStatus::Rejected;
     row.reason = Some(why);
     snapshot::write_stamp(env.workdir, key, commit, rules, &row)?;
+    snapshot::remove_others(env.workdir, key, commit)?;
     Ok(Outcome { row, reused: false })
 }
 

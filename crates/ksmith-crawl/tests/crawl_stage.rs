@@ -232,6 +232,8 @@ fn local_repository_is_read_from_objects_with_reasons_for_every_skip() {
     );
     assert_eq!(c.report.rows_written, 1);
     assert_eq!(c.report.counters["files_accepted"], 3);
+    assert_eq!(c.report.counters["skipped_symlink"], 1);
+    assert_eq!(c.report.counters["skipped_vendored"], 2);
     assert!(ksmith_core::report::StageReport::path_in(&work, "crawl").exists());
 }
 
