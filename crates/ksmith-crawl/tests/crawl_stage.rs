@@ -907,6 +907,8 @@ fn sample_corpus_crawls_when_present() {
     assert_eq!(c.rows.len(), sources.len());
     for row in &c.rows {
         assert_ne!(row.status, RepoStatus::Failed, "{row:#?}");
+        // Every sample repository carries a license the classifier knows.
+        assert!(row.license.is_some(), "{row:#?}");
         if row.status == RepoStatus::Ok {
             assert!(!row.files.is_empty());
             for f in &row.files {
