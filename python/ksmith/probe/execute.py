@@ -55,9 +55,8 @@ def seed_all(seed: int, torch) -> None:
             np_random.seed(seed % (2**32))
 
 
-def exec_program(text: str) -> Dict[str, Any]:
+def exec_program(text: str, name: str = PROGRAM_FILE) -> Dict[str, Any]:
     """Executes the program text in a fresh namespace, with its lines available to tracebacks."""
-    name = f"{PROGRAM_FILE}{len(linecache.cache)}"
     linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
     code = compile(text, name, "exec")
     namespace: Dict[str, Any] = {"__name__": "__ksmith_program__", "__file__": name}
@@ -310,7 +309,7 @@ class Probe:
         """Runs an emitted program from scratch; returns (outputs, model, forward_ms)."""
         torch = self.torch
         self.attempts += 1
-        ns = exec_program(text)
+        ns = exec_program(text, "<ksmith-rewritten-program>")
         seed_all(self.seed, torch)
         args, kwargs, _ = split_init(ns["get_init_inputs"]())
         model = ns["Model"](*args, **kwargs)
