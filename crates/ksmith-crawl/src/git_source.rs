@@ -74,6 +74,7 @@ fn open_or_create_mirror(repo: &str, dir: &Path) -> Result<Repository, Error> {
 struct FetchError {
     err: git2::Error,
     timed_out: bool,
+    too_big: bool,
 }
 
 impl FetchError {
@@ -83,13 +84,19 @@ impl FetchError {
             format!("fetch {}", crate::source::redact_url(url)),
             self.err,
         );
-        if self.timed_out
-            && let Error::Git { message, .. } = &mut err
-        {
-            message.push_str(&format!(
-                " (fetch_timeout_secs = {} exceeded)",
-                cfg.fetch_timeout_secs
-            ));
+        if let Error::Git { message, .. } = &mut err {
+            if self.timed_out {
+                message.push_str(&format!(
+                    " (fetch_timeout_secs = {} exceeded)",
+                    cfg.fetch_timeout_secs
+                ));
+            }
+            if self.too_big {
+                message.push_str(&format!(
+                    " (max_fetch_bytes = {} exceeded)",
+                    cfg.max_fetch_bytes
+                ));
+            }
         }
         err
     }
@@ -98,6 +105,7 @@ impl FetchError {
 fn is_local_damage(e: &FetchError) -> bool {
     use git2::ErrorClass;
     !e.timed_out
+        && !e.too_big
         && matches!(
             e.err.class(),
             ErrorClass::Odb
@@ -114,12 +122,17 @@ fn fetch(mirror: &Repository, url: &str, cfg: &CrawlConfig) -> Result<(), FetchE
     let mut remote = mirror.remote_anonymous(url).map_err(|err| FetchError {
         err,
         timed_out: false,
+        too_big: false,
     })?;
     let deadline = Instant::now() + Duration::from_secs(cfg.fetch_timeout_secs);
     let max_bytes = cfg.max_fetch_bytes;
+    let too_big = std::cell::Cell::new(false);
     let mut callbacks = RemoteCallbacks::new();
-    callbacks.transfer_progress(move |p| {
-        Instant::now() < deadline && (p.received_bytes() as u64) <= max_bytes
+    callbacks.transfer_progress(|p| {
+        if p.received_bytes() as u64 > max_bytes {
+            too_big.set(true);
+        }
+        Instant::now() < deadline && !too_big.get()
     });
     callbacks.sideband_progress(move |_| Instant::now() < deadline);
     let mut proxy = ProxyOptions::new();
@@ -140,6 +153,7 @@ fn fetch(mirror: &Repository, url: &str, cfg: &CrawlConfig) -> Result<(), FetchE
         .map_err(|err| FetchError {
             err,
             timed_out: Instant::now() >= deadline,
+            too_big: too_big.get(),
         })
 }
 

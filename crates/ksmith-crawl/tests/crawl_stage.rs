@@ -353,6 +353,32 @@ fn damaged_mirrors_are_rebuilt() {
 }
 
 #[test]
+fn oversized_fetch_is_aborted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare_path = tmp.path().join("huge.git");
+    let bare = Repository::init_bare(&bare_path).unwrap();
+    let big: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("blob.bin", &big)],
+        "c",
+    );
+    let work = tmp.path().join("work");
+    let cfg = CrawlConfig {
+        max_fetch_bytes: 10_000,
+        ..Default::default()
+    };
+    let c = crawl(&work, &[git_source(&file_url(&bare_path))], &cfg);
+    let row = c.row("huge");
+    assert_eq!(row.status, RepoStatus::Failed);
+    let reason = row.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("max_fetch_bytes = 10000 exceeded"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn revs_pin_branches_tags_and_commits() {
     let tmp = tempfile::tempdir().unwrap();
     let bare_path = tmp.path().join("revs.git");
