@@ -96,18 +96,21 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
     let session = Session::open(cli.command.common()).map_err(Failure::Usage)?;
     match &cli.command {
         Command::Check(_) => {
-            println!("configuration: {}", session.config.origin);
-            println!("work directory: {}", session.ctx.workdir.display());
-            println!("threads: {}", session.ctx.threads);
-            println!("sources: {}", session.config.sources.len());
-            println!("stages: {}", Stage::ALL.map(|s| s.name()).join(", "));
+            print_out(&format!(
+                "configuration: {}\nwork directory: {}\nthreads: {}\nsources: {}\nstages: {}\n",
+                session.config.origin,
+                session.ctx.workdir.display(),
+                session.ctx.threads,
+                session.config.sources.len(),
+                Stage::ALL.map(|s| s.name()).join(", ")
+            ));
             Ok(())
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
         Command::Report { out, .. } => {
             let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
                 .map_err(|e| Failure::Stage(e.into()))?;
-            println!("{}", path.display());
+            print_out(&format!("{}\n", path.display()));
             Ok(())
         }
         other => {
@@ -117,4 +120,10 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
             session.run(&[stage]).map_err(Failure::Stage)
         }
     }
+}
+
+/// Writes to stdout; a closed pipe (`ksmith check | head -1`) is not an error.
+fn print_out(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
