@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 use crate::error::Error;
 use crate::protocol::{Hello, PROTOCOL_VERSION, Request, Response};
 
+/// Environment variables a worker inherits; every other one is dropped.
+pub const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "TMPDIR"];
+
 /// Bytes of the worker's stderr kept for error messages.
 const STDERR_TAIL: usize = 8 << 10;
 
@@ -62,7 +65,17 @@ impl Worker {
             python: spec.python.clone(),
             message,
         };
-        let mut child = Command::new(&spec.python)
+        let mut command = Command::new(&spec.python);
+        // Module code must not see the parent's environment (API keys of the teacher, tokens):
+        // the worker gets a minimal one.
+        command.env_clear();
+        for key in PASSED_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        let mut child = command
+            .env("HOME", &spec.tmp_root)
             .arg("-m")
             .arg("ksmith.probe.worker")
             .arg("--tmp-root")

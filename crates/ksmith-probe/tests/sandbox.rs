@@ -56,6 +56,7 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
         "network",
         "random_output",
         "raises",
+        "env_leak",
     ];
     let mut modules = Vec::new();
     for name in hostile {
@@ -144,6 +145,39 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
             .unwrap()
             .contains("always fails")
     );
+
+    // The module sees none of this process's environment (a teacher API key, say): only the
+    // variables the worker passes on or sets itself.
+    let env = row(rows, "env_leak").error_message.clone().unwrap();
+    let seen: Vec<&str> = env
+        .trim_start_matches("forward: environment: ")
+        .split(' ')
+        .collect();
+    let set_by_runner = [
+        "HOME",
+        "PYTHONPATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONNOUSERSITE",
+        "PYTHONUNBUFFERED",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "CUDA_VISIBLE_DEVICES",
+        "TMP",
+        "TEMP",
+        "TMPDIR",
+        "TORCH_HOME",
+        "XDG_CACHE_HOME",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+    ];
+    for key in &seen {
+        assert!(
+            ksmith_probe::worker::PASSED_ENV.contains(key) || set_by_runner.contains(key),
+            "{key} reached the module: {env}"
+        );
+    }
+    assert!(seen.contains(&"HOME"), "{env}");
 
     let flag = |k: &str| hello.sandbox.get(k).and_then(|v| v.as_bool()) == Some(true);
     if flag("mount_namespace") {
