@@ -51,14 +51,17 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--stability-concurrency", type=int, default=2, help="evaluations in flight in the stability part (the pool's default inflight_per_worker is 2)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-verdicts", action="store_true")
     ap.add_argument("--skip-stability", action="store_true")
+    ap.add_argument("--stability", default="", help="comma-separated honest candidates (default: all)")
+    ap.add_argument("--fresh-ref", default="", help="comma-separated honest candidates whose reference is also re-timed each repeat")
     a = ap.parse_args()
 
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
-    opts = {"run_timeout_s": 60, "timing_timeout_s": 120, "memory_limit_mb": 8192}
+    opts = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     ev = DeviceEvaluator("cuda", opts)
     ev_rt = DeviceEvaluator("cuda", dict(opts, static_checks=False))
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))
@@ -130,33 +133,38 @@ def main() -> int:
         say()
         say("## Speedup stability (repeated evaluations of the same candidate)")
         say()
+        say(f"{a.repeats} evaluations per candidate, {a.stability_concurrency} in flight (timing serialized on the GPU, other candidates compile and run correctness meanwhile). 'ref cached': the reference timed once per task (what the pipeline sees); 'ref re-timed': a fresh task id per repeat, so the reference is rebuilt and re-timed each time.")
+        say()
         say("| candidate | ref cached: speedup median | cv | min..max | ref re-timed: speedup median | cv | min..max | cand median ms | cand cv within run | samples | method |")
         say("|---|---|---|---|---|---|---|---|---|---|---|")
         honest = manifest["honest"] if not a.smoke else manifest["honest"][:1]
+        if a.stability:
+            honest = [e for e in honest if e["candidate"] in a.stability.split(",")]
         for e in honest:
             src = task_source(e["task"])
             cand = open(os.path.join(CAND, e["candidate"])).read()
-            cached, fresh, last = [], [], None
             t0 = time.time()
-            for i in range(a.repeats):
-                r = ev.evaluate({"task_id": e["task"], "reference": src, "candidate": cand, "measure": True})
-                if r["speedup"]:
-                    cached.append(r["speedup"])
-                last = r
-                r2 = ev.evaluate({"task_id": f"{e['task']}#{i}", "reference": src, "candidate": cand, "measure": True})
-                if r2["speedup"]:
-                    fresh.append(r2["speedup"])
+            ev.reference(e["task"], src)
+            reqs = [{"task_id": e["task"], "reference": src, "candidate": cand, "measure": True} for _ in range(a.repeats)]
+            if e["candidate"] in a.fresh_ref.split(","):
+                reqs += [{"task_id": f"{e['task']}#{i}", "reference": src, "candidate": cand, "measure": True} for i in range(a.repeats)]
+            with ThreadPoolExecutor(a.stability_concurrency) as pool:
+                rs = list(pool.map(ev.evaluate, reqs))
+            cached = [r["speedup"] for r in rs[: a.repeats] if r["speedup"]]
+            fresh = [r["speedup"] for r in rs[a.repeats :] if r["speedup"]]
+            last = rs[0]
             hw = hw or (last or {}).get("hardware")
 
             def cv(x):
                 return statistics.pstdev(x) / statistics.fmean(x) if len(x) > 1 else float("nan")
 
             ct = (last or {}).get("candidate_timing") or {}
-            if cached and fresh:
-                say(f"| {e['candidate']} | {statistics.median(cached):.4f} | {cv(cached):.2%} | {min(cached):.4f}..{max(cached):.4f} | {statistics.median(fresh):.4f} | {cv(fresh):.2%} | {min(fresh):.4f}..{max(fresh):.4f} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |")
+            if cached:
+                fr = f"{statistics.median(fresh):.4f} | {cv(fresh):.2%} | {min(fresh):.4f}..{max(fresh):.4f}" if fresh else "- | - | -"
+                say(f"| {e['candidate']} | {statistics.median(cached):.4f} | {cv(cached):.2%} | {min(cached):.4f}..{max(cached):.4f} | {fr} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |")
             else:
                 say(f"| {e['candidate']} | failed: {last['status'] if last else '?'} {last['error_log'][-300:] if last else ''!r} |")
-            print(f"  ({e['candidate']}: {time.time() - t0:.0f} s)", flush=True)
+            print(f"  ({e['candidate']}: {len(reqs)} evaluations in {time.time() - t0:.0f} s)", flush=True)
     say()
     say(f"hardware: {json.dumps(hw)}")
     if a.out:

@@ -5,13 +5,18 @@ isolation cases end as their status, and an honest candidate still passes after 
 
 from __future__ import annotations
 
-import json
-import os
-from concurrent.futures import ThreadPoolExecutor
+import os as _os
+import sys as _sys
 
-import pytest
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
 
-from ksmith.evaluator.evaluate import DeviceEvaluator
+import json  # noqa: E402
+import os  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import pytest  # noqa: E402
+
+from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAND = os.path.join(HERE, "candidates")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import threading
-import urllib.error
-import urllib.request
+import os as _os
+import sys as _sys
 
-from ksmith.evaluator.server import make_server
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+
+from ksmith.evaluator.server import make_server  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)

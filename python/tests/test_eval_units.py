@@ -3,15 +3,20 @@ timing statistics, inputs, the protocol codec."""
 
 from __future__ import annotations
 
-import json
+import os as _os
+import sys as _sys
 
-import pytest
-import torch
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
 
-from ksmith.evaluator import compare, protocol
-from ksmith.evaluator.inputs import make_inputs
-from ksmith.evaluator.static_check import check
-from ksmith.evaluator.timing import trimmed_stats
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from ksmith.evaluator import compare, protocol  # noqa: E402
+from ksmith.evaluator.inputs import make_inputs  # noqa: E402
+from ksmith.evaluator.static_check import check  # noqa: E402
+from ksmith.evaluator.timing import trimmed_stats  # noqa: E402
 
 KERNEL = """
 import torch

@@ -52,6 +52,14 @@ def apply_limits(cfg: dict) -> None:
 
 
 def main(d: str) -> int:
+    import time
+
+    t_start = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        phases[name] = round(time.monotonic() - t_start, 3)
+
     ch = Channel()
     cfg = json.load(open(os.path.join(d, "config.json")))
     apply_limits(cfg)
@@ -66,6 +74,7 @@ def main(d: str) -> int:
     launches = LaunchCounter(CANDIDATE_MODULE)
     threads = ThreadWatch()
     ids = Identities()
+    mark("imports")
     task = torch.load(os.path.join(d, "task.pt"), weights_only=True)
     if device.startswith("cuda"):
         torch.empty(1, device=device)  # CUDA context before arming the thread watch
@@ -99,6 +108,7 @@ def main(d: str) -> int:
     except BaseException as e:  # noqa: BLE001 - the candidate's failure is its verdict
         ch.send({"type": "compile_error", "message": error_text(e)})
         return 0
+    mark("import_candidate")
     ch.send({"type": "compiled", "weights": weights})
 
     def poison() -> None:
@@ -108,15 +118,22 @@ def main(d: str) -> int:
             buf = torch.full(shape, fill, dtype=dt, device=device)
             del buf
 
-    params = [p for p in model.parameters()] + [b for b in model.buffers()]
-
     def storage(t):
         try:
             return t.untyped_storage().data_ptr() if t.untyped_storage().nbytes() > 0 else None
         except Exception:  # noqa: BLE001
             return None
 
+    def expect_stream() -> None:
+        if device.startswith("cuda"):
+            launches.expected_stream = torch.cuda.current_stream()
+
+    def stream_check(where: str) -> None:
+        if launches.foreign_stream_launches:
+            raise Violation("side_stream", f"{where}: {launches.foreign_stream_launches} Triton launches on a stream other than the one forward() was called on")
+
     def run_once(inputs, log=None):
+        expect_stream()
         with torch.no_grad():
             if log is not None:
                 with log:
@@ -147,9 +164,10 @@ def main(d: str) -> int:
                 poison()
                 outs = run_once(inputs, oplog if (k == 0 and r == 0) else None)
                 check(f"trial {k}")
+                stream_check(f"trial {k}")
                 if r == 0:
                     in_ptrs = {storage(x) for x in inputs if isinstance(x, torch.Tensor)}
-                    p_ptrs = {storage(p) for p in params}
+                    p_ptrs = {storage(p) for p in list(model.parameters()) + list(model.buffers())}
                     alias = [isinstance(o, torch.Tensor) and storage(o) is not None and (storage(o) in in_ptrs or storage(o) in p_ptrs) for o in outs]
                     mutated = not same_values(inputs, before)
                     first = outs
@@ -163,6 +181,7 @@ def main(d: str) -> int:
                 del outs, before
             torch.save({"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok if k > 0 else None}, os.path.join(d, f"out_{k}.pt"))
             del first
+        mark("trials")
         share = None
         if device.startswith("cuda") and launches.total() > 0:
             share = _gpu_share(torch, model, to_device(clone_all(task["trials"][0]["inputs"]), device), set(launches.counts))
@@ -173,7 +192,8 @@ def main(d: str) -> int:
     except BaseException as e:  # noqa: BLE001
         ch.send({"type": "runtime_error", "message": error_text(e)})
         return 0
-    ch.send({"type": "correctness_done", "launches": dict(launches.counts), "torch_work": oplog.work, "torch_calls": oplog.calls, "gpu_share": share, "hardware": hardware(device)})
+    mark("profile")
+    ch.send({"type": "correctness_done", "phases": dict(phases), "launches": dict(launches.counts), "torch_work": oplog.work, "torch_calls": oplog.calls, "gpu_share": share, "hardware": hardware(device)})
 
     # 4. timing
     if not (device.startswith("cuda") and cfg.get("measure")):
@@ -188,6 +208,7 @@ def main(d: str) -> int:
         holder = {}
 
         def fn():
+            expect_stream()
             with torch.no_grad():
                 holder["out"] = model(*static)
             return holder["out"]
@@ -203,6 +224,7 @@ def main(d: str) -> int:
                 raise Violation("side_stream", f"CUDA-graph capture failed ({capture_error.splitlines()[0] if capture_error else ''}) and a device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the timed stream")
         stats = timer.measure(fn, graph)
         check("timing")
+        stream_check("timing")
         for s, p in zip(static, task["post"]["inputs"]):
             if isinstance(s, torch.Tensor):
                 s.copy_(p.to(device))
@@ -220,7 +242,8 @@ def main(d: str) -> int:
     except BaseException as e:  # noqa: BLE001
         ch.send({"type": "runtime_error", "message": "during timing: " + error_text(e)})
         return 0
-    ch.send({"type": "timing", "timing": stats, "capture_error": capture_error, "stream": stream})
+    mark("timing")
+    ch.send({"type": "timing", "timing": stats, "capture_error": capture_error, "stream": stream, "phases": dict(phases)})
     return 0
 
 

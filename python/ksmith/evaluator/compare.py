@@ -5,7 +5,7 @@ Tolerance (dtype-aware, per output): an element passes when
 options: float32/float64 `1e-4` (strict), float16/bfloat16 `1e-2`; integer and bool outputs
 must be equal. Error statistics per output: absolute error `|cand - ref|` and relative error
 `|cand - ref| / max(|ref|, atol)` (the floor keeps near-zero references from dominating), max
-and mean over elements, computed in float64.
+and mean over elements, computed in float32 (float64 for float64 outputs).
 """
 
 from __future__ import annotations
@@ -57,15 +57,17 @@ def output_errors(cand: list, ref: list, tolerances: dict) -> tuple[bool, list[d
             diff = (c.to(torch.float64) - r.to(torch.float64)).abs()
             good = bool(torch.equal(c, r))
             atol = 1.0
+            r = r.to(torch.float64)
         else:
             atol, rtol = tolerance(r.dtype, tolerances)
-            cd, rd = c.to(torch.float64), r.to(torch.float64)
+            wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+            cd, rd = c.to(wide), r.to(wide)
             both_nan = torch.isnan(cd) & torch.isnan(rd)
             diff = torch.where(both_nan, torch.zeros_like(cd), (cd - rd).abs())
             diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
             good = bool((diff <= atol + rtol * rd.abs().nan_to_num(0.0)).all())
             r = rd
-        rel = diff / r.to(torch.float64).abs().clamp_min(atol).nan_to_num(atol)
+        rel = diff / r.abs().clamp_min(atol).nan_to_num(atol).to(diff.dtype)
         ok &= good
         stats.append(
             {
@@ -85,4 +87,10 @@ def matches(cand: list, ref: list, tolerances: dict) -> bool:
 
 
 def worst_error(stats: list[dict]) -> float:
+    """The largest max-abs error over outputs."""
     return max((s["max_abs"] for s in stats), default=0.0)
+
+
+def mean_error(stats: list[dict]) -> float:
+    """The largest mean-abs error over outputs."""
+    return max((s["mean_abs"] for s in stats), default=0.0)

@@ -150,6 +150,9 @@ class LaunchCounter:
         self.counts: dict[str, int] = {}
         self.depth = 0
         self.enabled = True
+        # On a GPU: the stream the harness called forward on; launches elsewhere are counted.
+        self.expected_stream = None
+        self.foreign_stream_launches = 0
         self._patch(jit.JITFunction)
         try:
             from triton.runtime import interpreter
@@ -164,6 +167,8 @@ class LaunchCounter:
 
         def run(fn_self, *args, **kwargs):
             fn = getattr(fn_self, "fn", None)
+            if counter.expected_stream is not None and torch.cuda.current_stream() != counter.expected_stream:
+                counter.foreign_stream_launches += 1
             counter.depth += 1
             try:
                 result = original(fn_self, *args, **kwargs)

@@ -18,8 +18,10 @@ def relu_mul_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("scratch", torch.zeros(4096), persistent=False)
+        self.register_buffer("scratch", torch.zeros(1), persistent=False)
 
     def forward(self, x, y):
+        if self.scratch.shape != x.shape:
+            self.scratch = torch.empty_like(x)  # stays a registered buffer
         relu_mul_add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, self.scratch, x.numel(), BLOCK=1024)
         return self.scratch
