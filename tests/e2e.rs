@@ -92,6 +92,7 @@ fn session(dir: &Path, config: &str) -> Session {
         threads: Some(2),
         quiet: true,
         force: false,
+        shard: None,
     })
     .expect("config loads")
 }
@@ -355,4 +356,88 @@ cpu_workers = 1
             "{stage} re-ran with nothing changed"
         );
     }
+}
+
+/// Crawl, extract and probe in two shards, merged, give the same modules and probe results as
+/// one unsharded run, and dedup runs on the merged work directory.
+#[test]
+fn sharded_run_merges_to_the_unsharded_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut config = String::new();
+    for name in [
+        "tinyact", "normzoo", "attnlab", "convnets", "seqkit", "gplnet",
+    ] {
+        config.push_str(&format!(
+            "[[source]]\npath = \"{}\"\n\n",
+            root.join("data/corpus").join(name).display()
+        ));
+    }
+    let cfg_path = dir.path().join("ksmith.toml");
+    std::fs::write(&cfg_path, &config).expect("write config");
+    let open = |workdir: &Path, shard: Option<&str>| {
+        Session::open(&Common {
+            config: Some(cfg_path.clone()),
+            workdir: Some(workdir.to_path_buf()),
+            threads: Some(2),
+            quiet: true,
+            force: false,
+            shard: shard.map(|s| s.parse().expect("shard")),
+        })
+        .expect("config loads")
+    };
+    let cpu = [Stage::Crawl, Stage::Extract, Stage::Probe];
+    let whole = dir.path().join("whole");
+    open(&whole, None).run(&cpu).expect("unsharded run");
+    let shards: Vec<std::path::PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("shard-{i}")))
+        .collect();
+    for (i, shard_dir) in shards.iter().enumerate() {
+        open(shard_dir, Some(&format!("{i}/2")))
+            .run(&cpu)
+            .expect("shard run");
+    }
+    let sizes: Vec<usize> = shards
+        .iter()
+        .map(|d| {
+            read_table::<RepoRow>(&RepoRow::path_in(d))
+                .expect("repos")
+                .len()
+        })
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 6, "{sizes:?}");
+    assert!(
+        sizes.iter().all(|&n| n > 0),
+        "both shards own repositories: {sizes:?}"
+    );
+
+    let merged = dir.path().join("merged");
+    ksmith_cli::merge::merge(&shards, &merged).expect("merge");
+    let key = |m: &ModuleRow| (m.id.clone(), m.repo.clone(), m.class_name.clone(), m.status);
+    let a: Vec<_> = read_table::<ModuleRow>(&ModuleRow::path_in(&whole))
+        .expect("modules")
+        .iter()
+        .map(key)
+        .collect();
+    let b: Vec<_> = read_table::<ModuleRow>(&ModuleRow::path_in(&merged))
+        .expect("modules")
+        .iter()
+        .map(key)
+        .collect();
+    assert_eq!(a, b);
+    let probe_key = |p: &ProbeRow| (p.module_id.clone(), p.status);
+    let a: Vec<_> = read_table::<ProbeRow>(&ProbeRow::path_in(&whole))
+        .expect("probes")
+        .iter()
+        .map(probe_key)
+        .collect();
+    let b: Vec<_> = read_table::<ProbeRow>(&ProbeRow::path_in(&merged))
+        .expect("probes")
+        .iter()
+        .map(probe_key)
+        .collect();
+    assert_eq!(a, b);
+    open(&merged, None)
+        .run(&[Stage::Dedup])
+        .expect("dedup on the merged tables");
 }

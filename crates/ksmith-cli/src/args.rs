@@ -36,6 +36,10 @@ pub struct Common {
     /// Re-run stages even when their outputs are up to date.
     #[arg(long, global = true)]
     pub force: bool,
+    /// Only the repositories of shard INDEX/COUNT (by a hash of the repository name): crawl,
+    /// extract and probe one shard per work directory, then `ksmith merge` them.
+    #[arg(long, global = true, value_name = "INDEX/COUNT")]
+    pub shard: Option<ksmith_core::shard::Shard>,
 }
 
 /// The subcommands.
@@ -61,6 +65,15 @@ pub enum Command {
     Run(#[command(flatten)] Common),
     /// Check the configuration (every stage's section) and print the resolved settings.
     Check(#[command(flatten)] Common),
+    /// Union the repos, modules and probes tables of shard work directories into --workdir.
+    Merge {
+        /// Options shared by every subcommand.
+        #[command(flatten)]
+        common: Common,
+        /// A shard's work directory (repeat for each shard).
+        #[arg(long = "from", required = true, value_name = "DIR")]
+        from: Vec<PathBuf>,
+    },
     /// Write a self-contained HTML report of the work directory (default: DIR/report.html).
     Report {
         /// Options shared by every subcommand.
@@ -86,7 +99,8 @@ impl Command {
             | Command::Export(c)
             | Command::Run(c)
             | Command::Check(c)
-            | Command::Report { common: c, .. } => c,
+            | Command::Report { common: c, .. }
+            | Command::Merge { common: c, .. } => c,
         }
     }
 
@@ -101,7 +115,10 @@ impl Command {
             Command::Rollout(_) => Some(Stage::Rollout),
             Command::Select(_) => Some(Stage::Select),
             Command::Export(_) => Some(Stage::Export),
-            Command::Run(_) | Command::Check(_) | Command::Report { .. } => None,
+            Command::Run(_)
+            | Command::Check(_)
+            | Command::Report { .. }
+            | Command::Merge { .. } => None,
         }
     }
 }

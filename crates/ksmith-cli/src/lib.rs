@@ -8,5 +8,6 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod merge;
 pub mod pipeline;
 pub mod stages;

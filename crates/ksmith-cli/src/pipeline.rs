@@ -49,6 +49,7 @@ impl Session {
         let threads = common.threads.unwrap_or(config.run.threads);
         let mut ctx = StageContext::new(workdir, threads, ProgressMode::detect(common.quiet));
         ctx.force = common.force;
+        ctx.shard = common.shard;
         Ok(Session {
             config,
             stages,
@@ -107,6 +108,14 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
+        Command::Merge { from, .. } => {
+            let report = crate::merge::merge(from, &session.ctx.workdir).map_err(Failure::Stage)?;
+            report
+                .save(&session.ctx.workdir)
+                .map_err(|e| Failure::Stage(e.into()))?;
+            session.ctx.info(report.summary());
+            Ok(())
+        }
         Command::Report { out, .. } => {
             let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
                 .map_err(|e| Failure::Stage(e.into()))?;

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::progress::{ProgressMode, Tracker};
+use crate::shard::Shard;
 
 /// The environment of one stage run: where the work directory is, how many threads to use and
 /// how to report progress and messages.
@@ -16,6 +17,9 @@ pub struct StageContext {
     pub progress: ProgressMode,
     /// Re-run even when the output is up to date.
     pub force: bool,
+    /// Only the repositories of this shard (crawl filters them; the stages after it see only
+    /// what crawl wrote). `None` is the whole run.
+    pub shard: Option<Shard>,
 }
 
 impl StageContext {
@@ -33,6 +37,7 @@ impl StageContext {
             threads,
             progress,
             force: false,
+            shard: None,
         }
     }
 

@@ -16,6 +16,7 @@
 //! - [`ids`]: content hashes used as stable ids.
 //! - [`evaluation`] and [`chat`]: the contracts between the evolution engine and the
 //!   evaluator and teacher implementations, which only the CLI wires together.
+//! - [`shard`]: which repositories a shard of a sharded run owns.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
 //!   thread count, progress and log output) and the counters it returns.
@@ -49,6 +50,7 @@ pub mod ids;
 pub mod progress;
 pub mod python_env;
 pub mod report;
+pub mod shard;
 pub mod table;
 pub mod tables;
 

@@ -69,8 +69,16 @@ pub fn run(
 ) -> Result<StageReport, Error> {
     let started = Instant::now();
     cfg.validate()?;
-    let repos = source::expand(sources)?;
+    let mut repos = source::expand(sources)?;
     check_unique_names(&repos)?;
+    let total_repos = repos.len();
+    if let Some(shard) = ctx.shard {
+        repos.retain(|r| shard.contains(&r.name));
+        ctx.info(format!(
+            "crawl: shard {shard} owns {} of {total_repos} repositories",
+            repos.len()
+        ));
+    }
     let out = RepoRow::path_in(&ctx.workdir);
     let previous = read_previous(&out, ctx);
     let env = repo_crawl::CrawlEnv {
@@ -148,8 +156,10 @@ pub fn run(
         report.count("python_bytes", row.python_bytes);
     }
     let rows: Vec<RepoRow> = outcomes.into_iter().map(|o| o.row).collect();
+    let shard = ctx.shard.map(|s| s.to_string()).unwrap_or_default();
     let fp = Fingerprint::new(STAGE, CODE_VERSION)
         .with("config", &ksmith_core::config::section_hash(cfg))
+        .with("shard", &shard)
         .with("rows", &rows_hash(&rows))
         .finish();
     write_table(&out, &rows, &fp)?;
