@@ -45,7 +45,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
         }
         // A pseudo-random but fixed speedup trajectory; a third of the steps fail.
         let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-        let correct = h % 3 != 0;
+        let correct = !h.is_multiple_of(3);
         let speedup = 0.5 + (h % 1000) as f64 / 400.0;
         steps.push(StepView {
             step_id: format!("s{i}"),
