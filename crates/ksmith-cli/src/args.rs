@@ -65,6 +65,15 @@ pub enum Command {
     Run(#[command(flatten)] Common),
     /// Check the configuration (every stage's section) and print the resolved settings.
     Check(#[command(flatten)] Common),
+    /// Write tasks.parquet from a folder of KernelBench-format programs (instead of cluster).
+    ImportTasks {
+        /// Options shared by every subcommand.
+        #[command(flatten)]
+        common: Common,
+        /// The folder of programs (searched recursively for *.py).
+        #[arg(long = "from", value_name = "DIR")]
+        from: PathBuf,
+    },
     /// Union the repos, modules and probes tables of shard work directories into --workdir.
     Merge {
         /// Options shared by every subcommand.
@@ -100,7 +109,8 @@ impl Command {
             | Command::Run(c)
             | Command::Check(c)
             | Command::Report { common: c, .. }
-            | Command::Merge { common: c, .. } => c,
+            | Command::Merge { common: c, .. }
+            | Command::ImportTasks { common: c, .. } => c,
         }
     }
 
@@ -118,7 +128,8 @@ impl Command {
             Command::Run(_)
             | Command::Check(_)
             | Command::Report { .. }
-            | Command::Merge { .. } => None,
+            | Command::Merge { .. }
+            | Command::ImportTasks { .. } => None,
         }
     }
 }

@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use ksmith_core::config::Config;
 use ksmith_core::context::StageContext;
 use ksmith_core::progress::ProgressMode;
+use ksmith_core::report::StageReport;
 
 use crate::args::{Cli, Command, Common};
 use crate::stages::{Stage, StageConfigs};
@@ -55,6 +56,16 @@ impl Session {
             stages,
             ctx,
         })
+    }
+
+    /// Saves and prints the report of a command that is not a stage (merge, import-tasks).
+    fn finish(&self, report: anyhow::Result<StageReport>) -> Result<(), Failure> {
+        let report = report.map_err(Failure::Stage)?;
+        report
+            .save(&self.ctx.workdir)
+            .map_err(|e| Failure::Stage(e.into()))?;
+        self.ctx.info(report.summary());
+        Ok(())
     }
 
     /// Runs `stages` in order, printing each stage's summary; stops at the first failure.
@@ -109,13 +120,12 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
         Command::Merge { from, .. } => {
-            let report = crate::merge::merge(from, &session.ctx.workdir).map_err(Failure::Stage)?;
-            report
-                .save(&session.ctx.workdir)
-                .map_err(|e| Failure::Stage(e.into()))?;
-            session.ctx.info(report.summary());
-            Ok(())
+            session.finish(crate::merge::merge(from, &session.ctx.workdir))
         }
+        Command::ImportTasks { from, .. } => session.finish(crate::import_tasks::import_tasks(
+            from,
+            &session.ctx.workdir,
+        )),
         Command::Report { out, .. } => {
             let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
                 .map_err(|e| Failure::Stage(e.into()))?;
