@@ -159,6 +159,27 @@ mod tests {
         }
     }
 
+    /// The section as documented for `configs/default.toml`.
+    const DOCUMENTED: &str = r#"
+[export]
+formats = ["verl_rl", "verl_sft", "trl_sft", "trl_sft_standard", "trl_grpo", "openrlhf_rl", "openrlhf_sft"]
+pretty_name = "Kernel-Smith Triton kernel evolution"
+data_source = "ksmith/triton_kernel"
+ability = "triton_kernel_optimization"
+shard_rows = 20000
+row_group_rows = 1000
+zstd_level = 3
+tolerances = { float32 = [1e-4, 1e-4], float64 = [1e-4, 1e-4], float16 = [1e-2, 1e-2], bfloat16 = [1e-2, 1e-2] }
+license = ""
+"#;
+
+    #[test]
+    fn the_documented_section_is_the_defaults() {
+        let cfg = ksmith_core::config::Config::parse(DOCUMENTED, "doc").unwrap();
+        let e: ExportConfig = cfg.section("export").unwrap();
+        assert_eq!(e, ExportConfig::default());
+    }
+
     #[test]
     fn formats_parse_from_toml_and_typos_fail() {
         let cfg = ksmith_core::config::Config::parse(

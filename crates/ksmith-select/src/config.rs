@@ -255,6 +255,33 @@ mod tests {
         assert!(err.contains("/models/qwen/tokenizer.json"), "{err}");
     }
 
+    /// The section as documented for `configs/default.toml`.
+    const DOCUMENTED: &str = r#"
+[select]
+sft_min_speedup = 1.0
+sft_min_gain_over_parent = 1.0
+grpo_rule = "best_steps"
+grpo_min_parent_speedup = 1.0
+grpo_best_scope = "task"
+grpo_max_prompts_per_parent = 1
+max_tokens = 65536
+level_proportions = {}
+max_family_share = 0.35
+validation_fraction = 0.05
+seed = "ksmith-select"
+"#;
+
+    #[test]
+    fn the_documented_section_is_the_defaults() {
+        let cfg = ksmith_core::config::Config::parse(DOCUMENTED, "doc").unwrap();
+        let sel: SelectConfig = cfg.section("select").unwrap();
+        assert_eq!(sel, SelectConfig::default());
+        let other = DOCUMENTED.replace("\"best_steps\"", "\"all_steps\"");
+        let cfg = ksmith_core::config::Config::parse(&other, "doc").unwrap();
+        let sel: SelectConfig = cfg.section("select").unwrap();
+        assert_eq!(sel.grpo_rule, GrpoRule::AllSteps);
+    }
+
     #[test]
     fn unknown_keys_are_rejected_by_the_config_loader() {
         let cfg = ksmith_core::config::Config::parse("[select]\nmax_token = 5\n", "t").unwrap();
