@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# End-to-end rollout on a GPU with a scripted teacher: import the tasks of data/gpu-tasks, run
+# rollout, select, export and report, and print every step (verdict, speedup, timing method).
+#
+#   scripts/gpu_rollout_bench.sh [OUTDIR]        (default: $OUT or /tmp/ksmith-gpu-bench)
+#
+# Environment: KSMITH_BIN (default target/release/ksmith), KSMITH_PYTHON (an interpreter with
+# torch and triton; default python3), ITERATIONS (default 3), TASKS (the task folder; default
+# data/gpu-tasks).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-${OUT:-/tmp/ksmith-gpu-bench}}"
+bin="${KSMITH_BIN:-$here/target/release/ksmith}"
+export KSMITH_PYTHON="${KSMITH_PYTHON:-$(command -v python3)}"
+work="$out/work"
+mkdir -p "$out"
+rm -rf "$work"
+
+"$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$here/data/gpu-tasks/answers" >"$out/teacher.json" &
+teacher=$!
+trap 'kill $teacher 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [[ -s "$out/teacher.json" ]] && break; sleep 0.2; done
+url="$("$KSMITH_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$out/teacher.json")"
+
+cat >"$out/bench.toml" <<TOML
+[rollout]
+iterations = ${ITERATIONS:-3}
+num_islands = 1
+parallel_tasks = 1
+measure = true
+
+[teacher]
+max_retries = 1
+
+[[teacher.endpoints]]
+url = "$url"
+model = "scripted-teacher"
+TOML
+
+t0=$(date +%s)
+"$bin" import-tasks --from "${TASKS:-$here/data/gpu-tasks}" --config "$out/bench.toml" --workdir "$work"
+for stage in rollout select export report; do
+    "$bin" "$stage" --config "$out/bench.toml" --workdir "$work"
+done
+echo "wall time: $(( $(date +%s) - t0 )) s"
+"$KSMITH_PYTHON" - "$work" <<'PY'
+import json, sys
+import pyarrow.parquet as pq
+work = sys.argv[1]
+tasks = {r["task_id"]: r["repo"].split("/")[-1] for r in pq.read_table(f"{work}/tasks.parquet").to_pylist()}
+rows = sorted(pq.read_table(f"{work}/steps.parquet").to_pylist(), key=lambda r: (tasks[r["task_id"]], r["iteration"]))
+print(f"{'task':22} {'it':>2} {'kind':10} {'edit':16} {'verdict':15} {'speedup':>8} {'cand ms':>9} {'ref ms':>9} {'cv':>6} method")
+for r in rows:
+    ev = json.loads(r["eval_json"]) if r["eval_json"] else {}
+    ct, rt = ev.get("candidate_timing") or {}, ev.get("reference_timing") or {}
+    sp = r["speedup"]
+    verdict = (r["eval_status"] or "-") + (f":{r['hack']}" if r["hack"] else "")
+    print(f"{tasks[r['task_id']]:22} {r['iteration']:>2} {r['kind']:10} {r['edit_outcome']:16} {verdict:15} "
+          f"{(f'{sp:.3f}' if sp else '-'):>8} {ct.get('median_ms', float('nan')):9.4f} {rt.get('median_ms', float('nan')):9.4f} "
+          f"{ct.get('cv', float('nan')):6.4f} {ct.get('method', '-')}")
+hw = next((json.loads(r["eval_json"])["hardware"] for r in rows if r["eval_json"]), {})
+print("hardware:", hw)
+for name in ("sft", "grpo"):
+    try:
+        print(f"{name}.parquet rows:", pq.read_table(f"{work}/{name}.parquet").num_rows)
+    except Exception as e:  # noqa: BLE001
+        print(name, "unreadable:", e)
+PY
