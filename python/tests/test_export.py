@@ -28,10 +28,11 @@ TRL_RESERVED = {"completion", "completion_ids", "prompts", "completions", "train
 MESSAGE = datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")})
 
 
-def run_fixture(workdir: str) -> dict:
+def run_fixture(workdir: str, rows: tuple[int, int] | None = None) -> dict:
     cargo = os.environ.get("CARGO", "cargo")
+    extra = [str(n) for n in rows] if rows else []
     out = subprocess.run(
-        [cargo, "run", "-q", "-p", "ksmith-export", "--example", "export_fixture", "--", workdir],
+        [cargo, "run", "-q", "-p", "ksmith-export", "--example", "export_fixture", "--", workdir, *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -46,6 +47,8 @@ def exported(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("export"))
     summary = run_fixture(workdir)
     summary["datasets"] = os.path.join(workdir, "datasets")
+    # A private cache: a load must read these files, never an earlier session's cache.
+    summary["cache"] = str(tmp_path_factory.mktemp("hf-cache"))
     return summary
 
 
@@ -72,7 +75,8 @@ def test_every_format_is_exported_in_the_hf_layout(exported):
         for split in ("train", "validation"):
             files = shards(exported, folder, split)
             n = expected_rows(exported, folder, split)
-            want = max(1, -(-n // exported["shard_rows"]))
+            assert n > 0, "the fixture fills both splits"
+            want = -(-n // exported["shard_rows"])
             assert [os.path.basename(f) for f in files] == [f"{split}-{i:05d}-of-{want:05d}.parquet" for i in range(want)]
 
 
@@ -103,14 +107,14 @@ def test_pyarrow_sees_one_schema_zstd_metadata_and_small_row_groups(exported, fo
 def test_datasets_loads_each_file_and_the_folder_through_the_card(exported, folder):
     # verl's exact call, file by file.
     for f in shards(exported, folder):
-        ds = datasets.load_dataset("parquet", data_files=f)["train"]
+        ds = datasets.load_dataset("parquet", data_files=f, cache_dir=exported["cache"])["train"]
         assert ds.num_rows == pq.ParquetFile(f).metadata.num_rows
     # The folder, through the card's `configs` header.
     header, body = card(exported, folder)
     config = header["configs"][0]
     assert config["config_name"] == "default"
     assert {d["split"]: d["path"] for d in config["data_files"]} == {"train": "data/train-*.parquet", "validation": "data/validation-*.parquet"}
-    dd = datasets.load_dataset(os.path.join(exported["datasets"], folder))
+    dd = datasets.load_dataset(os.path.join(exported["datasets"], folder), cache_dir=exported["cache"])
     assert set(dd.keys()) == {"train", "validation"}
     for split in ("train", "validation"):
         assert dd[split].num_rows == expected_rows(exported, folder, split)
@@ -121,7 +125,7 @@ def test_datasets_loads_each_file_and_the_folder_through_the_card(exported, fold
 
 
 def load(exported, folder):
-    return datasets.load_dataset(os.path.join(exported["datasets"], folder))
+    return datasets.load_dataset(os.path.join(exported["datasets"], folder), cache_dir=exported["cache"])
 
 
 def test_verl_rl_schema(exported):
@@ -194,3 +198,16 @@ def test_a_second_export_with_nothing_changed_does_nothing(exported):
     assert again["skipped"] is True
     assert again["fingerprint"] == exported["fingerprint"]
     assert {f: os.stat(f).st_mtime_ns for f in first} == first
+
+
+def test_a_re_exported_folder_is_not_answered_from_the_cache_of_an_earlier_export(tmp_path):
+    # `datasets` caches a local folder by its name and card header, not by its files: the card
+    # names the export's fingerprint so a changed export gets a new cache entry.
+    cache = str(tmp_path / "cache")
+    counts = {}
+    for name, rows in (("first", (5, 4)), ("second", (11, 9))):
+        workdir = str(tmp_path / name)
+        summary = run_fixture(workdir, rows)
+        dd = datasets.load_dataset(os.path.join(workdir, "datasets", "verl-rl"), cache_dir=cache)
+        counts[name] = (sum(d.num_rows for d in dd.values()), sum(summary["rows"]["grpo"].values()))
+    assert counts["first"] == (4, 4) and counts["second"] == (9, 9), counts

@@ -5,7 +5,7 @@
 //! exported datasets with pyarrow and `datasets` and score answers with the reward function:
 //!
 //! ```text
-//! cargo run -q -p ksmith-export --example export_fixture -- <workdir>
+//! cargo run -q -p ksmith-export --example export_fixture -- <workdir> [<sft rows> <grpo rows>]
 //! ```
 //!
 //! Prints a JSON summary (rows per dataset and split) on stdout. Every GRPO row carries a real
@@ -144,10 +144,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ok_or("usage: export_fixture <workdir>")?,
     );
     std::fs::create_dir_all(&workdir)?;
-    let sft = sft_rows(23);
-    let grpo = grpo_rows(17);
-    write_table(&SftRow::path_in(&workdir), &sft, "fixture-sft")?;
-    write_table(&GrpoRow::path_in(&workdir), &grpo, "fixture-grpo")?;
+    let arg = |i: usize, default: usize| -> Result<usize, Box<dyn std::error::Error>> {
+        match std::env::args().nth(i) {
+            Some(a) => Ok(a.parse()?),
+            None => Ok(default),
+        }
+    };
+    let (n_sft, n_grpo) = (arg(2, 23)?, arg(3, 17)?);
+    let sft = sft_rows(n_sft);
+    let grpo = grpo_rows(n_grpo);
+    // The fingerprints stand for the content, as select's would.
+    write_table(
+        &SftRow::path_in(&workdir),
+        &sft,
+        &format!("fixture-sft-{n_sft}"),
+    )?;
+    write_table(
+        &GrpoRow::path_in(&workdir),
+        &grpo,
+        &format!("fixture-grpo-{n_grpo}"),
+    )?;
     write_table(
         &RepoRow::path_in(&workdir),
         &[repo("org/vision", "MIT"), repo("org/text", "Apache-2.0")],

@@ -50,6 +50,8 @@ pub struct CardInput {
     pub fingerprint: String,
     /// The reward routing key.
     pub data_source: String,
+    /// Total bytes of the Parquet files.
+    pub download_size: u64,
 }
 
 /// A YAML/Markdown-safe double-quoted string.
@@ -174,6 +176,18 @@ pub fn render(c: &CardInput) -> String {
         );
     }
     let _ = writeln!(s, "  default: true");
+    // `datasets` caches a local folder under a hash of this block and the configs (not of the
+    // files), so the block names the export's fingerprint: a re-exported folder is never
+    // answered from the cache of an earlier export.
+    let _ = writeln!(
+        s,
+        "dataset_info:\n  config_name: default\n  description: {}\n  download_size: {}\n  splits:",
+        quoted(&format!("ksmith export {}", c.fingerprint)),
+        c.download_size
+    );
+    for (split, rows, _) in &c.splits {
+        let _ = writeln!(s, "  - name: {split}\n    num_examples: {rows}");
+    }
     let _ = writeln!(s, "---\n");
     let _ = writeln!(s, "# {} ({})\n", c.pretty_name, c.format.folder());
     let _ = writeln!(
@@ -302,6 +316,7 @@ mod tests {
             export_config_hash: "e".into(),
             fingerprint: "f".into(),
             data_source: "ds".into(),
+            download_size: 1234,
         };
         let text = render(&c);
         assert!(text.starts_with("---\nlicense: mit\n"), "{text}");
@@ -312,5 +327,10 @@ mod tests {
         assert!(text.contains("  - split: train\n    path: \"data/train-*.parquet\""));
         assert!(text.contains("  - split: validation\n    path: \"data/validation-*.parquet\""));
         assert!(text.contains("- rule one"));
+        assert!(text.contains("  description: \"ksmith export f\"\n  download_size: 1234\n"));
+        assert!(
+            text.contains("  - name: validation\n    num_examples: 2\n---"),
+            "{text}"
+        );
     }
 }

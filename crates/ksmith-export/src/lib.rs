@@ -10,8 +10,10 @@
 //! [`ground_truth::GroundTruth`] JSON these datasets carry.
 //!
 //! Invariants: a dataset folder is replaced atomically (written under a temporary name, then
-//! renamed); a re-run with unchanged inputs and config does nothing; every split has at least
-//! one shard (empty when the split is), so its glob always resolves. Entry point: [`run`].
+//! renamed); a re-run with unchanged inputs and config does nothing; a split without rows is
+//! left out of the files and the card (the `datasets` library cannot load an empty split),
+//! except that a dataset with no rows at all keeps one empty train shard for its schema.
+//! Entry point: [`run`].
 #![deny(missing_docs)]
 
 pub mod card;
@@ -119,16 +121,38 @@ fn map_splits<S, T>(
         .collect()
 }
 
-/// Writes the splits of one dataset into `staged`; returns `(split, rows, shards)`.
+/// What one dataset's splits became.
+struct Written {
+    /// `(split, rows, shards)`.
+    splits: Vec<(String, usize, usize)>,
+    /// Total bytes of the files.
+    bytes: u64,
+}
+
+/// Writes the splits of one dataset into `staged`.
 fn write_splits<T: Serialize + DeserializeOwned>(
     staged: &Path,
     splits: Vec<(Split, Vec<T>)>,
     opts: &shards::ShardOptions,
-) -> Result<Vec<(String, usize, usize)>, Error> {
-    let mut out = Vec::new();
+) -> Result<Written, Error> {
+    let mut out = Written {
+        splits: Vec::new(),
+        bytes: 0,
+    };
+    // The `datasets` library refuses a split without rows ("corresponds to no data"), so an
+    // empty split is left out; when every split is empty, an empty train shard keeps the
+    // schema readable.
+    let all_empty = splits.iter().all(|(_, rows)| rows.is_empty());
     for (split, rows) in splits {
+        if rows.is_empty() && !(all_empty && split == Split::Train) {
+            continue;
+        }
         let files = shards::write_split(&staged.join("data"), split.as_str(), &rows, opts)?;
-        out.push((split.as_str().to_string(), rows.len(), files.len()));
+        for (path, _) in &files {
+            out.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        }
+        out.splits
+            .push((split.as_str().to_string(), rows.len(), files.len()));
     }
     Ok(out)
 }
@@ -273,8 +297,8 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
                 &opts,
             ),
         };
-        let splits = match result {
-            Ok(s) => s,
+        let written = match result {
+            Ok(w) => w,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&staged);
                 return Err(e);
@@ -306,7 +330,7 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             format,
             pretty_name: cfg.pretty_name.clone(),
             license: card::card_license(&cfg.license, &provenance),
-            splits: splits.clone(),
+            splits: written.splits.clone(),
             by_level: count(level),
             by_family: count(family),
             by_kind: count(kind),
@@ -316,6 +340,7 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             export_config_hash: export_hash.clone(),
             fingerprint: fp.clone(),
             data_source: cfg.data_source.clone(),
+            download_size: written.bytes,
         };
         let readme = staged.join("README.md");
         std::fs::write(&readme, card::render(&card_input)).map_err(|e| Error::Write {
@@ -329,7 +354,7 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             path: target.clone(),
             message: format!("cannot move the finished dataset into place: {e}"),
         })?;
-        for (split, rows, _) in &splits {
+        for (split, rows, _) in &written.splits {
             report.count(&format!("{folder}/{split}"), *rows as u64);
             report.rows_written += *rows as u64;
         }

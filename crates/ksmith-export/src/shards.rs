@@ -57,8 +57,7 @@ pub fn shard_name(split: &str, i: usize, n: usize) -> String {
 }
 
 /// Writes `rows` as the shards of `split` into `data_dir`; returns each file with its row
-/// count. An empty split still gets one (empty) shard, so its glob resolves and its schema is
-/// there.
+/// count. No rows give one empty shard (with the schema).
 pub fn write_split<T: Serialize + DeserializeOwned>(
     data_dir: &Path,
     split: &str,

@@ -231,22 +231,32 @@ fn re_runs_skip_unless_something_changed() {
 }
 
 #[test]
-fn empty_tables_give_empty_shards_with_the_schema() {
+fn empty_splits_are_left_out_and_an_empty_dataset_keeps_its_schema() {
     let dir = tempfile::tempdir().unwrap();
-    inputs(dir.path(), &[], &[]);
+    // GRPO: train only. SFT: nothing at all.
+    inputs(dir.path(), &[], &[grpo(0, Split::Train, None)]);
     let cfg = ExportConfig {
         formats: vec![Format::VerlRl, Format::VerlSft],
         ..Default::default()
     };
     run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
-    for split in ["train", "validation"] {
-        let (schema, batches) = read(
-            &dataset_dir(dir.path(), Format::VerlSft)
-                .join(format!("data/{split}-00000-of-00001.parquet")),
-        );
-        assert!(message_list(schema.field(0).data_type()));
-        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
-    }
+    let names = |f: Format| {
+        let mut n: Vec<String> = std::fs::read_dir(dataset_dir(dir.path(), f).join("data"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(Format::VerlRl), ["train-00000-of-00001.parquet"]);
+    let card =
+        std::fs::read_to_string(dataset_dir(dir.path(), Format::VerlRl).join("README.md")).unwrap();
+    assert!(card.contains("split: train") && !card.contains("split: validation"));
+    assert_eq!(names(Format::VerlSft), ["train-00000-of-00001.parquet"]);
+    let (schema, batches) =
+        read(&dataset_dir(dir.path(), Format::VerlSft).join("data/train-00000-of-00001.parquet"));
+    assert!(message_list(schema.field(0).data_type()));
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
 }
 
 #[test]
@@ -272,7 +282,6 @@ fn shards_split_at_shard_rows() {
             "train-00000-of-00003.parquet",
             "train-00001-of-00003.parquet",
             "train-00002-of-00003.parquet",
-            "validation-00000-of-00001.parquet"
         ]
     );
     let rows: Vec<usize> = (0..3)
