@@ -33,7 +33,8 @@ The evaluator is local (`ksmith.evaluator.evaluate.DeviceEvaluator` on `KSMITH_E
 `cuda` when torch sees a GPU, else `cpu`; options from `KSMITH_EVAL_OPTIONS` as JSON), or remote when
 `KSMITH_EVAL_URL` is set (`POST <url>/v1/evaluate`, the evaluator's HTTP protocol version 1; the
 remote side applies its own tolerances). An evaluator that cannot be reached raises: a training
-step must not silently score every answer 0.
+step must not silently score every answer 0. A task whose reference does not run on the
+evaluator scores `failure_reward` for every answer and sets `broken_reference`.
 """
 
 # No `from __future__ import annotations`: trainers load this file by path without registering
@@ -183,6 +184,11 @@ class EvaluatorUnavailable(RuntimeError):
     """The evaluator could not be reached or could not evaluate at all."""
 
 
+class BrokenReference(RuntimeError):
+    """The task's reference program does not run on this evaluator: the prompt is broken, not
+    the answer."""
+
+
 class LocalBackend:
     """The evaluator package in this process (its candidates run in killable subprocesses)."""
 
@@ -210,12 +216,12 @@ class LocalBackend:
             return ev
 
     def evaluate(self, request: dict, tolerances: dict | None = None) -> dict:
-        from ksmith.evaluator.evaluate import BrokenReference
+        from ksmith.evaluator.evaluate import BrokenReference as ReferenceFailed
 
         try:
             return self._evaluator(tolerances).evaluate(request)
-        except BrokenReference as e:
-            raise EvaluatorUnavailable(f"reference of task {e.task_id} does not run: {e.message}") from None
+        except ReferenceFailed as e:
+            raise BrokenReference(f"reference of task {e.task_id} does not run: {e.message}") from None
 
     def close(self) -> None:
         for ev in self._by_tolerance.values():
@@ -241,6 +247,8 @@ class RemoteBackend:
                 detail = json.loads(e.read()).get("error", {})
             except ValueError:
                 detail = {}
+            if detail.get("kind") == "broken_reference":
+                raise BrokenReference(f"{self.url}: reference of task {detail.get('task_id')} does not run: {detail.get('message', '')}") from None
             raise EvaluatorUnavailable(f"{self.url}: HTTP {e.code}: {detail.get('kind', '')} {detail.get('message', '')}".strip()) from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise EvaluatorUnavailable(f"{self.url}: {e}") from None
@@ -328,6 +336,7 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         "hacked": False,
         "timed": False,
         "correctness_only": False,
+        "broken_reference": False,
         "speedup_vs_parent": None,
         "status": "no_code",
         "hack": None,
@@ -341,7 +350,13 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
     out.update(has_code=True, how=how)
     backend = backend or get_backend()
     request = {"task_id": gt["task_id"], "reference": gt["reference_program"], "candidate": program, "measure": True}
-    res = backend.evaluate(request, gt.get("tolerances"))
+    try:
+        res = backend.evaluate(request, gt.get("tolerances"))
+    except BrokenReference as e:
+        # Every answer to this prompt gets the same score (no learning signal, no crash); the
+        # flag is logged so a run with broken prompts shows it.
+        out.update(status="broken_reference", broken_reference=True, score=cfg.failure_reward, message=str(e))
+        return out
     status = res.get("status")
     out["status"] = status
     out["hack"] = res.get("hack")
@@ -374,7 +389,7 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
     return out
 
 
-_METRIC_KEYS = ("score", "has_code", "compiled", "correct", "hacked", "timed", "correctness_only")
+_METRIC_KEYS = ("score", "has_code", "compiled", "correct", "hacked", "timed", "correctness_only", "broken_reference")
 
 
 def _metrics(full: dict) -> dict:

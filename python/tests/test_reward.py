@@ -290,8 +290,9 @@ def test_remote_backend_speaks_the_evaluator_protocol(endpoint, monkeypatch):
         path, body = seen[0]
         assert path == "/v1/evaluate" and body["v"] == 1
         assert set(body["request"]) == {"task_id", "reference", "candidate", "measure"}
-        with pytest.raises(reward.EvaluatorUnavailable, match="422.*reference crashed"):
-            score_answer(answer("broken"), gt(), backend=backend)
+        broken = score_answer(answer("broken"), gt(), backend=backend)
+        assert broken["broken_reference"] and broken["score"] == 0.0
+        assert "reference crashed" in broken["message"]
     finally:
         reward.set_backend(None)
 
@@ -349,3 +350,14 @@ def test_cpu_evaluator_scores_correct_incorrect_and_hacked_answers(exported_gt):
     assert scores["hacked_static"]["score"] == -1.0 and scores["hacked_static"]["hacked"] == 1.0
     assert scores["hacked_runtime"]["score"] == -1.0 and scores["hacked_runtime"]["hacked"] == 1.0
     assert scores["no_code"]["score"] == 0.0 and scores["no_code"]["has_code"] == 0.0
+
+
+def test_a_broken_reference_in_the_local_evaluator_scores_the_failure_reward():
+    backend = reward.LocalBackend(device="cpu")
+    try:
+        broken = REFERENCE.replace("return torch.relu(x) * self.scale", "raise RuntimeError('no')")
+        out = score_answer(diff(LAUNCH, LAUNCH.replace("128", "64")), gt(reference_program=broken, task_id="broken"), backend=backend)
+    finally:
+        backend.close()
+    assert out["status"] == "broken_reference" and out["broken_reference"] and out["score"] == 0.0
+    assert "does not run" in out["message"]
