@@ -32,7 +32,7 @@ mod stage;
 
 pub use config::RolloutConfig;
 pub use error::Error;
-pub use stage::{run, tasks_root};
+pub use stage::{run, run_with_identity, tasks_root};
 
 /// The stage's name.
 pub const STAGE: &str = "rollout";

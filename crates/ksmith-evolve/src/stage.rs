@@ -145,12 +145,27 @@ pub fn run(
     teacher: &dyn ChatClient,
     evaluator: &dyn Evaluator,
 ) -> Result<StageReport, Error> {
+    run_with_identity(cfg, ctx, teacher, evaluator, "")
+}
+
+/// [`run`], with `identity` (e.g. a hash of the teacher models and the evaluator settings) added
+/// to the output's fingerprint, so that changing the teacher or the evaluator makes the stage
+/// run again instead of reporting itself up to date. Recorded steps are kept and resumed either
+/// way (a changed teacher continues the same trajectories).
+pub fn run_with_identity(
+    cfg: &RolloutConfig,
+    ctx: &StageContext,
+    teacher: &dyn ChatClient,
+    evaluator: &dyn Evaluator,
+    identity: &str,
+) -> Result<StageReport, Error> {
     cfg.validate()?;
     let started = Instant::now();
     let input = TaskRow::path_in(&ctx.workdir);
     let output = StepRow::path_in(&ctx.workdir);
     let fp = Fingerprint::new(STAGE, CODE_VERSION)
         .with("config", &section_hash(cfg))
+        .with("identity", identity)
         .with_input(&input)
         .finish();
     let mut report = StageReport::new(STAGE);

@@ -141,6 +141,13 @@ fn rerun_skips_and_longer_run_extends_without_redoing() {
     let again = run(&short, &ctx, &teacher, &ev).unwrap();
     assert!(again.skipped);
     assert_eq!(teacher.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Another teacher or evaluator identity re-runs the stage, but every step is restored.
+    let other = ksmith_evolve::run_with_identity(&short, &ctx, &teacher, &ev, "teacher-b").unwrap();
+    assert!(!other.skipped);
+    assert_eq!(other.counters["steps_new"], 0);
+    assert_eq!(teacher.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let back: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
+    assert_eq!(back, first);
     let long = cfg(16);
     let report = run(&long, &ctx, &teacher, &ev).unwrap();
     assert_eq!(report.counters["steps_new"], 12);
