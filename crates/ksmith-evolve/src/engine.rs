@@ -527,3 +527,27 @@ pub fn step_id(seed: u64, task_id: &str, iteration: u32) -> String {
         .part(iteration.to_le_bytes())
         .finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_dirs_never_escape_the_root() {
+        let root = Path::new("/r");
+        assert_eq!(task_dir(root, "abc-1_2"), root.join("abc-1_2"));
+        for hostile in ["../x", "a/b", "", ".", "x y", &"z".repeat(200)] {
+            let d = task_dir(root, hostile);
+            assert_eq!(d.parent(), Some(root), "{hostile}");
+            assert_eq!(d.file_name().unwrap().len(), 32, "{hostile}");
+        }
+    }
+
+    #[test]
+    fn seeds_and_ids_depend_on_every_part() {
+        assert_eq!(request_seed(1, "t", 2), request_seed(1, "t", 2));
+        assert_ne!(request_seed(1, "t", 2), request_seed(1, "t", 3));
+        assert_ne!(request_seed(1, "t", 2), request_seed(2, "t", 2));
+        assert_ne!(step_id(1, "t", 2), step_id(1, "u", 2));
+    }
+}

@@ -57,6 +57,12 @@ pub enum Error {
         /// What differs.
         message: String,
     },
+    /// Another rollout holds the work directory's lock.
+    #[error("{}: another rollout is running on this work directory", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// Some tasks could not finish because the teacher or the evaluator is unavailable; their
     /// completed steps are kept and a rerun resumes them.
     #[error("rollout incomplete: {0}")]

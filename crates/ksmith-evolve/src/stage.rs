@@ -126,6 +126,25 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
     out
 }
 
+/// Takes the rollout lock of `workdir` (released when the returned file is dropped or the
+/// process dies), so two rollouts never append to the same journals.
+fn lock_workdir(workdir: &Path) -> Result<std::fs::File, Error> {
+    let dir = workdir.join("rollout");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let path = dir.join("rollout.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
 fn name_of<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
@@ -181,6 +200,7 @@ pub fn run_with_identity(
     }
     report.rows_read = tasks.len() as u64;
     let root = tasks_root(&ctx.workdir);
+    let _lock = lock_workdir(&ctx.workdir)?;
     if ctx.force && root.exists() {
         std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
     }

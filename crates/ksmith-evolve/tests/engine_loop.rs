@@ -292,3 +292,29 @@ fn missing_tasks_table_is_a_clear_error() {
     .unwrap_err();
     assert!(err.to_string().contains("tasks.parquet"), "{err}");
 }
+
+#[test]
+fn a_second_rollout_on_the_same_workdir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &default_tasks(1));
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open({
+            std::fs::create_dir_all(dir.path().join("rollout")).unwrap();
+            dir.path().join("rollout/rollout.lock")
+        })
+        .unwrap();
+    held.lock().unwrap();
+    let err = run(
+        &cfg(2),
+        &StageContext::for_tests(dir.path()),
+        &ScriptedTeacher::new(),
+        &FakeEvaluator::new(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("another rollout"), "{err}");
+    held.unlock().unwrap();
+    rollout(dir.path(), &cfg(2));
+}
