@@ -26,6 +26,78 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// CPU seconds (user + system) used by this process so far, from /proc (0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses): utime is 14th, stime 15th.
+    let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// Single-threaded cost of each feature on `programs`, in microseconds per module.
+fn breakdown(programs: &[&str], cfg: &DedupConfig) -> Vec<(&'static str, f64)> {
+    use ksmith_dedup::minhash::{MinHasher, shingle_hashes};
+    use ksmith_embed::{HashedEmbedder, SyntaxTree};
+    let per = |secs: f64| secs * 1e6 / programs.len().max(1) as f64;
+    let mut out = Vec::new();
+    let t = Instant::now();
+    let parsed: Vec<Program<'_>> = programs.iter().map(|p| Program::parse(p)).collect();
+    out.push((
+        "tokenize + strip docstrings + import aliases",
+        per(t.elapsed().as_secs_f64()),
+    ));
+    let t = Instant::now();
+    let keys: usize = parsed.iter().map(|p| p.exact_key()[0] as usize).sum();
+    out.push((
+        "exact key (normalized text + blake3)",
+        per(t.elapsed().as_secs_f64()),
+    ));
+    let t = Instant::now();
+    let shingles: Vec<Vec<u64>> = parsed
+        .iter()
+        .map(|p| shingle_hashes(p, cfg.shingle_size))
+        .collect();
+    out.push(("5-gram shingle hashes", per(t.elapsed().as_secs_f64())));
+    let hasher = MinHasher::new(cfg.num_perm, cfg.seed);
+    let t = Instant::now();
+    let sigs: usize = shingles
+        .iter()
+        .map(|s| hasher.signature(s)[0] as usize)
+        .sum();
+    out.push((
+        "MinHash signature (256 perms)",
+        per(t.elapsed().as_secs_f64()),
+    ));
+    let t = Instant::now();
+    let trees: Vec<SyntaxTree> = parsed.iter().map(SyntaxTree::build).collect();
+    out.push((
+        "syntax tree (canonical labels)",
+        per(t.elapsed().as_secs_f64()),
+    ));
+    let t = Instant::now();
+    let wl: u128 = trees.iter().map(|t| t.wl_hash(cfg.wl_iterations) & 1).sum();
+    out.push(("WL hash (4 iterations)", per(t.elapsed().as_secs_f64())));
+    let e = HashedEmbedder::new(&cfg.embedder);
+    let t = Instant::now();
+    let mut row = ndarray::Array1::<f32>::zeros(cfg.embedder.dim);
+    for p in programs {
+        e.embed_into(p, row.view_mut());
+    }
+    out.push((
+        "hashed embedding (parse again + features)",
+        per(t.elapsed().as_secs_f64()),
+    ));
+    std::hint::black_box((keys, sigs, wl));
+    out
+}
+
 fn main() {
     let n = env_usize("KSMITH_BENCH_N", 100_000);
     let threads = env_usize("KSMITH_BENCH_THREADS", 2);
@@ -59,19 +131,21 @@ fn main() {
     let embedder = cfg.embedder.build().unwrap();
 
     // Full run, all methods.
+    let cpu0 = cpu_seconds();
     let t = Instant::now();
     let (rows, stats) = pool
         .install(|| deduplicate(&items, &[], Some(embedder.as_ref()), &cfg))
         .unwrap();
     let full_s = t.elapsed().as_secs_f64();
+    let full_cpu = cpu_seconds() - cpu0;
 
     // Phase timings (separate runs of each step).
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
     let t = Instant::now();
-    let feats = pool.install(|| features(&programs, &cfg, true, true));
+    let feats = pool.install(|| features(&programs, &cfg, true, true, embedder.as_hashed()));
     let feat_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let near_feats = pool.install(|| features(&programs, &cfg, true, false));
+    let near_feats = pool.install(|| features(&programs, &cfg, true, false, None));
     let near_feat_s = t.elapsed().as_secs_f64();
     drop(near_feats);
     let t = Instant::now();
@@ -131,10 +205,14 @@ fn main() {
     println!();
     println!("| step | seconds |");
     println!("|---|---|");
-    println!("| full dedup (exact + structural + near + semantic), end to end | {full_s:.2} |");
-    println!("| features: tokenize, exact key, shingles, MinHash-256, WL hash | {feat_s:.2} |");
+    println!(
+        "| full dedup (exact + structural + near + semantic), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
+    );
+    println!(
+        "| features: tokenize, exact key, shingles, MinHash-256, WL hash, hashed embedding | {feat_s:.2} |"
+    );
     println!("| near: LSH 25x10 buckets + signature check | {near_s:.2} |");
-    println!("| embed (hashed features, 256 dims) | {embed_s:.2} |");
+    println!("| embed alone (hashed features, 256 dims, parsing again) | {embed_s:.2} |");
     println!("| semantic: 16x12-bit hyperplane buckets + cosine check | {sem_s:.2} |");
     println!();
     println!("| planted copies | found (same group as original) | recall |");
@@ -169,6 +247,17 @@ fn main() {
         stats.pairs,
         sem.len()
     );
+
+    let sample: Vec<&str> = programs.iter().take(5000).copied().collect();
+    println!();
+    println!(
+        "| feature, 1 thread, {} modules | microseconds per module |",
+        sample.len()
+    );
+    println!("|---|---|");
+    for (name, us) in breakdown(&sample, &cfg) {
+        println!("| {name} | {us:.1} |");
+    }
 
     // datasketch side by side on the near step.
     if std::env::var("KSMITH_BENCH_DATASKETCH").as_deref() == Ok("0") {

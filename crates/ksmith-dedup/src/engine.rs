@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use ksmith_core::tables::{DedupMethod, DedupRow};
 use ksmith_embed::hashing::SplitMix;
-use ksmith_embed::{Embedder, Program, SyntaxTree};
+use ksmith_embed::{Embedder, HashedEmbedder, Program, SyntaxTree};
 use ndarray::{Array2, Axis};
 use rayon::prelude::*;
 
@@ -51,15 +51,19 @@ pub struct Features {
     pub structural: u128,
     /// Number of shingles.
     pub shingles: usize,
+    /// The hashed embedding, when an embedder was given to [`features`] (empty otherwise).
+    pub embedding: Vec<f32>,
 }
 
 /// Computes features of programs, in parallel (in the current rayon pool): the MinHash
-/// signature when `need_signature`, the structural hash when `need_structural`.
+/// signature when `need_signature`, the structural hash when `need_structural`, the embedding
+/// when `embedder` is given (parsing each program once for all of them).
 pub fn features(
     programs: &[&str],
     cfg: &DedupConfig,
     need_signature: bool,
     need_structural: bool,
+    embedder: Option<&HashedEmbedder>,
 ) -> Vec<Features> {
     let hasher = MinHasher::new(cfg.num_perm, cfg.seed);
     programs
@@ -71,6 +75,15 @@ pub fn features(
             } else {
                 Vec::new()
             };
+            let tree = (need_structural || embedder.is_some()).then(|| SyntaxTree::build(&p));
+            let embedding = match (embedder, &tree) {
+                (Some(e), Some(t)) => {
+                    let mut row = ndarray::Array1::<f32>::zeros(e.dim());
+                    e.embed_parsed(&p, t, row.view_mut());
+                    row.to_vec()
+                }
+                _ => Vec::new(),
+            };
             Features {
                 exact: p.exact_key(),
                 signature: if need_signature {
@@ -78,12 +91,12 @@ pub fn features(
                 } else {
                     Vec::new()
                 },
-                structural: if need_structural {
-                    SyntaxTree::build(&p).wl_hash(cfg.wl_iterations)
-                } else {
-                    0
+                structural: match (&tree, need_structural) {
+                    (Some(t), true) => t.wl_hash(cfg.wl_iterations),
+                    _ => 0,
                 },
                 shingles: shingles.len(),
+                embedding,
             }
         })
         .collect()
@@ -269,14 +282,19 @@ pub fn deduplicate(
     let need_sig = cfg.near || !problems.is_empty();
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
     let need_structural = cfg.structural || (!problems.is_empty() && cfg.contamination_structural);
-    let feats = features(&programs, cfg, need_sig, need_structural);
+    let hashed = if cfg.semantic {
+        embedder.and_then(|e| e.as_hashed())
+    } else {
+        None
+    };
+    let feats = features(&programs, cfg, need_sig, need_structural, hashed);
     let mut stats = DedupStats::default();
 
     let contaminated: Vec<Option<Contamination>> = if problems.is_empty() {
         vec![None; items.len()]
     } else {
         let sources: Vec<&str> = problems.iter().map(|p| p.source.as_str()).collect();
-        let pf = features(&sources, cfg, true, cfg.contamination_structural);
+        let pf = features(&sources, cfg, true, cfg.contamination_structural, None);
         contamination(&feats, problems, &pf, cfg)
     };
 
@@ -329,7 +347,16 @@ pub fn deduplicate(
         let embedder = embedder.ok_or_else(|| {
             DedupError::Config("semantic dedup is on but no embedder was given".into())
         })?;
-        let emb = embedder.embed(&programs)?;
+        let emb = match hashed {
+            Some(h) => {
+                let mut m = Array2::<f32>::zeros((feats.len(), h.dim()));
+                for (mut row, f) in m.outer_iter_mut().zip(&feats) {
+                    row.assign(&ndarray::ArrayView1::from(&f.embedding[..]));
+                }
+                m
+            }
+            None => embedder.embed(&programs)?,
+        };
         add(semantic_pairs(&emb, cfg), "semantic", &mut stats);
     }
 

@@ -27,6 +27,11 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One row per program, each row of unit length (a zero row for an empty program).
     fn embed(&self, programs: &[&str]) -> Result<Array2<f32>, EmbedError>;
+    /// The weight-free embedder behind this one, if it is one (lets callers that already
+    /// parsed a program embed it without parsing again).
+    fn as_hashed(&self) -> Option<&HashedEmbedder> {
+        None
+    }
 }
 
 /// Which embedder to use, and its settings: the `[<stage>.embedder]` table of a stage.
@@ -156,10 +161,21 @@ impl HashedEmbedder {
     }
 
     /// Embeds one program into `row` (which must have `dim` entries).
-    pub fn embed_into(&self, src: &str, mut row: ArrayViewMut1<'_, f32>) {
+    pub fn embed_into(&self, src: &str, row: ArrayViewMut1<'_, f32>) {
         let p = Program::parse(src);
+        let tree = SyntaxTree::build(&p);
+        self.embed_parsed(&p, &tree, row);
+    }
+
+    /// Embeds an already parsed program and its syntax tree into `row` (`dim` entries).
+    pub fn embed_parsed(
+        &self,
+        p: &Program<'_>,
+        tree: &SyntaxTree,
+        mut row: ArrayViewMut1<'_, f32>,
+    ) {
         let mut feats: Vec<(u64, f32)> = Vec::with_capacity(p.tokens.len() * 3);
-        for op in summarize(&p).ops {
+        for op in summarize(p).ops {
             feats.push((mix(1, hash_str(&op.qualified)), self.op_weight));
             feats.push((mix(2, hash_str(&op.name)), self.op_weight));
         }
@@ -173,7 +189,7 @@ impl HashedEmbedder {
                 }
             }
         }
-        for g in SyntaxTree::build(&p).path_ngrams() {
+        for g in tree.path_ngrams() {
             feats.push((mix(5, g), self.ngram_weight));
         }
         // Count repeated features, then weight sublinearly: w * (1 + ln(count)).
@@ -210,6 +226,10 @@ impl Embedder for HashedEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    fn as_hashed(&self) -> Option<&HashedEmbedder> {
+        Some(self)
     }
 
     fn embed(&self, programs: &[&str]) -> Result<Array2<f32>, EmbedError> {

@@ -60,7 +60,13 @@ const BUILTINS: &[&str] = &[
 
 /// True for a Python keyword.
 pub fn is_keyword(name: &str) -> bool {
-    KEYWORDS.contains(&name)
+    // Keywords are 2 to 8 ASCII characters; the length test skips most names at once.
+    (2..=8).contains(&name.len()) && KEYWORDS.contains(&name)
+}
+
+/// True for a builtin or conventional name (`self`, `range`, `super`, ...).
+pub fn is_builtin(name: &str) -> bool {
+    (3..=10).contains(&name.len()) && BUILTINS.contains(&name)
 }
 
 /// A tokenized program with docstrings removed.
@@ -86,7 +92,7 @@ impl<'a> Program<'a> {
     /// True when `name` refers to something outside the author's choice: an imported module
     /// alias, a builtin, `self`.
     pub fn is_external(&self, name: &str) -> bool {
-        self.import_aliases.contains(name) || BUILTINS.contains(&name)
+        is_builtin(name) || self.import_aliases.contains(name)
     }
 
     /// The normalized text: tokens joined by one space, layout as `;`, `{` and `}`.

@@ -121,15 +121,22 @@ impl SyntaxTree {
     ///
     /// Each iteration relabels every node with the hash of its label and its children's labels in
     /// order (the order matters in code: `a - b` is not `b - a`, and swapping two statements
-    /// changes the program). The result hashes the sorted multiset of all labels of all
-    /// iterations, as networkx's `weisfeiler_lehman_graph_hash` does for graphs. Renamed copies
-    /// (same canonical tree) always collide; after `k` iterations two trees collide only if they
-    /// have the same multiset of depth-`k` subtrees.
+    /// changes the program). The result hashes the multiset of all labels of all iterations
+    /// (as networkx's `weisfeiler_lehman_graph_hash` hashes label histograms), computed as two
+    /// independent sums of avalanched labels so no sort is needed. Renamed copies (same
+    /// canonical tree) always collide; after `k` iterations two trees collide only if they have
+    /// the same multiset of depth-`k` subtrees (or, with probability about 2^-128, by chance).
     pub fn wl_hash(&self, iterations: usize) -> u128 {
         let mut labels = self.labels.clone();
-        let mut all: Vec<u64> = Vec::with_capacity(labels.len() * (iterations + 1));
-        all.extend_from_slice(&labels);
         let mut next = vec![0u64; labels.len()];
+        let (mut sum_a, mut sum_b) = (0u64, 0u64);
+        let mut absorb = |labels: &[u64]| {
+            for &l in labels {
+                sum_a = sum_a.wrapping_add(splitmix64(l));
+                sum_b = sum_b.wrapping_add(splitmix64(l ^ 0xA5A5_A5A5_5A5A_5A5A).rotate_left(17));
+            }
+        };
+        absorb(&labels);
         for round in 0..iterations {
             for (v, slot) in next.iter_mut().enumerate() {
                 let mut h = mix(labels[v], round as u64 + 1);
@@ -139,17 +146,11 @@ impl SyntaxTree {
                 *slot = splitmix64(h ^ self.children[v].len() as u64);
             }
             std::mem::swap(&mut labels, &mut next);
-            all.extend_from_slice(&labels);
+            absorb(&labels);
         }
-        all.sort_unstable();
-        let mut hasher = blake3::Hasher::new();
-        for l in &all {
-            hasher.update(&l.to_le_bytes());
-        }
-        let digest = hasher.finalize();
-        let mut bytes = [0u8; 16];
-        bytes.copy_from_slice(&digest.as_bytes()[..16]);
-        u128::from_le_bytes(bytes)
+        let hi = mix(sum_a, labels.len() as u64);
+        let lo = mix(sum_b, iterations as u64);
+        (u128::from(hi) << 64) | u128::from(lo)
     }
 
     /// Hashes of the parent-child and grandparent-parent-child label paths, one per edge:
