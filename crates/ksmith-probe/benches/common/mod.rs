@@ -342,12 +342,14 @@ pub(crate) fn generate(variants: usize) -> (Vec<ModuleRow>, Vec<ModuleRow>) {
                 format!("{}-{v}", t.name),
                 render(&t, &init, &t.inputs),
             ));
-            // A static guesser: every input 4-D 4x4x4x4; ints 4 in every other variant;
-            // in every third variant the last constructor argument is missing.
+            // A static guesser: every input a float tensor of size 4 in each dimension, 4-D,
+            // 2-D or 3-D by variant; ints 4 in every other variant; in every third variant the
+            // last constructor argument is missing.
+            let rank = [4, 2, 3][v % 3];
             let guessed_inputs: Vec<String> = t
                 .inputs
                 .iter()
-                .map(|_| "torch.rand(4, 4, 4, 4)".to_string())
+                .map(|_| format!("torch.rand({})", vec!["4"; rank].join(", ")))
                 .collect();
             let mut guessed_init: Vec<String> = t
                 .init
