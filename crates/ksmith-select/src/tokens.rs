@@ -4,10 +4,15 @@
 //! recorded: a message costs `ceil(chars / 4)` tokens plus 4 for the chat template's role
 //! markers. For English text and Python source, BPE tokenizers of current LLMs average about
 //! 3.5 to 4.5 characters per token, so the budget is approximate within roughly 15%; set the
-//! budget with that margin. A real tokenizer (`tokenizer.json`) is not built in: the
-//! `tokenizers` crate and its regex engine would add minutes to every clean build of the
-//! workspace on this project's 2-core machines for a filter that trainers re-apply exactly at
-//! load time anyway (verl `filter_overlong_prompts`, slime `--rollout-max-prompt-len`).
+//! budget with that margin.
+//!
+//! A real tokenizer (`tokenizer.json`) is not built in; a configured `tokenizer` path is refused
+//! with "built without tokenizer support". Measured cost of adding it: the `tokenizers` crate
+//! 0.22 alone (`default-features = false, features = ["onig"]`, 77 crates including the C
+//! Oniguruma build) took 254 s to build from scratch at `-j1` on this project's shared 2-core
+//! machine, before any ksmith code; that is paid on every clean build and in CI for a filter
+//! that trainers re-apply exactly at load time anyway (verl `filter_overlong_prompts`, slime
+//! `--rollout-max-prompt-len`). Exact counts belong to the trainer's own tokenizer.
 
 use ksmith_core::chat::ChatMessage;
 
