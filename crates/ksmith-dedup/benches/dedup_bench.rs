@@ -213,7 +213,9 @@ fn main() {
     );
     println!("| near: LSH 25x10 buckets + signature check | {near_s:.2} |");
     println!("| embed alone (hashed features, 256 dims, parsing again) | {embed_s:.2} |");
-    println!("| semantic: 16x12-bit hyperplane buckets + cosine check | {sem_s:.2} |");
+    println!(
+        "| semantic: 16 tables x 16-bit hyperplane buckets (centered) + cosine check | {sem_s:.2} |"
+    );
     println!();
     println!("| planted copies | found (same group as original) | recall |");
     println!("|---|---|---|");

@@ -129,7 +129,8 @@ pub fn near_pairs(feats: &[Features], cfg: &DedupConfig) -> Vec<Edge> {
 }
 
 /// Semantic pairs: cosine at or above the threshold among candidates sharing a random-hyperplane
-/// hash in at least one of `simhash_tables` tables. `emb` rows must be unit length.
+/// hash of the mean-centered embedding in at least one of `simhash_tables` tables. `emb` rows
+/// must be unit length.
 pub fn semantic_pairs(emb: &Array2<f32>, cfg: &DedupConfig) -> Vec<Edge> {
     let (n, dim) = emb.dim();
     if n == 0 || dim == 0 {
@@ -138,6 +139,18 @@ pub fn semantic_pairs(emb: &Array2<f32>, cfg: &DedupConfig) -> Vec<Edge> {
     let planes_n = cfg.simhash_tables * cfg.simhash_bits;
     let mut rng = SplitMix::new(cfg.seed ^ 0x7369_6d68_6173_6821);
     let planes = Array2::from_shape_fn((dim, planes_n), |_| rng.normal() as f32);
+    // Hash the centered vectors: every program shares boilerplate (imports, class, forward),
+    // so raw embeddings sit in a narrow cone where random hyperplanes separate little and
+    // buckets fill with unrelated modules. Centering keeps near-identical vectors together and
+    // spreads the rest. (The cosine check below uses the raw vectors.)
+    let mut mean = vec![0f64; dim];
+    for row in emb.outer_iter() {
+        for (m, v) in mean.iter_mut().zip(row) {
+            *m += f64::from(*v);
+        }
+    }
+    let mean = ndarray::Array1::from_iter(mean.into_iter().map(|m| (m / n as f64) as f32));
+    let offset = mean.dot(&planes);
     let blocks: Vec<Vec<(u64, u32)>> = emb
         .axis_chunks_iter(Axis(0), 2048)
         .enumerate()
@@ -154,7 +167,8 @@ pub fn semantic_pairs(emb: &Array2<f32>, cfg: &DedupConfig) -> Vec<Edge> {
                 for t in 0..cfg.simhash_tables {
                     let mut key: u64 = t as u64;
                     for b in 0..cfg.simhash_bits {
-                        key = key.wrapping_mul(2) ^ u64::from(row[t * cfg.simhash_bits + b] > 0.0);
+                        let j = t * cfg.simhash_bits + b;
+                        key = key.wrapping_mul(2) ^ u64::from(row[j] > offset[j]);
                     }
                     out.push((ksmith_embed::hashing::mix(t as u64 + 1, key), id));
                 }

@@ -203,17 +203,23 @@ fn each_method_alone_finds_its_kind() {
     assert_eq!(near[&Variant::Edited].0, near[&Variant::Edited].1);
     assert_eq!(near[&Variant::Reformatted].0, near[&Variant::Reformatted].1);
 
-    // Hashed-feature embeddings: copies that keep every operator are above the default 0.95;
-    // an added statement costs about 0.03-0.09 of cosine, so only part of the edited copies.
+    // Hashed-feature embeddings: copies that keep every token are above the default 0.97; an
+    // added statement costs about 0.03-0.09 of cosine, so edited copies need a lower threshold
+    // (fine on this small corpus; the default stays high for precision at 100k modules).
     let semantic = only(&|c| c.semantic = true);
     assert_eq!(semantic[&Variant::Exact].0, semantic[&Variant::Exact].1);
     assert_eq!(
         semantic[&Variant::Reformatted].0,
         semantic[&Variant::Reformatted].1
     );
+    let loose = only(&|c| {
+        c.semantic = true;
+        c.semantic_threshold = 0.9;
+    });
+    // Hyperplane buckets find most, not all, pairs in the 0.9-0.95 band (LSH is probabilistic).
     assert!(
-        semantic[&Variant::Edited].0 * 2 >= semantic[&Variant::Edited].1,
-        "{semantic:?}"
+        loose[&Variant::Edited].0 * 3 >= loose[&Variant::Edited].1 * 2,
+        "{loose:?}"
     );
 }
 
