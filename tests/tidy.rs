@@ -64,7 +64,14 @@ fn stage_crates_do_not_depend_on_each_other() {
 #[test]
 fn core_stays_free_of_heavy_dependencies() {
     let deps = dependency_names(&root().join("crates/ksmith-core/Cargo.toml"));
-    for banned in ["git2", "tree-sitter", "tree-sitter-python", "ureq", "hdbscan", "rayon"] {
+    for banned in [
+        "git2",
+        "tree-sitter",
+        "tree-sitter-python",
+        "ureq",
+        "hdbscan",
+        "rayon",
+    ] {
         assert!(
             !deps.iter().any(|d| d == banned),
             "ksmith-core must not depend on {banned}"
@@ -101,14 +108,20 @@ fn every_source_file_starts_with_a_module_doc() {
         })
         .map(|f| f.display().to_string())
         .collect();
-    assert!(undocumented.is_empty(), "files without a //! doc: {undocumented:#?}");
+    assert!(
+        undocumented.is_empty(),
+        "files without a //! doc: {undocumented:#?}"
+    );
 }
 
 /// The README names exactly the two commands a newcomer needs, and CI runs the test one.
 #[test]
 fn readme_and_ci_agree_on_the_test_command() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    assert!(readme.contains("make dataset"), "README must name `make dataset`");
+    assert!(
+        readme.contains("make dataset"),
+        "README must name `make dataset`"
+    );
     assert!(readme.contains("make test"), "README must name `make test`");
     let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
     assert!(
