@@ -38,6 +38,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The thread pool could not start.
+    #[error("cannot start {threads} worker threads: {message}")]
+    Threads {
+        /// Threads asked for.
+        threads: usize,
+        /// Why.
+        message: String,
+    },
     /// Reading a table or writing a side file failed.
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),

@@ -35,6 +35,7 @@ use ksmith_core::ids::content_id;
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{META_FINGERPRINT, Table, read_fingerprint, read_table};
 use ksmith_core::tables::{GrpoRow, RepoRow, SftRow, Split};
+use rayon::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -235,7 +236,7 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     let tracker = ctx.tracker("export", Some(cfg.formats.len() as u64));
     let sft_split = by_split(&sft, |r| r.split);
     let grpo_split = by_split(&grpo, |r| r.split);
-    for &format in &cfg.formats {
+    let export_one = |format: Format| -> Result<Written, Error> {
         let folder = format.folder();
         let staged = layout::staging_dir(&datasets, &folder);
         let leftovers = layout::remove_leftovers(&datasets, &folder)
@@ -354,11 +355,32 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             path: target.clone(),
             message: format!("cannot move the finished dataset into place: {e}"),
         })?;
+        Ok(written)
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads.max(1))
+        .build()
+        .map_err(|e| Error::Threads {
+            threads: ctx.threads,
+            message: e.to_string(),
+        })?;
+    // Formats are independent: each is written and published by one thread.
+    let results: Vec<(Format, Result<Written, Error>)> = pool.install(|| {
+        cfg.formats
+            .par_iter()
+            .map(|&format| {
+                let result = export_one(format);
+                tracker.inc(1);
+                (format, result)
+            })
+            .collect()
+    });
+    for (format, result) in results {
+        let written = result?;
         for (split, rows, _) in &written.splits {
-            report.count(&format!("{folder}/{split}"), *rows as u64);
+            report.count(&format!("{}/{split}", format.folder()), *rows as u64);
             report.rows_written += *rows as u64;
         }
-        tracker.inc(1);
     }
     tracker.finish();
     report.elapsed_ms = started.elapsed().as_millis() as u64;
