@@ -55,7 +55,8 @@ pub fn cluster_labels(
     let data: Vec<Vec<f32>> = sample.iter().map(|&i| reduced.row(i).to_vec()).collect();
     let params = HdbscanHyperParams::builder()
         .min_cluster_size(cfg.min_cluster_size)
-        .min_samples(cfg.min_samples)
+        // The crate indexes the k-th neighbour without a bound check: keep k within the data.
+        .min_samples(cfg.min_samples.min(data.len()))
         .epsilon(cfg.epsilon)
         .allow_single_cluster(cfg.allow_single_cluster)
         .build();

@@ -359,6 +359,12 @@ fn bad_input_and_up_to_date() {
         ..small_cfg()
     };
     assert!(matches!(run(&bad, &ctx), Err(ClusterError::Config(_))));
+    // More neighbours than points must not crash HDBSCAN.
+    let many = ClusterConfig {
+        min_samples: 500,
+        ..small_cfg()
+    };
+    assert!(!run(&many, &ctx).unwrap().skipped);
     let bad = ClusterConfig {
         min_cluster_size: 1,
         ..small_cfg()
