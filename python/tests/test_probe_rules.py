@@ -358,3 +358,24 @@ def test_timeouts_are_not_swallowed_by_the_search():
 def test_norm_and_attention_feature_sizes(layer, shape):
     fn = (lambda x: layer(x, x, x)) if isinstance(layer, nn.MultiheadAttention) else layer
     assert repaired_by_search(fn, fwd_state(shape)) is not None
+
+
+def test_keywords_become_positional_through_literal_defaults():
+    from ksmith.probe.program import init_source
+
+    from ksmith.probe.program import empty_marker
+
+    params = [
+        ("a", "POSITIONAL_OR_KEYWORD", empty_marker()),
+        ("scale", "POSITIONAL_OR_KEYWORD", 2.0),
+        ("b", "POSITIONAL_OR_KEYWORD", empty_marker()),
+        ("act", "POSITIONAL_OR_KEYWORD", nn.ReLU()),
+        ("c", "POSITIONAL_OR_KEYWORD", empty_marker()),
+    ]
+    init = (G.Arg(G.ValueGuess(3), "a"), G.Arg(G.ValueGuess(5), "b", True))
+    src, reads = init_source(init, params)
+    assert "return [3, 2.0, 5]" in src and not reads
+    # A gap with a default that has no literal form: the [args, kwargs] form.
+    init = init + (G.Arg(G.ValueGuess(7), "c", True),)
+    src, _ = init_source(init, params)
+    assert "return [[3], {'b': 5, 'c': 7}]" in src
