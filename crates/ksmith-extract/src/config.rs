@@ -22,9 +22,10 @@ pub struct ExtractConfig {
     /// Deepest syntax-tree nesting analysed; classes nesting deeper fail as
     /// `too_deeply_nested`.
     pub max_nesting: u32,
-    /// Check each program with one re-parse of its whole text instead of re-parsing each of
-    /// its top-level statements once per repository (same verdict, slower: shared
-    /// dependencies are parsed again for every program that inlines them).
+    /// Check each program with one tree-sitter re-parse of its whole text. When false (the
+    /// default) only the generated and edited stretches are re-parsed (once per distinct text
+    /// in a repository) and unedited inlined statements reuse the parse of their file, which
+    /// gives the same verdict about three times faster.
     pub verify_whole_program: bool,
 }
 

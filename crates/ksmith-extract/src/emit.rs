@@ -50,20 +50,29 @@ fn statement_text(
     out
 }
 
-/// An emitted program and where its top-level statements taken from the repository lie in it.
+/// An emitted program and what each stretch of it is.
 pub(crate) struct Emitted {
     /// The program text.
     pub(crate) text: String,
-    /// Byte ranges of the inlined statements (everything else is generated: imports, alias
-    /// lines and the input functions).
-    pub(crate) pieces: Vec<std::ops::Range<usize>>,
+    /// Consecutive stretches of `text`, each a sequence of whole top-level statements.
+    pub(crate) parts: Vec<Part>,
+}
+
+/// A stretch of an emitted program.
+pub(crate) struct Part {
+    /// Byte range in the program.
+    pub(crate) range: std::ops::Range<usize>,
+    /// An inlined statement (with whether its text was edited beyond the entry rename), or
+    /// generated text (imports, alias lines, input functions).
+    pub(crate) origin: Option<(NodeId, bool)>,
 }
 
 /// The program: imports, the closure in order (entry renamed to `Model`), alias lines, then
 /// `get_inputs()` and `get_init_inputs()` (given as `inputs`).
 pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> Emitted {
     let mut text = String::new();
-    let mut pieces = Vec::with_capacity(plan.order.len());
+    let mut parts = Vec::with_capacity(2 * plan.order.len() + 2);
+    let mut generated_from = 0;
     for line in import_lines(plan) {
         text.push_str(&line);
         text.push('\n');
@@ -80,9 +89,20 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
             None
         };
         let start = text.len();
+        if generated_from < start {
+            parts.push(Part {
+                range: generated_from..start,
+                origin: None,
+            });
+        }
         text.push_str(&statement_text(repo, node, plan, rename));
         text.push('\n');
-        pieces.push(start..text.len());
+        let edited = plan.edits.get(&node).is_some_and(|e| !e.is_empty());
+        parts.push(Part {
+            range: start..text.len(),
+            origin: Some((node, edited)),
+        });
+        generated_from = text.len();
         if node == entry
             && plan.entry_name_read
             && let Some(info) = entry_info.filter(|i| i.name != ENTRY)
@@ -97,7 +117,11 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
     }
     text.push_str("\n\n");
     text.push_str(inputs);
-    Emitted { text, pieces }
+    parts.push(Part {
+        range: generated_from..text.len(),
+        origin: None,
+    });
+    Emitted { text, parts }
 }
 
 /// What re-parsing one top-level piece of a program found.
@@ -167,46 +191,71 @@ impl PieceCache {
     }
 }
 
-/// Checks an emitted program statement by statement: every inlined statement is re-parsed in
-/// its emitted form (once per repository, through `cache`), and so is the generated rest
-/// (imports, alias lines, input functions). A module is a sequence of top-level statements,
-/// each starting at column 0 and ending with a newline, so the program parses exactly when
-/// each of them does; the names check is the same as [`validate`]'s.
+/// Checks an emitted program stretch by stretch, with the same verdict as [`validate`]:
+///
+/// - generated text (imports, alias lines, input functions) and inlined statements whose text
+///   was edited (module attribute chains flattened, local imports replaced) are re-parsed with
+///   tree-sitter in their emitted form, once per distinct text in the repository (`cache`);
+/// - an inlined statement whose text was not edited (or only had the entry's class name
+///   swapped for `Model`, one identifier for another) is byte for byte a top-level statement
+///   that tree-sitter already parsed without ERROR or MISSING nodes in its file (extraction
+///   refuses statements with syntax errors), so its parse and its names analysis are reused.
+///
+/// A module is a sequence of top-level statements, each starting at column 0 and ending with a
+/// newline, so the program parses exactly when each stretch does. `verify_whole_program`
+/// switches to [`validate`] (one parse of the whole text) instead.
 pub(crate) fn validate_pieces(
     emitted: &Emitted,
+    repo: &Repo,
+    entry: NodeId,
     cache: &PieceCache,
     limits: &Limits,
 ) -> Result<(), String> {
     let text = &emitted.text;
-    let mut checks: Vec<(u32, Arc<PieceCheck>)> = Vec::with_capacity(emitted.pieces.len() + 1);
-    let mut glue = String::new();
-    let mut at = 0;
-    for range in &emitted.pieces {
-        glue.push_str(text.get(at..range.start).unwrap_or(""));
-        at = range.end;
-        let piece = text.get(range.clone()).unwrap_or("");
-        let line = text[..range.start].matches('\n').count() as u32;
-        checks.push((line, cache.get(piece, limits)));
-    }
-    glue.push_str(text.get(at..).unwrap_or(""));
-    checks.push((0, Arc::new(PieceCheck::new(&glue, limits))));
     let mut bound: HashSet<&str> = HashSet::new();
     let mut star = false;
-    for (offset, check) in &checks {
-        if let Some(problem) = &check.problem {
-            return Err(format!("emitted_program_unparsable: {problem}"));
+    let mut checks: Vec<Arc<PieceCheck>> = Vec::new();
+    let mut reads: Vec<&String> = Vec::new();
+    for part in &emitted.parts {
+        match part.origin {
+            Some((node, false)) => {
+                let stmt = &repo.files[node.0].stmts[node.1];
+                if let Some(line) = stmt.error_line {
+                    return Err(format!("emitted_syntax_error at line {line}"));
+                }
+                let renamed = match (&stmt.kind, node == entry) {
+                    (StmtKind::Class(info), true) => Some(info.name.as_str()),
+                    _ => None,
+                };
+                for d in &stmt.names.defines {
+                    if Some(d.as_str()) == renamed {
+                        bound.insert(ENTRY);
+                    } else {
+                        bound.insert(d.as_str());
+                    }
+                }
+                reads.extend(stmt.names.reads.iter().map(|r| &r.name));
+            }
+            _ => {
+                let piece = text.get(part.range.clone()).unwrap_or("");
+                let check = cache.get(piece, limits);
+                if let Some(problem) = &check.problem {
+                    return Err(format!("emitted_program_unparsable: {problem}"));
+                }
+                if let Some(line) = check.error_line {
+                    let offset = text[..part.range.start].matches('\n').count() as u32;
+                    return Err(format!("emitted_syntax_error at line {}", offset + line));
+                }
+                checks.push(check);
+            }
         }
-        if let Some(line) = check.error_line {
-            return Err(format!("emitted_syntax_error at line {}", offset + line));
-        }
+    }
+    for check in &checks {
         bound.extend(check.bound.iter().map(|s| s.as_str()));
         star |= check.star;
+        reads.extend(check.reads.iter());
     }
-    undefined_check(
-        &bound,
-        checks.iter().flat_map(|(_, c)| c.reads.iter()),
-        star,
-    )
+    undefined_check(&bound, reads.into_iter(), star)
 }
 
 fn undefined_check<'a>(

@@ -242,7 +242,7 @@ fn class_row(
     let verdict = if cfg.verify_whole_program {
         emit::validate(&emitted.text, limits)
     } else {
-        emit::validate_pieces(&emitted, cache, limits)
+        emit::validate_pieces(&emitted, repo, node, cache, limits)
     };
     if let Err(reason) = verdict {
         let mut row = with_lists(fail(ModuleStatus::Failed, reason));

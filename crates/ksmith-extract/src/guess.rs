@@ -307,9 +307,11 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
                 .unwrap_or(4);
             format!("torch.ones([{}])", dims(rank))
         } else {
+            // Later tensors default to the rank of the first one (`forward(x, context)`).
             let rank = hinted
                 .or(mention_rank)
                 .or(is_sequence_name(&n).then_some(3))
+                .or(first_rank)
                 .unwrap_or(4);
             first_rank.get_or_insert(rank);
             tensor(rank)

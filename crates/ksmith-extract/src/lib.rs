@@ -26,6 +26,25 @@
 //! status and a reason (`syntax_error at path:line`, `undefined_name: foo`,
 //! `import_not_allowed: scipy`, `no_forward`, `too_large: ...`), never an error; ids are unique
 //! in the table (see [`assign_ids`]). Entry point: [`run`]; table-free: [`extract_repo`].
+//!
+//! # Example
+//!
+//! ```
+//! use ksmith_extract::{extract_repo, ExtractConfig, RepoInfo, SourceFile};
+//!
+//! let files = [
+//!     SourceFile::new("ops.py", "import torch\n\ndef act(x):\n    return torch.relu(x) * 2\n"),
+//!     SourceFile::new(
+//!         "net.py",
+//!         "import torch.nn as nn\nfrom ops import act\n\nclass Net(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return act(self.fc(x))\n",
+//!     ),
+//! ];
+//! let rows = extract_repo(&RepoInfo::default(), &files, &ExtractConfig::default());
+//! let program = rows[0].program.as_deref().unwrap_or_default();
+//! assert!(program.contains("def act(x):"));
+//! assert!(program.contains("class Model(nn.Module):"));
+//! assert!(program.ends_with("def get_init_inputs():\n    return [4]\n"));
+//! ```
 #![deny(missing_docs)]
 
 mod builtins;

@@ -1,0 +1,113 @@
+//! The sample corpus under `data/corpus`: what extract makes of it, and that the fast
+//! statement-wise program check agrees with re-parsing every whole program.
+#![allow(clippy::unwrap_used)] // Tests may unwrap.
+
+use std::path::{Path, PathBuf};
+
+use ksmith_core::tables::{ModuleRow, ModuleStatus};
+use ksmith_extract::{ExtractConfig, RepoInfo, SourceFile, extract_repo};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/corpus")
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(root, &path, out);
+        } else if path.extension().is_some_and(|e| e == "py") {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push(SourceFile::new(rel, std::fs::read(&path).unwrap()));
+        }
+    }
+}
+
+fn extract(repo: &str, cfg: &ExtractConfig) -> Vec<ModuleRow> {
+    let root = corpus().join(repo);
+    let mut files = Vec::new();
+    collect(&root, &root, &mut files);
+    let info = RepoInfo {
+        repo: repo.into(),
+        ..Default::default()
+    };
+    extract_repo(&info, &files, cfg)
+}
+
+const REPOS: &[&str] = &[
+    "tinyact", "normzoo", "attnlab", "convnets", "seqkit", "gplnet",
+];
+
+#[test]
+fn every_repository_has_a_license_and_the_corpus_has_enough_modules() {
+    let mut ok = 0;
+    for repo in REPOS {
+        assert!(corpus().join(repo).join("LICENSE").is_file(), "{repo}");
+        if *repo != "gplnet" {
+            ok += extract(repo, &ExtractConfig::default())
+                .iter()
+                .filter(|r| r.status == ModuleStatus::Ok)
+                .count();
+        }
+    }
+    assert!(ok >= 40, "only {ok} modules");
+}
+
+#[test]
+fn the_corpus_rows_that_do_not_pass_are_the_planted_ones() {
+    let mut not_ok: Vec<(String, String)> = Vec::new();
+    for repo in REPOS {
+        for r in extract(repo, &ExtractConfig::default()) {
+            if r.status != ModuleStatus::Ok {
+                not_ok.push((
+                    format!("{repo}/{}::{}", r.path, r.class_name),
+                    r.reason.unwrap(),
+                ));
+            }
+        }
+    }
+    let expected = [
+        ("normzoo/normzoo/base.py::NormBase", "no_forward"),
+        (
+            "normzoo/normzoo/extra/spectral.py::SpectralScale",
+            "import_not_allowed: scipy",
+        ),
+        (
+            "convnets/convnets/experimental.py::UsesUndefined",
+            "undefined_name: fused_kernel",
+        ),
+        (
+            "convnets/convnets/legacy.py::OldBlock",
+            "syntax_error at convnets/legacy.py:7",
+        ),
+        ("seqkit/seqkit/base.py::SeqModule", "no_forward"),
+        (
+            "seqkit/seqkit/embed.py::ErfGate",
+            "import_not_allowed: scipy",
+        ),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(not_ok, expected);
+}
+
+#[test]
+fn statement_wise_check_agrees_with_whole_program_reparse() {
+    let whole = ExtractConfig {
+        verify_whole_program: true,
+        ..Default::default()
+    };
+    for repo in REPOS {
+        assert_eq!(
+            extract(repo, &ExtractConfig::default()),
+            extract(repo, &whole),
+            "{repo}"
+        );
+    }
+}
