@@ -5,7 +5,8 @@
 //! classes that import helpers and base classes from other files of the package (relative
 //! imports) and from a shared `common.py`. It then extracts every repository with rayon pools
 //! of 1 thread and of all cores, and prints a table of MB/s of source, modules/s, MB/s per
-//! thread and peak memory (VmHWM), next to tree-sitter parsing alone on the same files.
+//! thread and peak memory (VmHWM), next to tree-sitter parsing alone on the same files and
+//! to extraction with `verify_whole_program = true` (every program re-parsed whole).
 //!
 //! `cargo bench -p ksmith-extract` (set `KSMITH_BENCH_MB` to change the corpus size).
 use std::time::Instant;
@@ -172,6 +173,11 @@ fn main() {
         .map(|n| n.get())
         .unwrap_or(1);
     let cfg = ExtractConfig::default();
+    // The same extraction with every program re-parsed whole (`verify_whole_program`).
+    let whole = ExtractConfig {
+        verify_whole_program: true,
+        ..Default::default()
+    };
     let mut sizes = vec![1];
     if cores > 1 {
         sizes.push(cores);
@@ -227,38 +233,42 @@ fn main() {
             "-",
             peak_rss_mb()
         );
-        let mut times = Vec::new();
-        let mut modules = 0usize;
-        let mut ok = 0usize;
-        for _ in 0..runs {
-            let t = Instant::now();
-            let rows: Vec<_> = pool.install(|| {
-                repos
-                    .par_iter()
-                    .map(|(info, files)| extract_repo(info, files, &cfg))
-                    .collect()
-            });
-            times.push(t.elapsed().as_secs_f64());
-            modules = rows.iter().map(|r: &Vec<_>| r.len()).sum();
-            ok = rows
-                .iter()
-                .flatten()
-                .filter(|r| r.status == ModuleStatus::Ok)
-                .count();
+        for (label, cfg) in [
+            ("extract (end to end)", &cfg),
+            ("extract, whole reparse", &whole),
+        ] {
+            let mut times = Vec::new();
+            let mut modules = 0usize;
+            let mut ok = 0usize;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let rows: Vec<_> = pool.install(|| {
+                    repos
+                        .par_iter()
+                        .map(|(info, files)| extract_repo(info, files, cfg))
+                        .collect()
+                });
+                times.push(t.elapsed().as_secs_f64());
+                modules = rows.iter().map(|r: &Vec<_>| r.len()).sum();
+                ok = rows
+                    .iter()
+                    .flatten()
+                    .filter(|r| r.status == ModuleStatus::Ok)
+                    .count();
+            }
+            let time = median(times);
+            println!(
+                "| {label:<22} | {threads:>7} | {time:>9.2} | {:>10.2} | {:>12.2} | {:>11.0} | {:>9} | {:>13.0} |",
+                mb / time,
+                mb / time / threads as f64,
+                modules as f64 / time,
+                modules,
+                peak_rss_mb()
+            );
+            assert!(
+                ok * 10 >= modules * 9,
+                "only {ok} of {modules} modules extracted"
+            );
         }
-        let time = median(times);
-        println!(
-            "| {:<22} | {threads:>7} | {time:>9.2} | {:>10.2} | {:>12.2} | {:>11.0} | {:>9} | {:>13.0} |",
-            "extract (end to end)",
-            mb / time,
-            mb / time / threads as f64,
-            modules as f64 / time,
-            modules,
-            peak_rss_mb()
-        );
-        assert!(
-            ok * 10 >= modules * 9,
-            "only {ok} of {modules} modules extracted"
-        );
     }
 }
