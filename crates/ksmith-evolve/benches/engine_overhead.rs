@@ -86,9 +86,13 @@ fn current_speed(user: &str) -> f64 {
 }
 
 fn diff_answer(speed: f64, salt: u64) -> String {
+    let old = format!("{speed:.2}");
+    let mut new = format!("{:.2}", speed * (0.8 + (salt % 7) as f64 * 0.07));
+    if new == old {
+        new = format!("{:.2}", speed + 0.01);
+    }
     format!(
-        "Fuse the scale into the store and widen the block.\n<<<<<<< SEARCH\nSPEED = {speed:.2}\n=======\nSPEED = {:.2}\n>>>>>>> REPLACE\n",
-        speed * (0.8 + (salt % 7) as f64 * 0.07)
+        "Fuse the scale into the store and widen the block.\n<<<<<<< SEARCH\nSPEED = {old}\n=======\nSPEED = {new}\n>>>>>>> REPLACE\n"
     )
 }
 
@@ -157,7 +161,7 @@ struct Row {
     archive: f64,
     journal: f64,
     checkpoint: f64,
-    checkpoint_every: u32,
+    checkpoint_interval: u32,
 }
 
 fn measure(size: usize, root: &Path) -> Row {
@@ -221,6 +225,7 @@ fn measure(size: usize, root: &Path) -> Row {
             journal.push(ms(t.elapsed()));
         }
     }
+    let interval = run.checkpoint_interval();
     let mut checkpoint = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -256,24 +261,20 @@ fn measure(size: usize, root: &Path) -> Row {
         archive: median(&mut archive),
         journal: median(&mut journal),
         checkpoint: median(&mut checkpoint),
-        checkpoint_every: cfg.checkpoint_every,
+        checkpoint_interval: interval,
     }
 }
 
-fn main() {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ksmith-evolve-bench");
-    println!(
-        "engine overhead per step (ms, medians over {STEPS} steps; teacher and evaluator time excluded)"
-    );
+fn table(root: &Path) {
     println!("work dir: {}", root.display());
     println!(
-        "| programs | step median | step p90 | sample | prompt | edit | archive add | journal append+fsync | checkpoint (every N) |"
+        "| programs | step median | step p90 | sample | prompt | edit | archive add | journal append+fsync | checkpoint | checkpoint interval | checkpoint per step |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for size in [10, 100, 1_000, 5_000] {
-        let r = measure(size, &root);
+        let r = measure(size, root);
         println!(
-            "| {} | {:.3} | {:.3} | {:.4} | {:.3} | {:.4} | {:.4} | {:.3} | {:.1} (N={}) |",
+            "| {} | {:.3} | {:.3} | {:.4} | {:.3} | {:.4} | {:.4} | {:.3} | {:.1} | {} | {:.3} |",
             r.size,
             r.step_median,
             r.step_p90,
@@ -283,7 +284,22 @@ fn main() {
             r.archive,
             r.journal,
             r.checkpoint,
-            r.checkpoint_every
+            r.checkpoint_interval,
+            r.checkpoint / f64::from(r.checkpoint_interval)
         );
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
+fn main() {
+    println!(
+        "engine overhead per step (ms, medians over {STEPS} steps; teacher and evaluator time excluded)"
+    );
+    println!("\non disk (fsync reaches the device):");
+    table(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("ksmith-evolve-bench"));
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        println!("\non tmpfs (fsync is free: the engine's own cost):");
+        table(&shm.join(format!("ksmith-evolve-bench-{}", std::process::id())));
     }
 }

@@ -69,7 +69,8 @@ pub struct RolloutConfig {
     pub prompts_dir: Option<PathBuf>,
     /// Ask the evaluator to time candidates (false: correctness only).
     pub measure: bool,
-    /// Write a task's checkpoint every this many steps (and when the task ends).
+    /// Write a task's checkpoint every this many steps (more for archives above 500 programs:
+    /// one more step per 50 programs), and when the task ends.
     pub checkpoint_every: u32,
     /// Teacher tokens (prompt + completion, cache hits excluded) the whole run may spend
     /// (0: unlimited); tasks stop cleanly when it is spent and a rerun continues them.

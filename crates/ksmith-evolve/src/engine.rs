@@ -116,7 +116,13 @@ pub struct TaskRun<'a> {
     pub replayed: u32,
     /// Things worth a warning found when opening (an unusable checkpoint, ...).
     pub notes: Vec<String>,
+    /// `steps_done` at the last checkpoint written or restored.
+    last_checkpoint: u32,
 }
+
+/// Programs per extra step of checkpoint interval: a checkpoint costs time in proportion to the
+/// archive, so the interval grows with it and the amortized cost per step stays flat.
+const PROGRAMS_PER_CHECKPOINT_STEP: usize = 50;
 
 impl<'a> TaskRun<'a> {
     /// Opens the rollout of a task in `dir` (created if needed), restoring any recorded steps.
@@ -184,7 +190,9 @@ impl<'a> TaskRun<'a> {
             ));
             state = fresh;
         }
+        let restored = state.steps_done;
         let mut run = TaskRun {
+            last_checkpoint: restored,
             reference: reference.to_string(),
             cfg,
             prompts,
@@ -249,8 +257,18 @@ impl<'a> TaskRun<'a> {
         self.state.steps_done >= self.cfg.iterations
     }
 
+    /// Steps between checkpoints now: `checkpoint_every`, or more for large archives (one more
+    /// step per 50 programs), so checkpoint cost per step stays flat.
+    pub fn checkpoint_interval(&self) -> u32 {
+        let by_size = self.state.archive.programs.len() / PROGRAMS_PER_CHECKPOINT_STEP;
+        self.cfg
+            .checkpoint_every
+            .max(u32::try_from(by_size).unwrap_or(u32::MAX))
+    }
+
     /// Writes the checkpoint atomically.
-    pub fn checkpoint(&self) -> Result<(), Error> {
+    pub fn checkpoint(&mut self) -> Result<(), Error> {
+        self.last_checkpoint = self.state.steps_done;
         let bytes = serde_json::to_vec(&self.state).map_err(|e| Error::Corrupt {
             task: self.state.task_id.clone(),
             path: self.dir.join("checkpoint.json"),
@@ -397,10 +415,7 @@ impl<'a> TaskRun<'a> {
             path,
             message,
         })?;
-        if self
-            .state
-            .steps_done
-            .is_multiple_of(self.cfg.checkpoint_every)
+        if self.state.steps_done - self.last_checkpoint >= self.checkpoint_interval()
             || self.finished()
         {
             self.checkpoint()?;

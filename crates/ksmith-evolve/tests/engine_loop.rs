@@ -318,3 +318,24 @@ fn a_second_rollout_on_the_same_workdir_is_refused() {
     held.unlock().unwrap();
     rollout(dir.path(), &cfg(2));
 }
+
+#[test]
+fn checkpoint_interval_grows_with_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(12);
+    let prompts = Prompts::load(None).unwrap();
+    let mut run = TaskRun::open("t", REFERENCE, &c, &prompts, dir.path()).unwrap();
+    assert_eq!(run.checkpoint_interval(), c.checkpoint_every);
+    let a = run.archive_mut();
+    for i in 0..1000 {
+        a.add_program(
+            kernel_body(1.0 + f64::from(i) / 100.0, &format!("# v{i}")),
+            0,
+            "s",
+            0,
+            0,
+            result(ksmith_core::evaluation::EvalStatus::Correct, Some(1.0), ""),
+        );
+    }
+    assert_eq!(run.checkpoint_interval(), 20);
+}
