@@ -1,5 +1,6 @@
 //! Export's throughput: all seven formats written from N SFT and N GRPO rows (4 KB prompts,
-//! 1 KB programs, 2 KB answers). Prints a table of medians over 3 runs.
+//! 1 KB programs, 2 KB answers; repetitive text, so files compress far better than real
+//! data), with 1 and 2 threads. Prints a table of medians over 3 runs.
 //!
 //! `cargo bench -p ksmith-export`
 
@@ -20,9 +21,9 @@ fn prompt(i: usize) -> Vec<ChatMessage> {
 
 fn main() {
     println!(
-        "| rows per table | median s | rows/s (all formats) | MB written |\n|---|---|---|---|"
+        "| rows per table | threads | median s | input rows/s (all formats) | MB written |\n|---|---|---|---|---|"
     );
-    for n in [2_000usize, 20_000] {
+    for (n, threads) in [(2_000usize, 1usize), (20_000, 1), (20_000, 2)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let split = |i: usize| {
             if i.is_multiple_of(10) {
@@ -86,12 +87,22 @@ fn main() {
             .collect();
         write_table(&SftRow::path_in(dir.path()), &sft, "sft").expect("write");
         write_table(&GrpoRow::path_in(dir.path()), &grpo, "grpo").expect("write");
+        write_table::<ksmith_core::tables::RepoRow>(
+            &ksmith_core::tables::RepoRow::path_in(dir.path()),
+            &[],
+            "repos",
+        )
+        .expect("write");
         std::fs::write(
             dir.path().join("selection.json"),
             r#"{"config_hash": "h", "rules": []}"#,
         )
         .expect("write");
-        let mut ctx = StageContext::for_tests(dir.path());
+        let mut ctx = StageContext::new(
+            dir.path(),
+            threads,
+            ksmith_core::progress::ProgressMode::Silent,
+        );
         ctx.force = true;
         let cfg = ExportConfig::default();
         let mut times = Vec::new();
@@ -103,7 +114,7 @@ fn main() {
         times.sort_by(f64::total_cmp);
         let bytes: u64 = walk(&dir.path().join("datasets"));
         println!(
-            "| {n} | {:.2} | {:.0} | {:.1} |",
+            "| {n} | {threads} | {:.2} | {:.0} | {:.1} |",
             times[1],
             (2 * n) as f64 / times[1],
             bytes as f64 / 1e6
