@@ -70,16 +70,13 @@ pub fn dataset_dir(workdir: &Path, format: Format) -> PathBuf {
     datasets_dir(workdir).join(format.folder())
 }
 
-/// The first training shard of a dataset folder, if any.
+/// The first shard of a dataset folder (by name), if any.
 fn first_shard(dir: &Path) -> Option<PathBuf> {
     let data = dir.join("data");
     let mut names: Vec<PathBuf> = std::fs::read_dir(&data)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("train-00000-of-"))
-        })
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
     names.sort();
     names.into_iter().next()

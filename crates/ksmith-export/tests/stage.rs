@@ -220,6 +220,16 @@ fn re_runs_skip_unless_something_changed() {
         ..Default::default()
     };
     assert!(!run(&other, &ctx).unwrap().skipped);
+    // A dataset with only a validation split is up to date too.
+    let dir2 = tempfile::tempdir().unwrap();
+    inputs(
+        dir2.path(),
+        &[sft(0, Split::Validation)],
+        &[grpo(0, Split::Validation, None)],
+    );
+    let ctx2 = StageContext::for_tests(dir2.path());
+    assert!(!run(&cfg, &ctx2).unwrap().skipped);
+    assert!(run(&cfg, &ctx2).unwrap().skipped);
     // A dataset folder removed by hand is written again.
     std::fs::remove_dir_all(dataset_dir(dir.path(), Format::TrlSft)).unwrap();
     assert!(!run(&other, &ctx).unwrap().skipped);
