@@ -66,6 +66,12 @@ def test_static_verdicts(src, status, hack):
     assert (v.status, v.hack) == (status, hack), v.message
 
 
+def test_static_allows_common_names():
+    # `input` is the usual name of forward's argument in PyTorch code
+    v = check(program("    def forward(self, input):\n        k[(1,)](input, input.numel(), BLOCK=16)\n        return input\n"))
+    assert v.status is None, v.message
+
+
 def test_static_names_the_line():
     v = check(program(LAUNCH, "import socket\n"))
     assert v.message.startswith("line 1:") and "socket" in v.message

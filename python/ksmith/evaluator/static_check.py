@@ -58,7 +58,6 @@ FORBIDDEN_BUILTINS = frozenset(
         "locals",
         "vars",
         "breakpoint",
-        "input",
         "delattr",
         "setattr",
     }
