@@ -39,6 +39,7 @@ pub struct Worker {
     stdin: Option<ChildStdin>,
     lines: Receiver<std::io::Result<String>>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    stderr_closed: Receiver<()>,
     /// The worker's hello (sandbox capabilities).
     pub hello: Hello,
 }
@@ -122,7 +123,9 @@ impl Worker {
         });
         let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         let tail = Arc::clone(&stderr_tail);
+        let (stderr_closed_tx, stderr_closed) = channel();
         std::thread::spawn(move || {
+            let _closed = CloseSignal(stderr_closed_tx);
             let mut stderr = stderr;
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
@@ -149,6 +152,7 @@ impl Worker {
             stdin,
             lines,
             stderr_tail,
+            stderr_closed,
             hello: placeholder,
         };
         let line = match worker.lines.recv_timeout(spec.startup_timeout) {
@@ -272,6 +276,8 @@ impl Worker {
         self.stdin = None;
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Let the reader take in what the worker wrote last (its stderr closes with it).
+        let _ = self.stderr_closed.recv_timeout(Duration::from_millis(500));
         let tail = self
             .stderr_tail
             .lock()
@@ -294,6 +300,15 @@ impl Drop for Worker {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Sends on drop: tells the owner that a reader thread has finished.
+struct CloseSignal(std::sync::mpsc::Sender<()>);
+
+impl Drop for CloseSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
     }
 }
 
