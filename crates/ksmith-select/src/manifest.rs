@@ -49,10 +49,10 @@ impl SelectionManifest {
 pub fn rules(cfg: &SelectConfig) -> Vec<String> {
     let grpo = match cfg.grpo_rule {
         GrpoRule::BestSteps => format!(
-            "GRPO (best_steps): prompts whose current program was a best-so-far of its \
-             trajectory ({}), correct and faster than eager by more than {}x; at most {} \
-             prompt(s) per current program (0 = no limit). The answer is rewarded by its \
-             speedup relative to that program.",
+            "GRPO (best_steps): prompts whose current program was the best so far of its \
+             trajectory ({}) when the prompt was built (no earlier step was faster), correct \
+             and faster than eager by more than {}x; at most {} prompt(s) per current program \
+             (0 = no limit). The answer is rewarded by its speedup relative to that program.",
             match cfg.grpo_best_scope {
                 BestScope::Task => "over the whole task",
                 BestScope::Island => "within its island",

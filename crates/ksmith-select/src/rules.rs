@@ -3,12 +3,10 @@
 //! Every step is judged once for SFT and once for GRPO; a step that does not qualify gets the
 //! reason (counted in the report as `sft/<reason>` or `grpo/<reason>`).
 
-use std::collections::HashSet;
-
 use ksmith_core::tables::SftKind;
 
 use crate::config::{GrpoRule, SelectConfig};
-use crate::trajectory::{Parent, StepView};
+use crate::trajectory::{BestSoFar, Parent, StepView};
 
 /// The SFT verdict on a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +58,16 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
     }
 }
 
-/// Judges `step`'s prompt for GRPO under `cfg.grpo_rule`; `best` holds the ids of the
-/// best-so-far steps (see [`crate::trajectory::best_so_far`]). `Ok` means selected.
+/// Judges `step`'s prompt for GRPO under `cfg.grpo_rule`. `Ok` means selected.
+///
+/// `best_steps` takes a prompt when its current program was, at the time the prompt was built,
+/// the best program of its trajectory (no earlier step was faster), correct and faster than
+/// eager by more than `grpo_min_parent_speedup`: the prompt then shows no better program the
+/// model could copy.
 pub fn grpo_verdict(
     step: &StepView,
     parent: Parent<'_>,
-    best: &HashSet<String>,
+    best: &BestSoFar,
     cfg: &SelectConfig,
 ) -> Result<(), &'static str> {
     if step.prompt.is_empty() {
@@ -94,7 +96,7 @@ pub fn grpo_verdict(
             if s <= cfg.grpo_min_parent_speedup {
                 return Err("parent_not_faster_than_eager");
             }
-            if !best.contains(&p.step_id) {
+            if !best.parent_is_best(step, p) {
                 return Err("parent_not_best_so_far");
             }
             Ok(())

@@ -13,7 +13,7 @@ use crate::config::{BestScope, GrpoRule, SelectConfig};
 use crate::rules::{SftVerdict, grpo_verdict, sft_verdict};
 use crate::split::{split_of, unit_hash};
 use crate::tokens::{APPROX_CHARS_DIV_4, approx_conversation_tokens};
-use crate::trajectory::{Parent, StepView, Trajectories, best_so_far};
+use crate::trajectory::{BestSoFar, Parent, StepView, Trajectories};
 
 /// The selected rows.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -65,7 +65,7 @@ pub fn select(
 ) -> Selection {
     let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
     let traj = Trajectories::new(steps);
-    let best = best_so_far(steps, cfg.grpo_best_scope == BestScope::Island);
+    let best = BestSoFar::new(steps, cfg.grpo_best_scope == BestScope::Island);
     let eager = eager_by_task(steps);
     // Steps in a fixed order, so "earliest" decisions do not depend on the input order.
     let mut order: Vec<&StepView> = steps.iter().collect();

@@ -117,43 +117,57 @@ impl<'a> Trajectories<'a> {
     }
 }
 
-/// The ids of steps whose program was a new best when it was found: correct, timed, and
-/// faster than every correct timed step of the same group (task, or task and island) at an
-/// earlier iteration.
-pub fn best_so_far(steps: &[StepView], per_island: bool) -> std::collections::HashSet<String> {
-    let mut groups: HashMap<(String, Option<u32>), Vec<&StepView>> = HashMap::new();
-    for s in steps.iter().filter(|s| s.speedup().is_some()) {
-        let island = per_island.then_some(s.island);
-        groups
-            .entry((s.task_id.clone(), island))
-            .or_default()
-            .push(s);
-    }
-    let mut best = std::collections::HashSet::new();
-    for list in groups.values_mut() {
-        list.sort_by(|a, b| {
-            a.iteration
-                .cmp(&b.iteration)
-                .then_with(|| a.step_id.cmp(&b.step_id))
-        });
-        // Best of strictly earlier iterations; steps of one iteration do not see each other.
-        let mut record = f64::NEG_INFINITY;
-        let mut i = 0;
-        while i < list.len() {
-            let it = list[i].iteration;
-            let mut j = i;
-            let mut round_best = f64::NEG_INFINITY;
-            while j < list.len() && list[j].iteration == it {
-                let s = list[j].speedup().unwrap_or(f64::NEG_INFINITY);
-                if s > record {
-                    best.insert(list[j].step_id.clone());
-                }
-                round_best = round_best.max(s);
-                j += 1;
+/// The best speedups of each trajectory over time, to answer "was this program the best so
+/// far when that prompt was built?".
+///
+/// A trajectory is a task's rollout, or one island of it (`per_island`). Only correct, timed
+/// steps count.
+pub struct BestSoFar {
+    per_island: bool,
+    /// (task, island) -> (iteration, best speedup over steps up to and including it), sorted.
+    records: HashMap<(String, Option<u32>), Vec<(u32, f64)>>,
+}
+
+impl BestSoFar {
+    /// Indexes `steps`.
+    pub fn new(steps: &[StepView], per_island: bool) -> Self {
+        let mut groups: HashMap<(String, Option<u32>), Vec<(u32, f64)>> = HashMap::new();
+        for s in steps {
+            if let Some(speedup) = s.speedup() {
+                groups
+                    .entry((s.task_id.clone(), per_island.then_some(s.island)))
+                    .or_default()
+                    .push((s.iteration, speedup));
             }
-            record = record.max(round_best);
-            i = j;
+        }
+        for list in groups.values_mut() {
+            list.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let mut best = f64::NEG_INFINITY;
+            for entry in list.iter_mut() {
+                best = best.max(entry.1);
+                entry.1 = best;
+            }
+        }
+        BestSoFar {
+            per_island,
+            records: groups,
         }
     }
-    best
+
+    /// The best speedup of `step`'s trajectory over steps of earlier iterations.
+    pub fn best_before(&self, step: &StepView) -> Option<f64> {
+        let key = (step.task_id.clone(), self.per_island.then_some(step.island));
+        let list = self.records.get(&key)?;
+        let n = list.partition_point(|(it, _)| *it < step.iteration);
+        n.checked_sub(1).map(|i| list[i].1)
+    }
+
+    /// True when `parent` (a correct, timed program) was the best of `step`'s trajectory when
+    /// `step`'s prompt was built, i.e. no step of an earlier iteration was faster.
+    pub fn parent_is_best(&self, step: &StepView, parent: &StepView) -> bool {
+        match (parent.speedup(), self.best_before(step)) {
+            (Some(p), Some(best)) => p >= best,
+            _ => false,
+        }
+    }
 }

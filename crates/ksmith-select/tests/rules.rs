@@ -251,6 +251,28 @@ fn grpo_best_steps_uses_prompts_on_best_so_far_programs() {
 }
 
 #[test]
+fn a_parent_overtaken_before_the_prompt_was_built_is_not_a_best_step() {
+    // x1 was a new best when found (iteration 1), but x2 beat it at iteration 2: the prompt of
+    // x3 (iteration 3, on x1) would show x2 among the top programs. x4's parent x2 is the best.
+    let steps = vec![
+        step("x0", "A", 0, None, Correct, Some(0.9)),
+        step("x1", "A", 1, Some("x0"), Correct, Some(1.5)),
+        step("x2", "A", 2, Some("x0"), Correct, Some(1.8)),
+        step("x3", "A", 3, Some("x1"), Correct, Some(1.6)),
+        step("x4", "A", 3, Some("x2"), Correct, Some(1.9)),
+    ];
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["x4"]));
+    assert_eq!(report.dropped.get("grpo/parent_not_best_so_far"), Some(&1));
+}
+
+#[test]
 fn grpo_prompt_limit_per_parent_is_configurable() {
     let steps = trajectory_a();
     let cfg = SelectConfig {
