@@ -117,6 +117,12 @@ impl<'a> Trajectories<'a> {
     }
 }
 
+/// A trajectory: a task, and the island when trajectories are per island.
+type TrajectoryKey = (String, Option<u32>);
+
+/// `(iteration, best speedup up to and including it)`, sorted by iteration.
+type RecordLine = Vec<(u32, f64)>;
+
 /// The best speedups of each trajectory over time, to answer "was this program the best so
 /// far when that prompt was built?".
 ///
@@ -124,14 +130,13 @@ impl<'a> Trajectories<'a> {
 /// steps count.
 pub struct BestSoFar {
     per_island: bool,
-    /// (task, island) -> (iteration, best speedup over steps up to and including it), sorted.
-    records: HashMap<(String, Option<u32>), Vec<(u32, f64)>>,
+    records: HashMap<TrajectoryKey, RecordLine>,
 }
 
 impl BestSoFar {
     /// Indexes `steps`.
     pub fn new(steps: &[StepView], per_island: bool) -> Self {
-        let mut groups: HashMap<(String, Option<u32>), Vec<(u32, f64)>> = HashMap::new();
+        let mut groups: HashMap<TrajectoryKey, RecordLine> = HashMap::new();
         for s in steps {
             if let Some(speedup) = s.speedup() {
                 groups
