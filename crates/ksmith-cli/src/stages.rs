@@ -124,7 +124,7 @@ pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport>
     Ok(match stage {
         Stage::Crawl => ksmith_crawl::run(&session.config.sources, &cfg.crawl, ctx)?,
         Stage::Extract => ksmith_extract::run(&cfg.extract, ctx)?,
-        Stage::Probe => ksmith_probe::run(&cfg.probe, ctx)?,
+        Stage::Probe => run_probe(session)?,
         Stage::Dedup => ksmith_dedup::run(&cfg.dedup, ctx)?,
         Stage::Cluster => ksmith_cluster::run(&cfg.cluster, ctx)?,
         Stage::Rollout => return run_rollout(session),
@@ -140,6 +140,26 @@ pub const SKIPPED_NO_TEACHER: &str = "skipped_no_teacher";
 pub fn teacher_configured(config: &Config) -> bool {
     config.has_section("teacher")
         || std::env::var(ksmith_teacher::TEACHER_URL_ENV).is_ok_and(|u| !u.trim().is_empty())
+}
+
+fn run_probe(session: &Session) -> anyhow::Result<StageReport> {
+    let cfg = &session.stages;
+    let ctx = &session.ctx;
+    if !cfg.probe.llm_repair {
+        return Ok(ksmith_probe::run(&cfg.probe, ctx)?);
+    }
+    if !teacher_configured(&session.config) {
+        anyhow::bail!(
+            "[probe] llm_repair is on but no teacher is configured: set {} or add a [teacher] table",
+            ksmith_teacher::TEACHER_URL_ENV
+        );
+    }
+    let teacher = ksmith_teacher::Teacher::new(&cfg.teacher, &ctx.workdir)?;
+    Ok(ksmith_probe::run_with_chat(
+        &cfg.probe,
+        ctx,
+        Some(&teacher),
+    )?)
 }
 
 fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
