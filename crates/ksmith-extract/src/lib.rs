@@ -18,8 +18,12 @@
 //!   modules are rewritten to `attr`; imports of allowed packages are kept, only those used;
 //! - the program is emitted in an order that runs, the class renamed to `Model` (with
 //!   `Original = Model` when the original name is used), then `get_inputs()` and
-//!   `get_init_inputs()` guessed from the signatures (see [`guess`](crate)), and finally
-//!   re-parsed and checked for undefined global names.
+//!   `get_init_inputs()` guessed from the signatures (names and defaults, paritybench style),
+//!   and finally checked: the generated and edited stretches are re-parsed with tree-sitter
+//!   (once per distinct text in a repository), unedited inlined statements reuse their file's
+//!   error-free parse, and the free names of the whole program must all be defined, imported
+//!   or builtins (`verify_whole_program = true` re-parses every program whole instead; the
+//!   verdicts are the same, tested on the sample corpus).
 //!
 //! Invariants: rows are sorted by (repo, path, line); every `ok` row has a program that parses
 //! and defines or imports every global name it reads; a bad file or class is a row with a
