@@ -40,12 +40,12 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
-            pca_dims: 16,
+            pca_dims: 32,
             min_cluster_size: 10,
             min_samples: 5,
             epsilon: 0.0,
             allow_single_cluster: false,
-            max_cluster_points: 15_000,
+            max_cluster_points: 20_000,
             medoid_sample: 2_000,
             tasks: "centers".into(),
             noise_tasks: false,

@@ -143,10 +143,12 @@ fn run_in(dir: &Path, cfg: &ClusterConfig, threads: usize) -> (Vec<ClusterRow>, 
     )
 }
 
+/// Small clusters; 16 PCA dims keep the debug-build suite fast (PCA itself is unit-tested).
 fn small_cfg() -> ClusterConfig {
     ClusterConfig {
         min_cluster_size: 5,
         min_samples: 3,
+        pca_dims: 16,
         ..Default::default()
     }
 }
