@@ -136,9 +136,11 @@ pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport>
 /// The report counter that marks a rollout skipped for want of a teacher.
 pub const SKIPPED_NO_TEACHER: &str = "skipped_no_teacher";
 
-/// True when a teacher is configured: a `[teacher]` table in the file or `KSMITH_TEACHER_URL`.
+/// True when a teacher is configured: `[[teacher.endpoints]]` in the file or
+/// `KSMITH_TEACHER_URL` in the environment. (A `[teacher]` table without endpoints only tunes the
+/// client, as in configs/default.toml.)
 pub fn teacher_configured(config: &Config) -> bool {
-    config.has_section("teacher")
+    config.section_has_key("teacher", "endpoints")
         || std::env::var(ksmith_teacher::TEACHER_URL_ENV).is_ok_and(|u| !u.trim().is_empty())
 }
 
@@ -187,7 +189,18 @@ fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
     let started = Instant::now();
     let teacher = ksmith_teacher::Teacher::new(&cfg.teacher, &ctx.workdir)?;
     let evaluator = LazyEvaluator::new(cfg.eval.clone());
-    let mut report = ksmith_evolve::run(&cfg.rollout, ctx, &teacher, &evaluator)?;
+    // Which teachers answer and how candidates are judged decide the steps, so they are part
+    // of the rollout's fingerprint (API keys are not: they are read from the environment).
+    let url_override = std::env::var(ksmith_teacher::TEACHER_URL_ENV).ok();
+    let identity = ksmith_core::ids::content_id(
+        serde_json::to_vec(&(
+            cfg.teacher.resolved_endpoints(url_override.as_deref()),
+            &cfg.eval,
+        ))
+        .unwrap_or_default(),
+    );
+    let mut report =
+        ksmith_evolve::run_with_identity(&cfg.rollout, ctx, &teacher, &evaluator, &identity)?;
     let usage = teacher.usage();
     report.count("teacher_requests", usage.requests);
     report.count("teacher_cache_hits", usage.cache_hits);

@@ -162,9 +162,12 @@ impl Config {
         }
     }
 
-    /// True when the file has a `[name]` table (as opposed to taking the defaults).
-    pub fn has_section(&self, name: &str) -> bool {
-        self.sections.contains_key(name)
+    /// True when the file's `[section]` table sets `key` (as opposed to taking its default).
+    pub fn section_has_key(&self, section: &str, key: &str) -> bool {
+        self.sections
+            .get(section)
+            .and_then(|v| v.as_table())
+            .is_some_and(|t| t.contains_key(key))
     }
 
     /// A hash of the sources list, used in crawl's fingerprint.
