@@ -441,3 +441,75 @@ fn sharded_run_merges_to_the_unsharded_result() {
         .run(&[Stage::Dedup])
         .expect("dedup on the merged tables");
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read corpus") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A nightly refresh where one repository changed: extract re-reads only that repository, probe
+/// runs only the new program, and the stages downstream re-run; a run with nothing changed does
+/// nothing at all.
+#[test]
+fn changing_one_repository_reruns_only_its_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for name in ["tinyact", "normzoo"] {
+        copy_dir(&root.join("data/corpus").join(name), &dir.path().join(name));
+    }
+    let config = format!(
+        "[[source]]\npath = \"{}\"\n\n[[source]]\npath = \"{}\"\n",
+        dir.path().join("tinyact").display(),
+        dir.path().join("normzoo").display()
+    );
+    let stages = [
+        Stage::Crawl,
+        Stage::Extract,
+        Stage::Probe,
+        Stage::Dedup,
+        Stage::Cluster,
+    ];
+    let s = session(dir.path(), &config);
+    s.run(&stages).expect("first run");
+    let probes: Vec<ProbeRow> = read_table(&ProbeRow::path_in(&s.ctx.workdir)).expect("probes");
+    let before = probes.len() as u64;
+
+    // Nothing changed: every stage after crawl skips.
+    let s = session(dir.path(), &config);
+    s.run(&stages).expect("second run");
+    for stage in ["extract", "probe", "dedup", "cluster"] {
+        assert!(report(dir.path(), stage).skipped, "{stage} re-ran");
+    }
+
+    // One new module in one repository.
+    std::fs::write(
+        dir.path().join("tinyact/extra.py"),
+        "import torch\nfrom torch import nn\n\n\nclass Softsign2(nn.Module):\n    \
+         def forward(self, x):\n        return x / (1 + torch.abs(x)) * 2\n",
+    )
+    .expect("write");
+    let s = session(dir.path(), &config);
+    s.run(&stages).expect("third run");
+    let extract = report(dir.path(), "extract");
+    assert!(!extract.skipped);
+    assert_eq!(
+        extract.counters.get("repos_reused"),
+        Some(&1),
+        "{extract:?}"
+    );
+    let probe = report(dir.path(), "probe");
+    assert_eq!(probe.rows_written, before + 1);
+    assert_eq!(probe.counters.get("reused"), Some(&before), "{probe:?}");
+    assert!(
+        !report(dir.path(), "dedup").skipped,
+        "dedup sees the new module"
+    );
+}

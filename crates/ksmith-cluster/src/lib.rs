@@ -242,6 +242,5 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
     report.rows_written = (rows.len() + task_rows.len()) as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     report.save(&ctx.workdir)?;
-    ctx.info(report.summary());
     Ok(report)
 }

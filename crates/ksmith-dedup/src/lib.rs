@@ -174,6 +174,5 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
     report.rows_written = rows.len() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     report.save(&ctx.workdir)?;
-    ctx.info(report.summary());
     Ok(report)
 }

@@ -1,11 +1,13 @@
 //! The stage entry point: `repos.parquet` in, `modules.parquet` out.
 
-use std::path::{Component, Path};
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
 use std::time::Instant;
 
 use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
 use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
+use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus};
@@ -44,7 +46,6 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
         report.skipped = true;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         report.save(&ctx.workdir)?;
-        ctx.info(report.summary());
         return Ok(report);
     }
     let repos: Vec<RepoRow> = read_table(&input)?;
@@ -62,10 +63,34 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
             threads: ctx.threads,
             message: e.to_string(),
         })?;
-    let tracker = ctx.tracker(STAGE, Some(accepted.len() as u64));
+    // A repository at the same commit, with the same license and stars, extracted with the same
+    // config and code, keeps its previous rows: extraction of a repository reads only its own
+    // files, and ids are re-assigned over all rows below, so the table equals a full re-run.
+    let key = reuse_key(cfg);
+    let mut previous = if ctx.force {
+        HashMap::new()
+    } else {
+        previous_rows(&ctx.workdir, &key)
+    };
+    let mut rows: Vec<ModuleRow> = Vec::new();
+    let mut todo: Vec<&RepoRow> = Vec::new();
+    for repo in &accepted {
+        let place = (repo.repo.clone(), repo.commit.clone().unwrap_or_default());
+        match previous.remove(&place) {
+            Some(old)
+                if old
+                    .iter()
+                    .all(|m| m.license == repo.license && m.stars == repo.stars) =>
+            {
+                report.count("repos_reused", 1);
+                rows.extend(old);
+            }
+            _ => todo.push(repo),
+        }
+    }
+    let tracker = ctx.tracker(STAGE, Some(todo.len() as u64));
     let results: Vec<(Vec<ModuleRow>, ExtractStats)> = pool.install(|| {
-        accepted
-            .par_iter()
+        todo.par_iter()
             .map(|repo| {
                 let result = extract_one(repo, &ctx.workdir, cfg);
                 tracker.inc(1);
@@ -74,7 +99,6 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
             .collect()
     });
     tracker.finish();
-    let mut rows: Vec<ModuleRow> = Vec::new();
     for (repo_rows, stats) in results {
         report.count("files", stats.files);
         report.count("source_bytes", stats.bytes);
@@ -93,11 +117,41 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
     }
     report.count("repos", accepted.len() as u64);
     write_table(&out, &rows, &fp)?;
+    ksmith_core::table::write_bytes_atomically(&reuse_key_path(&ctx.workdir), key.as_bytes())?;
     report.rows_written = rows.len() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     report.save(&ctx.workdir)?;
-    ctx.info(report.summary());
     Ok(report)
+}
+
+/// Where the key of the rows in `modules.parquet` is kept.
+fn reuse_key_path(workdir: &Path) -> PathBuf {
+    workdir.join("modules.key")
+}
+
+/// What decides a repository's rows besides its files: the code version and the config.
+fn reuse_key(cfg: &ExtractConfig) -> String {
+    IdHasher::new()
+        .part(CODE_VERSION.to_le_bytes())
+        .part(section_hash(cfg))
+        .finish()
+}
+
+/// The previous run's rows by (repo, commit), when that run had the same key (else empty).
+fn previous_rows(workdir: &Path, key: &str) -> HashMap<(String, String), Vec<ModuleRow>> {
+    let stored = std::fs::read_to_string(reuse_key_path(workdir)).unwrap_or_default();
+    if stored.trim() != key {
+        return HashMap::new();
+    }
+    let rows: Vec<ModuleRow> = read_table(&ModuleRow::path_in(workdir)).unwrap_or_default();
+    let mut by_repo: HashMap<(String, String), Vec<ModuleRow>> = HashMap::new();
+    for row in rows {
+        by_repo
+            .entry((row.repo.clone(), row.commit.clone()))
+            .or_default()
+            .push(row);
+    }
+    by_repo
 }
 
 /// The category of a reason for the report: `import_not_allowed: scipy` stays whole, others
