@@ -209,7 +209,12 @@ fn measure(size: usize, root: &Path) -> Row {
     }
     let mut journal = Vec::new();
     {
-        let (mut j, _) = Journal::open("bench", &dir.join("journal-bench.jsonl")).expect("journal");
+        let (mut j, _) = Journal::open(
+            "bench",
+            &dir.join("journal-bench.jsonl"),
+            std::time::Duration::ZERO,
+        )
+        .expect("journal");
         let teacher = Teacher {
             spent: Mutex::new(Duration::ZERO),
         };

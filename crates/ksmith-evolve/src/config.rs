@@ -75,6 +75,10 @@ pub struct RolloutConfig {
     /// Teacher tokens (prompt + completion, cache hits excluded) the whole run may spend
     /// (0: unlimited); tasks stop cleanly when it is spent and a rerun continues them.
     pub token_budget: u64,
+    /// Longest time, in milliseconds, a completed step may stay in the journal without a sync to
+    /// disk (0: sync after every step). A killed process loses nothing either way; this bounds
+    /// what a machine crash can take, and a sync costs milliseconds on a busy disk.
+    pub journal_sync_ms: u64,
     /// Fail the run when no teacher is configured instead of skipping the rollout stage (the
     /// nightly configuration sets it).
     pub required: bool,
@@ -114,6 +118,7 @@ impl Default for RolloutConfig {
             measure: true,
             checkpoint_every: 10,
             token_budget: 0,
+            journal_sync_ms: 1000,
             required: false,
         }
     }

@@ -147,7 +147,11 @@ impl<'a> TaskRun<'a> {
             rng: ChaCha12Rng::seed_from_u64(task_seed(cfg.seed, task_id)),
             counters: TaskCounters::default(),
         };
-        let (journal, rows) = Journal::open(task_id, &dir.join("steps.jsonl"))?;
+        let (journal, rows) = Journal::open(
+            task_id,
+            &dir.join("steps.jsonl"),
+            std::time::Duration::from_millis(cfg.journal_sync_ms),
+        )?;
         let mut notes = Vec::new();
         let ckpt_path = dir.join("checkpoint.json");
         let mut state = match std::fs::read(&ckpt_path) {
@@ -268,6 +272,8 @@ impl<'a> TaskRun<'a> {
 
     /// Writes the checkpoint atomically.
     pub fn checkpoint(&mut self) -> Result<(), Error> {
+        // The checkpoint never gets ahead of the journal on disk.
+        self.journal.sync()?;
         self.last_checkpoint = self.state.steps_done;
         let bytes = serde_json::to_vec(&self.state).map_err(|e| Error::Corrupt {
             task: self.state.task_id.clone(),
