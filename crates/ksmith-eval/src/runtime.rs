@@ -136,4 +136,20 @@ mod tests {
         drop(dir);
         assert!(!root.exists());
     }
+
+    /// A module added to the worker package but not embedded would only fail at run time.
+    #[test]
+    fn every_file_of_the_worker_package_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/evaluator");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") {
+                let rel = format!("ksmith/evaluator/{name}");
+                assert!(
+                    SOURCES.iter().any(|(r, _)| *r == rel),
+                    "{rel} is not embedded"
+                );
+            }
+        }
+    }
 }

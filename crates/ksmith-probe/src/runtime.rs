@@ -31,6 +31,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/program.py"),
     ),
     (
+        "ksmith/probe/result.py",
+        include_str!("../../../python/ksmith/probe/result.py"),
+    ),
+    (
         "ksmith/probe/execute.py",
         include_str!("../../../python/ksmith/probe/execute.py"),
     ),
@@ -134,5 +138,21 @@ mod tests {
         assert!(rt.tmp_root().is_dir());
         drop(rt);
         assert!(!root.exists());
+    }
+
+    /// A module added to the runner package but not embedded would only fail at run time.
+    #[test]
+    fn every_file_of_the_runner_package_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/probe");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") {
+                let rel = format!("ksmith/probe/{name}");
+                assert!(
+                    FILES.iter().any(|(r, _)| *r == rel),
+                    "{rel} is not embedded"
+                );
+            }
+        }
     }
 }

@@ -28,6 +28,7 @@ import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import guesses as G
+from .result import empty_result
 from .program import empty_marker, find_function, init_source, inputs_source, replace_functions
 from .rules import Failure, propose
 
@@ -343,18 +344,7 @@ def apply_override(text: str, override: str) -> str:
 
 def run_request(request: Dict[str, Any], torch) -> Dict[str, Any]:
     """Probes one program; returns the result fields of the protocol's response."""
-    result: Dict[str, Any] = {
-        "status": "failed",
-        "error_class": None,
-        "error_message": None,
-        "program": None,
-        "output_shapes": [],
-        "output_dtypes": [],
-        "param_count": None,
-        "forward_ms": None,
-        "repair_steps": [],
-        "attempts": 0,
-    }
+    result = empty_result("failed")
     text = request["program"]
     probe = Probe(
         text,

@@ -54,6 +54,8 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from .result import empty_result
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -315,20 +317,9 @@ def assemble(result: Optional[bytes], meta_bytes: bytes, killed: bool, timeout: 
         parsed["cpu_time_ms"] = cpu_ms
         parsed["wall_ms"] = wall_s * 1000.0
         return parsed
-    out: Dict[str, Any] = {
-        "status": "crashed",
-        "error_class": None,
-        "error_message": None,
-        "program": None,
-        "output_shapes": [],
-        "output_dtypes": [],
-        "param_count": None,
-        "forward_ms": None,
-        "repair_steps": [],
-        "attempts": 0,
-        "cpu_time_ms": cpu_ms,
-        "wall_ms": wall_s * 1000.0,
-    }
+    out = empty_result("crashed")
+    out["cpu_time_ms"] = cpu_ms
+    out["wall_ms"] = wall_s * 1000.0
     sig = meta.get("signal")
     if killed or meta.get("timed_out") or sig in (signal.SIGXCPU, signal.SIGALRM):
         out["status"] = "timeout"

@@ -1,0 +1,21 @@
+"""The result fields of the protocol's response, shared by the runner and the sandbox."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+
+def empty_result(status: str) -> Dict[str, Any]:
+    """A response body with `status` and every other field empty."""
+    return {
+        "status": status,
+        "error_class": None,
+        "error_message": None,
+        "program": None,
+        "output_shapes": [],
+        "output_dtypes": [],
+        "param_count": None,
+        "forward_ms": None,
+        "repair_steps": [],
+        "attempts": 0,
+    }
