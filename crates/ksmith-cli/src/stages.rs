@@ -152,7 +152,7 @@ fn run_probe(session: &Session) -> anyhow::Result<StageReport> {
     }
     if !teacher_configured(&session.config) {
         anyhow::bail!(
-            "[probe] llm_repair is on but no teacher is configured: set {} or add a [teacher] table",
+            "[probe] llm_repair is on but no teacher is configured: set {} or add [[teacher.endpoints]]",
             ksmith_teacher::TEACHER_URL_ENV
         );
     }
@@ -171,14 +171,14 @@ fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
         if cfg.rollout.required {
             anyhow::bail!(
                 "rollout is required by {} but no teacher is configured: set {} to an \
-                 OpenAI-compatible endpoint (e.g. http://host:8000/v1) or add a [teacher] table",
+                 OpenAI-compatible endpoint (e.g. http://host:8000/v1) or add [[teacher.endpoints]]",
                 session.config.origin,
                 ksmith_teacher::TEACHER_URL_ENV
             );
         }
         ctx.warn(format!(
             "rollout skipped: no teacher configured; set {} to an OpenAI-compatible endpoint \
-             (e.g. http://host:8000/v1) or add a [teacher] table to run it",
+             (e.g. http://host:8000/v1) or add [[teacher.endpoints]] to run it",
             ksmith_teacher::TEACHER_URL_ENV
         ));
         let mut report = StageReport::new(ksmith_evolve::STAGE);
