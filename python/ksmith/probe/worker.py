@@ -23,6 +23,7 @@ import os
 import sys
 
 from . import PROTOCOL_VERSION
+from .result import empty_result
 
 
 def main(argv=None) -> int:
@@ -74,18 +75,10 @@ def main(argv=None) -> int:
         try:
             return run_request(request, torch)
         except BaseException as exc:  # noqa: BLE001 - reported, never raised past the child
-            return {
-                "status": "crashed",
-                "error_class": type(exc).__name__,
-                "error_message": f"probe runner error: {exc}"[:2000],
-                "program": None,
-                "output_shapes": [],
-                "output_dtypes": [],
-                "param_count": None,
-                "forward_ms": None,
-                "repair_steps": [],
-                "attempts": 0,
-            }
+            out = empty_result("crashed")
+            out["error_class"] = type(exc).__name__
+            out["error_message"] = f"probe runner error: {exc}"[:2000]
+            return out
 
     try:
         for line in requests:
