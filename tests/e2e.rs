@@ -262,7 +262,8 @@ class ModelNew(nn.Module):
 /// correctness SFT sample, and the exported datasets exist in the Hugging Face layout.
 #[test]
 fn whole_pipeline_with_a_loopback_teacher() {
-    use ksmith_core::tables::{SftRow, StepRow, TaskRow};
+    use ksmith_core::evaluation::EvalStatus;
+    use ksmith_core::tables::{EditOutcome, SftRow, StepRow, TaskRow};
     use ksmith_teacher::loopback::{LoopbackServer, Reply};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -271,8 +272,16 @@ fn whole_pipeline_with_a_loopback_teacher() {
     std::fs::write(repo.join("LICENSE"), LICENSE_MIT).expect("write");
     std::fs::write(repo.join("act.py"), SCALED_RELU).expect("write");
 
-    let teacher = LoopbackServer::start(|_, n| {
-        Reply::chat(triton_answer(if n % 2 == 0 { 256 } else { 512 }))
+    // Step 0: a correct translation. Step 1: a 429 (retried), then a SEARCH/REPLACE that changes
+    // nothing. Step 2: prose instead of code. Step 3: a kernel computing the wrong thing.
+    let teacher = LoopbackServer::start(|_, n| match n {
+        0 => Reply::chat(triton_answer(256)),
+        1 => Reply::status(429, "slow down"),
+        2 => Reply::chat(
+            "<<<<<<< SEARCH\n    mask = offs < n\n=======\n    mask = offs < n\n>>>>>>> REPLACE\n",
+        ),
+        3 => Reply::chat("I think the kernel is already optimal."),
+        _ => Reply::chat(triton_answer(512).replace("* scale", "* scale * 1.5")),
     })
     .expect("loopback teacher");
     let config = format!(
@@ -283,13 +292,15 @@ path = "{repo}"
 tasks = "all"
 
 [rollout]
-iterations = 3
+iterations = 4
 num_islands = 1
 parallel_tasks = 1
 measure = false
 
 [teacher]
-max_retries = 0
+max_retries = 2
+backoff_initial_ms = 10
+backoff_max_ms = 50
 timeout_s = 30.0
 
 [[teacher.endpoints]]
@@ -308,9 +319,10 @@ cpu_workers = 1
 
     let tasks: Vec<TaskRow> = read_table(&TaskRow::path_in(&s.ctx.workdir)).expect("tasks");
     assert_eq!(tasks.len(), 1, "{tasks:?}");
-    let steps: Vec<StepRow> = read_table(&StepRow::path_in(&s.ctx.workdir)).expect("steps");
-    assert_eq!(steps.len(), 3);
-    let first = steps.iter().find(|s| s.iteration == 0).expect("first step");
+    let mut steps: Vec<StepRow> = read_table(&StepRow::path_in(&s.ctx.workdir)).expect("steps");
+    steps.sort_by_key(|s| s.iteration);
+    assert_eq!(steps.len(), 4);
+    let first = &steps[0];
     assert!(
         first.correct,
         "translation judged {:?}: {:?}",
@@ -320,7 +332,36 @@ cpu_workers = 1
         first.user_prompt.contains("class Model"),
         "the prompt shows the reference"
     );
-    assert_eq!(teacher.received().len(), 3, "one request per step");
+    let outcomes: Vec<EditOutcome> = steps.iter().map(|s| s.edit_outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            EditOutcome::Applied,
+            EditOutcome::NoOp,
+            EditOutcome::Unparseable,
+            EditOutcome::Applied
+        ]
+    );
+    assert_eq!(
+        steps[3].eval_status,
+        Some(EvalStatus::Incorrect),
+        "{:?}",
+        steps[3].eval_json
+    );
+    // A failed edit is fed back: the step after the no-op shows it in its prompt.
+    let after_no_op = steps[2].user_prompt.to_lowercase();
+    assert!(
+        ["no-op", "unchanged", "no change", "did not change"]
+            .iter()
+            .any(|w| after_no_op.contains(w)),
+        "the no-op edit is not in the next prompt:\n{}",
+        steps[2].user_prompt
+    );
+    assert_eq!(
+        teacher.received().len(),
+        5,
+        "one request per step, plus the retried 429"
+    );
 
     let sft: Vec<SftRow> = read_table(&SftRow::path_in(&s.ctx.workdir)).expect("sft");
     assert!(
@@ -347,7 +388,7 @@ cpu_workers = 1
     // A second run with nothing changed asks the teacher nothing and re-runs nothing.
     let s = session(dir.path(), &config);
     s.run(&ksmith_cli::stages::Stage::ALL).expect("second run");
-    assert_eq!(teacher.received().len(), 3, "nothing re-asked");
+    assert_eq!(teacher.received().len(), 5, "nothing re-asked");
     for stage in [
         "extract", "probe", "dedup", "cluster", "rollout", "select", "export",
     ] {
