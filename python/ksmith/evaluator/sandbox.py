@@ -1,17 +1,20 @@
 """Spawning and supervising a child process (reference or candidate).
 
 Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
-new session so the whole process group can be killed, with its own working directory and Triton
-cache, stdout/stderr going to a log file (its messages use a private descriptor, see
+new session so the whole process group can be killed, in a new network namespace where this
+process may create one (root: no network at all, see `network_isolation`), with its own working
+directory and Triton cache, stdout/stderr going to a log file (its messages use a private descriptor, see
 `child_common`). A watchdog thread polls the child's resident memory and kills the group past
 the limit; every wait has a deadline after which the group is killed (`timeout`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +34,21 @@ class ChildDied(Exception):
     def __init__(self, message: str, log: str):
         super().__init__(message)
         self.log = log
+
+
+@functools.lru_cache(maxsize=1)
+def network_isolation() -> list[str]:
+    """The command prefix that starts a child in a new network namespace (`unshare --net`), or
+    an empty list where this process may not create one (not root, no unshare). A child in its
+    own namespace has only a downed loopback: no network at all. Checked once per process."""
+    tool = shutil.which("unshare")
+    if tool is None or os.geteuid() != 0:
+        return []
+    try:
+        ok = subprocess.run([tool, "--net", "--", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return [tool, "--net", "--"] if ok else []
 
 
 def _rss_mb(pid: int) -> float:
@@ -65,8 +83,9 @@ class Child:
             env["CUDA_VISIBLE_DEVICES"] = ""
         env.update(extra_env or {})
         self._log = open(self.log_path, "wb")
+        # `unshare` execs the interpreter in place, so the pid (and the kill) stay the child's.
         self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", module, workdir],
+            network_isolation() + [sys.executable, "-s", "-m", module, workdir],
             cwd=workdir,
             env=env,
             stdin=subprocess.PIPE,
