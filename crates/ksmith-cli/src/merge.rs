@@ -71,9 +71,7 @@ pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> 
     }
 
     // Extract's order and id rule over the union.
-    modules.sort_by(|(_, a), (_, b)| {
-        (&a.repo, &a.path, a.line, &a.class_name).cmp(&(&b.repo, &b.path, b.line, &b.class_name))
-    });
+    modules.sort_by(|(_, a), (_, b)| ksmith_extract::module_order(a, b));
     let old: Vec<(usize, String)> = modules.iter().map(|(s, m)| (*s, m.id.clone())).collect();
     let mut rows: Vec<ModuleRow> = modules.into_iter().map(|(_, m)| m).collect();
     ksmith_extract::assign_ids(&mut rows);

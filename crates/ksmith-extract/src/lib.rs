@@ -70,7 +70,7 @@ pub use error::Error;
 pub use extract::{
     ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo, extract_repo_with_stats,
 };
-pub use stage::run;
+pub use stage::{module_order, run};
 
 /// Name of the stage (its config section, report and CLI subcommand).
 pub const STAGE: &str = "extract";

@@ -490,16 +490,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             let name = text(self.src, name);
             self.bind(name);
         }
-        self.push_scope(ScopeKind::Function);
-        self.function_depth += 1;
-        if let Some(params) = params {
-            self.bind_params(params);
-        }
-        if let Some(body) = node.child_by_field_id(k.f_body) {
-            self.visit(body);
-        }
-        self.function_depth -= 1;
-        self.pop_scope();
+        self.visit_function_scope(params, node.child_by_field_id(k.f_body));
     }
 
     fn visit_lambda(&mut self, node: Node<'t>) {
@@ -508,12 +499,17 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         if let Some(params) = params {
             self.visit_param_defaults(params);
         }
+        self.visit_function_scope(params, node.child_by_field_id(k.f_body));
+    }
+
+    /// The function's own scope (of a `def` or a `lambda`): its parameters bound, its body read.
+    fn visit_function_scope(&mut self, params: Option<Node<'t>>, body: Option<Node<'t>>) {
         self.push_scope(ScopeKind::Function);
         self.function_depth += 1;
         if let Some(params) = params {
             self.bind_params(params);
         }
-        if let Some(body) = node.child_by_field_id(k.f_body) {
+        if let Some(body) = body {
             self.visit(body);
         }
         self.function_depth -= 1;

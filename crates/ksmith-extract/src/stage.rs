@@ -105,9 +105,7 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
         report.count("files_with_syntax_errors", stats.files_with_syntax_errors);
         rows.extend(repo_rows);
     }
-    rows.sort_by(|a, b| {
-        (&a.repo, &a.path, a.line, &a.class_name).cmp(&(&b.repo, &b.path, b.line, &b.class_name))
-    });
+    rows.sort_by(module_order);
     assign_ids(&mut rows);
     for row in &rows {
         match (&row.status, &row.reason) {
@@ -152,6 +150,12 @@ fn previous_rows(workdir: &Path, key: &str) -> HashMap<(String, String), Vec<Mod
             .push(row);
     }
     by_repo
+}
+
+/// The order of `modules.parquet`: by repository, path, line and class. `ksmith merge` sorts the
+/// union of shards with it, so [`assign_ids`] sees rows in the same order as in one run.
+pub fn module_order(a: &ModuleRow, b: &ModuleRow) -> std::cmp::Ordering {
+    (&a.repo, &a.path, a.line, &a.class_name).cmp(&(&b.repo, &b.path, b.line, &b.class_name))
 }
 
 /// The category of a reason for the report: `import_not_allowed: scipy` stays whole, others
