@@ -37,7 +37,7 @@ PY
         # the stamp: update the existing environment in place, which downloads only what
         # changed, before falling back to a rebuild.
         echo "updating the ksmith Python environment in $venv" >&2
-        if "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$req" && check; then
+        if "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off -r "$req" && check; then
             echo "$want" > "$stamp"
             return 0
         fi
@@ -52,8 +52,8 @@ PY
     # The stamp is written last: an install that dies half-way leaves no stamp and is redone.
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --progress-bar off -r "$req"
+    "$venv/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip
+    "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off -r "$req"
     check
     echo "$want" > "$stamp"
 }
