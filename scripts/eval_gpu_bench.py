@@ -56,12 +56,15 @@ def main() -> int:
     ap.add_argument("--skip-verdicts", action="store_true")
     ap.add_argument("--skip-stability", action="store_true")
     ap.add_argument("--stability", default="", help="comma-separated honest candidates (default: all)")
+    ap.add_argument("--buffer-sets", type=int, default=None, help="timing buffer sets to rotate over (default: the evaluator's)")
     ap.add_argument("--fresh-ref", default="", help="comma-separated honest candidates whose reference is also re-timed each repeat")
     a = ap.parse_args()
 
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
     opts = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
+    if a.buffer_sets is not None:
+        opts["timing"] = {"buffer_sets": a.buffer_sets}
     ev = DeviceEvaluator("cuda", opts)
     ev_rt = DeviceEvaluator("cuda", dict(opts, static_checks=False))
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))
@@ -74,6 +77,7 @@ def main() -> int:
     say(f"# ksmith evaluator on GPU ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     say()
     say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
+    say(f"children confined (private mount namespace, read-only, no capabilities): {ev.confine}; timing buffer sets: {ev.opts['timing']['buffer_sets']}")
     jobs = []
     for e in manifest["honest"]:
         jobs.append(("honest", e, None, ["correct", None]))

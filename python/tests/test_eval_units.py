@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from ksmith.evaluator import compare, protocol  # noqa: E402
 from ksmith.evaluator.inputs import make_inputs  # noqa: E402
 from ksmith.evaluator.static_check import check  # noqa: E402
-from ksmith.evaluator.timing import trimmed_stats  # noqa: E402
+from ksmith.evaluator.timing import buffer_sets, tensor_bytes, trimmed_stats  # noqa: E402
 
 KERNEL = """
 import torch
@@ -118,6 +118,19 @@ def test_structure_errors():
 def test_trimmed_stats_drops_outliers():
     s = trimmed_stats([1.0] * 50 + [1.01] * 50 + [9.0])
     assert s["samples"] == 100 and abs(s["median_ms"] - 1.005) < 1e-9 and s["cv"] < 0.01
+
+
+def test_buffer_sets_fit_the_memory_budget():
+    one = [torch.zeros(256, 1024), (torch.zeros(1024, dtype=torch.float16), 3)]
+    assert tensor_bytes(one) == 256 * 1024 * 4 + 1024 * 2
+    mib = 2**20
+    assert buffer_sets({"buffer_sets": 4, "buffer_mb": 1024.0}, 64 * mib) == 4
+    # Three extra copies of 400 MiB do not fit in 1 GiB; two do.
+    assert buffer_sets({"buffer_sets": 4, "buffer_mb": 1024.0}, 400 * mib) == 3
+    assert buffer_sets({"buffer_sets": 4, "buffer_mb": 1024.0}, 4096 * mib) == 1
+    assert buffer_sets({"buffer_sets": 4, "buffer_mb": 0.0}, 1) == 1
+    assert buffer_sets({"buffer_sets": 0, "buffer_mb": 1024.0}, 1) == 1
+    assert buffer_sets({"buffer_sets": 3, "buffer_mb": 1024.0}, 0) == 3
 
 
 def test_inputs_are_fresh_signed_nonzero_and_keep_domains():

@@ -55,6 +55,12 @@ pub struct EvalConfig {
     pub timing_max_samples: u32,
     /// Time to spend on samples, in milliseconds (bounded by min/max samples).
     pub timing_budget_ms: f64,
+    /// Copies of the inputs (each at its own addresses, with its own graph) that the timed
+    /// samples rotate over, so the median does not depend on one placement in memory.
+    pub timing_buffer_sets: u32,
+    /// Extra device memory the additional buffer sets may take, in MiB (fewer sets when the
+    /// inputs are large; at least one set is always timed).
+    pub timing_buffer_mb: f64,
     /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
@@ -96,6 +102,8 @@ impl Default for EvalConfig {
             timing_min_samples: 50,
             timing_max_samples: 1000,
             timing_budget_ms: 400.0,
+            timing_buffer_sets: 4,
+            timing_buffer_mb: 1024.0,
             decoy_work_share: 0.5,
             min_kernel_share: 0.5,
             max_cached_tasks: 32,
@@ -156,6 +164,15 @@ impl EvalConfig {
             return bad(format!(
                 "timing_warmup_ms must be >= 0, got {}",
                 self.timing_warmup_ms
+            ));
+        }
+        if self.timing_buffer_sets == 0 {
+            return bad("timing_buffer_sets must be at least 1".into());
+        }
+        if !(self.timing_buffer_mb.is_finite() && self.timing_buffer_mb >= 0.0) {
+            return bad(format!(
+                "timing_buffer_mb must be >= 0, got {}",
+                self.timing_buffer_mb
             ));
         }
         if self.timing_min_samples == 0 || self.timing_min_samples > self.timing_max_samples {
@@ -219,6 +236,8 @@ impl EvalConfig {
                 "min_samples": self.timing_min_samples,
                 "max_samples": self.timing_max_samples,
                 "budget_ms": self.timing_budget_ms,
+                "buffer_sets": self.timing_buffer_sets,
+                "buffer_mb": self.timing_buffer_mb,
             },
         })
     }

@@ -11,6 +11,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "\"\"\"ksmith evaluator runtime (written by ksmith-eval).\"\"\"\n",
     ),
     (
+        "ksmith/confine.py",
+        include_str!("../../../python/ksmith/confine.py"),
+    ),
+    (
         "ksmith/evaluator/__init__.py",
         include_str!("../../../python/ksmith/evaluator/__init__.py"),
     ),

@@ -15,6 +15,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/__init__.py"),
     ),
     (
+        "ksmith/confine.py",
+        include_str!("../../../python/ksmith/confine.py"),
+    ),
+    (
         "ksmith/probe/__init__.py",
         include_str!("../../../python/ksmith/probe/__init__.py"),
     ),

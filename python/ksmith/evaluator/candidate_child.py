@@ -11,9 +11,10 @@ the candidate, then:
    outputs' sizes with NaN, and writes outputs and inputs-after-the-call to `DIR/out_<k>.pt` as
    plain CPU tensors; the worker compares them (the harness never judges correctness);
 3. on a GPU, profiles one call (share of GPU time in the candidate's Triton kernels);
-4. on `go` from the worker (which holds the GPU for timing): CUDA-graph capture, the stream
-   check when capture fails, timing, then one call on the post-timing inputs copied into the
-   timed buffers (`DIR/post_out.pt`), so the timed code path is checked on fresh values too.
+4. on `go` from the worker (which holds the GPU for timing): CUDA-graph capture of every
+   buffer set (see `timing`), the stream check when capture fails, timing, then one call on the
+   post-timing inputs copied into the first set's buffers (`DIR/post_out.pt`), so the timed code
+   path is checked on fresh values too.
 
 Messages go over the private channel (see `child_common`); violations the harness sees are
 reported as `{"type": "violation", "hack": ..., "message": ...}` and end the run.
@@ -25,7 +26,7 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, close, error_text, hardware, load_module, same_values, to_device
+from .child_common import Channel, as_list, clone_all, close, enter_sandbox, error_text, hardware, load_module, same_values, to_device
 
 CANDIDATE_MODULE = "ksmith_candidate"
 
@@ -62,6 +63,8 @@ def main(d: str) -> int:
 
     ch = Channel()
     cfg = json.load(open(os.path.join(d, "config.json")))
+    if not enter_sandbox(d, cfg, ch):
+        return 0
     apply_limits(cfg)
     device = cfg["device"]
     import torch
@@ -201,39 +204,44 @@ def main(d: str) -> int:
     ch.send({"type": "ready_to_time"})
     if ch.wait_command() != "go":
         return 0
-    from .timing import Timer
+    from .timing import Timer, buffer_sets, tensor_bytes
 
     try:
-        static = to_device(clone_all(task["trials"][0]["inputs"]), device)
-        holder = {}
+        first = task["trials"][0]["inputs"]
+        sets = [to_device(clone_all(first), device) for _ in range(buffer_sets(cfg["timing"], tensor_bytes(first)))]
+        holders: list[dict] = [{} for _ in sets]
 
-        def fn():
-            expect_stream()
-            with torch.no_grad():
-                holder["out"] = model(*static)
-            return holder["out"]
+        def timed(static, holder):
+            def fn():
+                expect_stream()
+                with torch.no_grad():
+                    holder["out"] = model(*static)
+                return holder["out"]
 
+            return fn
+
+        fns = [timed(static, holder) for static, holder in zip(sets, holders)]
         timer = Timer(cfg["timing"])
-        graph, capture_error = timer.capture(fn)
+        graphs, capture_error = timer.capture_all(fns)
         check("capture")
         stream = None
-        if graph is None:
-            local, full = timer.stream_disagreement(fn)
+        if not graphs:
+            local, full = timer.stream_disagreement(fns[0])
             stream = [local, full]
             if full > 2.0 * local + 0.015:
                 raise Violation("side_stream", f"CUDA-graph capture failed ({capture_error.splitlines()[0] if capture_error else ''}) and a device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the timed stream")
-        stats = timer.measure(fn, graph)
+        stats = timer.measure(fns, graphs)
         check("timing")
         stream_check("timing")
-        for s, p in zip(static, task["post"]["inputs"]):
+        for s, p in zip(sets[0], task["post"]["inputs"]):
             if isinstance(s, torch.Tensor):
                 s.copy_(p.to(device))
-        if graph is not None:
-            graph.replay()
+        if graphs:
+            graphs[0].replay()
         else:
-            fn()
+            fns[0]()
         torch.cuda.synchronize()
-        outs = as_list(holder["out"])
+        outs = as_list(holders[0]["out"])
         torch.save({"runs": [[torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs]]}, os.path.join(d, "post_out.pt"))
         check("post-timing call")
     except Violation as v:

@@ -32,7 +32,8 @@ import time
 import torch
 
 from . import compare
-from .sandbox import Child, ChildDied, ChildTimeout
+from ..confine import set_undumpable
+from .sandbox import Child, ChildDied, ChildTimeout, ensure_gpu_nodes, mount_isolation
 from .static_check import check as static_check
 
 DEFAULT_OPTIONS = {
@@ -45,11 +46,23 @@ DEFAULT_OPTIONS = {
     "memory_limit_mb": 16384,
     "log_limit": 8000,
     "static_checks": True,
+    "confine": True,
     "decoy_work_share": 0.5,
     "max_cached_tasks": 32,
     "min_kernel_share": 0.5,
-    "timing": {"warmup": 10, "warmup_ms": 50.0, "min_samples": 50, "max_samples": 1000, "budget_ms": 400.0},
+    "timing": {"warmup": 10, "warmup_ms": 50.0, "min_samples": 50, "max_samples": 1000, "budget_ms": 400.0, "buffer_sets": 4, "buffer_mb": 1024.0},
 }
+
+
+class SandboxError(RuntimeError):
+    """A child could not confine itself: the worker's environment is at fault, not the program
+    (answered as an `internal` error, never as a verdict)."""
+
+
+def _sandboxed(msg: dict) -> dict:
+    if msg.get("type") == "sandbox_error":
+        raise SandboxError("the evaluator could not confine a child process: " + str(msg.get("message")))
+    return msg
 
 
 class BrokenReference(Exception):
@@ -93,6 +106,10 @@ class DeviceEvaluator:
     def __init__(self, device: str, options: dict | None = None, runtime_dir: str | None = None):
         self.device = device
         self.opts = merge_options(options)
+        self.confine = bool(self.opts["confine"]) and mount_isolation()
+        if self.confine and device.startswith("cuda"):
+            ensure_gpu_nodes()
+        set_undumpable()
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
         self.tasks: dict[str, TaskCache] = {}
         self.task_locks: dict[str, threading.Lock] = {}
@@ -115,7 +132,7 @@ class DeviceEvaluator:
         return d
 
     def _child_cfg(self, measure: bool, seed: int) -> dict:
-        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"], "tolerances": self.opts["tolerances"]}
+        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"], "tolerances": self.opts["tolerances"], "confine": self.confine}
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -140,7 +157,7 @@ class DeviceEvaluator:
             child = Child("ksmith.evaluator.reference_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"])
             timing = None
             try:
-                msg = child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"])
+                msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
                 if msg.get("type") == "error":
                     raise BrokenReference(task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"]))
                 if msg.get("type") != "trials_done":
@@ -242,7 +259,7 @@ class DeviceEvaluator:
         o = self.opts
         n_trials = len(ref.data["trials"]) - 1
         try:
-            msg = child.receive(o["compile_timeout_s"])
+            msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if msg.get("type") == "compile_error":
                 return self._result("compile_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
             if msg.get("type") == "violation":

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, error_text, hardware, load_module, same_values, to_device
+from .child_common import Channel, as_list, clone_all, enter_sandbox, error_text, hardware, load_module, same_values, to_device
 
 
 def _shares_storage(a, b) -> bool:
@@ -58,6 +58,8 @@ def _same(a: list, b: list, atol: float, rtol: float) -> bool:
 def main(d: str) -> int:
     ch = Channel()
     cfg = json.load(open(os.path.join(d, "config.json")))
+    if not enter_sandbox(d, cfg, ch):
+        return 0
     device = cfg["device"]
     import torch
 
@@ -118,20 +120,25 @@ def main(d: str) -> int:
         torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
         ch.send({"type": "trials_done", "hardware": hardware(device), "work": work})
         if device.startswith("cuda") and cfg.get("measure", True):
-            from .timing import Timer
+            from .timing import Timer, buffer_sets, tensor_bytes
 
             ch.send({"type": "ready_to_time"})
             if ch.wait_command() != "go":
                 return 0
-            static = to_device(clone_all(trials[0]["inputs"]), device)
+            first = trials[0]["inputs"]
+            sets = [to_device(clone_all(first), device) for _ in range(buffer_sets(cfg["timing"], tensor_bytes(first)))]
 
-            def fn():
-                with torch.no_grad():
-                    return model(*static)
+            def timed(static):
+                def fn():
+                    with torch.no_grad():
+                        return model(*static)
 
+                return fn
+
+            fns = [timed(static) for static in sets]
             timer = Timer(cfg["timing"])
-            graph, err = timer.capture(fn)
-            stats = timer.measure(fn, graph)
+            graphs, err = timer.capture_all(fns)
+            stats = timer.measure(fns, graphs)
             ch.send({"type": "timing", "timing": stats, "capture_error": err})
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported

@@ -3,9 +3,16 @@
 Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
 new session so the whole process group can be killed, in a new network namespace where this
 process may create one (root: no network at all, see `network_isolation`), with its own working
-directory and Triton cache, stdout/stderr going to a log file (its messages use a private descriptor, see
-`child_common`). A watchdog thread polls the child's resident memory and kills the group past
-the limit; every wait has a deadline after which the group is killed (`timeout`).
+directory, temporary folder and Triton cache, stdout/stderr going to a log file (its messages
+use a private descriptor, see `child_common`). Where this process may create mount namespaces
+(`mount_isolation`), the child confines itself before it loads any program (see
+`child_common.enter_sandbox` and `ksmith.confine`): only its own folder is writable, the other
+children's folders are hidden, `/dev` holds only the basic and the GPU nodes, and it has no
+capabilities. A watchdog thread polls the child's resident memory and kills the group past the
+limit; every wait has a deadline after which the group is killed (`timeout`).
+
+The worker itself is made non-dumpable (`ksmith.confine.set_undumpable`), so a child running
+as the same user cannot ptrace it or read its memory (which holds the reference outputs).
 """
 
 from __future__ import annotations
@@ -51,6 +58,32 @@ def network_isolation() -> list[str]:
     return [tool, "--net", "--"] if ok else []
 
 
+@functools.lru_cache(maxsize=1)
+def mount_isolation() -> bool:
+    """Whether children can confine themselves: this process is root and a forked child may
+    create a mount namespace. Checked once per process."""
+    if os.geteuid() != 0:
+        return False
+    from ..confine import CLONE_NEWNS, unshare
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if unshare(CLONE_NEWNS) is None else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@functools.lru_cache(maxsize=1)
+def ensure_gpu_nodes() -> None:
+    """Initializes the CUDA driver once in a throwaway process, so that every NVIDIA device
+    node (`nvidia-uvm` appears on first use) exists before a confined child copies the list of
+    nodes into its private `/dev` (where it could not create one)."""
+    try:
+        subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
 def _rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -74,6 +107,9 @@ class Child:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KSMITH_WORKER")}
         env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
+        env["TRITON_HOME"] = workdir
+        env["TMPDIR"] = os.path.join(workdir, "tmp")
+        os.makedirs(env["TMPDIR"], exist_ok=True)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["OMP_NUM_THREADS"] = env.get("KSMITH_CHILD_THREADS", "1")
         if device.startswith("cuda"):

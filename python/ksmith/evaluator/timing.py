@@ -9,6 +9,13 @@ followed by a device-wide `torch.cuda.synchronize()` before the end event (`cuda
 on any stream is counted). The number of samples is chosen from a first estimate to fill
 `budget_ms`, within `[min_samples, max_samples]`. Samples outside 1.5 IQR of the quartiles are
 dropped; median, IQR and coefficient of variation (std / mean) of the kept samples are reported.
+
+Rotating buffer sets: a memory-bound kernel's speed depends on where its buffers lie in DRAM, so
+one set of buffers gives a median that moves by a few percent from one process to the next
+while it is stable within the process. The children therefore time up to `buffer_sets` copies of
+the inputs (each with its own graph, output and workspace, so at different addresses), within
+`buffer_mb` of extra memory, and the samples rotate over them: the median is taken over several
+placements, which is what makes it repeatable across processes.
 """
 
 from __future__ import annotations
@@ -35,6 +42,25 @@ def trimmed_stats(samples: list[float]) -> dict:
         "cv": std / mean if mean > 0 else 0.0,
         "samples": len(kept),
     }
+
+
+def buffer_sets(cfg: dict, one_set_bytes: int) -> int:
+    """How many copies of the inputs to rotate over: `buffer_sets` at most, and no more than fit
+    in `buffer_mb` of extra memory (at least one)."""
+    want = max(1, int(cfg.get("buffer_sets", 1)))
+    budget = float(cfg.get("buffer_mb", 0.0)) * 2**20
+    if one_set_bytes <= 0:
+        return want
+    return max(1, min(want, 1 + int(budget // one_set_bytes)))
+
+
+def tensor_bytes(values) -> int:
+    """Bytes of the tensors in `values` (lists and tuples searched)."""
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(tensor_bytes(v) for v in values)
+    return 0
 
 
 class Timer:
@@ -71,30 +97,37 @@ class Timer:
                 pass
             return None, f"{type(e).__name__}: {e}"
 
-    def _samples(self, run, n: int, device_sync: bool) -> list[float]:
+    def _samples(self, runs, n: int, device_sync: bool) -> list[float]:
+        """`n` samples; sample `i` runs `runs[i % len(runs)]` (a callable or a list of them)."""
+        runs = runs if isinstance(runs, list) else [runs]
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        for start, end in events:
+        for i, (start, end) in enumerate(events):
             self.flush()
             start.record()
-            run()
+            runs[i % len(runs)]()
             if device_sync:
                 torch.cuda.synchronize()
             end.record()
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in events]
 
-    def measure(self, fn, graph=None) -> dict:
-        """Times `fn` (or `graph.replay`) and returns the stats dict of the protocol's `Timing`."""
+    def measure(self, fns, graphs=None) -> dict:
+        """Times the buffer sets `fns` (or the replays of their `graphs`, one per set, when
+        every set was captured), rotating over them, and returns the stats dict of the
+        protocol's `Timing`."""
         cfg = self.cfg
-        run = graph.replay if graph is not None else fn
-        device_sync = graph is None
+        fns = fns if isinstance(fns, list) else [fns]
+        graphs = graphs if isinstance(graphs, list) else [graphs]
+        captured = len(graphs) == len(fns) and all(g is not None for g in graphs)
+        runs = [g.replay for g in graphs] if captured else fns
+        device_sync = not captured
         torch.cuda.synchronize()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
         n_warm = 0
         while True:
-            run()
+            runs[n_warm % len(runs)]()
             n_warm += 1
             if n_warm >= cfg["warmup"]:
                 end.record()
@@ -102,15 +135,27 @@ class Timer:
                 if start.elapsed_time(end) >= cfg["warmup_ms"] or n_warm >= 10_000:
                     break
                 start.record()
-        est = statistics.median(self._samples(run, 5, device_sync))
+        est = statistics.median(self._samples(runs, 5, device_sync))
         flush_est = statistics.median(self._samples(lambda: None, 3, False))
         n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
         n = max(cfg["min_samples"], min(cfg["max_samples"], n))
-        samples = self._samples(run, n, device_sync)
+        n = max(n, len(runs))
+        samples = self._samples(runs, n, device_sync)
         stats = trimmed_stats(samples)
-        stats["method"] = "cuda_graph" if graph is not None else "cuda_event"
+        stats["method"] = "cuda_graph" if captured else "cuda_event"
         stats["l2_policy"] = "flushed"
         return stats
+
+    def capture_all(self, fns):
+        """One graph per buffer set: (graphs, "") when every set was captured, else
+        ([], the first error): then every set is timed with events."""
+        graphs = []
+        for fn in fns:
+            g, err = self.capture(fn)
+            if g is None:
+                return [], err
+            graphs.append(g)
+        return graphs, ""
 
     def stream_disagreement(self, fn, n: int = 21) -> tuple[float, float]:
         """Median time with the end event on the calling stream vs after a device-wide sync."""

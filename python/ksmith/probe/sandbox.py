@@ -54,37 +54,15 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from ..confine import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, confine_writes, drop_capabilities, unshare as _unshare
 from .result import empty_result
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_REMOUNT = 32
-MS_BIND = 4096
-MS_REC = 16384
-MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 
 RESULT_LIMIT = 32 << 20  # bytes of result JSON the worker accepts
 GRACE_S = 3.0  # supervisor's wall limit past the runner's own alarm
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _unshare(flags: int) -> Optional[str]:
-    if _libc.unshare(ctypes.c_int(flags)) != 0:
-        return os.strerror(ctypes.get_errno())
-    return None
-
-
-def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int, data: Optional[str]) -> Optional[str]:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        return os.strerror(ctypes.get_errno())
-    return None
 
 
 def _pdeathsig() -> None:
@@ -399,10 +377,9 @@ def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
     sys.stderr = _CappedText(2, cap)
     problems = []
     if sandbox.info.get("mount_namespace"):
-        err = _confine_writes(tmp)
+        err = confine_writes(tmp)
         if err:
             problems.append(err)
-        os.chdir(tmp)  # the cwd must be the writable bind mount, not the directory under it
     if not sandbox.info.get("network_namespace"):
         socket.socket.connect = _no_network  # type: ignore[method-assign]
         socket.socket.connect_ex = _no_network  # type: ignore[method-assign]
@@ -439,85 +416,3 @@ def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
         n = os.write(res_w, view)
         view = view[n:]
     os.close(res_w)
-
-
-MS_MOVE = 8192
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-_DEVICES = ("null", "zero", "full", "random", "urandom")
-
-
-def _confine_writes(tmp: str) -> Optional[str]:
-    """A private mount namespace where only ``tmp`` is writable.
-
-    Every mount is remounted read-only; ``/dev`` is replaced by a small tmpfs holding only
-    null, zero, full, random, urandom and an empty private ``shm`` (so no disk device can be
-    opened). Returns an error text when a step failed (the runner continues without it).
-    """
-    err = _unshare(CLONE_NEWNS)
-    if err:
-        return f"unshare(CLONE_NEWNS): {err}"
-    err = _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    if err:
-        return f"make mounts private: {err}"
-    err = _mount(tmp, tmp, None, MS_BIND | MS_REC, None)
-    if err:
-        return f"bind {tmp}: {err}"
-    staging = os.path.join(tmp, ".ksmith-dev")
-    os.mkdir(staging, 0o755)
-    err = _mount("tmpfs", staging, "tmpfs", MS_NOSUID, "size=1m,mode=755")
-    if err:
-        return f"tmpfs for /dev: {err}"
-    for name in _DEVICES:
-        node = os.path.join(staging, name)
-        open(node, "w").close()
-        _mount(f"/dev/{name}", node, None, MS_BIND, None)
-    os.mkdir(os.path.join(staging, "shm"), 0o1777)
-    _mount("tmpfs", os.path.join(staging, "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m")
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, os.path.join(staging, name))
-    err = _mount(staging, "/dev", None, MS_MOVE, None)
-    if err:
-        return f"move the new /dev into place: {err}"
-    keep = {os.path.realpath(tmp), "/dev/shm"}
-    failed = []
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    for point in points:
-        point = point.replace("\\040", " ")
-        if point in keep or not os.path.isdir(point) and not os.path.exists(point):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        if _mount(None, point, None, flags, None) and _mount(None, point, None, flags | MS_NOSUID | MS_NODEV, None):
-            failed.append(point)
-    if failed:
-        return "could not make read-only: " + ", ".join(failed[:5])
-    return None
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def drop_capabilities() -> Optional[str]:
-    """Drops every capability (bounding, ambient, effective, permitted) and sets no_new_privs.
-
-    Afterwards the module cannot undo the mounts, raise its limits, load kernel modules or
-    bypass file permissions, even though it still runs as uid 0.
-    """
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    for cap in range(64):
-        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
-            break
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    if _libc.capset(ctypes.byref(header), data) != 0:
-        return f"capset: {os.strerror(ctypes.get_errno())}"
-    return None
