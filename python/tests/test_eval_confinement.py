@@ -94,3 +94,22 @@ def test_without_confinement_the_same_candidate_escapes(tmp_path):
     log = result["error_log"]
     for escape in ("wrote outside its folder", "sees the other children's folders", "read the worker's memory", "may write kernel tunables", "sees devices"):
         assert escape in log, log
+
+
+def test_where_confinement_fails_children_run_without_it_and_it_says_so(monkeypatch, capfd):
+    if os.geteuid() != 0:
+        pytest.skip("the check only runs as root")
+    import ksmith.confine
+
+    monkeypatch.setattr(ksmith.confine, "confine_writes", lambda *a, **k: "tmpfs over /x: Operation not permitted")
+    mount_isolation.cache_clear()
+    try:
+        assert mount_isolation() is False
+        assert "children cannot be confined here (tmpfs over /x: Operation not permitted)" in capfd.readouterr().err
+        ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30})
+        try:
+            assert ev.confine is False
+        finally:
+            ev.close()
+    finally:
+        mount_isolation.cache_clear()

@@ -60,17 +60,40 @@ def network_isolation() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def mount_isolation() -> bool:
-    """Whether children can confine themselves: this process is root and a forked child may
-    create a mount namespace. Checked once per process."""
+    """Whether children can confine themselves: this process is root and a forked child could
+    carry out the whole confinement (`child_common.enter_sandbox`) on a throwaway folder. Where it
+    cannot (no root, or a container that forbids mounts), children run without it and one line
+    on stderr says why. Checked once per process."""
     if os.geteuid() != 0:
         return False
-    from ..confine import CLONE_NEWNS, unshare
+    import tempfile
 
+    from ..confine import BASIC_DEVICES, confine_writes, drop_capabilities
+
+    root = tempfile.mkdtemp(prefix="ksmith-confine-check-")
+    inner = tempfile.mkdtemp(dir=root)
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if unshare(CLONE_NEWNS) is None else 1)
+        os.close(r)
+        try:
+            err = confine_writes(inner, BASIC_DEVICES, hide=root, writable_proc=True) or drop_capabilities()
+            if err is None:
+                with open(os.path.join(inner, "probe"), "w") as f:
+                    f.write("ok")
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            err = f"{type(e).__name__}: {e}"
+        os.write(w, (err or "").encode()[:4000])
+        os._exit(0 if err is None else 1)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        err = f.read().decode("utf-8", "replace")
     _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    shutil.rmtree(root, ignore_errors=True)
+    ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    if not ok:
+        print(f"ksmith evaluator: children cannot be confined here ({err or 'the check died'}); they run without the mount sandbox", file=sys.stderr, flush=True)
+    return ok
 
 
 @functools.lru_cache(maxsize=1)
