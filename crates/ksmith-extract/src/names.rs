@@ -363,31 +363,13 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                 self.bind_target(l);
             }
         } else if kind == k.for_statement {
-            let range = self.children(node);
-            for i in range.clone() {
-                let (child, field) = self.buf[i];
-                if field == Some(k.f_left) {
-                    self.bind_target(child);
-                } else {
-                    self.visit(child);
-                }
-            }
-            self.buf.truncate(range.start);
+            self.visit_binding(node, k.f_left);
         } else if kind == k.with_item {
             if let Some(v) = node.child_by_field_id(k.f_value) {
                 self.visit(v);
             }
         } else if kind == k.as_pattern || kind == k.except_clause {
-            let range = self.children(node);
-            for i in range.clone() {
-                let (child, field) = self.buf[i];
-                if field == Some(k.f_alias) {
-                    self.bind_target(child);
-                } else {
-                    self.visit(child);
-                }
-            }
-            self.buf.truncate(range.start);
+            self.visit_binding(node, k.f_alias);
         } else if kind == k.named_expression {
             if let Some(v) = node.child_by_field_id(k.f_value) {
                 self.visit(v);
@@ -648,6 +630,21 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         if let Some(l) = node.child_by_field_id(k.f_left) {
             self.bind_target(l);
         }
+    }
+
+    /// Visits the children of `node` in order, binding the one in field `target` (the loop
+    /// variable of `for`, the alias of `as`) and reading the others.
+    fn visit_binding(&mut self, node: Node<'t>, target: u16) {
+        let range = self.children(node);
+        for i in range.clone() {
+            let (child, field) = self.buf[i];
+            if field == Some(target) {
+                self.bind_target(child);
+            } else {
+                self.visit(child);
+            }
+        }
+        self.buf.truncate(range.start);
     }
 
     /// Binds the names of an assignment target; reads the parts that are reads
