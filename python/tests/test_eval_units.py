@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from ksmith.evaluator import compare, protocol  # noqa: E402
 from ksmith.evaluator.inputs import make_inputs  # noqa: E402
 from ksmith.evaluator.static_check import check  # noqa: E402
+from ksmith.evaluator import timing  # noqa: E402
 from ksmith.evaluator.timing import buffer_sets, tensor_bytes, trimmed_stats  # noqa: E402
 
 KERNEL = """
@@ -131,6 +132,49 @@ def test_buffer_sets_fit_the_memory_budget():
     assert buffer_sets({"buffer_sets": 4, "buffer_mb": 0.0}, 1) == 1
     assert buffer_sets({"buffer_sets": 0, "buffer_mb": 1024.0}, 1) == 1
     assert buffer_sets({"buffer_sets": 3, "buffer_mb": 1024.0}, 0) == 3
+
+
+def test_timing_rotates_over_every_buffer_set(monkeypatch):
+    # A fake clock in place of CUDA events: each run advances it by its own duration, so the
+    # measured samples show which set ran.
+    clock = [0.0]
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = 0.0
+
+        def record(self):
+            self.t = clock[0]
+
+        def elapsed_time(self, other):
+            return other.t - self.t
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
+    timer = object.__new__(timing.Timer)
+    timer.cfg = {"warmup": 3, "warmup_ms": 0.0, "min_samples": 9, "max_samples": 9, "budget_ms": 1.0}
+    timer.flush = lambda: None
+    calls = []
+
+    def run(k, ms):
+        def fn():
+            calls.append(k)
+            clock[0] += ms
+
+        return fn
+
+    class Graph:
+        def __init__(self, fn):
+            self.replay = fn
+
+    fns = [run(0, 1.0), run(1, 1.0), run(2, 1.0)]
+    stats = timer.measure(fns, [Graph(f) for f in fns])
+    assert stats["method"] == "cuda_graph" and stats["samples"] == 9 and stats["median_ms"] == 1.0
+    assert calls[-9:] == [0, 1, 2] * 3
+    calls.clear()
+    stats = timer.measure(fns, [])
+    assert stats["method"] == "cuda_event"
+    assert calls[-9:] == [0, 1, 2] * 3
 
 
 def test_inputs_are_fresh_signed_nonzero_and_keep_domains():

@@ -204,11 +204,10 @@ def main(d: str) -> int:
     ch.send({"type": "ready_to_time"})
     if ch.wait_command() != "go":
         return 0
-    from .timing import Timer, buffer_sets, tensor_bytes
+    from .timing import Timer, input_sets
 
     try:
-        first = task["trials"][0]["inputs"]
-        sets = [to_device(clone_all(first), device) for _ in range(buffer_sets(cfg["timing"], tensor_bytes(first)))]
+        sets = input_sets(cfg["timing"], task["trials"][0]["inputs"], device)
         holders: list[dict] = [{} for _ in sets]
 
         def timed(static, holder):

@@ -120,13 +120,12 @@ def main(d: str) -> int:
         torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
         ch.send({"type": "trials_done", "hardware": hardware(device), "work": work})
         if device.startswith("cuda") and cfg.get("measure", True):
-            from .timing import Timer, buffer_sets, tensor_bytes
+            from .timing import Timer, input_sets
 
             ch.send({"type": "ready_to_time"})
             if ch.wait_command() != "go":
                 return 0
-            first = trials[0]["inputs"]
-            sets = [to_device(clone_all(first), device) for _ in range(buffer_sets(cfg["timing"], tensor_bytes(first)))]
+            sets = input_sets(cfg["timing"], trials[0]["inputs"], device)
 
             def timed(static):
                 def fn():

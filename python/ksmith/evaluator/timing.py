@@ -54,6 +54,14 @@ def buffer_sets(cfg: dict, one_set_bytes: int) -> int:
     return max(1, min(want, 1 + int(budget // one_set_bytes)))
 
 
+def input_sets(cfg: dict, inputs, device: str) -> list:
+    """The buffer sets to time: fresh device copies of `inputs`, as many as `buffer_sets`
+    allows for their size."""
+    from .child_common import clone_all, to_device
+
+    return [to_device(clone_all(inputs), device) for _ in range(buffer_sets(cfg, tensor_bytes(inputs)))]
+
+
 def tensor_bytes(values) -> int:
     """Bytes of the tensors in `values` (lists and tuples searched)."""
     if isinstance(values, torch.Tensor):
@@ -97,9 +105,8 @@ class Timer:
                 pass
             return None, f"{type(e).__name__}: {e}"
 
-    def _samples(self, runs, n: int, device_sync: bool) -> list[float]:
-        """`n` samples; sample `i` runs `runs[i % len(runs)]` (a callable or a list of them)."""
-        runs = runs if isinstance(runs, list) else [runs]
+    def _samples(self, runs: list, n: int, device_sync: bool) -> list[float]:
+        """`n` samples; sample `i` runs `runs[i % len(runs)]`."""
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
         for i, (start, end) in enumerate(events):
             self.flush()
@@ -111,16 +118,13 @@ class Timer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in events]
 
-    def measure(self, fns, graphs=None) -> dict:
-        """Times the buffer sets `fns` (or the replays of their `graphs`, one per set, when
-        every set was captured), rotating over them, and returns the stats dict of the
+    def measure(self, fns: list, graphs: list) -> dict:
+        """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
+        returned: one per set, or none), rotating over them, and returns the stats dict of the
         protocol's `Timing`."""
         cfg = self.cfg
-        fns = fns if isinstance(fns, list) else [fns]
-        graphs = graphs if isinstance(graphs, list) else [graphs]
-        captured = len(graphs) == len(fns) and all(g is not None for g in graphs)
-        runs = [g.replay for g in graphs] if captured else fns
-        device_sync = not captured
+        runs = [g.replay for g in graphs] if graphs else fns
+        device_sync = not graphs
         torch.cuda.synchronize()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -136,13 +140,13 @@ class Timer:
                     break
                 start.record()
         est = statistics.median(self._samples(runs, 5, device_sync))
-        flush_est = statistics.median(self._samples(lambda: None, 3, False))
+        flush_est = statistics.median(self._samples([lambda: None], 3, False))
         n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
         n = max(cfg["min_samples"], min(cfg["max_samples"], n))
         n = max(n, len(runs))
         samples = self._samples(runs, n, device_sync)
         stats = trimmed_stats(samples)
-        stats["method"] = "cuda_graph" if captured else "cuda_event"
+        stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
         return stats
 
@@ -159,6 +163,6 @@ class Timer:
 
     def stream_disagreement(self, fn, n: int = 21) -> tuple[float, float]:
         """Median time with the end event on the calling stream vs after a device-wide sync."""
-        local = statistics.median(self._samples(fn, n, False))
-        full = statistics.median(self._samples(fn, n, True))
+        local = statistics.median(self._samples([fn], n, False))
+        full = statistics.median(self._samples([fn], n, True))
         return local, full
