@@ -76,7 +76,7 @@ def evaluate(confine: bool, marker: str) -> dict:
 
 
 def test_a_confined_candidate_cannot_escape(tmp_path):
-    if not mount_isolation():
+    if not mount_isolation("cpu"):
         pytest.skip("this process may not create mount namespaces (not root)")
     marker = str(tmp_path / "escaped")
     result = evaluate(True, marker)
@@ -104,7 +104,7 @@ def test_where_confinement_fails_children_run_without_it_and_it_says_so(monkeypa
     monkeypatch.setattr(ksmith.confine, "confine_writes", lambda *a, **k: "tmpfs over /x: Operation not permitted")
     mount_isolation.cache_clear()
     try:
-        assert mount_isolation() is False
+        assert mount_isolation("cpu") is False
         assert "children cannot be confined here (tmpfs over /x: Operation not permitted)" in capfd.readouterr().err
         ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30})
         try:

@@ -106,9 +106,9 @@ class DeviceEvaluator:
     def __init__(self, device: str, options: dict | None = None, runtime_dir: str | None = None):
         self.device = device
         self.opts = merge_options(options)
-        self.confine = bool(self.opts["confine"]) and mount_isolation()
-        if self.confine and device.startswith("cuda"):
+        if self.opts["confine"] and device.startswith("cuda"):
             ensure_gpu_nodes()
+        self.confine = bool(self.opts["confine"]) and mount_isolation(device)
         set_undumpable()
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
         self.tasks: dict[str, TaskCache] = {}

@@ -58,17 +58,17 @@ def network_isolation() -> list[str]:
     return [tool, "--net", "--"] if ok else []
 
 
-@functools.lru_cache(maxsize=1)
-def mount_isolation() -> bool:
-    """Whether children can confine themselves: this process is root and a forked child could
-    carry out the whole confinement (`child_common.enter_sandbox`) on a throwaway folder. Where it
-    cannot (no root, or a container that forbids mounts), children run without it and one line
-    on stderr says why. Checked once per process."""
+@functools.lru_cache(maxsize=4)
+def mount_isolation(device: str) -> bool:
+    """Whether children on `device` can confine themselves: this process is root and a forked
+    child could carry out the children's own confinement (`child_common.confine`) on a
+    throwaway folder. Where it cannot (no root, or a container that forbids mounts), children
+    run without it and one line on stderr says why. Checked once per process and device."""
     if os.geteuid() != 0:
         return False
     import tempfile
 
-    from ..confine import BASIC_DEVICES, confine_writes, drop_capabilities
+    from .child_common import confine
 
     root = tempfile.mkdtemp(prefix="ksmith-confine-check-")
     inner = tempfile.mkdtemp(dir=root)
@@ -77,7 +77,7 @@ def mount_isolation() -> bool:
     if pid == 0:
         os.close(r)
         try:
-            err = confine_writes(inner, BASIC_DEVICES, hide=root, writable_proc=True) or drop_capabilities()
+            err = confine(inner, device)
             if err is None:
                 with open(os.path.join(inner, "probe"), "w") as f:
                     f.write("ok")
