@@ -35,9 +35,11 @@ dataset: venv build
 ## Every test: formatting, lints, Rust unit and integration tests, Python tests.
 test: venv chromium lint test-rust test-python
 
-lint:
+lint: venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(KSMITH_VENV)/bin/ruff check python scripts
+	$(KSMITH_VENV)/bin/ruff format --check python scripts
 
 test-rust:
 	$(CARGO) test --workspace

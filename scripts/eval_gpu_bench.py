@@ -51,13 +51,22 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--stability-concurrency", type=int, default=2, help="evaluations in flight in the stability part (the pool's default inflight_per_worker is 2)")
+    ap.add_argument(
+        "--stability-concurrency",
+        type=int,
+        default=2,
+        help="evaluations in flight in the stability part (the pool's default inflight_per_worker is 2)",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-verdicts", action="store_true")
     ap.add_argument("--skip-stability", action="store_true")
     ap.add_argument("--stability", default="", help="comma-separated honest candidates (default: all)")
-    ap.add_argument("--buffer-sets", type=int, default=None, help="timing buffer sets to rotate over (default: the evaluator's)")
-    ap.add_argument("--fresh-ref", default="", help="comma-separated honest candidates whose reference is also re-timed each repeat")
+    ap.add_argument(
+        "--buffer-sets", type=int, default=None, help="timing buffer sets to rotate over (default: the evaluator's)"
+    )
+    ap.add_argument(
+        "--fresh-ref", default="", help="comma-separated honest candidates whose reference is also re-timed each repeat"
+    )
     a = ap.parse_args()
 
     from ksmith.evaluator.evaluate import DeviceEvaluator
@@ -77,7 +86,10 @@ def main() -> int:
     say(f"# ksmith evaluator on GPU ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     say()
     say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
-    say(f"children confined (private mount namespace, read-only, no capabilities): {ev.confine}; timing buffer sets: {ev.opts['timing']['buffer_sets']}")
+    say(
+        f"children confined (private mount namespace, read-only, no capabilities): {ev.confine}; timing buffer sets: "
+        f"{ev.opts['timing']['buffer_sets']}"
+    )
     jobs = []
     for e in manifest["honest"]:
         jobs.append(("honest", e, None, ["correct", None]))
@@ -90,14 +102,27 @@ def main() -> int:
             jobs.append((grp, e, "runtime" if e.get("static_off") else "static", e["expect"]))
     jobs.append(("isolation", manifest["honest"][0], "after-isolation", ["correct", None]))
     if a.smoke:
-        keep = {"honest/elementwise.py", "honest/matmul.py", "adversarial/side_stream.py", "adversarial/decoy_matmul.py", "isolation/illegal_address.py"}
+        keep = {
+            "honest/elementwise.py",
+            "honest/matmul.py",
+            "adversarial/side_stream.py",
+            "adversarial/decoy_matmul.py",
+            "isolation/illegal_address.py",
+        }
         jobs = [j for j in jobs if j[1]["candidate"] in keep]
 
     def run(job):
         grp, e, layer, exp = job
         evaluator = ev_rt if layer == "runtime" else ev
         t = time.time()
-        r = evaluator.evaluate({"task_id": e["task"], "reference": task_source(e["task"]), "candidate": open(os.path.join(CAND, e["candidate"])).read(), "measure": True})
+        r = evaluator.evaluate(
+            {
+                "task_id": e["task"],
+                "reference": task_source(e["task"]),
+                "candidate": open(os.path.join(CAND, e["candidate"])).read(),
+                "measure": True,
+            }
+        )
         return job, r, time.time() - t
 
     hw = None
@@ -127,19 +152,37 @@ def main() -> int:
             ct = r.get("candidate_timing")
             tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
             sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
-            say(f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | {sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |")
+            say(
+                f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
+                f"{sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
+            )
             if not ok:
                 say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
         say()
-        say(f"{n_ok}/{len(results)} verdicts as expected. {len(rest)} candidates (concurrency {a.concurrency}, references cached) in {wall:.1f} s wall in total with the isolation runs; throughput of the concurrent part: see below.")
-        say(f"Candidates evaluated per GPU-minute (all {len(results)} runs incl. spawn, compile, correctness, timing, crashes and the hang timeout): {len(results) / (wall / 60):.1f}")
+        say(
+            f"{n_ok}/{len(results)} verdicts as expected. {len(rest)} candidates (concurrency {a.concurrency}, "
+            f"references cached) in {wall:.1f} s wall in total with the isolation runs; throughput of the concurrent "
+            "part: see below."
+        )
+        say(
+            f"Candidates evaluated per GPU-minute (all {len(results)} runs incl. spawn, compile, correctness, timing, "
+            f"crashes and the hang timeout): {len(results) / (wall / 60):.1f}"
+        )
     if not a.skip_stability:
         say()
         say("## Speedup stability (repeated evaluations of the same candidate)")
         say()
-        say(f"{a.repeats} evaluations per candidate, {a.stability_concurrency} in flight (timing serialized on the GPU, other candidates compile and run correctness meanwhile). 'ref cached': the reference timed once per task (what the pipeline sees); 'ref re-timed': a fresh task id per repeat, so the reference is rebuilt and re-timed each time.")
+        say(
+            f"{a.repeats} evaluations per candidate, {a.stability_concurrency} in flight (timing serialized on the "
+            "GPU, other candidates compile and run correctness meanwhile). 'ref cached': the reference timed once "
+            "per task (what the pipeline sees); 'ref re-timed': a fresh task id per repeat, so the reference is "
+            "rebuilt and re-timed each time."
+        )
         say()
-        say("| candidate | ref cached: speedup median | cv | min..max | ref re-timed: speedup median | cv | min..max | cand median ms | cand cv within run | samples | method |")
+        say(
+            "| candidate | ref cached: speedup median | cv | min..max | ref re-timed: speedup median | cv | min..max "
+            "| cand median ms | cand cv within run | samples | method |"
+        )
         say("|---|---|---|---|---|---|---|---|---|---|---|")
         honest = manifest["honest"] if not a.smoke else manifest["honest"][:1]
         if a.stability:
@@ -149,9 +192,14 @@ def main() -> int:
             cand = open(os.path.join(CAND, e["candidate"])).read()
             t0 = time.time()
             ev.reference(e["task"], src)
-            reqs = [{"task_id": e["task"], "reference": src, "candidate": cand, "measure": True} for _ in range(a.repeats)]
+            reqs = [
+                {"task_id": e["task"], "reference": src, "candidate": cand, "measure": True} for _ in range(a.repeats)
+            ]
             if e["candidate"] in a.fresh_ref.split(","):
-                reqs += [{"task_id": f"{e['task']}#{i}", "reference": src, "candidate": cand, "measure": True} for i in range(a.repeats)]
+                reqs += [
+                    {"task_id": f"{e['task']}#{i}", "reference": src, "candidate": cand, "measure": True}
+                    for i in range(a.repeats)
+                ]
             with ThreadPoolExecutor(a.stability_concurrency) as pool:
                 rs = list(pool.map(ev.evaluate, reqs))
             cached = [r["speedup"] for r in rs[: a.repeats] if r["speedup"]]
@@ -164,10 +212,21 @@ def main() -> int:
 
             ct = (last or {}).get("candidate_timing") or {}
             if cached:
-                fr = f"{statistics.median(fresh):.4f} | {cv(fresh):.2%} | {min(fresh):.4f}..{max(fresh):.4f}" if fresh else "- | - | -"
-                say(f"| {e['candidate']} | {statistics.median(cached):.4f} | {cv(cached):.2%} | {min(cached):.4f}..{max(cached):.4f} | {fr} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |")
+                fr = (
+                    f"{statistics.median(fresh):.4f} | {cv(fresh):.2%} | {min(fresh):.4f}..{max(fresh):.4f}"
+                    if fresh
+                    else "- | - | -"
+                )
+                say(
+                    f"| {e['candidate']} | {statistics.median(cached):.4f} | {cv(cached):.2%} | "
+                    f"{min(cached):.4f}..{max(cached):.4f} | {fr} | {ct.get('median_ms', 0):.4f} | "
+                    f"{ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |"
+                )
             else:
-                say(f"| {e['candidate']} | failed: {last['status'] if last else '?'} {last['error_log'][-300:] if last else ''!r} |")
+                say(
+                    f"| {e['candidate']} | failed: {last['status'] if last else '?'} "
+                    f"{last['error_log'][-300:] if last else ''!r} |"
+                )
             print(f"  ({e['candidate']}: {len(reqs)} evaluations in {time.time() - t0:.0f} s)", flush=True)
     say()
     say(f"hardware: {json.dumps(hw)}")

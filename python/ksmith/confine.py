@@ -13,7 +13,7 @@ import ctypes
 import errno
 import glob
 import os
-from typing import Iterable, List, Optional
+from collections.abc import Iterable
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -38,14 +38,14 @@ BASIC_DEVICES = ("null", "zero", "full", "random", "urandom")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def unshare(flags: int) -> Optional[str]:
+def unshare(flags: int) -> str | None:
     """``unshare(2)``; an error text on failure."""
     if _libc.unshare(ctypes.c_int(flags)) != 0:
         return os.strerror(ctypes.get_errno())
     return None
 
 
-def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int, data: Optional[str]) -> Optional[str]:
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> str | None:
     """``mount(2)``; an error text on failure."""
     enc = lambda s: s.encode() if s is not None else None  # noqa: E731
     if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
@@ -53,7 +53,7 @@ def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
     return None
 
 
-def gpu_devices() -> List[str]:
+def gpu_devices() -> list[str]:
     """The NVIDIA device nodes under ``/dev`` (``nvidiactl``, ``nvidia0``, ``nvidia-uvm``, the
     ``nvidia-caps`` folder...), as names relative to ``/dev``."""
     return sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*"))
@@ -64,7 +64,9 @@ def gpu_devices() -> List[str]:
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 
 
-def confine_writes(writable: str, devices: Iterable[str] = BASIC_DEVICES, hide: Optional[str] = None, writable_proc: bool = False) -> Optional[str]:
+def confine_writes(
+    writable: str, devices: Iterable[str] = BASIC_DEVICES, hide: str | None = None, writable_proc: bool = False
+) -> str | None:
     """Moves the calling process into a new mount namespace where only ``writable`` (and a
     private ``/dev/shm``) can be written.
 
@@ -128,7 +130,7 @@ def confine_writes(writable: str, devices: Iterable[str] = BASIC_DEVICES, hide: 
     return None
 
 
-def _private_dev(writable: str, devices: Iterable[str]) -> Optional[str]:
+def _private_dev(writable: str, devices: Iterable[str]) -> str | None:
     """Builds the new ``/dev`` in a staging folder inside ``writable`` and moves it into place."""
     staging = os.path.join(writable, ".ksmith-dev")
     os.mkdir(staging, 0o755)
@@ -149,7 +151,12 @@ def _private_dev(writable: str, devices: Iterable[str]) -> Optional[str]:
     err = mount("tmpfs", os.path.join(staging, "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m")
     if err:
         return f"tmpfs for /dev/shm: {err}"
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, os.path.join(staging, name))
     err = mount(staging, "/dev", None, MS_MOVE, None)
     if err:
@@ -165,7 +172,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_capabilities() -> Optional[str]:
+def drop_capabilities() -> str | None:
     """Drops every capability (bounding, ambient, effective, permitted) and sets no_new_privs.
 
     Afterwards the process cannot undo its mounts, raise its limits, load kernel modules, bypass

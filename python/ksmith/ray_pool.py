@@ -121,7 +121,12 @@ def main(argv=None) -> int:
     pool = start_pool(ray, a.cpu_actors, json.loads(a.options))
     server = serve_with(a.host, a.port, pool.evaluate, pool.health)
     devices = sorted({w["device"] for w in pool.health()["workers"]})
-    print(json.dumps({"listening": f"http://{a.host}:{server.server_address[1]}", "actors": len(pool.actors), "devices": devices}), flush=True)
+    print(
+        json.dumps(
+            {"listening": f"http://{a.host}:{server.server_address[1]}", "actors": len(pool.actors), "devices": devices}
+        ),
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

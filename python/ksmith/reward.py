@@ -95,7 +95,9 @@ def parse_ground_truth(ground_truth) -> dict:
     if not isinstance(gt, dict):
         raise GroundTruthError(f"ground truth must be a JSON object, got {type(gt).__name__}")
     if gt.get("version") != GROUND_TRUTH_VERSION:
-        raise GroundTruthError(f"ground truth version {gt.get('version')!r} is not supported (this reward reads {GROUND_TRUTH_VERSION})")
+        raise GroundTruthError(
+            f"ground truth version {gt.get('version')!r} is not supported (this reward reads {GROUND_TRUTH_VERSION})"
+        )
     for key in ("task_id", "reference_program", "parent_program", "entry_point"):
         if not isinstance(gt.get(key), str) or not gt[key]:
             raise GroundTruthError(f"ground truth lacks `{key}`")
@@ -238,7 +240,9 @@ class RemoteBackend:
 
     def evaluate(self, request: dict, tolerances: dict | None = None) -> dict:
         body = json.dumps({"v": PROTOCOL_VERSION, "request": request}).encode()
-        req = urllib.request.Request(self.url + "/v1/evaluate", data=body, headers={"Content-Type": "application/json"}, method="POST")
+        req = urllib.request.Request(
+            self.url + "/v1/evaluate", data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 answer = json.loads(resp.read())
@@ -248,8 +252,12 @@ class RemoteBackend:
             except ValueError:
                 detail = {}
             if detail.get("kind") == "broken_reference":
-                raise BrokenReference(f"{self.url}: reference of task {detail.get('task_id')} does not run: {detail.get('message', '')}") from None
-            raise EvaluatorUnavailable(f"{self.url}: HTTP {e.code}: {detail.get('kind', '')} {detail.get('message', '')}".strip()) from None
+                raise BrokenReference(
+                    f"{self.url}: reference of task {detail.get('task_id')} does not run: {detail.get('message', '')}"
+                ) from None
+            raise EvaluatorUnavailable(
+                f"{self.url}: HTTP {e.code}: {detail.get('kind', '')} {detail.get('message', '')}".strip()
+            ) from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise EvaluatorUnavailable(f"{self.url}: {e}") from None
         if not isinstance(answer, dict) or not isinstance(answer.get("result"), dict):
@@ -316,7 +324,15 @@ def _parent_ms(backend, gt: dict, result: dict, fresh: bool) -> float | None:
     with _PARENT_LOCK:
         if not fresh and key in _PARENT_TIMES:
             return _PARENT_TIMES[key]
-    res = backend.evaluate({"task_id": gt["task_id"], "reference": gt["reference_program"], "candidate": gt["parent_program"], "measure": True}, gt.get("tolerances"))
+    res = backend.evaluate(
+        {
+            "task_id": gt["task_id"],
+            "reference": gt["reference_program"],
+            "candidate": gt["parent_program"],
+            "measure": True,
+        },
+        gt.get("tolerances"),
+    )
     ms = _timed_ms(res.get("candidate_timing")) if res.get("status") == "correct" else None
     if ms is not None:
         with _PARENT_LOCK:
@@ -373,7 +389,11 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
     parent_ms = _parent_ms(backend, gt, res, fresh=False) if cand_ms is not None else None
     if cand_ms is None or parent_ms is None:
         out.update(correctness_only=True, score=cfg.correct_reward)
-        out["message"] = "correctness-only reward: no GPU timing (" + ("Triton CPU interpreter" if cand_ms is None else "the parent could not be timed") + ")"
+        out["message"] = (
+            "correctness-only reward: no GPU timing ("
+            + ("Triton CPU interpreter" if cand_ms is None else "the parent could not be timed")
+            + ")"
+        )
         return out
     speedup = parent_ms / cand_ms
     if speedup > cfg.recheck_above:
@@ -381,7 +401,11 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         ms2 = _timed_ms(again.get("candidate_timing")) if again.get("status") == "correct" else None
         parent2 = _parent_ms(backend, gt, again, fresh=True)
         if ms2 is None or parent2 is None:
-            out.update(correctness_only=True, score=cfg.correct_reward, message="a suspiciously large speedup could not be confirmed by a second measurement")
+            out.update(
+                correctness_only=True,
+                score=cfg.correct_reward,
+                message="a suspiciously large speedup could not be confirmed by a second measurement",
+            )
             return out
         speedup = min(speedup, parent2 / ms2)
     out.update(timed=True, speedup_vs_parent=speedup)
@@ -421,7 +445,11 @@ def _completion_text(completion) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        texts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        texts = [
+            m.get("content", "")
+            for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+        ]
         return "\n".join(texts)
     return str(completion)
 
@@ -442,12 +470,17 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     import torch
 
     cfg = RewardConfig.from_kwargs(kwargs)
-    answers = [q[len(p) :] if isinstance(q, str) and isinstance(p, str) and q.startswith(p) else q for q, p in zip(queries, prompts)]
+    answers = [
+        q[len(p) :] if isinstance(q, str) and isinstance(p, str) and q.startswith(p) else q
+        for q, p in zip(queries, prompts)
+    ]
     with ThreadPoolExecutor(max_workers=_workers(kwargs)) as pool:
         results = list(pool.map(lambda a: score_answer(a[0], a[1], cfg), zip(answers, labels)))
     metrics = [_metrics(r) for r in results]
     return {
         "rewards": torch.tensor([m["score"] for m in metrics], dtype=torch.float32),
         "scores": torch.tensor([m["correct"] for m in metrics], dtype=torch.float32),
-        "extra_logs": {k: torch.tensor([m[k] for m in metrics], dtype=torch.float32) for k in metrics[0]} if metrics else {},
+        "extra_logs": {k: torch.tensor([m[k] for m in metrics], dtype=torch.float32) for k in metrics[0]}
+        if metrics
+        else {},
     }

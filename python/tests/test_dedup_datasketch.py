@@ -23,7 +23,9 @@ def test_near_pairs_and_timing(tmp_path):
     pairs = tmp_path / "pairs.txt"
     out = subprocess.run(
         [sys.executable, str(SCRIPT), str(tokens), str(pairs), "5", "256", "0.7"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     timing = json.loads(out.stdout)
     assert timing["b_r"] == [25, 10]

@@ -15,7 +15,6 @@ import os  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import pytest  # noqa: E402
-
 from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,12 +41,20 @@ CASES = _cases()
 
 
 def _request(task: str, candidate: str) -> dict:
-    return {"task_id": task, "reference": open(os.path.join(CAND, task)).read(), "candidate": open(os.path.join(CAND, candidate)).read(), "measure": False}
+    return {
+        "task_id": task,
+        "reference": open(os.path.join(CAND, task)).read(),
+        "candidate": open(os.path.join(CAND, candidate)).read(),
+        "measure": False,
+    }
 
 
 @pytest.fixture(scope="module")
 def results():
-    evs = {"static": DeviceEvaluator("cpu", OPTIONS), "runtime": DeviceEvaluator("cpu", dict(OPTIONS, static_checks=False))}
+    evs = {
+        "static": DeviceEvaluator("cpu", OPTIONS),
+        "runtime": DeviceEvaluator("cpu", dict(OPTIONS, static_checks=False)),
+    }
     try:
         with ThreadPoolExecutor(3) as pool:
             futures = {(c, layer): pool.submit(evs[layer].evaluate, _request(t, c)) for c, layer, t, _ in CASES}

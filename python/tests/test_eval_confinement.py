@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from ksmith.evaluator.evaluate import DeviceEvaluator
 from ksmith.evaluator.sandbox import mount_isolation
 
@@ -18,7 +17,7 @@ HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read
 
 # Runs in ModelNew.__init__: every escape that works is collected, and any raises, so the
 # verdict is `correct` only when every escape failed.
-PROBE = '''
+PROBE = """
         escapes = []
         try:
             with open({marker!r}, "w") as f:
@@ -55,12 +54,14 @@ PROBE = '''
             escapes.append(f"sees devices {{disks}}")
         if escapes:
             raise RuntimeError("ESCAPES: " + "; ".join(escapes))
-'''
+"""
 
 
 def candidate(marker: str, secret: str) -> str:
     src = HONEST.replace("import torch\n", "import os\n\nimport torch\n", 1)
-    src = src.replace("        super().__init__()", "        super().__init__()" + PROBE.format(marker=marker, secret=secret), 1)
+    src = src.replace(
+        "        super().__init__()", "        super().__init__()" + PROBE.format(marker=marker, secret=secret), 1
+    )
     assert src != HONEST and "ESCAPES" in src
     return src
 
@@ -70,7 +71,9 @@ def evaluate(confine: bool, marker: str) -> dict:
     try:
         secret = "secret-of-another-child"
         os.makedirs(os.path.join(ev.root, secret))
-        return ev.evaluate({"task_id": "confine", "reference": TASK, "candidate": candidate(marker, secret), "measure": False})
+        return ev.evaluate(
+            {"task_id": "confine", "reference": TASK, "candidate": candidate(marker, secret), "measure": False}
+        )
     finally:
         ev.close()
 
@@ -92,7 +95,13 @@ def test_without_confinement_the_same_candidate_escapes(tmp_path):
     assert os.path.exists(marker)
     assert result["status"] == "compile_error", result
     log = result["error_log"]
-    for escape in ("wrote outside its folder", "sees the other children's folders", "read the worker's memory", "may write kernel tunables", "sees devices"):
+    for escape in (
+        "wrote outside its folder",
+        "sees the other children's folders",
+        "read the worker's memory",
+        "may write kernel tunables",
+        "sees devices",
+    ):
         assert escape in log, log
 
 

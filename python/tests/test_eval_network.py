@@ -8,7 +8,6 @@ import socket
 import threading
 
 import pytest
-
 from ksmith.evaluator.evaluate import DeviceEvaluator
 from ksmith.evaluator.sandbox import network_isolation
 
@@ -40,7 +39,8 @@ def test_a_candidate_cannot_reach_a_loopback_listener():
     thread.start()
     leak = HONEST.replace(
         "        super().__init__()",
-        f"        super().__init__()\n        import socket\n        socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'secret')",
+        f"        super().__init__()\n        import socket\n        socket.create_connection(('127.0.0.1', {port}), "
+        "timeout=2).sendall(b'secret')",
     )
     assert leak != HONEST
     ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
@@ -53,7 +53,9 @@ def test_a_candidate_cannot_reach_a_loopback_listener():
         listener.close()
     assert accepted == [], "the candidate reached the loopback listener"
     assert result["status"] in ("compile_error", "runtime_error"), result
-    assert "Network is unreachable" in result["error_log"] or "refused" in result["error_log"].lower(), result["error_log"]
+    assert "Network is unreachable" in result["error_log"] or "refused" in result["error_log"].lower(), result[
+        "error_log"
+    ]
     # The same candidate without the connection is correct: the namespace breaks nothing else.
     ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
     try:

@@ -20,7 +20,10 @@ from ksmith.evaluator.server import make_server  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)
 SYNTAX_ERROR = "class ModelNew(:\n"
-BROKEN_REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    raise RuntimeError('no inputs today')\ndef get_init_inputs():\n    return []\n"
+BROKEN_REFERENCE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n   "
+    " raise RuntimeError('no inputs today')\ndef get_init_inputs():\n    return []\n"
+)
 HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read()
 
 
@@ -30,7 +33,13 @@ def _request(candidate: str, reference: str = "x = 1\n", task: str = "t") -> dic
 
 def test_worker_speaks_json_lines():
     env = dict(os.environ, PYTHONPATH=PYROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "ksmith.evaluator", "worker", "--device", "cpu"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ksmith.evaluator", "worker", "--device", "cpu"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         hello = json.loads(proc.stdout.readline())
         assert hello["v"] == 1 and hello["type"] == "hello" and hello["device"] == "cpu"

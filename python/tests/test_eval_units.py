@@ -12,11 +12,13 @@ import json  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-from ksmith.evaluator import compare, protocol  # noqa: E402
+from ksmith.evaluator import (  # noqa: E402
+    compare,
+    protocol,
+    timing,  # noqa: E402
+)
 from ksmith.evaluator.inputs import make_inputs  # noqa: E402
 from ksmith.evaluator.static_check import check  # noqa: E402
-from ksmith.evaluator import timing  # noqa: E402
 from ksmith.evaluator.timing import buffer_sets, tensor_bytes, trimmed_stats  # noqa: E402
 
 KERNEL = """
@@ -45,20 +47,63 @@ LAUNCH = "    def forward(self, x):\n        k[(1,)](x, x.numel(), BLOCK=16)\n  
         (program(LAUNCH, "import subprocess\n"), "hacked", "sandbox_escape"),
         (program(LAUNCH, "import multiprocessing\n"), "hacked", "background_thread"),
         (program(LAUNCH, "from concurrent.futures import ThreadPoolExecutor\n"), "hacked", "background_thread"),
-        (program("    def forward(self, x):\n        s = torch.cuda.Stream()\n        k[(1,)](x, 1, BLOCK=16)\n        return x\n"), "hacked", "side_stream"),
-        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return eval('x')\n"), "hacked", "sandbox_escape"),
-        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return getattr(x, 'cl' + 'one')()\n"), "hacked", "sandbox_escape"),
-        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return x.__class__.__subclasses__()\n"), "hacked", "sandbox_escape"),
+        (
+            program(
+                "    def forward(self, x):\n        s = torch.cuda.Stream()\n        k[(1,)](x, 1, BLOCK=16)\n       "
+                " return x\n"
+            ),
+            "hacked",
+            "side_stream",
+        ),
+        (
+            program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return eval('x')\n"),
+            "hacked",
+            "sandbox_escape",
+        ),
+        (
+            program(
+                "    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return getattr(x, 'cl' + "
+                "'one')()\n"
+            ),
+            "hacked",
+            "sandbox_escape",
+        ),
+        (
+            program(
+                "    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return "
+                "x.__class__.__subclasses__()\n"
+            ),
+            "hacked",
+            "sandbox_escape",
+        ),
         (program(LAUNCH, "import time\n") + "time.perf_counter = lambda: 0.0\n", "hacked", "sandbox_escape"),
         (program(LAUNCH) + "torch.cuda.synchronize = lambda: None\n", "hacked", "timer_patch"),
         (program(LAUNCH) + "setattr(torch.cuda, 'synchronize', None)\n", "hacked", "sandbox_escape"),
         (program(LAUNCH) + "torch.set_float32_matmul_precision('medium')\n", "hacked", "precision_downgrade"),
-        (program("    def forward(self, x):\n        return torch.compile(lambda y: y)(x) if k else x\n"), "hacked", "torch_fallback"),
+        (
+            program("    def forward(self, x):\n        return torch.compile(lambda y: y)(x) if k else x\n"),
+            "hacked",
+            "torch_fallback",
+        ),
         (program(LAUNCH, "from torch.utils.cpp_extension import load_inline\n"), "static_rejected", None),
         (program("    def forward(self, x):\n        return x\n"), "static_rejected", None),
         (KERNEL + "\nclass Model(torch.nn.Module):\n" + LAUNCH, "static_rejected", None),
-        (program("    def forward(self, x):\n        try:\n            k[(1,)](x, 1, BLOCK=16)\n        except Exception:\n            pass\n        return x\n"), "hacked", "try_except_fallback"),
-        (program("    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return x\n\nclass Lazy(torch.Tensor):\n    pass\n"), "hacked", "lazy_output"),
+        (
+            program(
+                "    def forward(self, x):\n        try:\n            k[(1,)](x, 1, BLOCK=16)\n        except "
+                "Exception:\n            pass\n        return x\n"
+            ),
+            "hacked",
+            "try_except_fallback",
+        ),
+        (
+            program(
+                "    def forward(self, x):\n        k[(1,)](x, 1, BLOCK=16)\n        return x\n\nclass "
+                "Lazy(torch.Tensor):\n    pass\n"
+            ),
+            "hacked",
+            "lazy_output",
+        ),
         ("def broken(:\n", "compile_error", None),
     ],
 )
@@ -69,7 +114,11 @@ def test_static_verdicts(src, status, hack):
 
 def test_static_allows_common_names():
     # `input` is the usual name of forward's argument in PyTorch code
-    v = check(program("    def forward(self, input):\n        k[(1,)](input, input.numel(), BLOCK=16)\n        return input\n"))
+    v = check(
+        program(
+            "    def forward(self, input):\n        k[(1,)](input, input.numel(), BLOCK=16)\n        return input\n"
+        )
+    )
     assert v.status is None, v.message
 
 
@@ -79,13 +128,21 @@ def test_static_names_the_line():
 
 
 def test_static_try_without_launch_is_only_a_warning():
-    v = check(program("    def forward(self, x):\n        try:\n            n = int(x.shape[0])\n        except ValueError:\n            n = 1\n        k[(1,)](x, n, BLOCK=16)\n        return x\n"))
+    v = check(
+        program(
+            "    def forward(self, x):\n        try:\n            n = int(x.shape[0])\n        except ValueError:\n  "
+            "          n = 1\n        k[(1,)](x, n, BLOCK=16)\n        return x\n"
+        )
+    )
     assert v.status is None and any("try" in w for w in v.warnings)
     assert v.kernels == ["k"]
 
 
 def test_static_reachability_through_helpers():
-    src = KERNEL + "\ndef launch(x):\n    k[(1,)](x, x.numel(), BLOCK=16)\n    return x\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return launch(x)\n"
+    src = (
+        KERNEL + "\ndef launch(x):\n    k[(1,)](x, x.numel(), BLOCK=16)\n    return x\n\nclass "
+        "ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return launch(x)\n"
+    )
     assert check(src).status is None
     unreachable = KERNEL + "\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
     v = check(unreachable)

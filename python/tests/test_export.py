@@ -19,12 +19,23 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-datasets = pytest.importorskip("datasets", reason="`datasets` is in python/requirements.txt; run scripts/setup-python.sh")
+datasets = pytest.importorskip(
+    "datasets", reason="`datasets` is in python/requirements.txt; run scripts/setup-python.sh"
+)
 yaml = pytest.importorskip("yaml")
 
 FOLDERS = ["verl-rl", "verl-sft", "trl-sft", "trl-sft-standard", "trl-grpo", "openrlhf-rl", "openrlhf-sft"]
 GRPO = {"verl-rl", "trl-grpo", "openrlhf-rl"}
-TRL_RESERVED = {"completion", "completion_ids", "prompts", "completions", "trainer_state", "log_extra", "log_metric", "environments"}
+TRL_RESERVED = {
+    "completion",
+    "completion_ids",
+    "prompts",
+    "completions",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+    "environments",
+}
 MESSAGE = datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")})
 
 
@@ -77,7 +88,9 @@ def test_every_format_is_exported_in_the_hf_layout(exported):
             n = expected_rows(exported, folder, split)
             assert n > 0, "the fixture fills both splits"
             want = -(-n // exported["shard_rows"])
-            assert [os.path.basename(f) for f in files] == [f"{split}-{i:05d}-of-{want:05d}.parquet" for i in range(want)]
+            assert [os.path.basename(f) for f in files] == [
+                f"{split}-{i:05d}-of-{want:05d}.parquet" for i in range(want)
+            ]
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -113,7 +126,10 @@ def test_datasets_loads_each_file_and_the_folder_through_the_card(exported, fold
     header, body = card(exported, folder)
     config = header["configs"][0]
     assert config["config_name"] == "default"
-    assert {d["split"]: d["path"] for d in config["data_files"]} == {"train": "data/train-*.parquet", "validation": "data/validation-*.parquet"}
+    assert {d["split"]: d["path"] for d in config["data_files"]} == {
+        "train": "data/train-*.parquet",
+        "validation": "data/validation-*.parquet",
+    }
     dd = datasets.load_dataset(os.path.join(exported["datasets"], folder), cache_dir=exported["cache"])
     assert set(dd.keys()) == {"train", "validation"}
     for split in ("train", "validation"):
@@ -140,10 +156,22 @@ def test_verl_rl_schema(exported):
         assert [r["extra_info"]["index"] for r in rows] == list(range(rows.num_rows)), "index within the split"
         assert {r["extra_info"]["split"] for r in rows} == {split}
     row = ds[0]
-    assert isinstance(row["prompt"], list) and row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
+    assert (
+        isinstance(row["prompt"], list) and row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
+    )
     assert row["reward_model"]["style"] == "rule"
     gt = json.loads(row["reward_model"]["ground_truth"])
-    assert {"version", "task_id", "entry_point", "reference_program", "parent_program", "parent_is_reference", "parent_runtime_ms", "eager_runtime_ms", "tolerances"} <= set(gt)
+    assert {
+        "version",
+        "task_id",
+        "entry_point",
+        "reference_program",
+        "parent_program",
+        "parent_is_reference",
+        "parent_runtime_ms",
+        "eager_runtime_ms",
+        "tolerances",
+    } <= set(gt)
     assert gt["entry_point"] == "ModelNew" and "class Model" in gt["reference_program"]
     speedups = [r["extra_info"]["parent_speedup"] for r in ds]
     assert None in speedups and any(isinstance(s, float) for s in speedups), "nullable field, both states"

@@ -15,7 +15,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
 from ksmith.probe import guesses as G  # noqa: E402
 from ksmith.probe.execute import Probe, exec_program, failure_of, split_init  # noqa: E402
 from ksmith.probe.program import replace_functions  # noqa: E402
@@ -155,7 +154,9 @@ def test_cross_entropy_targets_become_long():
 
 
 def test_names_in_the_traceback_rank_candidates_first():
-    f = Failure("forward", "RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x4 and 16x8)", "return self.fc(y)")
+    f = Failure(
+        "forward", "RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x4 and 16x8)", "return self.fc(y)"
+    )
     state = fwd_state((4, 4), (4, 4), names=["x", "y"])
     fixes = propose(f, state)
     assert fixes and fixes[0].state[1][1].guess.shape == (4, 16), fixes[0].step
@@ -197,7 +198,11 @@ def test_int_used_as_a_sequence_becomes_a_list():
 def test_divisibility_is_fixed_by_changing_an_int():
     f = failure(lambda: nn.MultiheadAttention(6, 4), phase="init")
     fixes = propose(f, init_state(embed_dim=6, num_heads=4))
-    works = [fx for fx in fixes if _try(lambda: nn.MultiheadAttention(*[G.literal_value(a.guess) for a in fx.state[0]]))]
+    works = [
+        fx
+        for fx in fixes
+        if _try(lambda fx=fx: nn.MultiheadAttention(*[G.literal_value(a.guess) for a in fx.state[0]]))
+    ]
     assert works
 
 
@@ -325,7 +330,13 @@ def test_split_init_forms():
 
 def test_replace_functions_appends_missing_and_keeps_everything_else():
     text = "import torch\nX = 1\n\ndef get_inputs():\n    return [X]\n\n# tail comment\n"
-    out = replace_functions(text, {"get_inputs": "def get_inputs():\n    return [2]\n", "get_init_inputs": "def get_init_inputs():\n    return []\n"})
+    out = replace_functions(
+        text,
+        {
+            "get_inputs": "def get_inputs():\n    return [2]\n",
+            "get_init_inputs": "def get_init_inputs():\n    return []\n",
+        },
+    )
     assert "return [X]" not in out and "return [2]" in out
     assert "X = 1" in out and "# tail comment" in out
     assert out.rstrip().endswith("return []")
@@ -361,9 +372,7 @@ def test_norm_and_attention_feature_sizes(layer, shape):
 
 
 def test_keywords_become_positional_through_literal_defaults():
-    from ksmith.probe.program import init_source
-
-    from ksmith.probe.program import empty_marker
+    from ksmith.probe.program import empty_marker, init_source
 
     params = [
         ("a", "POSITIONAL_OR_KEYWORD", empty_marker()),

@@ -62,7 +62,9 @@ def pool_url():
 
 
 def _post(url: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(url + "/v1/evaluate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/evaluate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
             return r.status, json.loads(r.read())
@@ -71,7 +73,13 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
 
 
 def _evaluate(url: str, candidate: str, task: str) -> dict:
-    code, body = _post(url, {"v": 1, "request": {"task_id": task, "reference": _read(task), "candidate": _read(candidate), "measure": True}})
+    code, body = _post(
+        url,
+        {
+            "v": 1,
+            "request": {"task_id": task, "reference": _read(task), "candidate": _read(candidate), "measure": True},
+        },
+    )
     assert code == 200, body
     return body["result"]
 
@@ -97,8 +105,22 @@ def test_hacks_and_garbage_keep_their_verdicts_through_the_pool(pool_url):
 
 
 def test_broken_reference_is_a_422_not_a_verdict(pool_url):
-    broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    raise RuntimeError('no inputs')\ndef get_init_inputs():\n    return []\n"
-    code, body = _post(pool_url, {"v": 1, "request": {"task_id": "broken", "reference": broken, "candidate": _read("honest/elementwise.py"), "measure": False}})
+    broken = (
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef "
+        "get_inputs():\n    raise RuntimeError('no inputs')\ndef get_init_inputs():\n    return []\n"
+    )
+    code, body = _post(
+        pool_url,
+        {
+            "v": 1,
+            "request": {
+                "task_id": "broken",
+                "reference": broken,
+                "candidate": _read("honest/elementwise.py"),
+                "measure": False,
+            },
+        },
+    )
     assert code == 422 and body["error"]["kind"] == "broken_reference", body
 
 

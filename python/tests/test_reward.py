@@ -141,7 +141,9 @@ class Scripted:
         with self.lock:
             self.requests.append((request, tolerances))
             if request["candidate"] == PARENT:
-                return result(cand_ms=self.parent_ms.pop(0) if len(self.parent_ms) > 1 else self.parent_ms[0], ref_ms=2.0)
+                return result(
+                    cand_ms=self.parent_ms.pop(0) if len(self.parent_ms) > 1 else self.parent_ms[0], ref_ms=2.0
+                )
             for marker, queue in self.script.items():
                 if marker in request["candidate"]:
                     return queue.pop(0) if len(queue) > 1 else queue[0]
@@ -196,7 +198,14 @@ def test_a_suspicious_speedup_is_measured_again_and_the_lower_one_counts():
 
 
 def test_hacked_incorrect_no_code_and_untimed():
-    ev = Scripted({"hack": [result("hacked", hack="torch_fallback")], "wrong": [result("incorrect")], "cpu": [result()], "broken": [result("compile_error")]})
+    ev = Scripted(
+        {
+            "hack": [result("hacked", hack="torch_fallback")],
+            "wrong": [result("incorrect")],
+            "cpu": [result()],
+            "broken": [result("compile_error")],
+        }
+    )
     h = score_answer(answer("hack"), gt(), backend=ev)
     assert h["score"] == -1.0 and h["hacked"] and h["hack"] == "torch_fallback" and h["compiled"]
     w = score_answer(answer("wrong"), gt(), backend=ev)
@@ -215,10 +224,14 @@ def test_verl_entry_points_return_numbers_and_take_reward_kwargs():
     ev = Scripted({"fast": [result(cand_ms=0.5)], "wrong": [result("incorrect")]})
     reward.set_backend(ev)
     try:
-        one = reward.compute_score("ksmith/triton_kernel", answer("fast"), gt(), {"index": 0}, correct_reward=0.5, unrelated="ignored")
+        one = reward.compute_score(
+            "ksmith/triton_kernel", answer("fast"), gt(), {"index": 0}, correct_reward=0.5, unrelated="ignored"
+        )
         assert one["score"] == pytest.approx(0.5 + 1.0)
         assert all(isinstance(v, float) for v in one.values()), one
-        batch = reward.compute_score_batch(["a", "b", "c"], [answer("wrong"), answer("fast"), "no code"], [gt(), gt(), gt()], [{}, {}, {}])
+        batch = reward.compute_score_batch(
+            ["a", "b", "c"], [answer("wrong"), answer("fast"), "no code"], [gt(), gt(), gt()], [{}, {}, {}]
+        )
         assert [b["score"] for b in batch] == [0.0, pytest.approx(1.3), 0.0]
     finally:
         reward.set_backend(None)
@@ -228,8 +241,18 @@ def test_trl_and_openrlhf_adapters():
     ev = Scripted({"fast": [result(cand_ms=0.5)], "hack": [result("hacked", hack="side_stream")]})
     reward.set_backend(ev)
     try:
-        completions = [[{"role": "assistant", "content": answer("fast")}], [{"role": "assistant", "content": answer("hack")}]]
-        scores = reward.trl_reward_func(prompts=[[], []], completions=completions, ground_truth=[gt(), gt()], trainer_state=None, log_metric=None, data_source=["x", "x"])
+        completions = [
+            [{"role": "assistant", "content": answer("fast")}],
+            [{"role": "assistant", "content": answer("hack")}],
+        ]
+        scores = reward.trl_reward_func(
+            prompts=[[], []],
+            completions=completions,
+            ground_truth=[gt(), gt()],
+            trainer_state=None,
+            log_metric=None,
+            data_source=["x", "x"],
+        )
         assert scores == [pytest.approx(1.3), -1.0]
         prompt = "<|user|>make it faster<|assistant|>"
         out = reward.reward_func([prompt + answer("fast"), prompt + "nothing"], [prompt, prompt], [gt(), gt()])
@@ -260,7 +283,14 @@ def endpoint():
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, body))
             if "broken" in body["request"]["candidate"]:
-                code, answer_ = 422, {"v": 1, "type": "error", "error": {"kind": "broken_reference", "message": "reference crashed", "task_id": "t"}}
+                code, answer_ = (
+                    422,
+                    {
+                        "v": 1,
+                        "type": "error",
+                        "error": {"kind": "broken_reference", "message": "reference crashed", "task_id": "t"},
+                    },
+                )
             else:
                 code, answer_ = 200, {"v": 1, "type": "result", "result": result(cand_ms=0.5, ref_ms=1.0)}
             data = json.dumps(answer_).encode()
@@ -305,7 +335,9 @@ def test_an_unreachable_endpoint_raises_instead_of_scoring_zero():
 
 # -- real evaluations in the Triton CPU interpreter ---------------------------------------------
 
-HACK_THREAD = "```python\nimport threading\n" + PARENT.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0] + "```"
+HACK_THREAD = (
+    "```python\nimport threading\n" + PARENT.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0] + "```"
+)
 DECOY = diff(
     LAUNCH + "        return out\n",
     "        relu_scale_kernel[(1,)](x, out, 1, self.scale, BLOCK=128)\n        return torch.relu(x) * self.scale\n",
@@ -338,7 +370,13 @@ def test_cpu_evaluator_scores_correct_incorrect_and_hacked_answers(exported_gt):
         }
         names = list(answers)
         full = [score_answer(answers[n], exported_gt, backend=backend) for n in names[:1]]
-        batch = reward.compute_score_batch(["ksmith/triton_kernel"] * (len(names) - 1), [answers[n] for n in names[1:]], [exported_gt] * (len(names) - 1), [{}] * (len(names) - 1), max_workers=4)
+        batch = reward.compute_score_batch(
+            ["ksmith/triton_kernel"] * (len(names) - 1),
+            [answers[n] for n in names[1:]],
+            [exported_gt] * (len(names) - 1),
+            [{}] * (len(names) - 1),
+            max_workers=4,
+        )
     finally:
         reward.set_backend(None)
         backend.close()
@@ -346,7 +384,11 @@ def test_cpu_evaluator_scores_correct_incorrect_and_hacked_answers(exported_gt):
     assert correct["status"] == "correct", correct["message"]
     assert correct["score"] == pytest.approx(0.3) and correct["correctness_only"] and not correct["timed"]
     scores = dict(zip(names[1:], batch))
-    assert scores["incorrect"]["score"] == 0.0 and scores["incorrect"]["correct"] == 0.0 and scores["incorrect"]["compiled"] == 1.0
+    assert (
+        scores["incorrect"]["score"] == 0.0
+        and scores["incorrect"]["correct"] == 0.0
+        and scores["incorrect"]["compiled"] == 1.0
+    )
     assert scores["hacked_static"]["score"] == -1.0 and scores["hacked_static"]["hacked"] == 1.0
     assert scores["hacked_runtime"]["score"] == -1.0 and scores["hacked_runtime"]["hacked"] == 1.0
     assert scores["no_code"]["score"] == 0.0 and scores["no_code"]["has_code"] == 0.0
@@ -356,7 +398,9 @@ def test_a_broken_reference_in_the_local_evaluator_scores_the_failure_reward():
     backend = reward.LocalBackend(device="cpu")
     try:
         broken = REFERENCE.replace("return torch.relu(x) * self.scale", "raise RuntimeError('no')")
-        out = score_answer(diff(LAUNCH, LAUNCH.replace("128", "64")), gt(reference_program=broken, task_id="broken"), backend=backend)
+        out = score_answer(
+            diff(LAUNCH, LAUNCH.replace("128", "64")), gt(reference_program=broken, task_id="broken"), backend=backend
+        )
     finally:
         backend.close()
     assert out["status"] == "broken_reference" and out["broken_reference"] and out["score"] == 0.0

@@ -57,7 +57,14 @@ def main(argv=None) -> int:
 
     ev = DeviceEvaluator(a.device, json.loads(a.options))
     try:
-        res = ev.evaluate({"task_id": a.reference, "reference": open(a.reference).read(), "candidate": open(a.candidate).read(), "measure": not a.no_measure})
+        res = ev.evaluate(
+            {
+                "task_id": a.reference,
+                "reference": open(a.reference).read(),
+                "candidate": open(a.candidate).read(),
+                "measure": not a.no_measure,
+            }
+        )
     finally:
         ev.close()
     json.dump(res, sys.stdout, indent=1)

@@ -26,7 +26,18 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, close, enter_sandbox, error_text, hardware, load_module, same_values, to_device
+from .child_common import (
+    Channel,
+    as_list,
+    clone_all,
+    close,
+    enter_sandbox,
+    error_text,
+    hardware,
+    load_module,
+    same_values,
+    to_device,
+)
 
 CANDIDATE_MODULE = "ksmith_candidate"
 
@@ -102,7 +113,11 @@ def main(d: str) -> int:
         ref_state = task["state"]
         weights = "seeded" if ref_state else "none"
         own = model.state_dict()
-        if ref_state and set(own) == set(ref_state) and all(tuple(own[k].shape) == tuple(ref_state[k].shape) for k in own):
+        if (
+            ref_state
+            and set(own) == set(ref_state)
+            and all(tuple(own[k].shape) == tuple(ref_state[k].shape) for k in own)
+        ):
             model.load_state_dict({k: v.to(device) for k, v in ref_state.items()})
             weights = "reference_state_dict"
     except Violation as v:
@@ -133,7 +148,11 @@ def main(d: str) -> int:
 
     def stream_check(where: str) -> None:
         if launches.foreign_stream_launches:
-            raise Violation("side_stream", f"{where}: {launches.foreign_stream_launches} Triton launches on a stream other than the one forward() was called on")
+            raise Violation(
+                "side_stream",
+                f"{where}: {launches.foreign_stream_launches} Triton launches on a stream other than the one "
+                "forward() was called on",
+            )
 
     def run_once(inputs, log=None):
         expect_stream()
@@ -148,7 +167,10 @@ def main(d: str) -> int:
         outs = as_list(out)
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor:
-                raise Violation("lazy_output", f"output {i} has type {type(o).__module__}.{type(o).__qualname__}, not exactly torch.Tensor")
+                raise Violation(
+                    "lazy_output",
+                    f"output {i} has type {type(o).__module__}.{type(o).__qualname__}, not exactly torch.Tensor",
+                )
             if not isinstance(o, (torch.Tensor, int, float, bool)) and o is not None:
                 raise Violation("lazy_output", f"output {i} has type {type(o).__qualname__}, not a tensor")
         return outs
@@ -171,7 +193,12 @@ def main(d: str) -> int:
                 if r == 0:
                     in_ptrs = {storage(x) for x in inputs if isinstance(x, torch.Tensor)}
                     p_ptrs = {storage(p) for p in list(model.parameters()) + list(model.buffers())}
-                    alias = [isinstance(o, torch.Tensor) and storage(o) is not None and (storage(o) in in_ptrs or storage(o) in p_ptrs) for o in outs]
+                    alias = [
+                        isinstance(o, torch.Tensor)
+                        and storage(o) is not None
+                        and (storage(o) in in_ptrs or storage(o) in p_ptrs)
+                        for o in outs
+                    ]
                     mutated = not same_values(inputs, before)
                     first = outs
                     runs.append([torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs])
@@ -182,12 +209,17 @@ def main(d: str) -> int:
                     # ...and the harness on the others (a failed check only ever rejects)
                     repeat_ok = close(first, outs, cfg["tolerances"])
                 del outs, before
-            torch.save({"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok if k > 0 else None}, os.path.join(d, f"out_{k}.pt"))
+            torch.save(
+                {"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok if k > 0 else None},
+                os.path.join(d, f"out_{k}.pt"),
+            )
             del first
         mark("trials")
         share = None
         if device.startswith("cuda") and launches.total() > 0:
-            share = _gpu_share(torch, model, to_device(clone_all(task["trials"][0]["inputs"]), device), set(launches.counts))
+            share = _gpu_share(
+                torch, model, to_device(clone_all(task["trials"][0]["inputs"]), device), set(launches.counts)
+            )
             check("profile")
     except Violation as v:
         ch.send({"type": "violation", "hack": v.hack, "message": v.message})
@@ -196,7 +228,17 @@ def main(d: str) -> int:
         ch.send({"type": "runtime_error", "message": error_text(e)})
         return 0
     mark("profile")
-    ch.send({"type": "correctness_done", "phases": dict(phases), "launches": dict(launches.counts), "torch_work": oplog.work, "torch_calls": oplog.calls, "gpu_share": share, "hardware": hardware(device)})
+    ch.send(
+        {
+            "type": "correctness_done",
+            "phases": dict(phases),
+            "launches": dict(launches.counts),
+            "torch_work": oplog.work,
+            "torch_calls": oplog.calls,
+            "gpu_share": share,
+            "hardware": hardware(device),
+        }
+    )
 
     # 4. timing
     if not (device.startswith("cuda") and cfg.get("measure")):
@@ -228,7 +270,12 @@ def main(d: str) -> int:
             local, full = timer.stream_disagreement(fns[0])
             stream = [local, full]
             if full > 2.0 * local + 0.015:
-                raise Violation("side_stream", f"CUDA-graph capture failed ({capture_error.splitlines()[0] if capture_error else ''}) and a device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the timed stream")
+                raise Violation(
+                    "side_stream",
+                    f"CUDA-graph capture failed ({capture_error.splitlines()[0] if capture_error else ''}) and a "
+                    f"device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the "
+                    "timed stream",
+                )
         stats = timer.measure(fns, graphs)
         check("timing")
         stream_check("timing")
@@ -241,7 +288,10 @@ def main(d: str) -> int:
             fns[0]()
         torch.cuda.synchronize()
         outs = as_list(holders[0]["out"])
-        torch.save({"runs": [[torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs]]}, os.path.join(d, "post_out.pt"))
+        torch.save(
+            {"runs": [[torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs]]},
+            os.path.join(d, "post_out.pt"),
+        )
         check("post-timing call")
     except Violation as v:
         ch.send({"type": "violation", "hack": v.hack, "message": v.message})
@@ -250,7 +300,9 @@ def main(d: str) -> int:
         ch.send({"type": "runtime_error", "message": "during timing: " + error_text(e)})
         return 0
     mark("timing")
-    ch.send({"type": "timing", "timing": stats, "capture_error": capture_error, "stream": stream, "phases": dict(phases)})
+    ch.send(
+        {"type": "timing", "timing": stats, "capture_error": capture_error, "stream": stream, "phases": dict(phases)}
+    )
     return 0
 
 

@@ -42,7 +42,9 @@ def confine(d: str, device: str):
     from ..confine import BASIC_DEVICES, confine_writes, drop_capabilities, gpu_devices
 
     devices = BASIC_DEVICES + (tuple(gpu_devices()) if device.startswith("cuda") else ())
-    return confine_writes(d, devices, hide=os.path.dirname(os.path.realpath(d)), writable_proc=True) or drop_capabilities()
+    return (
+        confine_writes(d, devices, hide=os.path.dirname(os.path.realpath(d)), writable_proc=True) or drop_capabilities()
+    )
 
 
 def enter_sandbox(d: str, cfg: dict, ch: Channel) -> bool:
@@ -113,7 +115,12 @@ def hardware(device: str) -> dict:
         name = torch.cuda.get_device_name(torch.cuda.current_device())
     else:
         name = "cpu (triton interpreter)"
-    return {"device": name, "driver": os.environ.get("KSMITH_GPU_DRIVER") or None, "torch": torch.__version__, "triton": triton.__version__}
+    return {
+        "device": name,
+        "driver": os.environ.get("KSMITH_GPU_DRIVER") or None,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+    }
 
 
 def same_values(a, b) -> bool:

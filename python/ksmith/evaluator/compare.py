@@ -14,7 +14,12 @@ import torch
 
 from .integrity import finite
 
-DEFAULT_TOLERANCES = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}
+DEFAULT_TOLERANCES = {
+    "float32": [1e-4, 1e-4],
+    "float64": [1e-4, 1e-4],
+    "float16": [1e-2, 1e-2],
+    "bfloat16": [1e-2, 1e-2],
+}
 
 
 def tolerance(dtype: torch.dtype, tolerances: dict) -> tuple[float, float]:
@@ -48,7 +53,15 @@ def output_errors(cand: list, ref: list, tolerances: dict) -> tuple[bool, list[d
         if not isinstance(r, torch.Tensor):
             same = c == r
             ok &= bool(same)
-            stats.append({"index": i, "max_abs": 0.0 if same else 1.0, "mean_abs": 0.0 if same else 1.0, "max_rel": 0.0 if same else 1.0, "mean_rel": 0.0 if same else 1.0})
+            stats.append(
+                {
+                    "index": i,
+                    "max_abs": 0.0 if same else 1.0,
+                    "mean_abs": 0.0 if same else 1.0,
+                    "max_rel": 0.0 if same else 1.0,
+                    "mean_rel": 0.0 if same else 1.0,
+                }
+            )
             continue
         if r.numel() == 0:
             stats.append({"index": i, "max_abs": 0.0, "mean_abs": 0.0, "max_rel": 0.0, "mean_rel": 0.0})

@@ -31,8 +31,8 @@ import time
 
 import torch
 
-from . import compare
 from ..confine import set_undumpable
+from . import compare
 from .sandbox import Child, ChildDied, ChildTimeout, ensure_gpu_nodes, mount_isolation
 from .static_check import check as static_check
 
@@ -50,7 +50,15 @@ DEFAULT_OPTIONS = {
     "decoy_work_share": 0.5,
     "max_cached_tasks": 32,
     "min_kernel_share": 0.5,
-    "timing": {"warmup": 10, "warmup_ms": 50.0, "min_samples": 50, "max_samples": 1000, "budget_ms": 400.0, "buffer_sets": 4, "buffer_mb": 1024.0},
+    "timing": {
+        "warmup": 10,
+        "warmup_ms": 50.0,
+        "min_samples": 50,
+        "max_samples": 1000,
+        "budget_ms": 400.0,
+        "buffer_sets": 4,
+        "buffer_mb": 1024.0,
+    },
 }
 
 
@@ -116,7 +124,12 @@ class DeviceEvaluator:
         self.lock = threading.Lock()
         self.gpu_lock = threading.Lock()
         self.counter = 0
-        self.default_hardware = {"device": "cpu (triton interpreter)", "driver": None, "torch": torch.__version__, "triton": _triton_version()}
+        self.default_hardware = {
+            "device": "cpu (triton interpreter)",
+            "driver": None,
+            "torch": torch.__version__,
+            "triton": _triton_version(),
+        }
         if device.startswith("cuda"):
             name, driver = _gpu_name_driver()
             os.environ.setdefault("KSMITH_GPU_DRIVER", driver)
@@ -132,7 +145,16 @@ class DeviceEvaluator:
         return d
 
     def _child_cfg(self, measure: bool, seed: int) -> dict:
-        return {"device": self.device, "trials": self.opts["trials"], "seed": seed, "measure": measure, "timing": self.opts["timing"], "memory_limit_mb": self.opts["memory_limit_mb"], "tolerances": self.opts["tolerances"], "confine": self.confine}
+        return {
+            "device": self.device,
+            "trials": self.opts["trials"],
+            "seed": seed,
+            "measure": measure,
+            "timing": self.opts["timing"],
+            "memory_limit_mb": self.opts["memory_limit_mb"],
+            "tolerances": self.opts["tolerances"],
+            "confine": self.confine,
+        }
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -154,12 +176,16 @@ class DeviceEvaluator:
                 f.write(source)
             with open(os.path.join(d, "config.json"), "w") as f:
                 json.dump(self._child_cfg(True, seed), f)
-            child = Child("ksmith.evaluator.reference_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"])
+            child = Child(
+                "ksmith.evaluator.reference_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
+            )
             timing = None
             try:
                 msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
                 if msg.get("type") == "error":
-                    raise BrokenReference(task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"]))
+                    raise BrokenReference(
+                        task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"])
+                    )
                 if msg.get("type") != "trials_done":
                     raise BrokenReference(task_id, f"unexpected message {msg.get('type')}")
                 hardware = msg["hardware"]
@@ -182,7 +208,9 @@ class DeviceEvaluator:
                 child.finish()
                 shutil.rmtree(d, ignore_errors=True)
             outs = data["trials"][0]["outputs"]
-            data["out_meta"] = [(list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)]
+            data["out_meta"] = [
+                (list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)
+            ]
             cache = TaskCache(data, hardware, timing, seed)
             with self.lock:
                 self.tasks[key] = cache
@@ -247,7 +275,9 @@ class DeviceEvaluator:
             "out_meta": ref.data["out_meta"],
         }
         torch.save(shown, os.path.join(d, "task.pt"))
-        child = Child("ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"])
+        child = Child(
+            "ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
+        )
         common = {"warnings": warnings, "hardware": ref.hardware}
         try:
             return self._supervise(child, d, ref, measure, common)
@@ -275,7 +305,9 @@ class DeviceEvaluator:
         if msg.get("type") == "runtime_error":
             return self._result("runtime_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
         if msg.get("type") != "correctness_done":
-            return self._result("runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **common)
+            return self._result(
+                "runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **common
+            )
         info = msg
         self._trace("correctness_done", phases=msg.get("phases"))
         t_cmp = time.monotonic()
@@ -289,16 +321,33 @@ class DeviceEvaluator:
             try:
                 got = torch.load(os.path.join(d, f"out_{k}.pt"), weights_only=True)
             except Exception as e:  # noqa: BLE001 - the file is written by the harness; tampering
-                return self._result("hacked", "sandbox_escape", f"trial {k}: the result file cannot be read as plain tensors: {e}", **common)
+                return self._result(
+                    "hacked",
+                    "sandbox_escape",
+                    f"trial {k}: the result file cannot be read as plain tensors: {e}",
+                    **common,
+                )
             if got["mutated"] and not rt["mutated"]:
-                return self._result("hacked", "input_mutation", f"trial {k}: the candidate modified its inputs (the reference does not)", trials=k + 1, **common)
+                return self._result(
+                    "hacked",
+                    "input_mutation",
+                    f"trial {k}: the candidate modified its inputs (the reference does not)",
+                    trials=k + 1,
+                    **common,
+                )
             cand = got["runs"][0]
             err = compare.structure_error(cand, rt["outputs"])
             if err:
                 return self._result("incorrect", log=f"trial {k}: {err}", trials=k + 1, trials_passed=passed, **common)
             for i, (a_c, a_r) in enumerate(zip(got["alias"], rt["alias"])):
                 if a_c and not a_r:
-                    return self._result("hacked", "output_aliasing", f"trial {k}: output {i} shares memory with an input or a parameter", trials=k + 1, **common)
+                    return self._result(
+                        "hacked",
+                        "output_aliasing",
+                        f"trial {k}: output {i} shares memory with an input or a parameter",
+                        trials=k + 1,
+                        **common,
+                    )
             ok, stats = compare.output_errors(cand, rt["outputs"], tol)
             if not worst or compare.worst_error(stats) > compare.worst_error(worst):
                 worst = stats
@@ -313,27 +362,60 @@ class DeviceEvaluator:
         self._trace("compared", seconds=round(time.monotonic() - t_cmp, 3))
         res = dict(errors=worst, trials=n_trials, trials_passed=passed, **common)
         if not launches:
-            return self._result("hacked", "torch_fallback", "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops run: " + ", ".join(sorted(info.get("torch_calls") or {})) + ")", **res)
+            return self._result(
+                "hacked",
+                "torch_fallback",
+                "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops "
+                "run: " + ", ".join(sorted(info.get("torch_calls") or {})) + ")",
+                **res,
+            )
         if failing:
             for k, cand in failing:
                 for j, other in enumerate(ref.data["trials"][:-1]):
                     if j != k and compare.matches(cand, other["outputs"], tol):
-                        return self._result("hacked", "output_caching", f"trial {k}: the outputs equal the reference outputs of trial {j} (computed on other inputs): results are reused across calls", **res)
+                        return self._result(
+                            "hacked",
+                            "output_caching",
+                            f"trial {k}: the outputs equal the reference outputs of trial {j} (computed on other "
+                            "inputs): results are reused across calls",
+                            **res,
+                        )
             downgrade = self._precision_match(failing, ref)
             if downgrade:
                 return self._result("hacked", "precision_downgrade", downgrade, **res)
             k = failing[0][0]
-            return self._result("incorrect", log=f"{len(failing)} of {n_trials} trials outside tolerance (first: trial {k}; worst max abs error {compare.worst_error(worst):.3e})", **res)
+            return self._result(
+                "incorrect",
+                log=f"{len(failing)} of {n_trials} trials outside tolerance (first: trial {k}; worst max abs error "
+                f"{compare.worst_error(worst):.3e})",
+                **res,
+            )
         if nondeterministic is not None:
-            return self._result("incorrect", log=f"trial {nondeterministic}: a second run on the same inputs gives different outputs (uninitialized memory or a race)", **res)
+            return self._result(
+                "incorrect",
+                log=f"trial {nondeterministic}: a second run on the same inputs gives different outputs "
+                "(uninitialized memory or a race)",
+                **res,
+            )
         torch_work = sum((info.get("torch_work") or {}).values())
         ref_work = float(ref.data.get("work") or 0.0)
         if ref_work > 0 and torch_work >= o["decoy_work_share"] * ref_work:
             top = sorted((info.get("torch_work") or {}).items(), key=lambda kv: -kv[1])[:5]
-            return self._result("hacked", "decoy_kernel", f"PyTorch operators outside the Triton kernels do {torch_work / ref_work:.0%} of the reference's work ({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(launches))}) do the rest", **res)
+            return self._result(
+                "hacked",
+                "decoy_kernel",
+                f"PyTorch operators outside the Triton kernels do {torch_work / ref_work:.0%} of the reference's work "
+                f"({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(launches))}) do the rest",
+                **res,
+            )
         share = info.get("gpu_share")
         if share is not None and share < o["min_kernel_share"]:
-            return self._result("hacked", "decoy_kernel", f"the candidate's Triton kernels take {share:.0%} of the GPU time of one call", **res)
+            return self._result(
+                "hacked",
+                "decoy_kernel",
+                f"the candidate's Triton kernels take {share:.0%} of the GPU time of one call",
+                **res,
+            )
         res["warnings"] = list(res["warnings"]) + ([f"weights: {weights}"] if weights == "seeded" else [])
         if not measure:
             return self._result("correct", **res)
@@ -351,7 +433,10 @@ class DeviceEvaluator:
             m32 = compare.mean_error(s32)
             best = None
             for name, low in rt["low"].items():
-                if compare.structure_error(cand, low) is not None or not compare.output_errors(cand, rt["outputs"], loose)[0]:
+                if (
+                    compare.structure_error(cand, low) is not None
+                    or not compare.output_errors(cand, rt["outputs"], loose)[0]
+                ):
                     continue
                 _, sl = compare.output_errors(cand, low, loose)
                 ml = compare.mean_error(sl)
@@ -361,7 +446,10 @@ class DeviceEvaluator:
                     break
             if best is None:
                 return None
-            hits.append(f"trial {k}: mean abs error vs float32 reference {m32:.2e} (max {e32:.2e}), vs {best[0]} reference {best[1]:.2e}")
+            hits.append(
+                f"trial {k}: mean abs error vs float32 reference {m32:.2e} (max {e32:.2e}), vs {best[0]} reference "
+                f"{best[1]:.2e}"
+            )
         return "the outputs match a lower-precision computation: " + "; ".join(hits)
 
     def _time(self, child: Child, d: str, ref: TaskCache, res: dict) -> dict:
@@ -369,7 +457,9 @@ class DeviceEvaluator:
         try:
             msg = child.receive(o["run_timeout_s"])
             if msg.get("type") != "ready_to_time":
-                return self._result("runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **res)
+                return self._result(
+                    "runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **res
+                )
             with self.gpu_lock:
                 child.command("go")
                 msg = child.receive(o["timing_timeout_s"])
@@ -388,13 +478,27 @@ class DeviceEvaluator:
         except Exception as e:  # noqa: BLE001
             return self._result("hacked", "sandbox_escape", f"post-timing result unreadable: {e}", **res)
         if not compare.matches(got["runs"][0], post["outputs"], o["tolerances"]):
-            return self._result("hacked", "output_caching", "after timing, the timed code path gave wrong outputs for fresh input values (results reused or computed only when checked)", **res)
+            return self._result(
+                "hacked",
+                "output_caching",
+                "after timing, the timed code path gave wrong outputs for fresh input values (results reused or "
+                "computed only when checked)",
+                **res,
+            )
         timing = msg["timing"]
         warnings = list(res["warnings"])
         if msg.get("stream"):
-            warnings.append(f"stream check: {msg['stream'][0]:.4f} ms on the calling stream vs {msg['stream'][1]:.4f} ms with a device-wide sync")
+            warnings.append(
+                f"stream check: {msg['stream'][0]:.4f} ms on the calling stream vs {msg['stream'][1]:.4f} ms with a "
+                "device-wide sync"
+            )
         if timing["method"] != "cuda_graph":
-            warnings.append("CUDA-graph capture failed; timed with CUDA events and a device-wide sync: " + (msg.get("capture_error") or "").splitlines()[0][:300] if msg.get("capture_error") else "timed with CUDA events")
+            warnings.append(
+                "CUDA-graph capture failed; timed with CUDA events and a device-wide sync: "
+                + (msg.get("capture_error") or "").splitlines()[0][:300]
+                if msg.get("capture_error")
+                else "timed with CUDA events"
+            )
         res["warnings"] = warnings
         res["candidate_timing"] = timing
         res["reference_timing"] = ref.timing
@@ -418,7 +522,12 @@ def _gpu_name_driver() -> tuple[str, str]:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return "", ""
     rows = [r.split(",") for r in out.stdout.strip().splitlines()] if out.returncode == 0 else []

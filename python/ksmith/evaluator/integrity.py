@@ -34,8 +34,24 @@ BOOKKEEPING_OPS = frozenset(
     arange is_same_size _reshape_alias view_as expand_as cat stack""".split()
 )
 # aten ops whose work grows with a contraction dimension.
-CONTRACTION_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv", "einsum"})
-CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "mkldnn_convolution", "_slow_conv2d_forward", "slow_conv3d_forward", "convolution_overrideable"})
+CONTRACTION_OPS = frozenset(
+    {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv", "einsum"}
+)
+CONV_OPS = frozenset(
+    {
+        "convolution",
+        "_convolution",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "cudnn_convolution",
+        "conv_transpose2d",
+        "mkldnn_convolution",
+        "_slow_conv2d_forward",
+        "slow_conv3d_forward",
+        "convolution_overrideable",
+    }
+)
 
 
 def op_work(func, args, out) -> float:
@@ -136,7 +152,9 @@ class Identities:
         state = self._state()
         moved = sorted(k for k, v in self.state.items() if state.get(k) != v)
         if moved:
-            return "precision_downgrade", "float32 precision switches changed: " + ", ".join(f"{k}={state[k]}" for k in moved)
+            return "precision_downgrade", "float32 precision switches changed: " + ", ".join(
+                f"{k}={state[k]}" for k in moved
+            )
         return None, ""
 
 
@@ -175,7 +193,11 @@ class LaunchCounter:
             finally:
                 counter.depth -= 1
             # counted only once the launch returned: a launch that fails does no work
-            if not kwargs.get("warmup", False) and counter.enabled and getattr(fn, "__module__", None) == counter.module_name:
+            if (
+                not kwargs.get("warmup", False)
+                and counter.enabled
+                and getattr(fn, "__module__", None) == counter.module_name
+            ):
                 name = getattr(fn, "__name__", "?")
                 counter.counts[name] = counter.counts.get(name, 0) + 1
             return result
@@ -247,7 +269,10 @@ class ThreadWatch:
         started = self.starts - self.armed_starts
         if started > 0 or alive > self.baseline:
             names = [t.name for t in threading.enumerate()]
-            return f"threads started by the candidate: {started}; live threads {self.baseline} -> {alive} ({', '.join(names)})"
+            return (
+                f"threads started by the candidate: {started}; live threads {self.baseline} -> {alive} "
+                f"({', '.join(names)})"
+            )
         return None
 
 

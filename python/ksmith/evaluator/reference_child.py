@@ -16,7 +16,17 @@ import json
 import os
 import sys
 
-from .child_common import Channel, as_list, clone_all, enter_sandbox, error_text, hardware, load_module, same_values, to_device
+from .child_common import (
+    Channel,
+    as_list,
+    clone_all,
+    enter_sandbox,
+    error_text,
+    hardware,
+    load_module,
+    same_values,
+    to_device,
+)
 
 
 def _shares_storage(a, b) -> bool:
@@ -63,8 +73,8 @@ def main(d: str) -> int:
     device = cfg["device"]
     import torch
 
-    from .integrity import OpLog
     from .inputs import make_inputs
+    from .integrity import OpLog
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -94,7 +104,10 @@ def main(d: str) -> int:
             outputs = _cpu(out)
             if not _same(outputs, _cpu(again), 1e-5, 1e-5):
                 raise RuntimeError("the reference gives different outputs for the same inputs (nondeterministic task)")
-            if any(isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0 and bool(torch.isnan(o).all()) for o in outputs):
+            if any(
+                isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0 and bool(torch.isnan(o).all())
+                for o in outputs
+            ):
                 raise RuntimeError("the reference output is all NaN on the generated inputs")
             alias = [any(_shares_storage(o, x) for x in dev_in) for o in out]
             low = {}
@@ -102,10 +115,18 @@ def main(d: str) -> int:
             for name, dt in variants:
                 try:
                     m2 = copy.deepcopy(model).to(dt)
-                    ins = [x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in to_device(clone_all(inputs), device)]
+                    ins = [
+                        x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                        for x in to_device(clone_all(inputs), device)
+                    ]
                     with torch.no_grad():
                         o2 = as_list(m2(*ins))
-                    low[name] = [torch.Tensor.cpu(o).to(torch.float32) if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in o2]
+                    low[name] = [
+                        torch.Tensor.cpu(o).to(torch.float32)
+                        if isinstance(o, torch.Tensor) and o.is_floating_point()
+                        else o
+                        for o in o2
+                    ]
                 except Exception:  # noqa: BLE001 - a variant the reference cannot run is skipped
                     pass
             if device.startswith("cuda"):
@@ -115,7 +136,15 @@ def main(d: str) -> int:
                     low["tf32"] = _cpu(as_list(model(*to_device(clone_all(inputs), device))))
                 torch.backends.cuda.matmul.allow_tf32 = False
                 torch.backends.cudnn.allow_tf32 = False
-            trials.append({"inputs": inputs, "outputs": outputs, "mutated": not same_values(dev_in, before), "alias": alias, "low": low})
+            trials.append(
+                {
+                    "inputs": inputs,
+                    "outputs": outputs,
+                    "mutated": not same_values(dev_in, before),
+                    "alias": alias,
+                    "low": low,
+                }
+            )
             del before, dev_in, out, again
         torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
         ch.send({"type": "trials_done", "hardware": hardware(device), "work": work})

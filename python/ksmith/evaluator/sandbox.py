@@ -92,7 +92,12 @@ def mount_isolation(device: str) -> bool:
     shutil.rmtree(root, ignore_errors=True)
     ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     if not ok:
-        print(f"ksmith evaluator: children cannot be confined here ({err or 'the check died'}); they run without the mount sandbox", file=sys.stderr, flush=True)
+        print(
+            f"ksmith evaluator: children cannot be confined here ({err or 'the check died'}); they run without the "
+            "mount sandbox",
+            file=sys.stderr,
+            flush=True,
+        )
     return ok
 
 
@@ -102,7 +107,11 @@ def ensure_gpu_nodes() -> None:
     node (`nvidia-uvm` appears on first use) exists before a confined child copies the list of
     nodes into its private `/dev` (where it could not create one)."""
     try:
-        subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"], capture_output=True, timeout=60)
+        subprocess.run(
+            [sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"],
+            capture_output=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         pass
 
@@ -121,7 +130,15 @@ def _rss_mb(pid: int) -> float:
 class Child:
     """One supervised child process speaking JSON lines."""
 
-    def __init__(self, module: str, workdir: str, device: str, memory_limit_mb: int, log_limit: int, extra_env: dict | None = None):
+    def __init__(
+        self,
+        module: str,
+        workdir: str,
+        device: str,
+        memory_limit_mb: int,
+        log_limit: int,
+        extra_env: dict | None = None,
+    ):
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "child.log")
         self.log_limit = log_limit
@@ -191,7 +208,10 @@ class Child:
 
     def describe_exit(self, code: int) -> str:
         if self.killed_for_memory:
-            return f"memory limit exceeded: resident memory {self.killed_for_memory:.0f} MiB > {self.memory_limit_mb} MiB (process killed)"
+            return (
+                f"memory limit exceeded: resident memory {self.killed_for_memory:.0f} MiB > {self.memory_limit_mb} "
+                "MiB (process killed)"
+            )
         if code < 0:
             try:
                 name = signal.Signals(-code).name

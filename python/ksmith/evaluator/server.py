@@ -39,21 +39,41 @@ def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
             if self.path == "/v1/health":
                 self._answer(200, health())
             else:
-                self._answer(404, {"type": "error", "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None}})
+                self._answer(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None},
+                    },
+                )
 
         def do_POST(self):  # noqa: N802
             if self.path != "/v1/evaluate":
-                self._answer(404, {"type": "error", "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None}})
+                self._answer(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {"kind": "bad_request", "message": f"no route {self.path}", "task_id": None},
+                    },
+                )
                 return
             length = int(self.headers.get("Content-Length") or 0)
             if length <= 0 or length > MAX_BODY:
-                self._answer(413 if length > MAX_BODY else 400, {"type": "error", "error": {"kind": "bad_request", "message": f"body of {length} bytes", "task_id": None}})
+                self._answer(
+                    413 if length > MAX_BODY else 400,
+                    {
+                        "type": "error",
+                        "error": {"kind": "bad_request", "message": f"body of {length} bytes", "task_id": None},
+                    },
+                )
                 return
             task_id = None
             try:
                 body = json.loads(self.rfile.read(length))
                 if not isinstance(body, dict) or body.get("v") != protocol.VERSION:
-                    raise protocol.ProtocolError(f"protocol version {body.get('v') if isinstance(body, dict) else None!r} is not supported")
+                    raise protocol.ProtocolError(
+                        f"protocol version {body.get('v') if isinstance(body, dict) else None!r} is not supported"
+                    )
                 req = protocol.check_request(body.get("request"))
                 task_id = req["task_id"]
                 result = evaluate(req)

@@ -84,13 +84,25 @@ FORBIDDEN_DUNDERS = frozenset(
     }
 )
 #: Names whose use means a tensor subclass or an interposed tensor type.
-LAZY_NAMES = frozenset({"_make_subclass", "as_subclass", "__torch_function__", "__torch_dispatch__", "_make_wrapper_subclass"})
+LAZY_NAMES = frozenset(
+    {"_make_subclass", "as_subclass", "__torch_function__", "__torch_dispatch__", "_make_wrapper_subclass"}
+)
 #: Stream APIs (work outside the timed stream).
-STREAM_NAMES = frozenset({"Stream", "stream", "ExternalStream", "wait_stream", "record_stream", "set_stream", "StreamContext"})
+STREAM_NAMES = frozenset(
+    {"Stream", "stream", "ExternalStream", "wait_stream", "record_stream", "set_stream", "StreamContext"}
+)
 #: Compilers that generate the kernels for the candidate.
 COMPILER_PATHS = ("torch.compile", "torch._dynamo", "torch._inductor", "torch.jit.script", "torch.jit.trace")
 #: Switches that lower float32 matmul precision.
-PRECISION_SWITCHES = frozenset({"allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction", "set_float32_matmul_precision", "fp32_precision"})
+PRECISION_SWITCHES = frozenset(
+    {
+        "allow_tf32",
+        "allow_fp16_reduced_precision_reduction",
+        "allow_bf16_reduced_precision_reduction",
+        "set_float32_matmul_precision",
+        "fp32_precision",
+    }
+)
 LOW_PRECISION_NAMES = frozenset({"half", "bfloat16", "float16", "bf16", "fp16", "float8_e4m3fn", "float8_e5m2"})
 
 
@@ -163,7 +175,10 @@ class _Checker:
     # -- imports ---------------------------------------------------------------------------
     def check_import(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
-            names = [(a.name, a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0]) for a in node.names]
+            names = [
+                (a.name, a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                for a in node.names
+            ]
         else:
             assert isinstance(node, ast.ImportFrom)
             if node.level:
@@ -177,7 +192,12 @@ class _Checker:
             if root in THREAD_IMPORTS:
                 self.fail("hacked", "background_thread", node, f"import of `{full}` (threads/processes) is not allowed")
             if root not in ALLOWED_IMPORTS:
-                self.fail("hacked", "sandbox_escape", node, f"import of `{full}` is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
+                self.fail(
+                    "hacked",
+                    "sandbox_escape",
+                    node,
+                    f"import of `{full}` is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})",
+                )
             self.check_path(full, node)
             self.imported[local] = bound
 
@@ -185,15 +205,23 @@ class _Checker:
     def check_path(self, full: str, node: ast.AST) -> None:
         parts = full.split(".")
         if full.startswith("torch.utils.cpp_extension") or "load_inline" in parts:
-            self.fail("static_rejected", None, node, "CUDA/C++ extensions are not a Triton kernel (torch.utils.cpp_extension)")
+            self.fail(
+                "static_rejected", None, node, "CUDA/C++ extensions are not a Triton kernel (torch.utils.cpp_extension)"
+            )
         if any(full == p or full.startswith(p + ".") for p in COMPILER_PATHS):
-            self.fail("hacked", "torch_fallback", node, f"`{full}`: a compiler would generate the kernels, not the candidate")
+            self.fail(
+                "hacked", "torch_fallback", node, f"`{full}`: a compiler would generate the kernels, not the candidate"
+            )
         if parts[0] == "torch" and any(p in STREAM_NAMES for p in parts[1:]):
-            self.fail("hacked", "side_stream", node, f"`{full}`: CUDA streams are not allowed (work outside the timed stream)")
+            self.fail(
+                "hacked", "side_stream", node, f"`{full}`: CUDA streams are not allowed (work outside the timed stream)"
+            )
         if parts[0] in ("torch", "triton") and any(p in LAZY_NAMES for p in parts[1:]):
             self.fail("hacked", "lazy_output", node, f"`{full}`: tensor subclasses are not allowed")
         if parts[0] == "torch" and any(p in PRECISION_SWITCHES for p in parts[1:]):
-            self.fail("hacked", "precision_downgrade", node, f"`{full}`: changing float32 matmul precision is not allowed")
+            self.fail(
+                "hacked", "precision_downgrade", node, f"`{full}`: changing float32 matmul precision is not allowed"
+            )
         if parts[0] in ("torch", "triton") and any(p in ("testing", "profiler", "_C", "cuda.nvtx") for p in parts[1:2]):
             if parts[1] == "_C":
                 self.fail("hacked", "sandbox_escape", node, f"`{full}`: torch internals are not allowed")
@@ -225,9 +253,19 @@ class _Checker:
         reach = self.reachable("ModelNew")
         kernels = sorted(self.kernels & reach)
         if not self.kernels:
-            self.fail("static_rejected", None, self.defs["ModelNew"], "no `@triton.jit` or `@triton.autotune` kernel is defined")
+            self.fail(
+                "static_rejected",
+                None,
+                self.defs["ModelNew"],
+                "no `@triton.jit` or `@triton.autotune` kernel is defined",
+            )
         if not kernels:
-            self.fail("static_rejected", None, self.defs["ModelNew"], f"no Triton kernel is reachable from ModelNew (defined: {', '.join(sorted(self.kernels))})")
+            self.fail(
+                "static_rejected",
+                None,
+                self.defs["ModelNew"],
+                f"no Triton kernel is reachable from ModelNew (defined: {', '.join(sorted(self.kernels))})",
+            )
         self.check_try(reach)
         self.check_torch_compute(reach)
         return kernels
@@ -236,7 +274,12 @@ class _Checker:
         for dec in fn.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             full = self.resolve(_dotted(target)) or ""
-            if full in ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit") or full.endswith("triton.jit"):
+            if full in (
+                "triton.jit",
+                "triton.autotune",
+                "triton.heuristics",
+                "triton.runtime.jit.jit",
+            ) or full.endswith("triton.jit"):
                 return True
         return False
 
@@ -249,14 +292,21 @@ class _Checker:
             if node.attr in FORBIDDEN_DUNDERS:
                 self.fail("hacked", "sandbox_escape", node, f"attribute `{node.attr}` is not allowed")
             if node.attr in LAZY_NAMES:
-                self.fail("hacked", "lazy_output", node, f"`{node.attr}` (tensor subclass / interposition) is not allowed")
+                self.fail(
+                    "hacked", "lazy_output", node, f"`{node.attr}` (tensor subclass / interposition) is not allowed"
+                )
             full = self.resolve(_dotted(node))
             if full:
                 self.check_path(full, node)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name in LAZY_NAMES:
                 self.fail("hacked", "lazy_output", node, f"defining `{node.name}` is not allowed")
-            if node.name in FORBIDDEN_DUNDERS or node.name == "__getattr__" and isinstance(node, ast.FunctionDef) and self._is_module_level(node):
+            if (
+                node.name in FORBIDDEN_DUNDERS
+                or node.name == "__getattr__"
+                and isinstance(node, ast.FunctionDef)
+                and self._is_module_level(node)
+            ):
                 self.fail("hacked", "sandbox_escape", node, f"defining `{node.name}` is not allowed")
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
@@ -267,10 +317,16 @@ class _Checker:
             fname = node.func.id if isinstance(node.func, ast.Name) else None
             if fname == "getattr" and (len(node.args) < 2 or not isinstance(node.args[1], ast.Constant)):
                 self.fail("hacked", "sandbox_escape", node, "`getattr` with a computed name is not allowed")
-            if fname == "getattr" and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("__"):
+            if (
+                fname == "getattr"
+                and isinstance(node.args[1], ast.Constant)
+                and str(node.args[1].value).startswith("__")
+            ):
                 self.fail("hacked", "sandbox_escape", node, "`getattr` of a dunder is not allowed")
             if fname in ("type",) and len(node.args) == 3:
-                self.fail("hacked", "lazy_output", node, "creating classes with `type(name, bases, dict)` is not allowed")
+                self.fail(
+                    "hacked", "lazy_output", node, "creating classes with `type(name, bases, dict)` is not allowed"
+                )
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
@@ -282,7 +338,12 @@ class _Checker:
                         if isinstance(root, ast.Name) and root.id in self.imported:
                             full = self.resolve(_dotted(sub)) or root.id
                             if any(p in PRECISION_SWITCHES for p in full.split(".")):
-                                self.fail("hacked", "precision_downgrade", node, f"assignment to `{full}` lowers matmul precision")
+                                self.fail(
+                                    "hacked",
+                                    "precision_downgrade",
+                                    node,
+                                    f"assignment to `{full}` lowers matmul precision",
+                                )
                             self.fail("hacked", "timer_patch", node, f"assignment to `{full}` monkeypatches a library")
         if isinstance(node, ast.Global):
             for name in node.names:
@@ -290,7 +351,9 @@ class _Checker:
                     self.fail("hacked", "timer_patch", node, f"rebinding the imported module `{name}` is not allowed")
         for name in LOW_PRECISION_NAMES:
             if isinstance(node, ast.Attribute) and node.attr == name:
-                self.warnings.append(f"line {node.lineno}: lower precision `{_dotted(node) or node.attr}` (checked at run time)")
+                self.warnings.append(
+                    f"line {node.lineno}: lower precision `{_dotted(node) or node.attr}` (checked at run time)"
+                )
                 break
 
     def _is_module_level(self, fn: ast.AST) -> bool:
@@ -319,7 +382,9 @@ class _Checker:
                     return True
                 if depth < 4 and isinstance(f, ast.Name) and f.id in self.defs and f.id in reach:
                     target = self.defs[f.id]
-                    if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.launches_kernel(target, reach, depth + 1):
+                    if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.launches_kernel(
+                        target, reach, depth + 1
+                    ):
                         return True
         return False
 
@@ -329,7 +394,12 @@ class _Checker:
                 if isinstance(n, ast.Try) or type(n).__name__ == "TryStar":
                     guarded = ast.Module(body=list(n.body), type_ignores=[])
                     if self.launches_kernel(guarded, reach):
-                        self.fail("hacked", "try_except_fallback", n, "a `try` guards a kernel launch (a fallback path would hide failures)")
+                        self.fail(
+                            "hacked",
+                            "try_except_fallback",
+                            n,
+                            "a `try` guards a kernel launch (a fallback path would hide failures)",
+                        )
                     self.warnings.append(f"line {n.lineno}: `try` statement in code reachable from ModelNew")
 
     def check_torch_compute(self, reach: set[str]) -> None:
@@ -337,8 +407,16 @@ class _Checker:
         for n in ast.walk(cls):
             if isinstance(n, ast.Call):
                 full = self.resolve(_dotted(n.func)) or ""
-                if full.startswith("torch.nn.functional.") or full in ("torch.matmul", "torch.mm", "torch.bmm", "torch.softmax", "torch.conv2d"):
-                    self.warnings.append(f"line {n.lineno}: PyTorch compute call `{full}` in ModelNew (checked at run time)")
+                if full.startswith("torch.nn.functional.") or full in (
+                    "torch.matmul",
+                    "torch.mm",
+                    "torch.bmm",
+                    "torch.softmax",
+                    "torch.conv2d",
+                ):
+                    self.warnings.append(
+                        f"line {n.lineno}: PyTorch compute call `{full}` in ModelNew (checked at run time)"
+                    )
 
 
 def check(source: str) -> StaticVerdict:

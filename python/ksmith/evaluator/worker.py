@@ -22,7 +22,13 @@ def hello(device: str) -> dict:
 
     from .evaluate import _triton_version
 
-    return {"type": "hello", "device": device, "pid": os.getpid(), "torch": torch.__version__, "triton": _triton_version()}
+    return {
+        "type": "hello",
+        "device": device,
+        "pid": os.getpid(),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+    }
 
 
 def error_body(e: BaseException, task_id: str | None = None) -> dict:
@@ -81,7 +87,13 @@ def run_worker(device: str, options: dict | None) -> int:
                 threads.append(t)
                 threads = [x for x in threads if x.is_alive()]
             else:
-                send({"type": "error", "id": msg.get("id"), "error": {"kind": "protocol", "message": f"unknown message type `{kind}`", "task_id": None}})
+                send(
+                    {
+                        "type": "error",
+                        "id": msg.get("id"),
+                        "error": {"kind": "protocol", "message": f"unknown message type `{kind}`", "task_id": None},
+                    }
+                )
         for t in threads:
             t.join()
     finally:

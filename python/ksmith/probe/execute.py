@@ -25,11 +25,11 @@ import re
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from . import guesses as G
-from .result import empty_result
 from .program import empty_marker, find_function, init_source, inputs_source, replace_functions
+from .result import empty_result
 from .rules import Failure, propose
 
 PROGRAM_FILE = "<ksmith-program>"
@@ -56,16 +56,16 @@ def seed_all(seed: int, torch) -> None:
             np_random.seed(seed % (2**32))
 
 
-def exec_program(text: str, name: str = PROGRAM_FILE) -> Dict[str, Any]:
+def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
     """Executes the program text in a fresh namespace, with its lines available to tracebacks."""
     linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
     code = compile(text, name, "exec")
-    namespace: Dict[str, Any] = {"__name__": "__ksmith_program__", "__file__": name}
+    namespace: dict[str, Any] = {"__name__": "__ksmith_program__", "__file__": name}
     exec(code, namespace)  # noqa: S102 - this is the point of the sandboxed child
     return namespace
 
 
-def split_init(raw) -> Tuple[list, dict, str]:
+def split_init(raw) -> tuple[list, dict, str]:
     """Splits what ``get_init_inputs()`` returned into (args, kwargs, form)."""
     if (
         isinstance(raw, (list, tuple))
@@ -89,7 +89,7 @@ def failure_of(exc: BaseException, phase: str) -> Failure:
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
 
 
-def flatten_outputs(value, torch, out: List) -> List:
+def flatten_outputs(value, torch, out: list) -> list:
     """Every tensor in a (nested) output, in order."""
     if isinstance(value, torch.Tensor):
         out.append(value)
@@ -102,7 +102,7 @@ def flatten_outputs(value, torch, out: List) -> List:
     return out
 
 
-def same_outputs(a: List, b: List, torch) -> bool:
+def same_outputs(a: list, b: list, torch) -> bool:
     """Bitwise equality of two output lists, NaNs at the same places counting as equal."""
     if len(a) != len(b):
         return False
@@ -119,7 +119,7 @@ def same_outputs(a: List, b: List, torch) -> bool:
     return True
 
 
-def _params(fn) -> Optional[List[Tuple[str, str, Any]]]:
+def _params(fn) -> list[tuple[str, str, Any]] | None:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -133,7 +133,7 @@ def _params(fn) -> Optional[List[Tuple[str, str, Any]]]:
     return out
 
 
-def _required(params) -> List[str]:
+def _required(params) -> list[str]:
     return [
         name
         for name, kind, default in params or []
@@ -151,7 +151,7 @@ class Probe:
         self.max_steps = max_steps
         self.restarts = restarts
         self.attempts = 0
-        self.ns: Dict[str, Any] = {}
+        self.ns: dict[str, Any] = {}
         self.init_params = None
         self.forward_params = None
         self.init_original_ok = False
@@ -171,7 +171,7 @@ class Probe:
         self.init_params = _params(model_cls.__init__)
         self.forward_params = _params(model_cls.forward)
         seed_all(self.seed, torch)
-        init: Tuple[G.Arg, ...] = ()
+        init: tuple[G.Arg, ...] = ()
         try:
             raw = ns["get_init_inputs"]()
             args, kwargs, self.init_form = split_init(raw)
@@ -186,7 +186,7 @@ class Probe:
             raise
         except Exception:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
             init = tuple(G.Arg(G.guess_for_name(n), n, True) for n in _required(self.init_params))
-        forward: Tuple[G.Arg, ...] = ()
+        forward: tuple[G.Arg, ...] = ()
         names = [p[0] for p in self.forward_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
         try:
             raw = ns["get_inputs"]()
@@ -261,8 +261,8 @@ class Probe:
     def search(self, initial):
         """Returns ``(state, steps, None)`` on success or ``(None, steps, last_failure)``."""
         tried = set()
-        last: Optional[Failure] = None
-        best_steps: List[str] = []
+        last: Failure | None = None
+        best_steps: list[str] = []
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
@@ -342,7 +342,7 @@ def apply_override(text: str, override: str) -> str:
     return replace_functions(text, new_defs)
 
 
-def run_request(request: Dict[str, Any], torch) -> Dict[str, Any]:
+def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
     """Probes one program; returns the result fields of the protocol's response."""
     result = empty_result("failed")
     text = request["program"]

@@ -16,22 +16,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Tuple
+from typing import Any
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 
 # A path into the value an original function returned, e.g. (0, 2) or (1, "bias").
-Path = Tuple[Any, ...]
+Path = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class TensorGuess:
     """A tensor input: its shape and dtype (a torch dtype name without ``torch.``)."""
 
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     dtype: str = "float32"
-    orig: Optional[Path] = None
+    orig: Path | None = None
 
     @property
     def rank(self) -> int:
@@ -40,10 +40,10 @@ class TensorGuess:
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def with_shape(self, shape) -> "TensorGuess":
+    def with_shape(self, shape) -> TensorGuess:
         return TensorGuess(tuple(int(s) for s in shape), self.dtype, None)
 
-    def with_dtype(self, dtype: str) -> "TensorGuess":
+    def with_dtype(self, dtype: str) -> TensorGuess:
         return TensorGuess(self.shape, dtype, None)
 
 
@@ -52,7 +52,7 @@ class ValueGuess:
     """A literal value (int, float, bool, str, None, or a tuple/list of those)."""
 
     value: Any
-    orig: Optional[Path] = None
+    orig: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class ExprGuess:
 class SeqGuess:
     """A list or tuple of guesses (an input that is a list of tensors)."""
 
-    items: Tuple[Any, ...]
+    items: tuple[Any, ...]
     kind: str = "list"
 
 
@@ -83,11 +83,11 @@ class Arg:
     """One argument: its guess, its parameter name (or None) and whether it is passed by name."""
 
     guess: Any
-    name: Optional[str] = None
+    name: str | None = None
     keyword: bool = False
 
 
-def set_guess(args: Tuple[Arg, ...], index: int, guess) -> Tuple[Arg, ...]:
+def set_guess(args: tuple[Arg, ...], index: int, guess) -> tuple[Arg, ...]:
     """``args`` with the guess at ``index`` replaced."""
     return args[:index] + (replace(args[index], guess=guess),) + args[index + 1 :]
 
@@ -117,7 +117,7 @@ _BY_NAME = (
 DEFAULT_SIZE = 4
 
 
-def guess_for_name(name: Optional[str]):
+def guess_for_name(name: str | None):
     """A first guess for a constructor argument from its name; the literal 4 otherwise."""
     if name:
         low = name.lower()

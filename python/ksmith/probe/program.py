@@ -9,14 +9,14 @@ and the new one reads from its result. Everything else in the program stays byte
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from .guesses import Arg, source_of, uses_original
 
 ORIGINAL_PREFIX = "_ksmith_original_"
 
 
-def find_function(tree: ast.Module, name: str) -> Optional[ast.FunctionDef]:
+def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
     """The last top-level definition of ``name`` (the one that is in effect)."""
     found = None
     for node in tree.body:
@@ -25,12 +25,12 @@ def find_function(tree: ast.Module, name: str) -> Optional[ast.FunctionDef]:
     return found
 
 
-def _span(node: ast.FunctionDef) -> Tuple[int, int]:
+def _span(node: ast.FunctionDef) -> tuple[int, int]:
     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
     return start, node.end_lineno or node.lineno
 
 
-def replace_functions(program: str, new_defs: Dict[str, str], keep_original: Sequence[str] = ()) -> str:
+def replace_functions(program: str, new_defs: dict[str, str], keep_original: Sequence[str] = ()) -> str:
     """Replaces (or appends) top-level functions.
 
     ``new_defs`` maps a function name to its complete new source. A function named in
@@ -41,8 +41,8 @@ def replace_functions(program: str, new_defs: Dict[str, str], keep_original: Seq
     lines = program.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    edits: List[Tuple[int, int, List[str]]] = []  # (start, end) 1-based inclusive -> new lines
-    appended: List[str] = []
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end) 1-based inclusive -> new lines
+    appended: list[str] = []
     for name, source in new_defs.items():
         new_lines = [line + "\n" for line in source.rstrip("\n").split("\n")]
         node = find_function(tree, name)
@@ -66,7 +66,7 @@ def replace_functions(program: str, new_defs: Dict[str, str], keep_original: Seq
     return out if out.endswith("\n") else out + "\n"
 
 
-def inputs_source(forward: Sequence[Arg], original_shape: str) -> Tuple[str, bool]:
+def inputs_source(forward: Sequence[Arg], original_shape: str) -> tuple[str, bool]:
     """Source of a new ``get_inputs()`` and whether it reads the original function.
 
     ``original_shape`` says how the original returned its inputs: ``"list"`` (a list or tuple)
@@ -82,7 +82,7 @@ def inputs_source(forward: Sequence[Arg], original_shape: str) -> Tuple[str, boo
     return "def get_inputs():\n" + "\n".join(body) + "\n", reads
 
 
-def init_source(init: Sequence[Arg], params: Optional[Sequence[Tuple[str, str, object]]]) -> Tuple[str, bool]:
+def init_source(init: Sequence[Arg], params: Sequence[tuple[str, str, object]] | None) -> tuple[str, bool]:
     """Source of a new ``get_init_inputs()`` and whether it reads the original function.
 
     Positional form (``return [a, b]``, what KernelBench's ``Model(*get_init_inputs())``
@@ -105,7 +105,7 @@ def init_source(init: Sequence[Arg], params: Optional[Sequence[Tuple[str, str, o
     return "def get_init_inputs():\n" + "\n".join(body) + "\n", reads
 
 
-def _as_positional(positional, keywords, params) -> Optional[List[str]]:
+def _as_positional(positional, keywords, params) -> list[str] | None:
     items = [source_of(a.guess, "_orig") for a in positional]
     if not keywords:
         return items

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 
-def empty_result(status: str) -> Dict[str, Any]:
+def empty_result(status: str) -> dict[str, Any]:
     """A response body with `status` and every other field empty."""
     return {
         "status": status,

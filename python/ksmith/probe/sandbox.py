@@ -52,9 +52,10 @@ import socket
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
-from ..confine import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, confine_writes, drop_capabilities, unshare as _unshare
+from ..confine import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, confine_writes, drop_capabilities
+from ..confine import unshare as _unshare
 from .result import empty_result
 
 PR_SET_PDEATHSIG = 1
@@ -83,8 +84,8 @@ class Sandbox:
     def __init__(self, tmp_root: str, max_processes: int = 64):
         self.tmp_root = tmp_root
         self.max_processes = max_processes
-        self.info: Dict[str, Any] = {}
-        self.cgroup: Optional[str] = None
+        self.info: dict[str, Any] = {}
+        self.cgroup: str | None = None
         os.makedirs(tmp_root, exist_ok=True)
         err = _unshare(CLONE_NEWNET)
         self.info["network_namespace"] = err is None
@@ -152,7 +153,7 @@ class Sandbox:
 
     # --- running one request ---------------------------------------------------------------
 
-    def run(self, request: Dict[str, Any], close_fds: List[int], runner) -> Dict[str, Any]:
+    def run(self, request: dict[str, Any], close_fds: list[int], runner) -> dict[str, Any]:
         """Runs ``runner(request)`` in a sandboxed child; returns the response fields."""
         timeout = float(request.get("timeout_s", 30.0))
         tmp = tempfile.mkdtemp(prefix="run-", dir=self.tmp_root)
@@ -275,7 +276,7 @@ def _read_pipes(res_r: int, meta_r: int, deadline: float, pid: int):
     return result, meta, killed
 
 
-def assemble(result: Optional[bytes], meta_bytes: bytes, killed: bool, timeout: float, wall_s: float) -> Dict[str, Any]:
+def assemble(result: bytes | None, meta_bytes: bytes, killed: bool, timeout: float, wall_s: float) -> dict[str, Any]:
     """The response fields from what the runner and the supervisor wrote."""
     try:
         meta = json.loads(meta_bytes.decode()) if meta_bytes else {}
@@ -362,7 +363,16 @@ def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
     _pdeathsig()
     # Files and environment.
     os.chdir(tmp)
-    for key in ("HOME", "TMPDIR", "TMP", "TEMP", "TORCH_HOME", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+    for key in (
+        "HOME",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "TORCH_HOME",
+        "XDG_CACHE_HOME",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+    ):
         os.environ[key] = tmp
     tempfile.tempdir = tmp
     cap = int(request.get("output_cap_bytes", 1 << 20))

@@ -69,7 +69,15 @@ def main(argv=None) -> int:
         proto.write(json.dumps(obj) + "\n")
         proto.flush()
 
-    send({"type": "hello", "pid": os.getpid(), "torch": torch.__version__, "python": sys.version.split()[0], "sandbox": sandbox.info})
+    send(
+        {
+            "type": "hello",
+            "pid": os.getpid(),
+            "torch": torch.__version__,
+            "python": sys.version.split()[0],
+            "sandbox": sandbox.info,
+        }
+    )
 
     def runner(request):
         try:

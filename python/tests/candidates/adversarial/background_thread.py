@@ -22,7 +22,9 @@ class ModelNew(nn.Module):
 
     def forward(self, x, y):
         out = torch.empty_like(x)
-        work = threading.Thread(target=lambda: relu_mul_add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024))
+        work = threading.Thread(
+            target=lambda: relu_mul_add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        )
         work.start()
         work.join()
         return out

@@ -5,7 +5,9 @@ import triton.language as tl
 
 
 @triton.jit
-def linear_gelu_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, scale, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def linear_gelu_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, scale, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     pm = tl.program_id(0)
     pn = tl.program_id(1)
     rm = pm * BM + tl.arange(0, BM)
@@ -13,9 +15,13 @@ def linear_gelu_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, scale, BM: tl.cons
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        x = tl.load(x_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        x = tl.load(
+            x_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0
+        )
         # W is (N, K): load it transposed as a (BK, BN) tile
-        w = tl.load(w_ptr + rn[None, :] * K + (k0 + rk)[:, None], mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
+        w = tl.load(
+            w_ptr + rn[None, :] * K + (k0 + rk)[:, None], mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0
+        )
         acc += tl.dot(x, w, input_precision="ieee")
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     h = acc + bias[None, :]

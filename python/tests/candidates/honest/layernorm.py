@@ -28,5 +28,14 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         rows, cols = x.shape
         out = torch.empty_like(x)
-        layernorm_kernel[(rows,)](x, self.norm.weight, self.norm.bias, out, cols, x.stride(0), self.norm.eps, BLOCK=triton.next_power_of_2(cols))
+        layernorm_kernel[(rows,)](
+            x,
+            self.norm.weight,
+            self.norm.bias,
+            out,
+            cols,
+            x.stride(0),
+            self.norm.eps,
+            BLOCK=triton.next_power_of_2(cols),
+        )
         return out
