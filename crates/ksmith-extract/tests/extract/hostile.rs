@@ -1,9 +1,7 @@
 //! Hostile input: every case ends as rows with a clear status, never a panic or an error.
 #![allow(clippy::unwrap_used)] // Tests may unwrap.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ksmith_core::tables::ModuleStatus;
 use ksmith_extract::{ExtractConfig, SourceFile, extract_repo};
 

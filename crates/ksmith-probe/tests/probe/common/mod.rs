@@ -1,7 +1,25 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use ksmith_core::tables::{ModuleRow, ModuleStatus};
+
+/// Probe runs of this test binary. Every run's temporary folder is named after the test
+/// process, so the leftover-process check ([`leftover_processes`]) runs alone
+/// ([`workers_alone`]) while every other test that starts workers shares the lock
+/// ([`workers_shared`]).
+static WORKERS: RwLock<()> = RwLock::new(());
+
+/// Held by a test that starts probe workers.
+pub(crate) fn workers_shared() -> RwLockReadGuard<'static, ()> {
+    WORKERS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by a test that checks for leftover processes: no other probe run is under way.
+pub(crate) fn workers_alone() -> RwLockWriteGuard<'static, ()> {
+    WORKERS.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A test program from `tests/programs/`.
 pub(crate) fn program(name: &str) -> String {

@@ -1,15 +1,13 @@
 //! Hostile programs, run by the real Python runner: each ends as a clear status, and the
 //! modules after it are unaffected.
 
-mod common;
-
 use std::io::Read;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{leftover_processes, module, program};
+use crate::common::{leftover_processes, module, program};
 use ksmith_core::progress::Tracker;
 use ksmith_core::tables::{ProbeRow, ProbeStatus};
 use ksmith_probe::{ProbeConfig, probe_programs};
@@ -22,6 +20,7 @@ fn row<'a>(rows: &'a [ProbeRow], id: &str) -> &'a ProbeRow {
 
 #[test]
 fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
+    let _workers = crate::common::workers_alone();
     let outside = std::env::temp_dir().join(format!("ksmith-probe-outside-{}", std::process::id()));
     let _ = std::fs::remove_file(&outside);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

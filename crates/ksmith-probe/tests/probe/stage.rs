@@ -1,11 +1,9 @@
 //! The stage end to end: modules.parquet in, probes.parquet out, the fingerprint skip, repair
 //! written back into the program, and the LLM repair with a fake chat client.
 
-mod common;
-
 use std::sync::Mutex;
 
-use common::{module, program};
+use crate::common::{module, program};
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
 use ksmith_core::progress::Tracker;
@@ -22,6 +20,7 @@ fn quick() -> ProbeConfig {
 
 #[test]
 fn run_writes_one_row_per_probed_module_and_skips_when_up_to_date() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let mut rejected = module("rejected", String::new());
     rejected.status = ModuleStatus::Rejected;
@@ -81,6 +80,7 @@ fn run_writes_one_row_per_probed_module_and_skips_when_up_to_date() {
 
 #[test]
 fn the_emitted_program_runs_as_it_stands() {
+    let _workers = crate::common::workers_shared();
     // Probe the repaired program again: it must run without any repair.
     let first = module("wrong_conv", program("wrong_conv"));
     let out = probe_programs(&[&first], &quick(), 1, None, &Tracker::hidden()).unwrap();
@@ -118,6 +118,7 @@ impl ChatClient for FakeChat {
 
 #[test]
 fn llm_repair_is_rerun_and_kept_only_when_it_runs() {
+    let _workers = crate::common::workers_shared();
     let good = FakeChat {
         answer: "Sure.\n```python\ndef get_inputs():\n    return [{\"features\": torch.rand(4, 8)}]\n```\n"
             .into(),
@@ -193,6 +194,7 @@ fn llm_repair_is_rerun_and_kept_only_when_it_runs() {
 
 #[test]
 fn a_missing_interpreter_is_one_clear_error() {
+    let _workers = crate::common::workers_shared();
     let m = module("ok_linear", program("ok_linear"));
     let cfg = ProbeConfig {
         python: "/nonexistent/ksmith/python".into(),
@@ -208,6 +210,7 @@ fn a_missing_interpreter_is_one_clear_error() {
 
 #[test]
 fn a_rerun_probes_only_new_programs() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let path = ModuleRow::path_in(dir.path());
     let first = vec![module("ok_linear", program("ok_linear"))];

@@ -1,11 +1,9 @@
 //! The Rust-side watchdog, with fake workers (shell scripts) that hang, die or write garbage.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::module;
+use crate::common::module;
 use ksmith_core::progress::Tracker;
 use ksmith_core::tables::ProbeStatus;
 use ksmith_probe::{Error, ProbeConfig, probe_programs};
@@ -36,6 +34,7 @@ fn two_modules() -> Vec<ksmith_core::tables::ModuleRow> {
 
 #[test]
 fn a_hanging_worker_is_killed_and_replaced() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let python = fake_worker(dir.path(), &format!("echo '{HELLO}'\nexec sleep 1000"));
     let modules = two_modules();
@@ -56,6 +55,7 @@ fn a_hanging_worker_is_killed_and_replaced() {
 
 #[test]
 fn a_dying_worker_gives_crashed_and_is_replaced() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let python = fake_worker(
         dir.path(),
@@ -77,6 +77,7 @@ fn a_dying_worker_gives_crashed_and_is_replaced() {
 
 #[test]
 fn garbage_or_a_forged_id_on_the_protocol_is_crashed() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let python = fake_worker(
         dir.path(),
@@ -106,6 +107,7 @@ fn garbage_or_a_forged_id_on_the_protocol_is_crashed() {
 
 #[test]
 fn a_worker_that_cannot_start_stops_the_run_with_its_stderr() {
+    let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let python = fake_worker(
         dir.path(),

@@ -3,17 +3,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::HashSet;
 
+use crate::support::*;
 use ksmith_core::context::StageContext;
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow};
 use ksmith_evolve::engine::{TaskRun, TaskState};
 use ksmith_evolve::prompt::Prompts;
 use ksmith_evolve::{RolloutConfig, run, tasks_root};
-use support::*;
 
 fn cfg(iterations: u32) -> RolloutConfig {
     RolloutConfig {

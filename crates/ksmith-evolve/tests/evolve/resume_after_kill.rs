@@ -3,17 +3,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use ksmith_core::context::StageContext;
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::StepRow;
 use ksmith_evolve::{RolloutConfig, run, tasks_root};
-use support::*;
 
 const CHILD_ENV: &str = "KSMITH_EVOLVE_CHILD_WORKDIR";
 
@@ -85,7 +83,12 @@ fn killed_rollout_resumes_identically() {
         let dir = tempfile::tempdir().unwrap();
         write_tasks(dir.path(), &tasks);
         let mut child = Command::new(&exe)
-            .args(["child_rollout", "--exact", "--ignored", "--nocapture"])
+            .args([
+                "resume_after_kill::child_rollout",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

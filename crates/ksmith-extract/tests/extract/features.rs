@@ -1,9 +1,7 @@
 //! One test per extraction feature, on small repositories written inline.
 #![allow(clippy::unwrap_used)] // Tests may unwrap.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ksmith_core::tables::ModuleStatus;
 use ksmith_extract::ExtractConfig;
 

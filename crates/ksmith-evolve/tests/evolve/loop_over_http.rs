@@ -3,10 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
 use ksmith_core::table::{Table, read_fingerprint, read_table};
@@ -15,7 +14,6 @@ use ksmith_evolve::engine::request_seed;
 use ksmith_evolve::{Error, RolloutConfig, run};
 use ksmith_teacher::loopback::{LoopbackServer, Received, Reply};
 use ksmith_teacher::{EndpointConfig, Teacher, TeacherConfig};
-use support::*;
 
 fn garbage(seed: u64) -> bool {
     seed % 13 == 5

@@ -1,0 +1,4 @@
+//! The integration tests of ksmith-cli, in one test binary (one link per crate).
+
+mod cli;
+mod default_config;

@@ -1,0 +1,6 @@
+//! The integration tests of ksmith-evolve, in one test binary (one link per crate).
+
+mod engine_loop;
+mod loop_over_http;
+mod resume_after_kill;
+mod support;

@@ -1,0 +1,7 @@
+//! The integration tests of ksmith-extract, in one test binary (one link per crate).
+
+mod common;
+mod corpus;
+mod features;
+mod hostile;
+mod stage;

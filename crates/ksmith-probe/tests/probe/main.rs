@@ -1,0 +1,6 @@
+//! The integration tests of ksmith-probe, in one test binary (one link per crate).
+
+mod common;
+mod sandbox;
+mod stage;
+mod watchdog;
