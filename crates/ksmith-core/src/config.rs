@@ -54,7 +54,8 @@ pub struct SourceSpec {
     pub git: Option<String>,
     /// A local folder that is not a git repository, read as it is.
     pub path: Option<PathBuf>,
-    /// A JSONL manifest, one repository a line: `repo`, `url`, `rev`, `license`, `stars`.
+    /// A JSONL manifest, one repository a line: `repo`, `url`, `rev`, `license`, `stars` (and
+    /// what `ksmith discover` records besides; see [`crate::manifest`]).
     pub manifest: Option<PathBuf>,
     /// Branch, tag or commit to pin (the remote HEAD when absent).
     pub rev: Option<String>,

@@ -17,6 +17,9 @@
 //! - [`evaluation`] and [`chat`]: the contracts between the evolution engine and the
 //!   evaluator and teacher implementations, which only the CLI wires together.
 //! - [`shard`]: which repositories a shard of a sharded run owns.
+//! - [`manifest`]: the JSONL repository manifest that discover writes and crawl reads.
+//! - [`spdx`], [`timestamp`] and [`backoff`]: license ids, RFC 3339 times and retry delays,
+//!   defined once for the stages and clients that share them.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
 //!   thread count, progress and log output) and the counters it returns.
@@ -40,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod chat;
 pub mod config;
 pub mod context;
@@ -47,11 +51,14 @@ pub mod error;
 pub mod evaluation;
 pub mod fingerprint;
 pub mod ids;
+pub mod manifest;
 pub mod progress;
 pub mod python_env;
 pub mod report;
 pub mod shard;
+pub mod spdx;
 pub mod table;
 pub mod tables;
+pub mod timestamp;
 
 pub use error::{Error, Result};

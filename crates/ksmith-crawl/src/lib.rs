@@ -35,7 +35,6 @@ pub mod manifest;
 pub mod repo_crawl;
 pub mod snapshot;
 pub mod source;
-pub mod timestamp;
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
@@ -47,6 +46,7 @@ use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{RepoRow, RepoStatus};
+use ksmith_core::timestamp;
 use rayon::prelude::*;
 
 pub use config::{CrawlConfig, LimitPolicy};

@@ -1,17 +1,18 @@
 //! JSONL manifests: one repository a line (`repo`, `url`, `rev`, `license`, `stars`).
 //!
 //! `repo` and `url` are required; `url` is a git URL or the path of a local git repository
-//! (relative paths are resolved against the manifest's folder). Blank lines are ignored.
-//! Unknown keys are errors, so a misspelt `licence` is caught instead of silently ignored.
+//! (relative paths are resolved against the manifest's folder). Blank lines are ignored. The
+//! keys `ksmith discover` records besides ([`ksmith_core::manifest::DISCOVERY_KEYS`]) are
+//! accepted and not used. Unknown keys are errors, so a misspelt `licence` is caught instead of
+//! silently ignored.
 
 use std::path::Path;
 
+use ksmith_core::manifest::{CRAWL_KEYS, DISCOVERY_KEYS, is_known_key};
 use serde_json::Value;
 
 use crate::error::Error;
 use crate::source::{RepoSource, redact_url, resolve_relative};
-
-const KEYS: &[&str] = &["repo", "url", "rev", "license", "stars"];
 
 struct Line {
     repo: String,
@@ -27,10 +28,11 @@ fn parse_line(raw: &str) -> Result<Line, String> {
     let Value::Object(map) = value else {
         return Err("expected a JSON object".into());
     };
-    if let Some(k) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    if let Some(k) = map.keys().find(|k| !is_known_key(k)) {
         return Err(format!(
-            "unknown key `{k}` (known keys: {})",
-            KEYS.join(", ")
+            "unknown key `{k}` (known keys: {}, {})",
+            CRAWL_KEYS.join(", "),
+            DISCOVERY_KEYS.join(", ")
         ));
     }
     let text = |key: &str, required: bool| -> Result<Option<String>, String> {
@@ -131,6 +133,19 @@ mod tests {
             Location::LocalGit("/m/repos/local.git".into())
         );
         assert_eq!(repos[1].license_source, None);
+    }
+
+    #[test]
+    fn discovery_keys_are_accepted_and_not_used() {
+        let text = r#"{"repo": "o/r", "url": "https://github.com/o/r.git", "rev": "0123456789abcdef0123456789abcdef01234567", "license": "MIT", "stars": 7, "github_id": 99, "default_branch": "main", "pushed_at": "2026-01-02T03:04:05Z", "fork": false, "archived": false, "size_kb": 120, "language": "Python", "topics": ["pytorch"]}"#;
+        let repos = parse(text, Path::new("m.jsonl")).unwrap();
+        assert_eq!(repos.len(), 1);
+        assert_eq!(repos[0].name, "o/r");
+        assert_eq!(
+            repos[0].rev.as_deref(),
+            Some("0123456789abcdef0123456789abcdef01234567")
+        );
+        assert_eq!(repos[0].stars, Some(7));
     }
 
     #[test]

@@ -2,13 +2,13 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use ksmith_core::backoff::{self, jitter_seed};
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::ids::IdHasher;
 use serde::{Deserialize, Serialize};
 
-use crate::backoff;
 use crate::cache::{ResponseCache, cache_key};
 use crate::config::{EndpointConfig, TEACHER_URL_ENV, TeacherConfig};
 use crate::error::TeacherError;
@@ -250,14 +250,6 @@ fn short(text: &str) -> String {
         Some((i, _)) => format!("{}...", &t[..i]),
         None => t.to_string(),
     }
-}
-
-fn jitter_seed(retry: u32) -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    nanos ^ u64::from(retry).rotate_left(32) ^ u64::from(std::process::id())
 }
 
 impl ChatClient for Teacher {

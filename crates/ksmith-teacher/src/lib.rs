@@ -19,7 +19,6 @@
 //! The `loopback` feature adds [`loopback`], a scripted HTTP server on `127.0.0.1` for tests.
 #![deny(missing_docs)]
 
-mod backoff;
 mod cache;
 mod client;
 mod config;

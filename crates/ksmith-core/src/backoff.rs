@@ -1,11 +1,12 @@
-//! Exponential backoff with jitter.
+//! Exponential backoff with jitter, for clients that retry a remote service (the teacher's
+//! chat client, discover's GitHub client).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The delay before retry number `retry` (0 for the first retry): `initial * 2^retry`, capped at
 /// `max`, scaled by a jitter factor in `[0.5, 1.0)` from `jitter_seed`; a server's `Retry-After`
 /// raises it (still capped at `max`).
-pub(crate) fn delay(
+pub fn delay(
     retry: u32,
     initial_ms: u64,
     max_ms: u64,
@@ -19,6 +20,16 @@ pub(crate) fn delay(
         ms = ms.max(ra.as_millis().min(u128::from(max_ms)) as u64);
     }
     Duration::from_millis(ms.min(max_ms))
+}
+
+/// A jitter seed that differs between retries, processes and moments, so that clients retrying
+/// together spread out.
+pub fn jitter_seed(retry: u32) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ u64::from(retry).rotate_left(32) ^ u64::from(std::process::id())
 }
 
 /// A number in `[0, 1)` from a seed (splitmix64).
