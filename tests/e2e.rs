@@ -69,6 +69,13 @@ fn make_repo(dir: &Path) -> std::path::PathBuf {
     std::fs::write(path.join("pkg/__init__.py"), "").expect("write");
     std::fs::write(path.join("pkg/layers.py"), LAYERS).expect("write");
     std::fs::write(path.join("pkg/models.py"), MODELS).expect("write");
+    commit_all(&repo, "init");
+    path
+}
+
+/// Commits every file of the work tree on top of HEAD (the first commit when there is none)
+/// and returns the commit id.
+fn commit_all(repo: &git2::Repository, message: &str) -> String {
     let mut index = repo.index().expect("index");
     index
         .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
@@ -78,9 +85,11 @@ fn make_repo(dir: &Path) -> std::path::PathBuf {
         .find_tree(index.write_tree().expect("tree"))
         .expect("tree");
     let sig = git2::Signature::now("t", "t@example.com").expect("sig");
-    repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
-        .expect("commit");
-    path
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+        .expect("commit")
+        .to_string()
 }
 
 fn session(dir: &Path, config: &str) -> Session {
@@ -174,6 +183,82 @@ fn git_repository_to_modules() {
         report(dir.path(), "extract").skipped,
         "extract re-ran with nothing changed"
     );
+}
+
+/// Discover against the loopback fake of GitHub lists two repositories whose clone URLs are
+/// local git repositories made here; crawl reads the manifest it wrote and pins exactly the
+/// commits discover pinned (an older one for the first repository, whose branch moved on after
+/// the fake reported its head), with the license and stars discover recorded.
+#[test]
+fn discovered_repositories_are_crawled_at_their_pinned_commits() {
+    use ksmith_discover::SystemClock;
+    use ksmith_discover::loopback::{FakeGitHub, FakeRepo, Limits};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The head commit and branch name of a repository.
+    let head_of = |path: &Path| {
+        let repo = git2::Repository::open(path).expect("open");
+        let head = repo.head().expect("head");
+        let commit = head.peel_to_commit().expect("commit").id().to_string();
+        (commit, head.shorthand().expect("branch name").to_string())
+    };
+    let a = make_repo(&dir.path().join("a"));
+    let (pinned_a, branch_a) = head_of(&a);
+    // A later commit on the branch that the manifest's pin must not pick up.
+    let repo = git2::Repository::open(&a).expect("open");
+    std::fs::write(a.join("pkg/extra.py"), "X = 1\n").expect("write");
+    assert_ne!(commit_all(&repo, "later"), pinned_a);
+    let b = make_repo(&dir.path().join("b"));
+    let (head_b, branch_b) = head_of(&b);
+
+    let mut fa = FakeRepo::new(1, "octo/alpha");
+    fa.clone_url = format!("file://{}", a.display());
+    fa.default_branch = branch_a;
+    fa.head = Some(pinned_a.clone());
+    fa.stars = 42;
+    let mut fb = FakeRepo::new(2, "octo/beta");
+    fb.clone_url = format!("file://{}", b.display());
+    fb.default_branch = branch_b;
+    fb.head = Some(head_b.clone());
+    fb.license = Some("Apache-2.0".into());
+    let fake = FakeGitHub::start(
+        vec![fa, fb],
+        Vec::new(),
+        std::sync::Arc::new(SystemClock),
+        Limits::github(),
+        |_, _| None,
+    )
+    .expect("fake");
+    let config = format!(
+        "[discover]\napi_url = \"{}\"\ntoken_env = \"KSMITH_E2E_NO_SUCH_TOKEN\"\n\n\
+         [[source]]\nmanifest = \"{}\"\n",
+        fake.url(),
+        dir.path().join("work/manifest.jsonl").display()
+    );
+    let s = session(dir.path(), &config);
+    let found = ksmith_cli::stages::run_discover(&s).expect("discover");
+    assert_eq!(found.rows_written, 2);
+    s.run(&[Stage::Crawl]).expect("crawl reads the manifest");
+
+    let repos: Vec<RepoRow> = read_table(&RepoRow::path_in(&s.ctx.workdir)).expect("repos");
+    let row = |name: &str| {
+        repos
+            .iter()
+            .find(|r| r.repo == name)
+            .unwrap_or_else(|| panic!("{name} crawled: {repos:?}"))
+    };
+    let alpha = row("octo/alpha");
+    assert_eq!(alpha.status, RepoStatus::Ok, "{:?}", alpha.reason);
+    assert_eq!(alpha.commit.as_deref(), Some(pinned_a.as_str()));
+    assert_eq!(alpha.rev.as_deref(), Some(pinned_a.as_str()));
+    assert_eq!(alpha.stars, Some(42));
+    assert_eq!(alpha.license.as_deref(), Some("MIT"));
+    assert_eq!(alpha.license_source.as_deref(), Some("manifest"));
+    assert!(!alpha.files.iter().any(|f| f.ends_with("extra.py")));
+    let beta = row("octo/beta");
+    assert_eq!(beta.status, RepoStatus::Ok, "{:?}", beta.reason);
+    assert_eq!(beta.commit.as_deref(), Some(head_b.as_str()));
+    assert_eq!(beta.license.as_deref(), Some("Apache-2.0"));
 }
 
 /// The probe runs the extracted programs in the real Python environment: all three modules of

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 const STAGE_CRATES: &[&str] = &[
+    "ksmith-discover",
     "ksmith-crawl",
     "ksmith-extract",
     "ksmith-probe",

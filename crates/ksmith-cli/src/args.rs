@@ -45,6 +45,8 @@ pub struct Common {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Search GitHub for repositories to crawl ([discover]): manifest.jsonl.
+    Discover(#[command(flatten)] Common),
     /// Clone or fetch the configured sources and pin their commits: repos.parquet.
     Crawl(#[command(flatten)] Common),
     /// Find nn.Module classes and emit self-contained programs: modules.parquet.
@@ -98,7 +100,8 @@ impl Command {
     /// The options of the subcommand.
     pub fn common(&self) -> &Common {
         match self {
-            Command::Crawl(c)
+            Command::Discover(c)
+            | Command::Crawl(c)
             | Command::Extract(c)
             | Command::Probe(c)
             | Command::Dedup(c)
@@ -125,7 +128,8 @@ impl Command {
             Command::Rollout(_) => Some(Stage::Rollout),
             Command::Select(_) => Some(Stage::Select),
             Command::Export(_) => Some(Stage::Export),
-            Command::Run(_)
+            Command::Discover(_)
+            | Command::Run(_)
             | Command::Check(_)
             | Command::Report { .. }
             | Command::Merge { .. }

@@ -58,7 +58,8 @@ impl Session {
         })
     }
 
-    /// Saves and prints the report of a command that is not a stage (merge, import-tasks).
+    /// Saves and prints the report of a command that is not a stage of `ksmith run` (discover,
+    /// merge, import-tasks).
     fn finish(&self, report: anyhow::Result<StageReport>) -> Result<(), Failure> {
         let report = report.map_err(Failure::Stage)?;
         report
@@ -119,6 +120,7 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
+        Command::Discover(_) => session.finish(crate::stages::run_discover(&session)),
         Command::Merge { from, .. } => {
             session.finish(crate::merge::merge(from, &session.ctx.workdir))
         }

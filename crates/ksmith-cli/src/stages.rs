@@ -66,6 +66,8 @@ impl Stage {
 /// Every stage's typed configuration section, parsed and validated before any work starts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StageConfigs {
+    /// `[discover]`: GitHub search to the manifest crawl reads (not a stage of `ksmith run`).
+    pub discover: ksmith_discover::DiscoverConfig,
     /// `[crawl]`.
     pub crawl: ksmith_crawl::CrawlConfig,
     /// `[extract]`.
@@ -92,6 +94,7 @@ impl StageConfigs {
     /// Parses and validates every stage's section of `config`.
     pub fn from_config(config: &Config) -> anyhow::Result<StageConfigs> {
         let stages = StageConfigs {
+            discover: config.section("discover")?,
             crawl: config.section("crawl")?,
             extract: config.section("extract")?,
             probe: config.section("probe")?,
@@ -103,6 +106,7 @@ impl StageConfigs {
             select: config.section("select")?,
             export: config.section("export")?,
         };
+        stages.discover.validate()?;
         stages.crawl.validate()?;
         stages.extract.validate()?;
         stages.probe.validate()?;
@@ -131,6 +135,26 @@ pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport>
         Stage::Select => ksmith_select::run(&cfg.select, ctx)?,
         Stage::Export => ksmith_export::run(&cfg.export, ctx)?,
     })
+}
+
+/// Runs `ksmith discover`: GitHub's search to the manifest, keeping the licenses of
+/// `[crawl] allowed_licenses` unless `[discover]` lists its own, with the token from the
+/// variable `[discover] token_env` names.
+pub fn run_discover(session: &Session) -> anyhow::Result<StageReport> {
+    let cfg = &session.stages;
+    let licenses = cfg
+        .discover
+        .license_policy(&cfg.crawl.allowed_licenses, cfg.crawl.accept_unlicensed);
+    let env = ksmith_discover::Env {
+        token: ksmith_discover::Token::from_env(&cfg.discover.token_env),
+        clock: &ksmith_discover::SystemClock,
+    };
+    Ok(ksmith_discover::run(
+        &cfg.discover,
+        &licenses,
+        &session.ctx,
+        env,
+    )?)
 }
 
 /// The report counter that marks a rollout skipped for want of a teacher.

@@ -19,8 +19,8 @@ use crate::ids::content_id;
 
 /// The names of the per-stage tables a configuration may contain.
 pub const STAGE_SECTIONS: &[&str] = &[
-    "crawl", "extract", "probe", "dedup", "cluster", "eval", "rollout", "teacher", "select",
-    "export",
+    "discover", "crawl", "extract", "probe", "dedup", "cluster", "eval", "rollout", "teacher",
+    "select", "export",
 ];
 
 /// Settings that concern the whole run.

@@ -2,3 +2,4 @@
 
 mod cli;
 mod default_config;
+mod discover;
