@@ -120,6 +120,9 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(_) => session.run(&Stage::ALL).map_err(Failure::Stage),
+        Command::Discover(c) if c.shard.is_some() => Err(Failure::Usage(anyhow::anyhow!(
+            "discover writes one manifest for every shard: run it without --shard"
+        ))),
         Command::Discover(_) => session.finish(crate::stages::run_discover(&session)),
         Command::Merge { from, .. } => {
             session.finish(crate::merge::merge(from, &session.ctx.workdir))

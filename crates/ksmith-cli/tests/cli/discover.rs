@@ -127,7 +127,7 @@ fn discover_writes_the_manifest_and_report_and_never_the_token() {
 }
 
 #[test]
-fn a_bad_discover_table_exits_2_naming_the_key() {
+fn a_bad_discover_table_or_a_shard_exits_2_saying_why() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(
         dir.path(),
@@ -139,6 +139,14 @@ fn a_bad_discover_table_exits_2_naming_the_key() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("min_stars"), "{}", text(&out));
+
+    let cfg = config(dir.path(), "http://127.0.0.1:9", "");
+    let out = discover(&cfg, &dir.path().join("work"))
+        .args(["--shard", "0/2"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--shard"), "{}", text(&out));
 }
 
 #[test]
