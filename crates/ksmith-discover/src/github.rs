@@ -133,17 +133,33 @@ enum Wait {
 }
 
 /// One failed attempt and what to do about it.
-enum Failure {
-    /// Retry after a backoff delay (at least `retry_after` seconds when given).
-    Backoff {
-        message: String,
-        retry_after: Option<u64>,
-    },
-    /// A secondary rate limit.
-    Secondary {
-        message: String,
-        retry_after: Option<u64>,
-    },
+struct Failure {
+    /// What went wrong (the token redacted).
+    message: String,
+    /// At least this many seconds before the next attempt, when the server said so.
+    retry_after: Option<u64>,
+    /// A secondary rate limit (at least a minute), rather than a backoff.
+    secondary: bool,
+}
+
+impl Failure {
+    fn backoff(message: String, retry_after: Option<u64>) -> Failure {
+        Failure {
+            message,
+            retry_after,
+            secondary: false,
+        }
+    }
+}
+
+/// What one attempt gave.
+enum Step<T> {
+    /// A final answer.
+    Done(Result<T, Refusal>),
+    /// The primary rate limit is exhausted until `reset`.
+    Primary { status: u16, reset: u64 },
+    /// A failure to retry.
+    Failed(Failure),
 }
 
 /// The GitHub client of one run.
@@ -203,94 +219,93 @@ impl<'a> GitHub<'a> {
         req: &Request,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Result<T, Refusal>, Error> {
-        let mut failures = 0u32;
-        let mut secondary = 0u32;
-        let mut primary = 0u32;
+        let (mut failures, mut secondary, mut primary) = (0u32, 0u32, 0u32);
         loop {
             self.wait_for_budget(req)?;
-            let failure = match self.attempt(req) {
-                Err(message) => Failure::Backoff {
-                    message,
-                    retry_after: None,
-                },
-                Ok((status, headers, body)) => match classify(status, &headers, &body) {
-                    Verdict::Answer if (200..300).contains(&status) => match parse(&body) {
-                        Ok(value) => return Ok(Ok(value)),
-                        Err(message) => Failure::Backoff {
-                            message: self.redact(format!("malformed answer: {message}")),
-                            retry_after: None,
+            let failure = match self.step(req, &parse) {
+                Step::Done(answer) => return Ok(answer),
+                Step::Primary { status, reset } => {
+                    primary += 1;
+                    if primary > self.max_retries {
+                        return Err(Error::Unreachable {
+                            what: req.what.clone(),
+                            attempts: primary,
+                            message: format!(
+                                "HTTP {status}: the {} rate limit stayed exhausted after its reset",
+                                req.resource.name()
+                            ),
+                        });
+                    }
+                    // The budget now says "exhausted until reset"; the next turn waits.
+                    let reset = reset.max(self.clock.now_secs());
+                    self.budgets.insert(
+                        req.resource,
+                        Budget {
+                            remaining: Some(0),
+                            reset: Some(reset),
                         },
-                    },
-                    Verdict::Answer => {
-                        return Ok(Err(Refusal {
-                            status,
-                            message: self.redact(github_message(&body)),
-                        }));
-                    }
-                    Verdict::Primary { reset } => {
-                        primary += 1;
-                        if primary > self.max_retries {
-                            return Err(Error::Unreachable {
-                                what: req.what.clone(),
-                                attempts: primary,
-                                message: format!(
-                                    "HTTP {status}: the {} rate limit stayed exhausted after its reset",
-                                    req.resource.name()
-                                ),
-                            });
-                        }
-                        // The budget now says "exhausted until reset"; the next turn waits.
-                        self.budgets.insert(
-                            req.resource,
-                            Budget {
-                                remaining: Some(0),
-                                reset: Some(reset.max(self.clock.now_secs())),
-                            },
-                        );
-                        continue;
-                    }
-                    Verdict::Secondary { retry_after } => Failure::Secondary {
-                        message: self.redact(format!("HTTP {status}: {}", github_message(&body))),
-                        retry_after,
-                    },
-                    Verdict::ServerError => Failure::Backoff {
-                        message: self.redact(format!("HTTP {status}: {}", github_message(&body))),
-                        retry_after: headers.retry_after,
-                    },
-                },
+                    );
+                    continue;
+                }
+                Step::Failed(failure) => failure,
             };
             failures += 1;
-            let message = match &failure {
-                Failure::Backoff { message, .. } | Failure::Secondary { message, .. } => {
-                    message.clone()
-                }
-            };
             if failures > self.max_retries {
                 return Err(Error::Unreachable {
                     what: req.what.clone(),
                     attempts: failures,
-                    message,
+                    message: failure.message,
                 });
             }
             self.stats.retries += 1;
-            match failure {
-                Failure::Backoff { retry_after, .. } => {
-                    let wait = delay(
-                        failures - 1,
-                        self.backoff_initial_ms,
-                        self.backoff_max_ms,
-                        retry_after.map(Duration::from_secs),
-                        jitter_seed(failures),
-                    );
-                    self.clock.sleep(wait);
-                }
-                Failure::Secondary { retry_after, .. } => {
-                    let secs = secondary_wait_secs(retry_after, secondary);
-                    secondary += 1;
-                    self.wait(req, secs, Wait::Secondary)?;
-                }
+            if failure.secondary {
+                let secs = secondary_wait_secs(failure.retry_after, secondary);
+                secondary += 1;
+                self.wait(req, secs, Wait::Secondary)?;
+            } else {
+                self.clock.sleep(delay(
+                    failures - 1,
+                    self.backoff_initial_ms,
+                    self.backoff_max_ms,
+                    failure.retry_after.map(Duration::from_secs),
+                    jitter_seed(failures),
+                ));
             }
         }
+    }
+
+    /// One attempt at `req`, classified.
+    fn step<T>(&mut self, req: &Request, parse: &impl Fn(&str) -> Result<T, String>) -> Step<T> {
+        let (status, headers, body) = match self.attempt(req) {
+            Ok(answer) => answer,
+            Err(message) => return Step::Failed(Failure::backoff(message, None)),
+        };
+        let failure = match classify(status, &headers, &body) {
+            Verdict::Answer if (200..300).contains(&status) => match parse(&body) {
+                Ok(value) => return Step::Done(Ok(value)),
+                Err(message) => Failure::backoff(format!("malformed answer: {message}"), None),
+            },
+            Verdict::Answer => {
+                return Step::Done(Err(Refusal {
+                    status,
+                    message: self.redact(github_message(&body)),
+                }));
+            }
+            Verdict::Primary { reset } => return Step::Primary { status, reset },
+            Verdict::Secondary { retry_after } => Failure {
+                message: format!("HTTP {status}: {}", github_message(&body)),
+                retry_after,
+                secondary: true,
+            },
+            Verdict::ServerError => Failure::backoff(
+                format!("HTTP {status}: {}", github_message(&body)),
+                headers.retry_after,
+            ),
+        };
+        Step::Failed(Failure {
+            message: self.redact(failure.message),
+            ..failure
+        })
     }
 
     /// `text` with the token, should an answer echo it, replaced.
