@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use crate::closure::{self, NodeId};
 use crate::config::ExtractConfig;
+use crate::contain::contained;
 use crate::emit;
 use crate::guess;
 use crate::index::{FileIndex, Limits, StmtKind};
@@ -134,7 +135,24 @@ pub fn extract_repo_with_stats(
     let cache = emit::PieceCache::default();
     let class_rows: Vec<ModuleRow> = candidates
         .par_iter()
-        .map(|&node| class_row(&repo, info, node, cfg, &limits, &cache))
+        .map(|&node| {
+            contained("extracting the class", || {
+                class_row(&repo, info, node, cfg, &limits, &cache)
+            })
+            .unwrap_or_else(|reason| {
+                let file = &repo.files[node.0];
+                let stmt = &file.stmts[node.1];
+                let name = stmt.class_name();
+                bare_row(
+                    info,
+                    &file.path,
+                    name,
+                    stmt.line,
+                    ModuleStatus::Failed,
+                    reason,
+                )
+            })
+        })
         .collect();
     rows.extend(class_rows);
     rows.sort_by(|a, b| (&a.path, a.line, &a.class_name).cmp(&(&b.path, b.line, &b.class_name)));
@@ -178,10 +196,7 @@ fn class_row(
 ) -> ModuleRow {
     let file = &repo.files[node.0];
     let stmt = &file.stmts[node.1];
-    let class_name = match &stmt.kind {
-        StmtKind::Class(c) => c.name.clone(),
-        _ => String::new(),
-    };
+    let class_name = stmt.class_name().to_string();
     let fail =
         |status, reason: String| bare_row(info, &file.path, &class_name, stmt.line, status, reason);
     if let Some(line) = stmt.error_line {

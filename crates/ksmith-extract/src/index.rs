@@ -129,6 +129,16 @@ pub(crate) struct Stmt {
     pub(crate) error_line: Option<u32>,
 }
 
+impl Stmt {
+    /// The class name of a class statement, empty for any other.
+    pub(crate) fn class_name(&self) -> &str {
+        match &self.kind {
+            StmtKind::Class(c) => &c.name,
+            _ => "",
+        }
+    }
+}
+
 /// The index of one file.
 #[derive(Debug, Clone)]
 pub(crate) struct FileIndex {
@@ -154,18 +164,55 @@ pub(crate) struct FileIndex {
     pub(crate) error_line: Option<u32>,
 }
 
-/// The dotted module name and package of a path (`a/b/c.py` -> `a.b.c`, `a.b`).
-pub(crate) fn module_of_path(path: &str) -> (String, String) {
+/// True for a name Python can import: an identifier (letters, digits and `_`, not starting
+/// with a digit). `net.v1`, `my-models` and `` are not.
+pub(crate) fn is_identifier(s: &str) -> bool {
+    !s.starts_with(|c: char| c.is_ascii_digit())
+        && !s.is_empty()
+        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// The module path components of a file (`a/b/c.py` -> `[a, b, c]`, `a/__init__.py` -> `[a]`)
+/// and the index of the first component of its importable tail: the longest suffix of
+/// identifiers. A file whose own name is not an identifier (`net.v1.2.py`, `...py`) has an
+/// empty tail (the index is the length); a folder that is not one (`my-models/x.py`) cuts the
+/// tail below it (`x`).
+pub(crate) fn module_components(path: &str) -> (Vec<&str>, usize) {
     let trimmed = path.strip_suffix(".py").unwrap_or(path);
-    let parts: Vec<&str> = trimmed.split('/').filter(|p| !p.is_empty()).collect();
+    // Empty components (`pkg/.py`) are names Python cannot import either.
+    let mut parts: Vec<&str> = trimmed.split('/').collect();
     if parts.last() == Some(&"__init__") {
-        let module = parts[..parts.len() - 1].join(".");
-        (module.clone(), module)
-    } else {
-        let module = parts.join(".");
-        let package = parts[..parts.len().saturating_sub(1)].join(".");
-        (module, package)
+        parts.pop();
     }
+    let tail = parts
+        .iter()
+        .rposition(|p| !is_identifier(p))
+        .map_or(0, |i| i + 1);
+    (parts, tail)
+}
+
+/// The dotted module name of a file's importable tail and the package its relative imports
+/// start from (`a/b/c.py` -> `a.b.c`, `a.b`; `a/__init__.py` -> `a`, `a`). A file Python cannot
+/// import has an empty module name; its package is still its folder's importable tail, so a
+/// script's relative imports resolve as they would with that folder as a package.
+pub(crate) fn module_of_path(path: &str) -> (String, String) {
+    let (parts, tail) = module_components(path);
+    let is_package = path == "__init__.py" || path.ends_with("/__init__.py");
+    let folder_end = if is_package {
+        parts.len()
+    } else {
+        parts.len().saturating_sub(1)
+    };
+    let folder = &parts[..folder_end];
+    let folder_tail = folder
+        .iter()
+        .rposition(|p| !is_identifier(p))
+        .map_or(0, |i| i + 1);
+    let package = folder[folder_tail..].join(".");
+    if tail >= parts.len() {
+        return (String::new(), package);
+    }
+    (parts[tail..].join("."), package)
 }
 
 /// Names of torch layers whose presence hints at the rank of the input.

@@ -54,6 +54,7 @@
 mod builtins;
 mod closure;
 mod config;
+mod contain;
 mod emit;
 mod error;
 mod extract;

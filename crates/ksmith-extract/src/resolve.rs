@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::builtins::is_builtin;
 use crate::imports::{Binding, Target, is_allowed};
-use crate::index::{ClassInfo, FileIndex, Method, StmtKind, module_of_path};
+use crate::index::{ClassInfo, FileIndex, Method, StmtKind, module_components};
 
 /// How deep import chains and base-class chains are followed.
 const MAX_HOPS: u32 = 24;
@@ -40,24 +40,20 @@ impl ModuleMap {
             .filter_map(|p| p.strip_suffix("/__init__.py"))
             .collect();
         for (i, path) in paths.iter().enumerate() {
-            let (module, _) = module_of_path(path);
-            if module.is_empty() {
+            // Components, not a split of the dotted name: a folder or file name may hold dots.
+            let (parts, tail) = module_components(path);
+            if tail >= parts.len() {
                 continue;
             }
-            map.full.insert(module.clone(), i);
-            let parts: Vec<&str> = module.split('.').collect();
-            if let Some(top) = parts.first() {
-                map.root_tops.insert((*top).to_string());
+            if tail == 0 {
+                map.full.insert(parts.join("."), i);
+                map.root_tops.insert(parts[0].to_string());
             }
-            let dir_parts: Vec<&str> = path.split('/').collect();
-            for start in 0..parts.len() {
+            for start in tail..parts.len() {
                 // A name starting at `start` is importable when the folder above it is not a
                 // package (scripts folders, `src/` layouts, repositories without __init__.py).
-                if start > 0 {
-                    let parent = dir_parts[..start].join("/");
-                    if package_dirs.contains(parent.as_str()) {
-                        continue;
-                    }
+                if start > 0 && package_dirs.contains(parts[..start].join("/").as_str()) {
+                    continue;
                 }
                 let name = parts[start..].join(".");
                 map.tops.insert(parts[start].to_string());

@@ -14,6 +14,7 @@ use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus};
 use rayon::prelude::*;
 
 use crate::config::ExtractConfig;
+use crate::contain::contained;
 use crate::error::Error;
 use crate::extract::{ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo_with_stats};
 use crate::{CODE_VERSION, STAGE};
@@ -177,7 +178,41 @@ fn is_contained(path: &str) -> bool {
     !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
+/// Extracts one repository from its snapshot; anything unexpected inside (a panic) becomes the
+/// repository's one `failed` row, so the other repositories finish.
 fn extract_one(
+    repo: &RepoRow,
+    workdir: &Path,
+    cfg: &ExtractConfig,
+) -> (Vec<ModuleRow>, ExtractStats) {
+    let what = format!("extracting repository {}", repo.repo);
+    contained(&what, || extract_snapshot(repo, workdir, cfg)).unwrap_or_else(|reason| {
+        let row = failed_row(repo, "", reason);
+        (vec![row], ExtractStats::default())
+    })
+}
+
+/// A `failed` row of `repo` for `path` (empty for the whole repository).
+fn failed_row(repo: &RepoRow, path: &str, reason: String) -> ModuleRow {
+    ModuleRow {
+        id: String::new(),
+        repo: repo.repo.clone(),
+        commit: repo.commit.clone().unwrap_or_default(),
+        path: path.to_string(),
+        class_name: String::new(),
+        line: 1,
+        status: ModuleStatus::Failed,
+        reason: Some(reason),
+        program: None,
+        deps: Vec::new(),
+        imports: Vec::new(),
+        lines: 0,
+        license: repo.license.clone(),
+        stars: repo.stars,
+    }
+}
+
+fn extract_snapshot(
     repo: &RepoRow,
     workdir: &Path,
     cfg: &ExtractConfig,
@@ -188,22 +223,7 @@ fn extract_one(
         license: repo.license.clone(),
         stars: repo.stars,
     };
-    let failed = |path: &str, reason: String| ModuleRow {
-        id: String::new(),
-        repo: info.repo.clone(),
-        commit: info.commit.clone(),
-        path: path.to_string(),
-        class_name: String::new(),
-        line: 1,
-        status: ModuleStatus::Failed,
-        reason: Some(reason),
-        program: None,
-        deps: Vec::new(),
-        imports: Vec::new(),
-        lines: 0,
-        license: info.license.clone(),
-        stars: info.stars,
-    };
+    let failed = |path: &str, reason: String| failed_row(repo, path, reason);
     let Some(snapshot) = repo.snapshot.as_deref().filter(|s| is_contained(s)) else {
         let reason = format!(
             "no_snapshot: repository {} has no usable snapshot folder ({:?})",

@@ -188,3 +188,43 @@ fn import_cycles_and_self_bases_terminate() {
     // Neither A nor B reaches nn.Module: no rows for them, and no hang.
     assert!(rows.iter().all(|r| r.class_name != "C"), "{rows:#?}");
 }
+
+#[test]
+fn dotted_and_odd_file_names_extract_and_never_stop_the_repository() {
+    // Names Python cannot import: the file's classes are still extracted, nothing panics,
+    // and importable files next to them keep resolving.
+    let block = |name: &str| {
+        format!(
+            "import torch.nn as nn\nfrom .layers import scale\n\n\nclass {name}(nn.Module):\n    def forward(self, x):\n        return scale(x)\n"
+        )
+    };
+    let files = [
+        ("pkg/__init__.py", String::new()),
+        (
+            "pkg/layers.py",
+            "def scale(x):\n    return x * 2\n".to_string(),
+        ),
+        ("pkg/net.v1.2.py", block("Versioned")),
+        ("pkg/a..b.py", block("DoubleDot")),
+        ("pkg/...py", block("OnlyDots")),
+        ("pkg/.py", block("NoStem")),
+        ("v1.2/model.py", GOOD.replace("Good", "InDottedFolder")),
+        ("my-models/x.py", GOOD.replace("Good", "InDashedFolder")),
+        ("good.py", GOOD.to_string()),
+    ];
+    let pairs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let rows = extract(&pairs);
+    for name in [
+        "Versioned",
+        "DoubleDot",
+        "OnlyDots",
+        "NoStem",
+        "InDottedFolder",
+        "InDashedFolder",
+        "Good",
+    ] {
+        let p = ok_program(&rows, name);
+        assert!(p.contains("class Model(nn.Module):"), "{name}:\n{p}");
+    }
+    assert!(ok_program(&rows, "Versioned").contains("def scale(x):"));
+}
