@@ -9,6 +9,7 @@ use tree_sitter::Node;
 
 use crate::imports::{Binding, Target, bindings_of};
 use crate::names::{Analyzer, StmtNames};
+use crate::python_rules::first_violation;
 use crate::syntax::{Kinds, ParseFailure, first_error_line, parse, text};
 
 /// Why a whole file could not be indexed.
@@ -408,8 +409,13 @@ impl FileIndex {
                     }
                 }
             }
-            let error_line = first_error_line(node).or(names.py2_line);
-            if let Some(line) = names.py2_line {
+            // tree-sitter accepts what CPython refuses (Python 2, tab/space mixes, empty
+            // blocks, ...): such a statement counts as a syntax error too.
+            let error_line = first_error_line(node).or_else(|| match &stmt_kind {
+                StmtKind::Import(_) | StmtKind::Skip => None,
+                _ => first_violation(node, src),
+            });
+            if let Some(line) = error_line {
                 self.error_line = Some(self.error_line.map_or(line, |l| l.min(line)));
             }
             self.stmts.push(Stmt {

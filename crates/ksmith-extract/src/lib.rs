@@ -62,9 +62,15 @@ mod guess;
 mod imports;
 mod index;
 mod names;
+mod python_rules;
 mod resolve;
 mod stage;
 mod syntax;
+
+/// CPython's verdicts, shared with the integration tests.
+#[cfg(test)]
+#[path = "../tests/extract/common/cpython.rs"]
+mod cpython_check;
 
 pub use config::{DEFAULT_ALLOWED_IMPORTS, ExtractConfig};
 pub use error::Error;

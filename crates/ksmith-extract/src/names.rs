@@ -66,9 +66,6 @@ pub(crate) struct StmtNames {
     pub(crate) nested: Vec<NestedImport>,
     /// The statement nests deeper than the analysis allows; the result is incomplete.
     pub(crate) too_deep: bool,
-    /// 1-based line of Python 2 only syntax (`print x`, `exec code`), which tree-sitter
-    /// accepts but Python 3 does not.
-    pub(crate) py2_line: Option<u32>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -123,7 +120,6 @@ pub(crate) struct Analyzer<'s, 't, 'c> {
     sites: Vec<AttrSite>,
     nested: Vec<NestedImport>,
     too_deep: bool,
-    py2_line: Option<u32>,
 }
 
 impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
@@ -153,7 +149,6 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             sites: Vec::new(),
             nested: Vec::new(),
             too_deep: false,
-            py2_line: None,
         }
     }
 
@@ -164,7 +159,6 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         self.function_depth = 0;
         self.depth = 0;
         self.too_deep = false;
-        self.py2_line = None;
         self.visit_stmt(node);
         let module = self
             .scopes
@@ -205,7 +199,6 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             sites,
             nested: std::mem::take(&mut self.nested),
             too_deep: self.too_deep,
-            py2_line: self.py2_line,
         }
     }
 
@@ -405,11 +398,6 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             if let Some(first) = node.named_child(0) {
                 self.visit(first);
             }
-        } else if kind == k.print_statement || kind == k.exec_statement {
-            if self.py2_line.is_none() {
-                self.py2_line = Some(node.start_position().row as u32 + 1);
-            }
-            self.visit_children(node);
         } else if kind == k.case_pattern {
             // Match patterns are not analysed (rare in model code).
         } else if kind == k.comment {

@@ -111,3 +111,21 @@ fn statement_wise_check_agrees_with_whole_program_reparse() {
         );
     }
 }
+
+#[test]
+fn every_ok_program_of_the_corpus_compiles_with_cpython() {
+    let mut programs: Vec<(String, String)> = Vec::new();
+    for repo in REPOS {
+        for r in extract(repo, &ExtractConfig::default()) {
+            if r.status == ModuleStatus::Ok {
+                programs.push((format!("{repo}::{}", r.class_name), r.program.unwrap()));
+            }
+        }
+    }
+    let texts: Vec<&str> = programs.iter().map(|(_, p)| p.as_str()).collect();
+    let verdicts = crate::common::cpython::cpython_verdicts(&texts);
+    for ((name, program), verdict) in programs.iter().zip(verdicts) {
+        assert_eq!(verdict, None, "{name} does not compile:\n{program}");
+    }
+    assert!(programs.len() >= 40, "{}", programs.len());
+}

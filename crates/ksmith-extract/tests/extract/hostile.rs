@@ -228,3 +228,28 @@ fn dotted_and_odd_file_names_extract_and_never_stop_the_repository() {
     }
     assert!(ok_program(&rows, "Versioned").contains("def scale(x):"));
 }
+
+#[test]
+fn text_cpython_refuses_fails_its_class_even_when_tree_sitter_accepts_it() {
+    // Tabs and spaces mixed so that CPython raises TabError, and a method with no body: both
+    // parse without an error node in tree-sitter.
+    let src = "import torch.nn as nn\n\n\nclass Tabs(nn.Module):\n    def forward(self, x):\n        if x is not None:\n\t    return x\n        return x\n\n\nclass Empty(nn.Module):\n    def forward(self, x):\n        return x\n\n    def later(self):\n        # to do\n\n\nclass Fine(nn.Module):\n\tdef forward(self, x):\n\t\treturn x\n";
+    let verdict = crate::common::cpython::cpython_verdicts(&[src]);
+    assert!(verdict[0].is_some(), "CPython compiles it");
+    let rows = extract(&[("mixed.py", src)]);
+    assert_eq!(
+        row(&rows, "Tabs").reason.as_deref(),
+        Some("syntax_error at mixed.py:7")
+    );
+    assert_eq!(
+        row(&rows, "Empty").reason.as_deref(),
+        Some("syntax_error at mixed.py:15")
+    );
+    // Tabs alone, consistently: fine for CPython and for extract.
+    let p = ok_program(&rows, "Fine");
+    assert_eq!(
+        crate::common::cpython::cpython_verdicts(&[p]),
+        vec![None],
+        "{p}"
+    );
+}

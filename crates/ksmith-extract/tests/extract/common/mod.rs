@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod cpython;
+
 use ksmith_core::tables::{ModuleRow, ModuleStatus};
 use ksmith_extract::{ExtractConfig, RepoInfo, SourceFile, extract_repo};
 

@@ -1,0 +1,32 @@
+//! CPython's own verdict on Python sources: the ground truth the extract tests compare with.
+//! Shared by the unit tests of `python_rules` and the integration tests (one copy).
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+/// The line of CPython's `SyntaxError` for each source (`None` when it compiles), from the
+/// project's Python environment (`compile()` only: nothing runs).
+pub fn cpython_verdicts(sources: &[&str]) -> Vec<Option<u32>> {
+    let python = ksmith_core::python_env::resolve_python(None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, src) in sources.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("{i}.py")), src).unwrap();
+    }
+    let script = "import sys, warnings\nwarnings.simplefilter('ignore')\nfor i in range(int(sys.argv[2])):\n    src = open(f'{sys.argv[1]}/{i}.py', encoding='utf-8').read()\n    try:\n        compile(src, 'p', 'exec')\n        print('ok')\n    except SyntaxError as e:\n        print(e.lineno or 0)\n";
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(dir.path())
+        .arg(sources.len().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdicts: Vec<Option<u32>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().ok())
+        .collect();
+    assert_eq!(verdicts.len(), sources.len());
+    verdicts
+}
