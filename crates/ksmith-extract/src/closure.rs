@@ -6,15 +6,83 @@
 //! definition is a function or a module-level value (whose code runs then), everything that one
 //! reaches too. Lazy reads (inside function bodies) may point anywhere, so cycles between
 //! functions are fine. A cycle among eager needs is reported.
+//!
+//! A class is read method by method. Its code outside methods and the methods anything may
+//! call implicitly (`__init__`, `forward`, dunders, the `nn.Module` API it overrides) are
+//! needed; any other method is needed once something needed names it (`x.name`, `getattr(x,
+//! "name")`, `forward = name` in a class body). A method nothing names is kept when what it
+//! needs can be inlined too, and otherwise its body becomes `raise NotImplementedError(...)`
+//! (saying why), so a helper like `from_pretrained` that imports `transformers` does not
+//! reject the class. Nested imports with a fallback (`try: import apex` / `except
+//! ImportError:`) that cannot be inlined become `name = None; raise ImportError(...)`, so the
+//! program takes the fallback; imports under `if TYPE_CHECKING:` never run and stay as written.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::imports::{Binding, Target, is_allowed};
+use crate::imports::{Binding, ImportKinds, Target, is_allowed, read_only_use};
 use crate::index::StmtKind;
+use crate::names::{Guard, NestedImport, Owner};
 use crate::resolve::{Found, Repo};
 
 /// A node of the closure: (file index, statement index).
 pub(crate) type NodeId = (usize, usize);
+
+/// What is read as a whole: a statement outside its methods (`None`) or one method's body.
+type Unit = (NodeId, Owner);
+
+/// Methods the Python runtime or torch may call on a class without the program naming them
+/// (dunders aside): the `nn.Module` API a class may override and `autograd.Function`'s.
+const CALLED_IMPLICITLY: &[&str] = &[
+    "forward",
+    "extra_repr",
+    "_apply",
+    "_load_from_state_dict",
+    "_save_to_state_dict",
+    "_get_name",
+    "_named_members",
+    "_call_impl",
+    "_wrapped_call_impl",
+    "_replicate_for_data_parallel",
+    "state_dict",
+    "load_state_dict",
+    "get_extra_state",
+    "set_extra_state",
+    "train",
+    "eval",
+    "to",
+    "cuda",
+    "cpu",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "type",
+    "apply",
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+    "zero_grad",
+    "requires_grad_",
+    "register_buffer",
+    "register_parameter",
+    "register_module",
+    "add_module",
+    "backward",
+    "setup_context",
+    "jvp",
+    "vjp",
+];
+
+/// True for a method that may run without the program naming it.
+fn called_implicitly(name: &str) -> bool {
+    (name.starts_with("__") && name.ends_with("__") && name.len() > 4)
+        || CALLED_IMPLICITLY.contains(&name)
+}
 
 /// A text replacement inside a statement: byte range (file offsets) and new text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,15 +171,20 @@ pub(crate) struct Plan {
 }
 
 /// Builder state.
+#[derive(Clone)]
 struct Closure<'r> {
     repo: &'r Repo,
     entry: NodeId,
     included: HashSet<NodeId>,
-    queue: Vec<NodeId>,
+    queue: Vec<Unit>,
     edges: Vec<(NodeId, NodeId, bool)>,
     namespace: HashMap<String, Binder>,
     problems: Vec<Problem>,
     plan: Plan,
+    /// Names methods may be called by, found in the units read so far.
+    mentioned: HashSet<String>,
+    /// Methods not read yet, by name: nothing read so far names them.
+    pending: HashMap<String, Vec<(NodeId, u16)>>,
 }
 
 /// Builds the closure of the class at `entry`, renamed to `Model`.
@@ -125,11 +198,14 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
         namespace: HashMap::new(),
         problems: Vec::new(),
         plan: Plan::default(),
+        mentioned: HashSet::new(),
+        pending: HashMap::new(),
     };
     c.register("Model", Binder::Node(entry));
     c.include(entry);
-    while let Some(node) = c.queue.pop() {
-        c.visit(node);
+    c.drain();
+    if c.problems.is_empty() {
+        c.settle_pending();
     }
     // Names the program adds itself.
     for reserved in ["get_inputs", "get_init_inputs"] {
@@ -150,10 +226,84 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
 }
 
 impl<'r> Closure<'r> {
+    /// Adds a statement: its code outside methods and the methods that may run are read; the
+    /// others wait until something names them.
     fn include(&mut self, node: NodeId) {
-        if self.included.insert(node) {
-            self.queue.push(node);
+        if !self.included.insert(node) {
+            return;
         }
+        self.queue.push((node, None));
+        let file = &self.repo.files[node.0];
+        if file.future_annotations {
+            // Its annotations were written to be never evaluated.
+            self.plan
+                .imports
+                .insert("from __future__ import annotations".to_string());
+        }
+        let stmt = &file.stmts[node.1];
+        let is_class = matches!(stmt.kind, StmtKind::Class(_));
+        for (i, m) in stmt.names.methods.iter().enumerate() {
+            let i = i as u16;
+            if !is_class || called_implicitly(&m.name) || self.mentioned.contains(&m.name) {
+                self.queue.push((node, Some(i)));
+            } else {
+                self.pending
+                    .entry(m.name.clone())
+                    .or_default()
+                    .push((node, i));
+            }
+        }
+    }
+
+    /// Reads queued units until none is left.
+    fn drain(&mut self) {
+        while let Some(unit) = self.queue.pop() {
+            self.visit(unit);
+        }
+    }
+
+    /// Decides each method nothing names, in file order: it stays when reading it (and what it
+    /// pulls in) adds no problem; otherwise its body is replaced by a `raise`.
+    fn settle_pending(&mut self) {
+        loop {
+            let next = self
+                .pending
+                .iter()
+                .flat_map(|(name, v)| v.iter().map(move |m| (*m, name)))
+                .min()
+                .map(|(m, name)| (m, name.clone()));
+            let Some(((node, i), name)) = next else {
+                return;
+            };
+            if let Some(list) = self.pending.get_mut(&name) {
+                list.retain(|m| *m != (node, i));
+                if list.is_empty() {
+                    self.pending.remove(&name);
+                }
+            }
+            let mut trial = self.clone();
+            trial.queue.push((node, Some(i)));
+            trial.drain();
+            // Tier one found no problem, so all of the trial's are new; the first is the
+            // method's own (it is read first).
+            match trial.problems.first() {
+                None => *self = trial,
+                Some(problem) => self.stub(node, i, &problem.reason()),
+            }
+        }
+    }
+
+    /// Replaces the body of method `i` of `node` by a `raise` saying why.
+    fn stub(&mut self, node: NodeId, i: u16, why: &str) {
+        let stmt = &self.repo.files[node.0].stmts[node.1];
+        let Some(method) = stmt.names.methods.get(usize::from(i)) else {
+            return;
+        };
+        let text = format!(
+            "raise NotImplementedError({})",
+            python_string(&format!("removed by ksmith: {why}"))
+        );
+        self.edit(node, method.body.0, method.body.1, text);
     }
 
     fn register(&mut self, name: &str, binder: Binder) {
@@ -175,7 +325,9 @@ impl<'r> Closure<'r> {
         }
     }
 
-    fn visit(&mut self, node: NodeId) {
+    /// Reads one unit: registers what the statement defines (with its code outside methods)
+    /// and follows everything the unit reads.
+    fn visit(&mut self, (node, owner): Unit) {
         let repo = self.repo;
         let (fi, si) = node;
         let file = &repo.files[fi];
@@ -194,27 +346,18 @@ impl<'r> Closure<'r> {
             });
             return;
         }
-        for d in &stmt.names.defines {
-            let name = if node == self.entry && d == "Model" {
-                continue;
-            } else {
-                d.as_str()
-            };
-            self.register(name, Binder::Node(node));
-        }
-        for nested in &stmt.names.nested {
-            if nested.local {
-                self.edit(node, nested.start, nested.end, "pass".to_string());
-            } else {
-                for b in &nested.bindings {
-                    let package = b.target.top_package().unwrap_or("");
-                    if !b.target.is_future() && !is_allowed(package, &repo.allowed) {
-                        self.problems.push(Problem::NotAllowed(package.to_string()));
-                    }
+        if owner.is_none() {
+            for d in &stmt.names.defines {
+                if node == self.entry && d == "Model" {
+                    continue;
                 }
+                self.register(d, Binder::Node(node));
             }
         }
-        for site in &stmt.names.sites {
+        for nested in stmt.names.nested.iter().filter(|n| n.owner == owner) {
+            self.nested_import(node, nested);
+        }
+        for site in stmt.names.sites.iter().filter(|s| s.owner == owner) {
             let eager = stmt
                 .names
                 .reads
@@ -233,7 +376,7 @@ impl<'r> Closure<'r> {
                 match &found {
                     Found::Module { .. } => continue,
                     Found::Def { .. } | Found::External { .. } => {
-                        let local = self.use_found(node, attr, found.clone(), eager);
+                        let local = self.use_found((node, owner), attr, found.clone(), eager);
                         if let Some(local) = local {
                             self.edit(node, site.start, *end, local);
                         }
@@ -266,12 +409,12 @@ impl<'r> Closure<'r> {
                     }
                     other => {
                         // The base is not a module after all (e.g. shadowed): treat as a read.
-                        self.use_found(node, &site.base, other, eager);
+                        self.use_found((node, owner), &site.base, other, eager);
                     }
                 }
             }
         }
-        for read in &stmt.names.reads {
+        for read in stmt.names.reads.iter().filter(|r| r.owner == owner) {
             if !read.bare {
                 continue;
             }
@@ -281,14 +424,62 @@ impl<'r> Closure<'r> {
                     .push(Problem::ModuleReference(read.name.clone()));
                 continue;
             }
-            self.use_found(node, &read.name, found, read.eager);
+            self.use_found((node, owner), &read.name, found, read.eager);
+        }
+        for &(start, end, _) in stmt.names.mentions.iter().filter(|m| m.2 == owner) {
+            let Some(name) = file.source.get(start as usize..end as usize) else {
+                continue;
+            };
+            if !self.mentioned.contains(name) {
+                self.mentioned.insert(name.to_string());
+                for (n, i) in self.pending.remove(name).unwrap_or_default() {
+                    self.queue.push((n, Some(i)));
+                }
+            }
+        }
+    }
+
+    /// An import inside a statement: a repository-local one becomes `pass` (its definitions
+    /// are inlined); an external one must be allowed (or read-only and only read). One with a
+    /// fallback that cannot be kept becomes a `raise ImportError`; one under `TYPE_CHECKING`
+    /// never runs and stays.
+    fn nested_import(&mut self, node: NodeId, nested: &NestedImport) {
+        let repo = self.repo;
+        if nested.local {
+            let text = if repo.falls_back(node.0, nested) {
+                fallback_text(nested, "a repository module it names is missing")
+            } else {
+                "pass".to_string()
+            };
+            self.edit(node, nested.start, nested.end, text);
+            return;
+        }
+        if nested.guard == Guard::TypeChecking {
+            return;
+        }
+        let stmt = &repo.files[node.0].stmts[node.1];
+        let refused = nested.bindings.iter().find_map(|b| {
+            let package = b.target.top_package().unwrap_or("");
+            let fine = b.target.is_future()
+                || is_allowed(package, &repo.allowed)
+                || (repo.map.is_read_only(package)
+                    && only_reads(stmt, nested.owner, &b.local, &b.target));
+            (!fine).then(|| package.to_string())
+        });
+        match refused {
+            None => {}
+            Some(package) if nested.guard == Guard::Fallback => {
+                let why = format!("{package} is not available to extracted programs");
+                self.edit(node, nested.start, nested.end, fallback_text(nested, &why));
+            }
+            Some(package) => self.problems.push(Problem::NotAllowed(package)),
         }
     }
 
     /// Records what a read of `local` in `node` needs; returns the name it has in the program.
     fn use_found(
         &mut self,
-        node: NodeId,
+        (node, owner): Unit,
         local: &str,
         found: Found,
         eager: bool,
@@ -309,6 +500,14 @@ impl<'r> Closure<'r> {
                 Some(name)
             }
             Found::External { binding } => {
+                let package = binding.target.top_package().unwrap_or("");
+                let stmt = &self.repo.files[node.0].stmts[node.1];
+                if self.repo.map.is_read_only(package)
+                    && !only_reads(stmt, owner, local, &binding.target)
+                {
+                    self.problems.push(Problem::NotAllowed(package.to_string()));
+                    return None;
+                }
                 let (line, identity) = import_line(&binding, local);
                 self.register(local, Binder::Import(identity));
                 self.plan.imports.insert(line);
@@ -428,6 +627,61 @@ impl<'r> Closure<'r> {
         }
         Ok(order)
     }
+}
+
+/// True when statement `stmt` (within `owner`) uses `local`, bound to `target` of a read-only
+/// package, only to read (`os.environ.get(...)`, `os.path.join(...)`) and uses it at all: a
+/// name it does not record uses of (bound elsewhere) may be used in any way.
+fn only_reads(stmt: &crate::index::Stmt, owner: Owner, local: &str, target: &Target) -> bool {
+    let base = match target {
+        Target::Module { path, .. } => path.clone(),
+        Target::Name { module, name, .. } => format!("{module}.{name}"),
+        Target::Star { .. } => return false,
+    };
+    let mut uses = stmt
+        .names
+        .package_uses
+        .iter()
+        .filter(|u| u.owner == owner && u.base == local)
+        .peekable();
+    uses.peek().is_some()
+        && uses.all(|u| {
+            let full = if u.path.is_empty() {
+                base.clone()
+            } else {
+                format!("{base}.{}", u.path)
+            };
+            !u.store && read_only_use(&full)
+        })
+}
+
+/// The text replacing an import that has a fallback but cannot be kept: the names it binds
+/// become `None` and `ImportError` sends the program to the handler, as when the package is
+/// not installed.
+fn fallback_text(nested: &NestedImport, why: &str) -> String {
+    let mut text = String::new();
+    for b in nested.bindings.iter().filter(|b| b.local != "*") {
+        text.push_str(&b.local);
+        text.push_str(" = ");
+    }
+    if !text.is_empty() {
+        text.push_str("None; ");
+    }
+    text.push_str(&format!("raise ImportError({})", python_string(why)));
+    text
+}
+
+/// A Python string literal holding `text`.
+fn python_string(text: &str) -> String {
+    let escaped: String = text
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => format!("\\{c}"),
+            '\n' | '\r' => " ".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    format!("\"{escaped}\"")
 }
 
 /// The import line for a binding read as `local`, and the identity of what it binds.

@@ -12,6 +12,12 @@ pub struct ExtractConfig {
     /// `torch.nn.functional`, ...). A module that needs any other package is rejected with
     /// `import_not_allowed: <package>`. `__future__` is always allowed.
     pub allowed_imports: Vec<String>,
+    /// Packages a program may import for reading only: `os` for `os.environ` reads,
+    /// `os.getenv` and `os.path.*`, `sys` for `sys.version_info`, `sys.platform`,
+    /// `sys.maxsize`, ... (the uses are listed in the code; `read_only_use`). Any other use
+    /// (`os.makedirs`, `os.environ[...] = ...`, `sys.exit`) rejects the module with
+    /// `import_not_allowed: <package>`. Only `os` and `sys` have read-only uses.
+    pub read_only_imports: Vec<String>,
     /// Programs with more lines than this are rejected as `too_large`.
     pub max_lines: u32,
     /// Files larger than this many bytes are not parsed; they get a `file_too_large` row.
@@ -29,12 +35,13 @@ pub struct ExtractConfig {
     pub verify_whole_program: bool,
 }
 
-/// The packages of the probe environment (torch, triton, numpy and the standard library
-/// modules model code commonly uses).
+/// The packages of the probe environment (torch, triton, numpy, einops and the standard
+/// library modules model code commonly uses that change nothing outside the program).
 pub const DEFAULT_ALLOWED_IMPORTS: &[&str] = &[
     "torch",
     "triton",
     "numpy",
+    "einops",
     "math",
     "functools",
     "itertools",
@@ -55,7 +62,25 @@ pub const DEFAULT_ALLOWED_IMPORTS: &[&str] = &[
     "uuid",
     "inspect",
     "logging",
+    "contextlib",
+    "datetime",
+    "json",
+    "fnmatch",
+    "weakref",
+    "textwrap",
+    "bisect",
+    "heapq",
+    "fractions",
+    "decimal",
+    "statistics",
+    "struct",
+    "base64",
+    "argparse",
+    "typing_extensions",
 ];
+
+/// The packages whose read-only uses extract knows (see `imports::read_only_use`).
+pub const READ_ONLY_PACKAGES: &[&str] = &["os", "sys"];
 
 impl Default for ExtractConfig {
     fn default() -> Self {
@@ -64,6 +89,7 @@ impl Default for ExtractConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            read_only_imports: READ_ONLY_PACKAGES.iter().map(|s| s.to_string()).collect(),
             max_lines: 1000,
             max_file_bytes: 4 * 1024 * 1024,
             parse_timeout_ms: 10_000,
@@ -83,6 +109,14 @@ impl ExtractConfig {
             if !ok {
                 return Err(Error::Config(format!(
                     "[extract] allowed_imports: `{p}` is not a top-level package name (write `torch`, not `torch.nn`)"
+                )));
+            }
+        }
+        for p in &self.read_only_imports {
+            if !READ_ONLY_PACKAGES.contains(&p.as_str()) {
+                return Err(Error::Config(format!(
+                    "[extract] read_only_imports: `{p}` has no known read-only uses (known: {})",
+                    READ_ONLY_PACKAGES.join(", ")
                 )));
             }
         }

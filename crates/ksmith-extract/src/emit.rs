@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::builtins::is_builtin;
 use crate::closure::{NodeId, Plan};
-use crate::imports::Target;
+use crate::imports::Standalone;
 use crate::index::{FileIndex, Limits, StmtKind};
 use crate::resolve::Repo;
 
@@ -142,8 +142,7 @@ pub(crate) struct PieceCheck {
 impl PieceCheck {
     /// Re-parses `text` (one or more top-level statements) and analyses its names.
     pub(crate) fn new(text: &str, limits: &Limits) -> PieceCheck {
-        let never_local = |_: &Target| false;
-        let index = FileIndex::build("<program>", text.as_bytes(), &never_local, limits);
+        let index = FileIndex::build("<program>", text.as_bytes(), &Standalone, limits);
         if let Some(problem) = &index.problem {
             return PieceCheck {
                 problem: Some(problem.reason("program")),

@@ -86,12 +86,11 @@ pub fn extract_repo_with_stats(
     order.sort_by(|a, b| a.path.cmp(&b.path));
     order.dedup_by(|a, b| a.path == b.path);
     let paths: Vec<&str> = order.iter().map(|f| f.path.as_str()).collect();
-    let map = ModuleMap::new(&paths, &cfg.allowed_imports);
+    let map = ModuleMap::new(&paths, &cfg.allowed_imports, &cfg.read_only_imports);
     let limits = limits(cfg);
-    let is_local = |t: &crate::imports::Target| map.is_local(t);
     let indexes: Vec<FileIndex> = order
         .par_iter()
-        .map(|f| FileIndex::build(&f.path, &f.bytes, &is_local, &limits))
+        .map(|f| FileIndex::build(&f.path, &f.bytes, &map, &limits))
         .collect();
     let stats = ExtractStats {
         files: order.len() as u64,

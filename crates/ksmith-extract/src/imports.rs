@@ -203,6 +203,83 @@ pub(crate) fn bindings_of(node: Node<'_>, src: &str) -> Vec<Binding> {
     out
 }
 
+/// What the import targets of a repository's files are, as indexing needs to know.
+pub(crate) trait ImportKinds: Sync {
+    /// True when the target is a module of the repository itself.
+    fn is_local(&self, target: &Target) -> bool;
+    /// True when `package` (top-level) may be imported for its read-only uses only.
+    fn is_read_only(&self, package: &str) -> bool;
+}
+
+/// A program on its own: no repository around it, every import external.
+pub(crate) struct Standalone;
+
+impl ImportKinds for Standalone {
+    fn is_local(&self, _: &Target) -> bool {
+        false
+    }
+    fn is_read_only(&self, _: &str) -> bool {
+        false
+    }
+}
+
+/// The read-only uses of `os` and `sys`: a use whose full dotted path is one of these, or (for
+/// those marked `true`) lies below one, only reads.
+const READ_ONLY_USES: &[(&str, bool)] = &[
+    ("os.environ", false),
+    ("os.environ.get", false),
+    ("os.getenv", false),
+    ("os.path", true),
+    ("os.sep", false),
+    ("os.pathsep", false),
+    ("os.linesep", false),
+    ("os.extsep", false),
+    ("os.altsep", false),
+    ("os.curdir", false),
+    ("os.pardir", false),
+    ("os.devnull", false),
+    ("os.name", false),
+    ("os.cpu_count", false),
+    ("os.getpid", false),
+    ("os.getcwd", false),
+    ("os.fspath", false),
+    ("os.PathLike", false),
+    ("sys.version_info", true),
+    ("sys.version", false),
+    ("sys.hexversion", false),
+    ("sys.implementation", true),
+    ("sys.platform", true),
+    ("sys.byteorder", false),
+    ("sys.maxsize", false),
+    ("sys.float_info", true),
+    ("sys.int_info", true),
+    ("sys.modules", false),
+    ("sys.modules.get", false),
+    ("sys.argv", false),
+    ("sys.getrecursionlimit", false),
+    ("sys.getsizeof", false),
+    ("sys.getdefaultencoding", false),
+    ("sys.stdout", false),
+    ("sys.stdout.write", false),
+    ("sys.stdout.flush", false),
+    ("sys.stderr", false),
+    ("sys.stderr.write", false),
+    ("sys.stderr.flush", false),
+];
+
+/// True when using `path` (a full dotted path such as `os.environ.get`) only reads: it names
+/// a read-only use or something below one that reads below (`os.path.join`,
+/// `sys.version_info.major`). A bare package (`os`) is not a read-only use.
+pub(crate) fn read_only_use(path: &str) -> bool {
+    READ_ONLY_USES.iter().any(|(prefix, below)| {
+        path == *prefix
+            || (*below
+                && path
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with('.')))
+    })
+}
+
 /// True when `package` (a top-level package name) is allowed by `allowed`, a list of top-level
 /// package names.
 pub(crate) fn is_allowed(package: &str, allowed: &[String]) -> bool {
@@ -263,5 +340,39 @@ mod tests {
         let b = first_stmt_bindings("from numpy import *\n");
         assert_eq!(b[0].local, "*");
         assert_eq!(b[0].line_as("*"), "from numpy import *");
+    }
+
+    #[test]
+    fn only_reading_uses_of_os_and_sys_are_read_only() {
+        for path in [
+            "os.environ",
+            "os.environ.get",
+            "os.getenv",
+            "os.path",
+            "os.path.join",
+            "os.path.exists",
+            "sys.version_info",
+            "sys.version_info.major",
+            "sys.platform.startswith",
+            "sys.stderr.write",
+        ] {
+            assert!(read_only_use(path), "{path}");
+        }
+        for path in [
+            "os",
+            "sys",
+            "os.makedirs",
+            "os.system",
+            "os.environ.setdefault",
+            "os.environ.update",
+            "os.pathlike",
+            "os.path_x",
+            "sys.exit",
+            "sys.path.append",
+            "sys.argv.append",
+            "sys.modules.pop",
+        ] {
+            assert!(!read_only_use(path), "{path}");
+        }
     }
 }

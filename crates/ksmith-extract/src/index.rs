@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tree_sitter::Node;
 
-use crate::imports::{Binding, Target, bindings_of};
+use crate::imports::{Binding, ImportKinds, Target, bindings_of};
 use crate::names::{Analyzer, StmtNames};
 use crate::python_rules::first_violation;
 use crate::syntax::{Kinds, ParseFailure, first_error_line, parse, text};
@@ -163,6 +163,9 @@ pub(crate) struct FileIndex {
     pub(crate) problem: Option<FileProblem>,
     /// 1-based line of the first syntax error in the file.
     pub(crate) error_line: Option<u32>,
+    /// The file has `from __future__ import annotations`: its annotations are never
+    /// evaluated, and a program inlining its statements needs the same import.
+    pub(crate) future_annotations: bool,
 }
 
 /// True for a name Python can import: an identifier (letters, digits and `_`, not starting
@@ -250,14 +253,16 @@ impl FileIndex {
             stars: Vec::new(),
             problem,
             error_line: None,
+            future_annotations: false,
         }
     }
 
-    /// Indexes one file. `is_local` tells whether an import target is inside the repository.
+    /// Indexes one file. `kinds` tells what an import target is (inside the repository, a
+    /// read-only package).
     pub(crate) fn build(
         path: &str,
         bytes: &[u8],
-        is_local: &dyn Fn(&Target) -> bool,
+        kinds: &dyn ImportKinds,
         limits: &Limits,
     ) -> FileIndex {
         if bytes.len() as u64 > limits.max_file_bytes {
@@ -281,18 +286,12 @@ impl FileIndex {
         let mut index = FileIndex::empty(path, None);
         let root = tree.root_node();
         index.error_line = first_error_line(root);
-        index.fill(source, root, is_local, limits.max_depth);
+        index.fill(source, root, kinds, limits.max_depth);
         index.source = source.to_string();
         index
     }
 
-    fn fill(
-        &mut self,
-        src: &str,
-        root: Node<'_>,
-        is_local: &dyn Fn(&Target) -> bool,
-        max_depth: u32,
-    ) {
+    fn fill(&mut self, src: &str, root: Node<'_>, kinds: &dyn ImportKinds, max_depth: u32) {
         let k = Kinds::get();
         let mut cursor = root.walk();
         let top: Vec<Node<'_>> = root
@@ -300,8 +299,9 @@ impl FileIndex {
             .filter(|n| n.kind_id() != k.comment)
             .collect();
         // Imports first: names bound by repository-local imports are the candidates for
-        // attribute-chain rewriting.
+        // attribute-chain rewriting, names bound to read-only packages have their uses recorded.
         let mut candidates: HashSet<&str> = HashSet::new();
+        let mut read_only_names: HashSet<&str> = HashSet::new();
         for node in &top {
             let kind = node.kind_id();
             if kind == k.import_statement
@@ -309,18 +309,27 @@ impl FileIndex {
                 || kind == k.future_import_statement
             {
                 for b in bindings_of(*node, src) {
-                    if is_local(&b.target)
-                        && let Some(pos) = find_word(text(src, *node), &b.local)
+                    let set = if kinds.is_local(&b.target) {
+                        &mut candidates
+                    } else if b
+                        .target
+                        .top_package()
+                        .is_some_and(|p| kinds.is_read_only(p))
                     {
+                        &mut read_only_names
+                    } else {
+                        continue;
+                    };
+                    if let Some(pos) = find_word(text(src, *node), &b.local) {
                         let start = node.start_byte() + pos;
                         if let Some(s) = src.get(start..start + b.local.len()) {
-                            candidates.insert(s);
+                            set.insert(s);
                         }
                     }
                 }
             }
         }
-        let mut analyzer = Analyzer::new(src, root, candidates, is_local, max_depth);
+        let mut analyzer = Analyzer::new(src, root, candidates, read_only_names, kinds, max_depth);
         for node in top {
             let kind = node.kind_id();
             let stmt_kind = if kind == k.import_statement
@@ -393,6 +402,9 @@ impl FileIndex {
             match &stmt_kind {
                 StmtKind::Import(bindings) => {
                     for b in bindings {
+                        if b.target.is_future() && b.local == "annotations" {
+                            self.future_annotations = true;
+                        }
                         if let Target::Star { .. } = b.target {
                             self.stars.push(b.target.clone());
                         } else {

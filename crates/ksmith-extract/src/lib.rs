@@ -72,7 +72,7 @@ mod syntax;
 #[path = "../tests/extract/common/cpython.rs"]
 mod cpython_check;
 
-pub use config::{DEFAULT_ALLOWED_IMPORTS, ExtractConfig};
+pub use config::{DEFAULT_ALLOWED_IMPORTS, ExtractConfig, READ_ONLY_PACKAGES};
 pub use error::Error;
 pub use extract::{
     ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo, extract_repo_with_stats,

@@ -5,6 +5,14 @@
 //! at module level, the `alias.attr` chains on names bound by repository-local imports (so they
 //! can be rewritten when the program is flattened) and the imports nested inside it.
 //!
+//! Everything found carries an [`Owner`]: the method of a top-level class whose body it is in,
+//! or none. Extraction keeps a method that nothing in the program calls (it is never named
+//! as an attribute) only when what that method needs can be inlined; see `closure`.
+//! Imports inside a `try` whose handlers catch `ImportError` are marked as having a fallback,
+//! and imports under `if TYPE_CHECKING:` as never running. The uses of names bound to the
+//! read-only packages (`os`, `sys`) are recorded with their attribute paths, so a use that is
+//! not a read can be refused.
+//!
 //! Scoping: function, lambda and comprehension bodies are scopes; a name bound anywhere in a
 //! function (parameter, assignment, `for`/`with`/`except` target, nested `def`/`class`, import,
 //! walrus, `del`) is local to it unless declared `global`/`nonlocal`; class bodies are scopes
@@ -15,10 +23,16 @@ use std::collections::{HashMap, HashSet};
 
 use tree_sitter::{Node, TreeCursor};
 
-use crate::imports::{Binding, Target, bindings_of};
+use crate::imports::{Binding, ImportKinds, bindings_of};
+use crate::index::find_word;
 use crate::syntax::{Kinds, text};
 
-/// A global name read by a statement.
+/// Where code of a top-level statement is: `Some(i)` in the body of the `i`-th method of a
+/// top-level class (see [`StmtNames::methods`]), `None` anywhere else (the class body, its
+/// decorators and default values, any other statement).
+pub(crate) type Owner = Option<u16>;
+
+/// A global name read by a statement (one entry per name and owner).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Read {
     /// The name.
@@ -27,6 +41,42 @@ pub(crate) struct Read {
     pub(crate) eager: bool,
     /// Read at least once other than as the base of a recorded attribute chain.
     pub(crate) bare: bool,
+    /// Where it is read.
+    pub(crate) owner: Owner,
+}
+
+/// A method defined directly in the body of a top-level class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MethodSpan {
+    /// Its name.
+    pub(crate) name: String,
+    /// Byte range of its body (the block after `def ...:`).
+    pub(crate) body: (usize, usize),
+}
+
+/// What protects a nested import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// Nothing: the import runs and must succeed.
+    None,
+    /// It is in the body of a `try` whose handlers catch `ImportError`: when it cannot be
+    /// inlined, the program takes the handler's fallback.
+    Fallback,
+    /// It is under `if TYPE_CHECKING:` and never runs.
+    TypeChecking,
+}
+
+/// A use of a name bound to a read-only package (`os`, `os.environ`, `sys`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PackageUse {
+    /// The name used.
+    pub(crate) base: String,
+    /// The attributes taken from it, dotted (`environ.get`), empty for a bare use.
+    pub(crate) path: String,
+    /// It is assigned to or deleted (`os.environ["X"] = ...`).
+    pub(crate) store: bool,
+    /// Where.
+    pub(crate) owner: Owner,
 }
 
 /// An attribute chain `base.a.b` whose base is bound by a repository-local import.
@@ -38,6 +88,8 @@ pub(crate) struct AttrSite {
     pub(crate) base: String,
     /// The attributes, innermost first, each with the end byte of the chain up to it.
     pub(crate) chain: Vec<(String, usize)>,
+    /// Where.
+    pub(crate) owner: Owner,
 }
 
 /// An import statement that is not a direct child of the module.
@@ -51,12 +103,16 @@ pub(crate) struct NestedImport {
     pub(crate) bindings: Vec<Binding>,
     /// True when it imports from the repository itself.
     pub(crate) local: bool,
+    /// Where.
+    pub(crate) owner: Owner,
+    /// What protects it.
+    pub(crate) guard: Guard,
 }
 
 /// What the analysis of one statement found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct StmtNames {
-    /// Global names read, sorted by name.
+    /// Global names read, sorted by name and owner.
     pub(crate) reads: Vec<Read>,
     /// Names bound at module level.
     pub(crate) defines: Vec<String>,
@@ -64,6 +120,14 @@ pub(crate) struct StmtNames {
     pub(crate) sites: Vec<AttrSite>,
     /// Imports nested inside the statement.
     pub(crate) nested: Vec<NestedImport>,
+    /// The methods of a top-level class (empty for other statements).
+    pub(crate) methods: Vec<MethodSpan>,
+    /// Byte ranges of the names a method can be called by: attribute names (`x.name`), names
+    /// read in a class body (`forward = _impl`) and strings that are identifiers
+    /// (`getattr(self, "name")`).
+    pub(crate) mentions: Vec<(u32, u32, Owner)>,
+    /// Uses of names bound to read-only packages.
+    pub(crate) package_uses: Vec<PackageUse>,
     /// The statement nests deeper than the analysis allows; the result is incomplete.
     pub(crate) too_deep: bool,
 }
@@ -83,6 +147,7 @@ struct Pending<'s> {
     /// Declared `global` in a scope it passed through: no enclosing scope captures it.
     global: bool,
     site: Option<usize>,
+    owner: Owner,
 }
 
 struct Scope<'s> {
@@ -115,23 +180,40 @@ pub(crate) struct Analyzer<'s, 't, 'c> {
     max_depth: u32,
     /// Names bound by repository-local imports: attribute chains on them are recorded.
     candidates: HashSet<&'s str>,
-    is_local: &'c dyn Fn(&Target) -> bool,
+    /// Names bound by imports of read-only packages: their uses are recorded.
+    read_only_names: HashSet<&'s str>,
+    kinds: &'c dyn ImportKinds,
     out_defines: Vec<&'s str>,
     sites: Vec<AttrSite>,
     nested: Vec<NestedImport>,
+    methods: Vec<MethodSpan>,
+    mentions: Vec<(u32, u32, Owner)>,
+    package_uses: Vec<PackageUse>,
+    /// Where the code being visited is.
+    owner: Owner,
+    /// The method whose `def` is visited next.
+    next_method: Owner,
+    /// Inside `try` bodies that fall back on `ImportError`.
+    fallback_depth: u32,
+    /// Inside `if TYPE_CHECKING:` blocks.
+    type_checking_depth: u32,
+    /// Inside an assignment or `del` target.
+    store_depth: u32,
     too_deep: bool,
 }
 
 impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
     /// An analyzer for the file `src` whose tree is rooted at `root`.
     ///
-    /// `candidates` are the names bound by the file's top-level repository-local imports;
-    /// `is_local` tells whether an import target is in the repository.
+    /// `candidates` are the names bound by the file's top-level repository-local imports,
+    /// `read_only_names` those bound by its top-level imports of read-only packages; `kinds`
+    /// tells what an import target is.
     pub(crate) fn new(
         src: &'s str,
         root: Node<'t>,
         candidates: HashSet<&'s str>,
-        is_local: &'c dyn Fn(&Target) -> bool,
+        read_only_names: HashSet<&'s str>,
+        kinds: &'c dyn ImportKinds,
         max_depth: u32,
     ) -> Self {
         Analyzer {
@@ -144,10 +226,19 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             depth: 0,
             max_depth,
             candidates,
-            is_local,
+            read_only_names,
+            kinds,
             out_defines: Vec::new(),
             sites: Vec::new(),
             nested: Vec::new(),
+            methods: Vec::new(),
+            mentions: Vec::new(),
+            package_uses: Vec::new(),
+            owner: None,
+            next_method: None,
+            fallback_depth: 0,
+            type_checking_depth: 0,
+            store_depth: 0,
             too_deep: false,
         }
     }
@@ -159,12 +250,17 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         self.function_depth = 0;
         self.depth = 0;
         self.too_deep = false;
+        self.owner = None;
+        self.next_method = None;
+        self.fallback_depth = 0;
+        self.type_checking_depth = 0;
+        self.store_depth = 0;
         self.visit_stmt(node);
         let module = self
             .scopes
             .pop()
             .unwrap_or_else(|| Scope::new(ScopeKind::Module));
-        let mut reads: HashMap<&'s str, Read> = HashMap::new();
+        let mut reads: HashMap<(&'s str, Owner), Read> = HashMap::new();
         let mut live_sites = vec![false; self.sites.len()];
         for p in module.pending {
             if let Some(i) = p.site
@@ -172,16 +268,17 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             {
                 *slot = true;
             }
-            let entry = reads.entry(p.name).or_insert_with(|| Read {
+            let entry = reads.entry((p.name, p.owner)).or_insert_with(|| Read {
                 name: p.name.to_string(),
                 eager: false,
                 bare: false,
+                owner: p.owner,
             });
             entry.eager |= p.eager;
             entry.bare |= p.site.is_none();
         }
         let mut reads: Vec<Read> = reads.into_values().collect();
-        reads.sort_by(|a, b| a.name.cmp(&b.name));
+        reads.sort_by(|a, b| (&a.name, a.owner).cmp(&(&b.name, b.owner)));
         let sites = std::mem::take(&mut self.sites)
             .into_iter()
             .zip(live_sites)
@@ -198,6 +295,9 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             defines,
             sites,
             nested: std::mem::take(&mut self.nested),
+            methods: std::mem::take(&mut self.methods),
+            mentions: std::mem::take(&mut self.mentions),
+            package_uses: std::mem::take(&mut self.package_uses),
             too_deep: self.too_deep,
         }
     }
@@ -241,12 +341,30 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
 
     fn read(&mut self, name: &'s str, site: Option<usize>) {
         let eager = self.function_depth == 0;
+        let owner = self.owner;
         self.scope().pending.push(Pending {
             name,
             eager,
             via_function: false,
             global: false,
             site,
+            owner,
+        });
+    }
+
+    /// Records that `node`'s text may name a method.
+    fn mention(&mut self, node: Node<'t>) {
+        self.mentions
+            .push((node.start_byte() as u32, node.end_byte() as u32, self.owner));
+    }
+
+    /// Records a use of a name bound to a read-only package.
+    fn package_use(&mut self, base: &str, path: String) {
+        self.package_uses.push(PackageUse {
+            base: base.to_string(),
+            path,
+            store: self.store_depth > 0,
+            owner: self.owner,
         });
     }
 
@@ -312,8 +430,31 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         if kind == k.identifier {
             let name = text(self.src, node);
             if !name.is_empty() {
+                if self
+                    .scopes
+                    .last()
+                    .is_some_and(|s| s.kind == ScopeKind::Class)
+                {
+                    // `forward = _impl` in a class body names a method.
+                    self.mention(node);
+                }
+                if self.read_only_names.contains(name) {
+                    self.package_use(name, String::new());
+                }
                 self.read(name, None);
             }
+        } else if kind == k.string {
+            // `getattr(self, "name")` names a method.
+            if is_identifier_string(text(self.src, node)) {
+                // The name between the quotes.
+                let (start, end) = (node.start_byte() + 1, node.end_byte() - 1);
+                self.mentions.push((start as u32, end as u32, self.owner));
+            }
+            self.visit_children(node);
+        } else if kind == k.try_statement {
+            self.visit_try(node);
+        } else if kind == k.if_statement && is_type_checking(node, self.src) {
+            self.visit_type_checking(node);
         } else if kind == k.attribute {
             self.visit_attribute(node);
         } else if kind == k.keyword_argument {
@@ -383,12 +524,9 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             }
             self.buf.truncate(range.start);
         } else if kind == k.delete_statement {
-            let range = self.children(node);
-            for i in range.clone() {
-                let (child, _) = self.buf[i];
-                self.visit(child);
-            }
-            self.buf.truncate(range.start);
+            self.store_depth += 1;
+            self.visit_children(node);
+            self.store_depth -= 1;
         } else if kind == k.import_statement
             || kind == k.import_from_statement
             || kind == k.future_import_statement
@@ -409,45 +547,51 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
 
     fn visit_attribute(&mut self, node: Node<'t>) {
         let k = self.k;
-        // Walk down the chain to its base.
-        let mut chain: Vec<(String, usize)> = Vec::new();
+        // Walk down the chain to its base: (attribute name node, end of the chain up to it).
+        let mut chain: Vec<(Node<'t>, usize)> = Vec::new();
         let mut current = node;
-        loop {
-            if current.kind_id() == k.attribute {
-                let (Some(obj), Some(attr)) = (
-                    current.child_by_field_id(k.f_object),
-                    current.child_by_field_id(k.f_attribute),
-                ) else {
-                    self.visit_children(current);
-                    return;
-                };
-                chain.push((text(self.src, attr).to_string(), current.end_byte()));
-                current = obj;
-            } else {
-                break;
-            }
-        }
-        if current.kind_id() == k.identifier {
-            let base = text(self.src, current);
-            if self.candidates.contains(base) {
-                chain.reverse();
-                let index = self.sites.len();
-                self.sites.push(AttrSite {
-                    start: current.start_byte(),
-                    base: base.to_string(),
-                    chain,
-                });
-                self.read(base, Some(index));
+        while current.kind_id() == k.attribute {
+            let (Some(obj), Some(attr)) = (
+                current.child_by_field_id(k.f_object),
+                current.child_by_field_id(k.f_attribute),
+            ) else {
+                self.visit_children(current);
                 return;
-            }
-            self.read(base, None);
+            };
+            self.mention(attr);
+            chain.push((attr, current.end_byte()));
+            current = obj;
+        }
+        chain.reverse();
+        if current.kind_id() != k.identifier {
+            self.visit(current);
             return;
         }
-        self.visit(current);
+        let base = text(self.src, current);
+        if self.read_only_names.contains(base) {
+            let path: Vec<&str> = chain.iter().map(|(a, _)| text(self.src, *a)).collect();
+            self.package_use(base, path.join("."));
+        }
+        if self.candidates.contains(base) {
+            let index = self.sites.len();
+            self.sites.push(AttrSite {
+                start: current.start_byte(),
+                base: base.to_string(),
+                chain: chain
+                    .iter()
+                    .map(|(a, end)| (text(self.src, *a).to_string(), *end))
+                    .collect(),
+                owner: self.owner,
+            });
+            self.read(base, Some(index));
+        } else {
+            self.read(base, None);
+        }
     }
 
     fn visit_function(&mut self, node: Node<'t>) {
         let k = self.k;
+        let method = self.next_method.take();
         // Defaults and annotations run in the enclosing scope.
         let params = node.child_by_field_id(k.f_parameters);
         if let Some(params) = params {
@@ -460,7 +604,10 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             let name = text(self.src, name);
             self.bind(name);
         }
+        let outer = self.owner;
+        self.owner = method.or(outer);
         self.visit_function_scope(params, node.child_by_field_id(k.f_body));
+        self.owner = outer;
     }
 
     fn visit_lambda(&mut self, node: Node<'t>) {
@@ -555,11 +702,83 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             let name = text(self.src, name);
             self.bind(name);
         }
+        let top_level = self.scopes.len() == 1 && self.owner.is_none();
         self.push_scope(ScopeKind::Class);
         if let Some(body) = node.child_by_field_id(k.f_body) {
-            self.visit(body);
+            if top_level {
+                self.visit_methods(body);
+            } else {
+                self.visit(body);
+            }
         }
         self.pop_scope();
+    }
+
+    /// Visits the body of a top-level class, recording its methods and owning what is inside
+    /// each method's body to it.
+    fn visit_methods(&mut self, body: Node<'t>) {
+        let k = self.k;
+        let range = self.children(body);
+        for i in range.clone() {
+            let (child, _) = self.buf[i];
+            let def = if child.kind_id() == k.decorated_definition {
+                child.child_by_field_id(k.f_definition)
+            } else {
+                Some(child)
+            };
+            let method = def
+                .filter(|d| d.kind_id() == k.function_definition)
+                .and_then(|d| {
+                    let name = d.child_by_field_id(k.f_name)?;
+                    let block = d.child_by_field_id(k.f_body)?;
+                    Some(MethodSpan {
+                        name: text(self.src, name).to_string(),
+                        body: (block.start_byte(), block.end_byte()),
+                    })
+                });
+            if let Some(method) = method
+                && let Ok(index) = u16::try_from(self.methods.len())
+            {
+                self.methods.push(method);
+                self.next_method = Some(index);
+            }
+            self.visit(child);
+            self.next_method = None;
+        }
+        self.buf.truncate(range.start);
+    }
+
+    /// A `try` statement: when a handler catches `ImportError`, the imports of its body have a
+    /// fallback.
+    fn visit_try(&mut self, node: Node<'t>) {
+        let k = self.k;
+        let mut c = node.walk();
+        let falls_back = node
+            .named_children(&mut c)
+            .any(|h| h.kind_id() == k.except_clause && catches_import_error(h, self.src));
+        let range = self.children(node);
+        for i in range.clone() {
+            let (child, field) = self.buf[i];
+            let body = field == Some(k.f_body) && falls_back;
+            self.fallback_depth += u32::from(body);
+            self.visit(child);
+            self.fallback_depth -= u32::from(body);
+        }
+        self.buf.truncate(range.start);
+    }
+
+    /// `if TYPE_CHECKING:`: its block never runs (its `else` does).
+    fn visit_type_checking(&mut self, node: Node<'t>) {
+        let k = self.k;
+        let range = self.children(node);
+        for i in range.clone() {
+            let (child, field) = self.buf[i];
+            let dead = field == Some(k.f_consequence);
+            self.type_checking_depth += u32::from(dead);
+            self.visit(child);
+            self.type_checking_depth -= u32::from(dead);
+        }
+        self.buf.truncate(range.start);
     }
 
     fn visit_comprehension(&mut self, node: Node<'t>) {
@@ -663,8 +882,10 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             }
             self.buf.truncate(range.start);
         } else {
-            // attribute, subscript, or anything else: an expression that is read.
+            // attribute, subscript, or anything else: an expression that is read, and changed.
+            self.store_depth += 1;
             self.visit(node);
+            self.store_depth -= 1;
         }
         self.leave();
     }
@@ -685,7 +906,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
 
     fn visit_import(&mut self, node: Node<'t>) {
         let bindings = bindings_of(node, self.src);
-        let local = bindings.iter().any(|b| (self.is_local)(&b.target));
+        let local = bindings.iter().any(|b| self.kinds.is_local(&b.target));
         let at_module = self.scopes.len() == 1;
         for b in &bindings {
             if b.local == "*" {
@@ -703,37 +924,73 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                 }
                 self.read(name, None);
             } else {
+                if b.target
+                    .top_package()
+                    .is_some_and(|p| self.kinds.is_read_only(p))
+                {
+                    self.read_only_names.insert(name);
+                }
                 self.bind(name);
             }
         }
+        let guard = if self.type_checking_depth > 0 {
+            Guard::TypeChecking
+        } else if self.fallback_depth > 0 {
+            Guard::Fallback
+        } else {
+            Guard::None
+        };
         self.nested.push(NestedImport {
             start: node.start_byte(),
             end: node.end_byte(),
             bindings,
             local,
+            owner: self.owner,
+            guard,
         });
     }
 
     /// Finds `name` as a slice of the source inside `node`, so it borrows from the source.
     fn src_slice_of(&self, name: &str, node: Node<'t>) -> Option<&'s str> {
-        let hay = text(self.src, node);
-        let mut from = 0;
-        while let Some(pos) = hay.get(from..)?.find(name) {
-            let at = from + pos;
-            let before_ok = hay[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-            let after_ok = hay[at + name.len()..]
-                .chars()
-                .next()
-                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-            if before_ok && after_ok {
-                let start = node.start_byte() + at;
-                return self.src.get(start..start + name.len());
-            }
-            from = at + name.len();
-        }
-        None
+        let start = node.start_byte() + find_word(text(self.src, node), name)?;
+        self.src.get(start..start + name.len())
     }
+}
+
+/// True when an `except` clause catches `ImportError`: bare, or naming it, a subclass
+/// (`ModuleNotFoundError`) or a base (`Exception`, `BaseException`).
+fn catches_import_error(clause: Node<'_>, src: &str) -> bool {
+    let mut c = clause.walk();
+    let mut values = clause.children_by_field_name("value", &mut c).peekable();
+    if values.peek().is_none() {
+        return true;
+    }
+    values.any(|v| {
+        let t = text(src, v);
+        [
+            "ImportError",
+            "ModuleNotFoundError",
+            "Exception",
+            "BaseException",
+        ]
+        .iter()
+        .any(|e| find_word(t, e).is_some())
+    })
+}
+
+/// True for `if TYPE_CHECKING:` and `if typing.TYPE_CHECKING:`.
+fn is_type_checking(node: Node<'_>, src: &str) -> bool {
+    let k = Kinds::get();
+    node.child_by_field_id(k.f_condition).is_some_and(|c| {
+        let t = text(src, c);
+        t == "TYPE_CHECKING" || t.ends_with(".TYPE_CHECKING")
+    })
+}
+
+/// True for a string literal whose text is an identifier (`"forward"`, `'name'`).
+fn is_identifier_string(literal: &str) -> bool {
+    let inner = literal
+        .strip_prefix(['"', '\''])
+        .and_then(|s| s.strip_suffix(['"', '\'']));
+    inner.is_some_and(crate::index::is_identifier)
 }

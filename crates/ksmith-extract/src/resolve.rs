@@ -5,8 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::builtins::is_builtin;
-use crate::imports::{Binding, Target, is_allowed};
+use crate::imports::{Binding, ImportKinds, Target, is_allowed};
 use crate::index::{ClassInfo, FileIndex, Method, StmtKind, module_components};
+use crate::names::{Guard, NestedImport};
 
 /// How deep import chains and base-class chains are followed.
 const MAX_HOPS: u32 = 24;
@@ -26,13 +27,17 @@ pub(crate) struct ModuleMap {
     root_tops: HashSet<String>,
     /// The allow-list, consulted when a local name shadows an allowed package.
     allowed: Vec<String>,
+    /// Packages allowed for their read-only uses only.
+    read_only: Vec<String>,
 }
 
 impl ModuleMap {
-    /// Builds the map for `paths` (relative, `/`-separated).
-    pub(crate) fn new(paths: &[&str], allowed: &[String]) -> ModuleMap {
+    /// Builds the map for `paths` (relative, `/`-separated); `allowed` and `read_only` are the
+    /// packages programs may import, fully or for reading only.
+    pub(crate) fn new(paths: &[&str], allowed: &[String], read_only: &[String]) -> ModuleMap {
         let mut map = ModuleMap {
             allowed: allowed.to_vec(),
+            read_only: read_only.to_vec(),
             ..Default::default()
         };
         let package_dirs: HashSet<&str> = paths
@@ -69,19 +74,6 @@ impl ModuleMap {
         map
     }
 
-    /// True when an import target is inside the repository.
-    pub(crate) fn is_local(&self, target: &Target) -> bool {
-        let Some(top) = target.top_package() else {
-            return !matches!(target, Target::Name { level: 0, .. });
-        };
-        if !self.tops.contains(top) {
-            return false;
-        }
-        // A local file that merely shares its name with an allowed package (a `math.py` in a
-        // scripts folder) does not shadow it unless it sits at the repository root.
-        !is_allowed(top, &self.allowed) || self.root_tops.contains(top)
-    }
-
     /// The file of a dotted module name.
     pub(crate) fn file(&self, dotted: &str) -> Option<usize> {
         self.full
@@ -93,6 +85,25 @@ impl ModuleMap {
     /// True when a dotted name is a folder (package) of the repository.
     pub(crate) fn is_dir(&self, dotted: &str) -> bool {
         self.dirs.contains(dotted)
+    }
+}
+
+impl ImportKinds for ModuleMap {
+    fn is_local(&self, target: &Target) -> bool {
+        let Some(top) = target.top_package() else {
+            return !matches!(target, Target::Name { level: 0, .. });
+        };
+        if !self.tops.contains(top) {
+            return false;
+        }
+        // A local file that merely shares its name with an allowed package (a `math.py` in a
+        // scripts folder) does not shadow it unless it sits at the repository root.
+        let known = is_allowed(top, &self.allowed) || self.read_only.iter().any(|p| p == top);
+        !known || self.root_tops.contains(top)
+    }
+
+    fn is_read_only(&self, package: &str) -> bool {
+        !is_allowed(package, &self.allowed) && self.read_only.iter().any(|p| p == package)
     }
 }
 
@@ -228,6 +239,11 @@ impl Repo {
         if let Some(s) = f.stmts.get(stmt) {
             for nested in s.names.nested.iter().filter(|n| n.local) {
                 if let Some(b) = nested.bindings.iter().rev().find(|b| b.local == name) {
+                    if self.falls_back(file, nested) {
+                        // Replaced by `name = None; raise ImportError(...)`: the statement
+                        // binds it itself.
+                        return Found::Itself;
+                    }
                     return self.resolve_binding(file, b, 0);
                 }
             }
@@ -255,6 +271,11 @@ impl Repo {
                 v.last()
             }
         });
+        if def.is_none() && import.is_none() && defs.is_some_and(|d| d.contains(&stmt)) {
+            // Only the reading statement binds it (a function in a `try` block reading a name
+            // the block binds): it is defined with the statement.
+            return Found::Itself;
+        }
         match (def, import) {
             (Some(d), Some((i, b))) => {
                 if *i > d {
@@ -364,6 +385,22 @@ impl Repo {
         self.lookup_stars(file, name, hops + 1)
     }
 
+    /// True when a nested repository-local import of `file` has a fallback (`except
+    /// ImportError:`) and cannot be inlined: something it names is missing or off the
+    /// allow-list. The program then takes the fallback, as Python would.
+    pub(crate) fn falls_back(&self, file: usize, nested: &NestedImport) -> bool {
+        nested.guard == Guard::Fallback
+            && nested.bindings.iter().any(|b| {
+                matches!(
+                    self.resolve_binding(file, b, 0),
+                    Found::NotAllowed(_)
+                        | Found::MissingImport(_)
+                        | Found::Broken { .. }
+                        | Found::Undefined
+                )
+            })
+    }
+
     /// What an import binding of `file` refers to.
     pub(crate) fn resolve_binding(&self, file: usize, binding: &Binding, hops: u32) -> Found {
         if hops > MAX_HOPS {
@@ -371,7 +408,11 @@ impl Repo {
         }
         if !self.map.is_local(&binding.target) {
             let package = binding.target.top_package().unwrap_or("").to_string();
-            if binding.target.is_future() || is_allowed(&package, &self.allowed) {
+            // A read-only package is external too; each use is checked where it is read.
+            if binding.target.is_future()
+                || is_allowed(&package, &self.allowed)
+                || self.map.is_read_only(&package)
+            {
                 return Found::External {
                     binding: binding.clone(),
                 };

@@ -66,6 +66,7 @@ pub(crate) struct Kinds {
     pub(crate) exec_statement: u16,
     pub(crate) string: u16,
     pub(crate) raise_statement: u16,
+    pub(crate) try_statement: u16,
     pub(crate) yield_expression: u16,
     pub(crate) return_statement: u16,
     pub(crate) break_statement: u16,
@@ -98,6 +99,7 @@ pub(crate) struct Kinds {
     pub(crate) f_definition: u16,
     pub(crate) f_module_name: u16,
     pub(crate) f_condition: u16,
+    pub(crate) f_consequence: u16,
 }
 
 /// The tree-sitter-python language.
@@ -176,6 +178,7 @@ impl Kinds {
             exec_statement: k("exec_statement"),
             string: k("string"),
             raise_statement: k("raise_statement"),
+            try_statement: k("try_statement"),
             yield_expression: k("yield"),
             return_statement: k("return_statement"),
             break_statement: k("break_statement"),
@@ -208,6 +211,7 @@ impl Kinds {
             f_definition: f("definition"),
             f_module_name: f("module_name"),
             f_condition: f("condition"),
+            f_consequence: f("consequence"),
         }
         .checked(anon)
     }

@@ -4,4 +4,5 @@ mod common;
 mod corpus;
 mod features;
 mod hostile;
+mod imports;
 mod stage;
