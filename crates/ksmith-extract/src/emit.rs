@@ -56,6 +56,8 @@ pub(crate) struct Emitted {
     pub(crate) text: String,
     /// Consecutive stretches of `text`, each a sequence of whole top-level statements.
     pub(crate) parts: Vec<Part>,
+    /// The entry class is renamed to `Model` (rather than wrapped by a generated `Model`).
+    pub(crate) entry_renamed: bool,
 }
 
 /// A stretch of an emitted program.
@@ -67,9 +69,16 @@ pub(crate) struct Part {
     pub(crate) origin: Option<(NodeId, bool)>,
 }
 
-/// The program: imports, the closure in order (entry renamed to `Model`), alias lines, then
-/// `get_inputs()` and `get_init_inputs()` (given as `inputs`).
-pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> Emitted {
+/// The program: imports, the closure in order (entry renamed to `Model`, or followed by
+/// `wrapper`, a generated `class Model(<entry>)`), alias lines, then `get_inputs()` and
+/// `get_init_inputs()` (given as `inputs`).
+pub(crate) fn program(
+    repo: &Repo,
+    entry: NodeId,
+    plan: &Plan,
+    inputs: &str,
+    wrapper: Option<&str>,
+) -> Emitted {
     let mut text = String::new();
     let mut parts = Vec::with_capacity(2 * plan.order.len() + 2);
     let mut generated_from = 0;
@@ -78,7 +87,7 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
         text.push('\n');
     }
     let entry_info = match &repo.files[entry.0].stmts[entry.1].kind {
-        StmtKind::Class(info) => Some(info),
+        StmtKind::Class(info) if wrapper.is_none() => Some(info),
         _ => None,
     };
     for &node in &plan.order {
@@ -114,6 +123,12 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
                 text.push_str(&format!("{alias} = {name}\n"));
             }
         }
+        if node == entry
+            && let Some(wrapper) = wrapper
+        {
+            text.push_str("\n\n");
+            text.push_str(wrapper);
+        }
     }
     text.push_str("\n\n");
     text.push_str(inputs);
@@ -121,7 +136,11 @@ pub(crate) fn program(repo: &Repo, entry: NodeId, plan: &Plan, inputs: &str) -> 
         range: generated_from..text.len(),
         origin: None,
     });
-    Emitted { text, parts }
+    Emitted {
+        text,
+        parts,
+        entry_renamed: entry_info.is_some_and(|i| i.name != ENTRY),
+    }
 }
 
 /// What re-parsing one top-level piece of a program found.
@@ -222,7 +241,7 @@ pub(crate) fn validate_pieces(
                 if let Some(line) = stmt.error_line {
                     return Err(format!("emitted_syntax_error at line {line}"));
                 }
-                let renamed = match (&stmt.kind, node == entry) {
+                let renamed = match (&stmt.kind, node == entry && emitted.entry_renamed) {
                     (StmtKind::Class(info), true) => Some(info.name.as_str()),
                     _ => None,
                 };

@@ -243,7 +243,8 @@ fn class_row(
         Ok(text) => text,
         Err(problem) => return with_lists(fail(ModuleStatus::Rejected, problem.reason())),
     };
-    let emitted = emit::program(repo, node, &plan, &inputs);
+    let wrapper = guess::keyword_wrapper(&facts, &class_name);
+    let emitted = emit::program(repo, node, &plan, &inputs, wrapper.as_deref());
     let lines = emitted.text.lines().count() as u32;
     if lines > cfg.max_lines {
         let mut row = with_lists(fail(

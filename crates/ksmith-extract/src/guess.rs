@@ -9,8 +9,6 @@ use crate::resolve::ClassFacts;
 /// Why arguments cannot be expressed in the KernelBench format (positional lists only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum GuessProblem {
-    /// `__init__` has a required keyword-only parameter.
-    InitKeywordOnly(String),
     /// `forward` has a required keyword-only parameter.
     ForwardKeywordOnly(String),
 }
@@ -19,7 +17,6 @@ impl GuessProblem {
     /// The reason recorded in the row.
     pub(crate) fn reason(&self) -> String {
         match self {
-            GuessProblem::InitKeywordOnly(n) => format!("init_keyword_only_arg: {n}"),
             GuessProblem::ForwardKeywordOnly(n) => format!("forward_keyword_only_arg: {n}"),
         }
     }
@@ -27,7 +24,7 @@ impl GuessProblem {
 
 /// The two functions appended to a program.
 pub(crate) fn input_functions(facts: &ClassFacts) -> Result<String, GuessProblem> {
-    let init = init_args(facts)?;
+    let init = init_args(facts);
     let forward = forward_args(facts)?;
     Ok(format!(
         "def get_inputs():\n    return [{}]\n\n\ndef get_init_inputs():\n    return [{}]\n",
@@ -36,24 +33,47 @@ pub(crate) fn input_functions(facts: &ClassFacts) -> Result<String, GuessProblem
     ))
 }
 
+/// When the constructor has required keyword-only parameters (`def __init__(self, *, dim)`),
+/// which `Model(*get_init_inputs())` cannot pass: a `class Model(<entry>)` whose constructor
+/// takes every required parameter positionally, in the order `get_init_inputs()` lists them,
+/// and passes the keyword-only ones on by keyword.
+pub(crate) fn keyword_wrapper(facts: &ClassFacts, entry: &str) -> Option<String> {
+    let init = facts.init.as_ref()?;
+    let params: Vec<&Param> = required(&init.params)
+        .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
+        .collect();
+    if !params.iter().any(|p| p.kind == ParamKind::KeywordOnly) {
+        return None;
+    }
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let passed: Vec<String> = params
+        .iter()
+        .map(|p| match p.kind {
+            ParamKind::KeywordOnly => format!("{0}={0}", p.name),
+            _ => p.name.clone(),
+        })
+        .collect();
+    Some(format!(
+        "class Model({entry}):\n    def __init__(self, {}):\n        super().__init__({})\n",
+        names.join(", "),
+        passed.join(", ")
+    ))
+}
+
 fn required(params: &[Param]) -> impl Iterator<Item = &Param> {
     params.iter().filter(|p| p.default.is_none())
 }
 
-/// Positional constructor arguments.
-pub(crate) fn init_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProblem> {
+/// Constructor arguments: one guess per required parameter, keyword-only ones included (they
+/// are passed positionally to the [`keyword_wrapper`]).
+pub(crate) fn init_args(facts: &ClassFacts) -> Vec<String> {
     let Some(init) = &facts.init else {
-        return Ok(torch_base_init(facts.torch_base.as_deref()));
+        return torch_base_init(facts.torch_base.as_deref());
     };
-    let mut out = Vec::new();
-    for p in required(&init.params) {
-        match p.kind {
-            ParamKind::Positional => out.push(init_value(&p.name)),
-            ParamKind::KeywordOnly => return Err(GuessProblem::InitKeywordOnly(p.name.clone())),
-            ParamKind::VarArgs | ParamKind::VarKeywords => {}
-        }
-    }
-    Ok(out)
+    required(&init.params)
+        .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
+        .map(|p| init_value(&p.name))
+        .collect()
 }
 
 /// Constructor arguments of common torch layers, for classes that only override `forward`.
@@ -375,10 +395,7 @@ mod tests {
             &["x"],
             vec![],
         );
-        assert_eq!(
-            init_args(&f).unwrap(),
-            vec!["4", "1", "0.5", "False", "1e-05", "4"]
-        );
+        assert_eq!(init_args(&f), vec!["4", "1", "0.5", "False", "1e-05", "4"]);
         assert_eq!(init_value("kernel_size"), "3");
         assert_eq!(init_value("num_layers"), "1");
         assert_eq!(init_value("num_heads"), "2");
@@ -408,14 +425,34 @@ mod tests {
     }
 
     #[test]
-    fn keyword_only_parameters_cannot_be_expressed() {
-        let mut f = facts(&["dim"], &["x"], vec![]);
+    fn keyword_only_constructor_parameters_get_a_positional_wrapper() {
+        let mut f = facts(&["image_size", "dim", "depth"], &["x"], vec![]);
+        assert_eq!(keyword_wrapper(&f, "ViT"), None);
         if let Some(init) = f.init.as_mut() {
-            init.params[0].kind = ParamKind::KeywordOnly;
+            init.params[1].kind = ParamKind::KeywordOnly;
+            init.params[2].kind = ParamKind::KeywordOnly;
+            init.params.insert(
+                1,
+                Param {
+                    name: "channels".into(),
+                    default: Some("3".into()),
+                    kind: ParamKind::Positional,
+                },
+            );
+        }
+        assert_eq!(init_args(&f), vec!["4", "4", "1"]);
+        assert_eq!(
+            keyword_wrapper(&f, "ViT").as_deref(),
+            Some(
+                "class Model(ViT):\n    def __init__(self, image_size, dim, depth):\n        super().__init__(image_size, dim=dim, depth=depth)\n"
+            )
+        );
+        if let Some(fwd) = f.forward.as_mut() {
+            fwd.params[0].kind = ParamKind::KeywordOnly;
         }
         assert_eq!(
-            init_args(&f),
-            Err(GuessProblem::InitKeywordOnly("dim".into()))
+            forward_args(&f),
+            Err(GuessProblem::ForwardKeywordOnly("x".into()))
         );
     }
 }

@@ -623,3 +623,68 @@ fn ids_are_content_hashes_and_unique() {
     assert_ne!(one.id, two.id);
     assert_eq!(one.id.len(), 32);
 }
+
+#[test]
+fn required_keyword_only_constructor_arguments_are_taken_positionally() {
+    let src = r#"import torch
+import torch.nn as nn
+
+
+class ViT(nn.Module):
+    def __init__(self, *, image_size, dim, depth, heads=2, channels=3):
+        super().__init__()
+        self.embed = nn.Linear(image_size, dim)
+        self.blocks = nn.Sequential(*[nn.Linear(dim, dim) for _ in range(depth)])
+
+    def forward(self, img):
+        return self.blocks(self.embed(img))
+
+
+class Deep(ViT):
+    pass
+
+
+class Mixed(nn.Module):
+    def __init__(self, in_channels, *layers, out_channels, act=None):
+        super().__init__()
+        self.proj = nn.Linear(in_channels, out_channels)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class Model(nn.Module):
+    def __init__(self, *, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x)
+"#;
+    let rows = extract(&[("vit.py", src)]);
+    let vit = ok_program(&rows, "ViT");
+    assert!(vit.contains("class ViT(nn.Module):"), "{vit}");
+    assert!(
+        vit.contains("class Model(ViT):\n    def __init__(self, image_size, dim, depth):\n        super().__init__(image_size=image_size, dim=dim, depth=depth)\n"),
+        "{vit}"
+    );
+    assert!(
+        vit.ends_with("def get_init_inputs():\n    return [4, 4, 1]\n"),
+        "{vit}"
+    );
+    let deep = ok_program(&rows, "Deep");
+    assert!(deep.contains("class Model(Deep):"), "{deep}");
+    let mixed = ok_program(&rows, "Mixed");
+    assert!(
+        mixed.contains("    def __init__(self, in_channels, out_channels):\n        super().__init__(in_channels, out_channels=out_channels)\n"),
+        "{mixed}"
+    );
+    let model = ok_program(&rows, "Model");
+    assert!(model.contains("class Model(Model):"), "{model}");
+    // KernelBench's `Model(*get_init_inputs())(*get_inputs())` works unchanged.
+    let programs = [vit, deep, mixed, model];
+    assert_eq!(
+        crate::common::cpython::run_verdicts(&programs),
+        vec![None; programs.len()]
+    );
+}

@@ -30,3 +30,33 @@ pub fn cpython_verdicts(sources: &[&str]) -> Vec<Option<u32>> {
     assert_eq!(verdicts.len(), sources.len());
     verdicts
 }
+
+/// Runs each program (our own test fixtures, never crawled code) the way KernelBench does,
+/// `Model(*get_init_inputs())(*get_inputs())`, in one Python process with torch; returns the
+/// error of each (`None` when it ran).
+pub fn run_verdicts(sources: &[&str]) -> Vec<Option<String>> {
+    let python = ksmith_core::python_env::resolve_python(None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, src) in sources.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("{i}.py")), src).unwrap();
+    }
+    let script = "import sys, torch\nfor i in range(int(sys.argv[2])):\n    ns = {'__name__': 'program'}\n    try:\n        exec(compile(open(f'{sys.argv[1]}/{i}.py', encoding='utf-8').read(), 'p', 'exec'), ns)\n        with torch.no_grad():\n            ns['Model'](*ns['get_init_inputs']())(*ns['get_inputs']())\n        print('ok')\n    except Exception as e:\n        print(repr(e).replace(chr(10), ' '))\n";
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(dir.path())
+        .arg(sources.len().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdicts: Vec<Option<String>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| (l != "ok").then(|| l.to_string()))
+        .collect();
+    assert_eq!(verdicts.len(), sources.len());
+    verdicts
+}
