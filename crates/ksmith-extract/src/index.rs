@@ -103,8 +103,9 @@ pub(crate) enum StmtKind {
     Class(Box<ClassInfo>),
     /// A function definition (possibly decorated).
     Function,
-    /// An assignment.
-    Assign,
+    /// An assignment; for `Name = a.b.c` (one name bound to a dotted name) the dotted name,
+    /// so base classes can be followed through aliases (`Base = nn.Module`).
+    Assign(Option<String>),
     /// An `import` or `from ... import` statement directly at module level.
     Import(Vec<Binding>),
     /// An `if`/`try`/`for`/`with`/`while` block at module level.
@@ -356,13 +357,10 @@ impl FileIndex {
             } else if kind == k.function_definition {
                 StmtKind::Function
             } else if kind == k.expression_statement {
-                let is_assign = node.named_child(0).is_some_and(|c| {
-                    c.kind_id() == k.assignment || c.kind_id() == k.augmented_assignment
-                });
-                if is_assign {
-                    StmtKind::Assign
-                } else {
-                    StmtKind::Skip
+                match node.named_child(0) {
+                    Some(c) if c.kind_id() == k.assignment => StmtKind::Assign(alias_of(c, src)),
+                    Some(c) if c.kind_id() == k.augmented_assignment => StmtKind::Assign(None),
+                    _ => StmtKind::Skip,
                 }
             } else if kind == k.if_statement && is_main_guard(node, src) {
                 StmtKind::Skip
@@ -480,6 +478,20 @@ fn is_main_guard(node: Node<'_>, src: &str) -> bool {
         let t = text(src, c);
         t.contains("__name__") && t.contains("__main__")
     })
+}
+
+/// The dotted name an assignment `Name = a.b.c` binds `Name` to (no annotation, one target).
+fn alias_of(assignment: Node<'_>, src: &str) -> Option<String> {
+    let k = Kinds::get();
+    if assignment.child_by_field_id(k.f_type).is_some() {
+        return None;
+    }
+    let left = assignment.child_by_field_id(k.f_left)?;
+    let right = assignment.child_by_field_id(k.f_right)?;
+    if left.kind_id() != k.identifier {
+        return None;
+    }
+    dotted(right, src)
 }
 
 /// A dotted name (`a.b.C`) from an identifier or attribute chain, or `None`.

@@ -498,14 +498,42 @@ impl Repo {
         Found::Undefined
     }
 
-    /// Resolves a dotted base-class name as seen from statement `stmt` of `file`.
+    /// Resolves a dotted base-class name as seen from statement `stmt` of `file`, following
+    /// aliases (`Base = nn.Module`, `B = A`, `nn_ = torch.nn`) up to [`MAX_HOPS`] deep, so a
+    /// cycle of aliases ends as unknown.
     fn resolve_dotted(&self, file: usize, stmt: usize, dotted: &str) -> DottedTarget {
+        self.resolve_dotted_inner(file, stmt, dotted, 0)
+    }
+
+    fn resolve_dotted_inner(
+        &self,
+        file: usize,
+        stmt: usize,
+        dotted: &str,
+        hops: u32,
+    ) -> DottedTarget {
         let mut parts = dotted.split('.');
         let Some(first) = parts.next() else {
             return DottedTarget::Unknown;
         };
         let rest: Vec<&str> = parts.collect();
         let mut found = self.lookup(file, stmt, first, true);
+        if let Found::Def { file, stmt, .. } = found
+            && let Some(StmtKind::Assign(Some(alias))) = self
+                .files
+                .get(file)
+                .and_then(|f| f.stmts.get(stmt))
+                .map(|s| &s.kind)
+        {
+            if hops >= MAX_HOPS {
+                return DottedTarget::Unknown;
+            }
+            let target = std::iter::once(alias.as_str())
+                .chain(rest.iter().copied())
+                .collect::<Vec<_>>()
+                .join(".");
+            return self.resolve_dotted_inner(file, stmt, &target, hops + 1);
+        }
         for (i, attr) in rest.iter().enumerate() {
             match found {
                 Found::Module { file, ref path } => {

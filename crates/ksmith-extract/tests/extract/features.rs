@@ -688,3 +688,37 @@ class Model(nn.Module):
         vec![None; programs.len()]
     );
 }
+
+#[test]
+fn base_classes_through_aliases_and_assignment_chains() {
+    let rows = extract(&[
+        (
+            "compat.py",
+            "import torch\nimport torch.nn as nn\n\nBase = nn.Module\nModuleBase = Base\ntnn = torch.nn\n",
+        ),
+        (
+            "m.py",
+            "import torch.nn as nn\nfrom compat import ModuleBase, tnn\n\nLayer = nn.Linear\n\n\nclass Direct(ModuleBase):\n    def forward(self, x):\n        return x * 2\n\n\nclass ViaModule(tnn.Module):\n    def forward(self, x):\n        return x + 1\n\n\nclass Lin(Layer):\n    pass\n\n\nA = B\nB = A\n\n\nclass Looped(A):\n    def forward(self, x):\n        return x\n\n\nclass Mixed(nn.Module, A):\n    def forward(self, x):\n        return x\n",
+        ),
+    ]);
+    let direct = ok_program(&rows, "Direct");
+    assert!(direct.contains("Base = nn.Module\n"), "{direct}");
+    assert!(direct.contains("ModuleBase = Base\n"), "{direct}");
+    assert!(direct.contains("class Model(ModuleBase):"), "{direct}");
+    ok_program(&rows, "ViaModule");
+    let lin = ok_program(&rows, "Lin");
+    assert!(
+        lin.ends_with("return [4, 4]\n"),
+        "a Linear subclass:\n{lin}"
+    );
+    // A cycle of aliases is no module by itself, and a reason (not a hang) when needed.
+    assert!(rows.iter().all(|r| r.class_name != "Looped"), "{rows:#?}");
+    assert!(
+        row(&rows, "Mixed")
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("dependency_cycle: m.py::A, m.py::B")),
+        "{:?}",
+        row(&rows, "Mixed").reason
+    );
+}
