@@ -441,10 +441,17 @@ impl<'r> Closure<'r> {
 
     /// An import inside a statement: a repository-local one becomes `pass` (its definitions
     /// are inlined); an external one must be allowed (or read-only and only read). One with a
-    /// fallback that cannot be kept becomes a `raise ImportError`; one under `TYPE_CHECKING`
-    /// never runs and stays.
+    /// fallback that cannot be kept becomes a `raise ImportError`; one under `TYPE_CHECKING`, or
+    /// in a handler that never runs, stays (a repository-local one becomes `pass`, uninlined).
     fn nested_import(&mut self, node: NodeId, nested: &NestedImport) {
         let repo = self.repo;
+        let stmt = &repo.files[node.0].stmts[node.1];
+        if repo.handler_is_dead(stmt, nested) {
+            if nested.local {
+                self.edit(node, nested.start, nested.end, "pass".to_string());
+            }
+            return;
+        }
         if nested.local {
             let text = if repo.falls_back(node.0, nested) {
                 fallback_text(nested, "a repository module it names is missing")
@@ -457,7 +464,6 @@ impl<'r> Closure<'r> {
         if nested.guard == Guard::TypeChecking {
             return;
         }
-        let stmt = &repo.files[node.0].stmts[node.1];
         let refused = nested.bindings.iter().find_map(|b| {
             let package = b.target.top_package().unwrap_or("");
             let fine = b.target.is_future()

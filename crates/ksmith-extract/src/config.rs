@@ -76,6 +76,7 @@ pub const DEFAULT_ALLOWED_IMPORTS: &[&str] = &[
     "struct",
     "base64",
     "argparse",
+    "ast",
     "typing_extensions",
 ];
 

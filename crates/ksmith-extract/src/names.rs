@@ -64,6 +64,9 @@ pub(crate) enum Guard {
     Fallback,
     /// It is under `if TYPE_CHECKING:` and never runs.
     TypeChecking,
+    /// It is in a handler of a `try` that catches `ImportError`: it runs only when an import
+    /// of the `try` body fails.
+    Handler,
 }
 
 /// A use of a name bound to a read-only package (`os`, `os.environ`, `sys`, ...).
@@ -197,6 +200,8 @@ pub(crate) struct Analyzer<'s, 't, 'c> {
     fallback_depth: u32,
     /// Inside `if TYPE_CHECKING:` blocks.
     type_checking_depth: u32,
+    /// Inside handlers of `try` statements that catch `ImportError`.
+    handler_depth: u32,
     /// Inside an assignment or `del` target.
     store_depth: u32,
     too_deep: bool,
@@ -238,6 +243,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             next_method: None,
             fallback_depth: 0,
             type_checking_depth: 0,
+            handler_depth: 0,
             store_depth: 0,
             too_deep: false,
         }
@@ -254,6 +260,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         self.next_method = None;
         self.fallback_depth = 0;
         self.type_checking_depth = 0;
+        self.handler_depth = 0;
         self.store_depth = 0;
         self.visit_stmt(node);
         let module = self
@@ -760,9 +767,12 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         for i in range.clone() {
             let (child, field) = self.buf[i];
             let body = field == Some(k.f_body) && falls_back;
+            let handler = child.kind_id() == k.except_clause && falls_back;
             self.fallback_depth += u32::from(body);
+            self.handler_depth += u32::from(handler);
             self.visit(child);
             self.fallback_depth -= u32::from(body);
+            self.handler_depth -= u32::from(handler);
         }
         self.buf.truncate(range.start);
     }
@@ -937,6 +947,8 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             Guard::TypeChecking
         } else if self.fallback_depth > 0 {
             Guard::Fallback
+        } else if self.handler_depth > 0 {
+            Guard::Handler
         } else {
             Guard::None
         };

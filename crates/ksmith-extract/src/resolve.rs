@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::builtins::is_builtin;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
-use crate::index::{ClassInfo, FileIndex, Method, StmtKind, module_components};
+use crate::index::{ClassInfo, FileIndex, Method, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
 
 /// How deep import chains and base-class chains are followed.
@@ -239,7 +239,7 @@ impl Repo {
         if let Some(s) = f.stmts.get(stmt) {
             for nested in s.names.nested.iter().filter(|n| n.local) {
                 if let Some(b) = nested.bindings.iter().rev().find(|b| b.local == name) {
-                    if self.falls_back(file, nested) {
+                    if self.falls_back(file, nested) || self.handler_is_dead(s, nested) {
                         // Replaced by `name = None; raise ImportError(...)`: the statement
                         // binds it itself.
                         return Found::Itself;
@@ -398,6 +398,27 @@ impl Repo {
                         | Found::Broken { .. }
                         | Found::Undefined
                 )
+            })
+    }
+
+    /// True when a nested import is in an `except ImportError` handler that never runs: every
+    /// name it binds is bound in the `try` body by an import of an allowed package, which
+    /// succeeds in the program's environment. Inlining it would only bind its names twice
+    /// (`try: from torch.nn.functional import rms_norm` / `except ImportError: from .fast_norm
+    /// import rms_norm`).
+    pub(crate) fn handler_is_dead(&self, stmt: &Stmt, nested: &NestedImport) -> bool {
+        nested.guard == Guard::Handler
+            && nested.bindings.iter().all(|b| {
+                stmt.names.nested.iter().any(|tried| {
+                    tried.guard == Guard::Fallback
+                        && !tried.local
+                        && tried.bindings.iter().any(|t| {
+                            t.local == b.local
+                                && t.target
+                                    .top_package()
+                                    .is_some_and(|p| is_allowed(p, &self.allowed))
+                        })
+                })
             })
     }
 

@@ -112,6 +112,36 @@ class InplaceAbn(nn.BatchNorm2d):
 }
 
 #[test]
+fn a_handler_that_never_runs_is_not_inlined() {
+    // torch has rms_norm: the handler's local import would only bind the name a second time.
+    let rows = extract(&[
+        ("layers/__init__.py", ""),
+        (
+            "layers/fast_norm.py",
+            "import torch\n\n\ndef rms_norm(x, shape, weight=None, eps=1e-6):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n",
+        ),
+        (
+            "layers/norm.py",
+            "import torch.nn as nn\n\ntry:\n    from torch.nn.functional import rms_norm\nexcept ImportError:\n    from .fast_norm import rms_norm\n\n\nclass RmsNorm(nn.Module):\n    def forward(self, x):\n        return rms_norm(x, x.shape[-1:])\n",
+        ),
+        (
+            "layers/block.py",
+            "import torch.nn as nn\nfrom .norm import RmsNorm\n\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.norm = RmsNorm()\n\n    def forward(self, x):\n        return self.norm(x) * 2\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "RmsNorm");
+    assert!(
+        p.contains(
+            "try:\n    from torch.nn.functional import rms_norm\nexcept ImportError:\n    pass\n"
+        ),
+        "{p}"
+    );
+    assert!(!p.contains("def rms_norm"), "{p}");
+    let block = ok_program(&rows, "Block");
+    compiles(&[p, block]);
+}
+
+#[test]
 fn every_handler_that_catches_import_error_is_a_fallback_and_others_are_not() {
     let block = |handler: &str| {
         format!(
