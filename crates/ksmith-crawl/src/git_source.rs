@@ -30,33 +30,251 @@ const MODE_BLOB_EXECUTABLE: i32 = 0o100755;
 const MODE_LINK: i32 = 0o120000;
 const MODE_COMMIT: i32 = 0o160000;
 
-/// Fetches `url` into the bare mirror at `dir` (created on first use) and opens it.
+/// The ref of a mirror that holds the configured rev after a fetch (a branch, tag, full ref or
+/// commit of the remote).
+pub const REV_REF: &str = "refs/ksmith/rev";
+
+/// What a fetch asks the remote for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Want {
+    /// The remote's HEAD (its default branch), into [`REMOTE_HEAD_REF`].
+    Head,
+    /// A full ref name (`refs/heads/dev`, `refs/pull/1/head`).
+    Ref(String),
+    /// A commit id (40 hex digits).
+    Commit(Oid),
+    /// A short name: a tag or a branch of that name (a tag wins, as in git).
+    Name(String),
+}
+
+impl Want {
+    fn of(rev: Option<&str>) -> Want {
+        match rev {
+            None | Some("HEAD") => Want::Head,
+            Some(r) if r.starts_with("refs/") => Want::Ref(r.to_string()),
+            Some(r) => match Oid::from_str(r) {
+                Ok(oid) if r.len() == 40 => Want::Commit(oid),
+                _ => Want::Name(r.to_string()),
+            },
+        }
+    }
+
+    /// (remote ref or commit id, local ref) pairs, tried in order.
+    fn refspecs(&self) -> Vec<(String, String)> {
+        match self {
+            Want::Head => vec![("HEAD".into(), REMOTE_HEAD_REF.into())],
+            Want::Ref(r) => vec![(r.clone(), REV_REF.into())],
+            Want::Commit(oid) => vec![(oid.to_string(), REV_REF.into())],
+            Want::Name(n) => vec![
+                (format!("refs/tags/{n}"), format!("{REV_REF}-tag")),
+                (format!("refs/heads/{n}"), format!("{REV_REF}-branch")),
+            ],
+        }
+    }
+}
+
+/// Fetches the configured rev of `url` (the remote's HEAD when `rev` is `None`) into the bare
+/// mirror at `dir` (created on first use), opens it and returns it with the ref or rev
+/// expression that names the fetched commit in it.
 ///
-/// Branches, tags and the remote HEAD (as [`REMOTE_HEAD_REF`]) are fetched. A mirror that no
-/// longer opens, or whose fetch fails with a local object, ref or repository error, is removed
-/// and fetched again from scratch, once. The fetch is aborted when it takes longer than
-/// `fetch_timeout_secs` or receives more than `max_fetch_bytes`.
+/// Only that rev is fetched, never every branch and tag, so a broken object elsewhere in the
+/// remote cannot fail the crawl, and over http(s), ssh and git the fetch is shallow (depth 1):
+/// only the pinned commit's objects travel. (libgit2's transport for `file://` and local
+/// paths fetches the history too.) A `rev` is a tag or branch name, a full ref, a commit id, or
+/// else an expression resolved against the default branch's full history (`v1~2`, a short
+/// commit id). A mirror that no longer opens, or whose fetch fails with a local object, ref or
+/// repository error, is removed and fetched again from scratch, once. The fetch is aborted
+/// when it takes longer than `fetch_timeout_secs` or receives more than `max_fetch_bytes`.
 pub fn update_mirror(
     repo: &str,
     url: &str,
+    rev: Option<&str>,
     dir: &Path,
     cfg: &CrawlConfig,
-) -> Result<Repository, Error> {
+) -> Result<(Repository, String), Error> {
     let existed = dir.exists();
     let mirror = open_or_create_mirror(repo, dir)?;
-    match fetch(&mirror, url, cfg) {
-        Ok(()) => Ok(mirror),
+    match fetch_rev(&mirror, url, rev, cfg) {
+        Ok(Some(spec)) => Ok((mirror, spec)),
+        Ok(None) => Err(rev_not_found(repo, rev)),
         // A mirror damaged on disk (a broken object, pack or ref) is rebuilt once from
         // scratch; network and timeout failures are not, since a fresh clone would fail too.
         Err(e) if existed && is_local_damage(&e) => {
             drop(mirror);
             std::fs::remove_dir_all(dir).map_err(|io| Error::io(dir, io))?;
             let mirror = open_or_create_mirror(repo, dir)?;
-            fetch(&mirror, url, cfg).map_err(|e| e.into_error(repo, url, cfg))?;
-            Ok(mirror)
+            match fetch_rev(&mirror, url, rev, cfg).map_err(|e| e.into_error(repo, url, cfg))? {
+                Some(spec) => Ok((mirror, spec)),
+                None => Err(rev_not_found(repo, rev)),
+            }
         }
         Err(e) => Err(e.into_error(repo, url, cfg)),
     }
+}
+
+fn rev_not_found(repo: &str, rev: Option<&str>) -> Error {
+    Error::Git {
+        repo: repo.to_string(),
+        action: format!("fetch rev `{}`", rev.unwrap_or("HEAD")),
+        message: "the remote has no such branch, tag, ref or commit".to_string(),
+    }
+}
+
+/// Fetches what `rev` names; returns the ref (or rev expression) naming it in the mirror, or
+/// `None` when the remote has nothing of that name.
+fn fetch_rev(
+    mirror: &Repository,
+    url: &str,
+    rev: Option<&str>,
+    cfg: &CrawlConfig,
+) -> Result<Option<String>, FetchError> {
+    let local_error = |err| FetchError {
+        err,
+        timed_out: false,
+        too_big: false,
+    };
+    // Refs of an earlier fetch would answer for a rev the remote no longer has.
+    for name in mirror
+        .references_glob("refs/ksmith/*")
+        .map_err(local_error)?
+        .names()
+        .filter_map(Result::ok)
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+    {
+        mirror
+            .find_reference(&name)
+            .and_then(|mut r| r.delete())
+            .map_err(local_error)?;
+    }
+    if let Some(path) = url.strip_prefix("file://") {
+        return copy_local(mirror, Path::new(path), rev, cfg);
+    }
+    let want = Want::of(rev);
+    let shallow = supports_shallow(url);
+    let found = |m: &Repository, specs: &[(String, String)]| {
+        specs
+            .iter()
+            .map(|(_, local)| local)
+            .find(|local| m.find_reference(local).is_ok())
+            .cloned()
+    };
+    let specs = want.refspecs();
+    match (&want, fetch(mirror, url, &specs, shallow, cfg)) {
+        (_, Err(e)) if e.timed_out || e.too_big => Err(e),
+        (Want::Commit(_), Err(_)) | (Want::Name(_) | Want::Ref(_), Ok(()))
+            if found(mirror, &specs).is_none() =>
+        {
+            // Not a name the remote has, or a commit it will not send by id: the rev may
+            // still be in the default branch's history (a short commit id, `v1~2`).
+            let head = Want::Head.refspecs();
+            fetch(mirror, url, &head, false, cfg)?;
+            // The mirror's own HEAD is unborn: `HEAD~2` means the remote's.
+            let rev = rev.unwrap_or("HEAD");
+            let spec = match rev.strip_prefix("HEAD") {
+                Some(rest) => format!("{REMOTE_HEAD_REF}{rest}"),
+                None => rev.to_string(),
+            };
+            Ok(mirror.revparse_single(&spec).is_ok().then_some(spec))
+        }
+        (_, Err(e)) => Err(e),
+        (_, Ok(())) => Ok(found(mirror, &specs)),
+    }
+}
+
+/// The `file://` transport, done here: libgit2's own packs the objects of every ref of the
+/// source (and refuses depth), so one broken branch would fail the fetch. The rev is resolved
+/// in the source repository (opened in place, read only), and only the pinned commit with its
+/// trees and blobs is copied into the mirror, which records it as a shallow boundary: a
+/// depth-1 fetch. Bytes copied count against `max_fetch_bytes`, time against
+/// `fetch_timeout_secs`.
+fn copy_local(
+    mirror: &Repository,
+    source: &Path,
+    rev: Option<&str>,
+    cfg: &CrawlConfig,
+) -> Result<Option<String>, FetchError> {
+    let deadline = Instant::now() + Duration::from_secs(cfg.fetch_timeout_secs);
+    let fail = |err, timed_out, too_big| FetchError {
+        err,
+        timed_out,
+        too_big,
+    };
+    let local = |err| fail(err, false, false);
+    let src = Repository::open_ext(
+        source,
+        RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(local)?;
+    let spec = rev.unwrap_or("HEAD");
+    let commit = match src.revparse_single(spec) {
+        Ok(object) => object.peel_to_commit().map_err(local)?.id(),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(local(e)),
+    };
+    let (from, to) = (src.odb().map_err(local)?, mirror.odb().map_err(local)?);
+    let mut copied: u64 = 0;
+    let mut stack = vec![commit];
+    while let Some(oid) = stack.pop() {
+        if to.exists(oid) {
+            continue;
+        }
+        let object = from.read(oid).map_err(local)?;
+        copied += object.len() as u64;
+        if copied > cfg.max_fetch_bytes || Instant::now() >= deadline {
+            let err = git2::Error::from_str("transfer aborted");
+            return Err(fail(
+                err,
+                Instant::now() >= deadline,
+                copied > cfg.max_fetch_bytes,
+            ));
+        }
+        match object.kind() {
+            ObjectType::Commit => {
+                stack.push(src.find_commit(oid).map_err(local)?.tree_id());
+            }
+            ObjectType::Tree => {
+                let tree = src.find_tree(oid).map_err(local)?;
+                // Submodule entries name commits of other repositories: not copied.
+                stack.extend(
+                    tree.iter()
+                        .filter(|e| e.filemode() != MODE_COMMIT)
+                        .map(|e| e.id()),
+                );
+            }
+            _ => {}
+        }
+        to.write(object.kind(), object.data()).map_err(local)?;
+    }
+    let shallow = mirror.path().join("shallow");
+    let known = std::fs::read_to_string(&shallow).unwrap_or_default();
+    if !known.lines().any(|l| l == commit.to_string()) {
+        let text = format!("{known}{commit}\n");
+        std::fs::write(&shallow, text).map_err(|e| {
+            local(git2::Error::from_str(&format!(
+                "write {}: {e}",
+                shallow.display()
+            )))
+        })?;
+    }
+    let reference = match rev {
+        None | Some("HEAD") => REMOTE_HEAD_REF,
+        Some(_) => REV_REF,
+    };
+    mirror
+        .reference(reference, commit, true, "ksmith: pinned")
+        .map_err(local)?;
+    Ok(Some(reference.to_string()))
+}
+
+/// True when libgit2 can fetch `url` shallow: network transports, not its local one.
+fn supports_shallow(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    ["http://", "https://", "ssh://", "git://"]
+        .iter()
+        .any(|s| lower.starts_with(s))
+        || (!lower.contains("://") && crate::source::is_url(url))
 }
 
 fn open_or_create_mirror(repo: &str, dir: &Path) -> Result<Repository, Error> {
@@ -118,7 +336,14 @@ fn is_local_damage(e: &FetchError) -> bool {
         )
 }
 
-fn fetch(mirror: &Repository, url: &str, cfg: &CrawlConfig) -> Result<(), FetchError> {
+/// One fetch of `specs` ((remote, local) ref pairs) from `url`, depth 1 when `shallow`.
+fn fetch(
+    mirror: &Repository,
+    url: &str,
+    specs: &[(String, String)],
+    shallow: bool,
+    cfg: &CrawlConfig,
+) -> Result<(), FetchError> {
     let mut remote = mirror.remote_anonymous(url).map_err(|err| FetchError {
         err,
         timed_out: false,
@@ -142,12 +367,13 @@ fn fetch(mirror: &Repository, url: &str, cfg: &CrawlConfig) -> Result<(), FetchE
         .proxy_options(proxy)
         .download_tags(AutotagOption::None)
         .update_fetchhead(false);
-    let head_spec = format!("+HEAD:{REMOTE_HEAD_REF}");
-    let refspecs = [
-        "+refs/heads/*:refs/heads/*",
-        "+refs/tags/*:refs/tags/*",
-        head_spec.as_str(),
-    ];
+    if shallow {
+        opts.depth(1);
+    }
+    let refspecs: Vec<String> = specs
+        .iter()
+        .map(|(remote, local)| format!("+{remote}:{local}"))
+        .collect();
     remote
         .fetch(&refspecs, Some(&mut opts), None)
         .map_err(|err| FetchError {
@@ -174,10 +400,9 @@ pub fn open_local(repo: &str, path: &Path) -> Result<Repository, Error> {
     .map_err(|e| Error::git(repo, format!("open {}", path.display()), e))
 }
 
-/// The commit `rev` names (a branch, tag, commit id or any rev expression), or the commit of
-/// `head` when no rev is given.
-pub fn resolve(git: &Repository, repo: &str, rev: Option<&str>, head: &str) -> Result<Oid, Error> {
-    let spec = rev.unwrap_or(head);
+/// The commit `spec` names (a ref, commit id or any rev expression); `rev` is the configured
+/// rev it stands for, for messages.
+pub fn resolve(git: &Repository, repo: &str, spec: &str, rev: Option<&str>) -> Result<Oid, Error> {
     let action = match rev {
         Some(r) => format!("resolve rev `{r}`"),
         None => "resolve HEAD".to_string(),

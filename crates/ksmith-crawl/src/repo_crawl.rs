@@ -139,12 +139,16 @@ fn crawl_inner(src: &RepoSource, env: &CrawlEnv<'_>) -> Result<Outcome, Error> {
     match &src.location {
         Location::Url(url) => {
             let dir = env.mirror_dir.join(format!("{}.git", src.key()));
-            let git = git_source::update_mirror(&src.name, url, &dir, env.cfg)?;
-            crawl_git(src, env, &git, git_source::REMOTE_HEAD_REF)
+            let rev = src.rev.as_deref();
+            let (git, spec) = git_source::update_mirror(&src.name, url, rev, &dir, env.cfg)?;
+            let oid = git_source::resolve(&git, &src.name, &spec, rev)?;
+            crawl_git(src, env, &git, oid)
         }
         Location::LocalGit(path) => {
             let git = git_source::open_local(&src.name, path)?;
-            crawl_git(src, env, &git, "HEAD")
+            let rev = src.rev.as_deref();
+            let oid = git_source::resolve(&git, &src.name, rev.unwrap_or("HEAD"), rev)?;
+            crawl_git(src, env, &git, oid)
         }
         Location::Folder(path) => crawl_folder(src, env, path),
     }
@@ -154,9 +158,8 @@ fn crawl_git(
     src: &RepoSource,
     env: &CrawlEnv<'_>,
     git: &git2::Repository,
-    head: &str,
+    oid: git2::Oid,
 ) -> Result<Outcome, Error> {
-    let oid = git_source::resolve(git, &src.name, src.rev.as_deref(), head)?;
     let commit = oid.to_string();
     let key = src.key();
     let rules = rules_for(src, env);

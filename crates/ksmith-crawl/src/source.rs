@@ -102,37 +102,99 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// The default repository name of a URL or path: `owner/name` for a URL with a host,
-/// the last path component otherwise, without a `.git` suffix.
-pub fn default_name(location: &str) -> String {
-    let (has_host, path) = if let Some(i) = location.find("://") {
+/// The names a repository at a URL or path can go by, shortest first: `owner/name` for a URL
+/// with a host, then with each folder above it and finally the host; for a path (or `file://`
+/// URL) the last folder, then with each parent folder. `.git` is dropped from the last part.
+pub fn name_candidates(location: &str) -> Vec<String> {
+    let (host, path) = if let Some(i) = location.find("://") {
         let rest = &location[i + 3..];
         let scheme = &location[..i];
         match rest.find('/') {
-            Some(slash) if scheme != "file" => (true, rest[slash..].to_string()),
-            _ if scheme == "file" => (false, rest.to_string()),
-            _ => (true, String::new()),
+            _ if scheme == "file" => (None, rest.to_string()),
+            Some(slash) => (Some(&rest[..slash]), rest[slash..].to_string()),
+            None => (Some(rest), String::new()),
         }
     } else if is_scp_like(location) {
         let colon = location.find(':').unwrap_or(0);
-        (true, location[colon + 1..].to_string())
+        let at = location.find('@').map_or(0, |a| a + 1);
+        (
+            Some(&location[at..colon]),
+            location[colon + 1..].to_string(),
+        )
     } else {
-        (false, location.to_string())
+        (None, location.to_string())
     };
-    let segments: Vec<&str> = path
+    let mut parts: Vec<String> = path
         .split(['/', '\\'])
-        .filter(|s| !s.is_empty() && *s != ".")
+        .filter(|s| !s.is_empty() && *s != "." && *s != "..")
+        .map(str::to_string)
         .collect();
-    let strip = |s: &str| s.strip_suffix(".git").unwrap_or(s).to_string();
-    let name = match (has_host, segments.as_slice()) {
-        (true, [.., owner, repo]) => format!("{owner}/{}", strip(repo)),
-        (_, [.., last]) => strip(last),
-        _ => String::new(),
+    if let Some(last) = parts.last_mut()
+        && let Some(stripped) = last.strip_suffix(".git")
+    {
+        *last = stripped.to_string();
+    }
+    parts.retain(|p| !p.is_empty());
+    if let Some(host) = host.filter(|h| !h.is_empty()) {
+        // The host (without user or port) is the outermost part of a URL's name.
+        let host = host.rsplit('@').next().unwrap_or(host);
+        parts.insert(0, host.split(':').next().unwrap_or(host).to_string());
+    }
+    // A URL's shortest name is `owner/name` (two parts), a path's the last folder.
+    let shortest = if host.is_some() { 2 } else { 1 };
+    let mut out = Vec::new();
+    for take in shortest.min(parts.len())..=parts.len() {
+        if take > 0 {
+            out.push(parts[parts.len() - take..].join("/"));
+        }
+    }
+    out
+}
+
+/// The default repository name of a URL or path: `owner/name` for a URL with a host,
+/// the last path component otherwise, without a `.git` suffix (the first of
+/// [`name_candidates`]).
+pub fn default_name(location: &str) -> String {
+    name_candidates(location)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "repo".to_string())
+}
+
+/// Makes derived names unique: a source without a `name` whose derived name another source
+/// also has takes its next longer candidate (`/a/x/repo` and `/b/y/repo` become `x/repo` and
+/// `y/repo`), until no two names collide or the candidates run out. `candidates[i]` is `None`
+/// for a source whose name is given.
+fn disambiguate(names: &mut [String], candidates: &[Option<Vec<String>>]) {
+    let mut level = vec![0usize; names.len()];
+    // The same place given twice has no longer name that tells them apart.
+    let same_place = |i: usize| {
+        (0..candidates.len())
+            .any(|j| j != i && candidates[j].is_some() && candidates[j] == candidates[i])
     };
-    if name.is_empty() || name == ".." {
-        "repo".to_string()
-    } else {
-        name
+    loop {
+        let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for n in names.iter() {
+            *count.entry(n.as_str()).or_default() += 1;
+        }
+        let colliding: Vec<usize> = (0..names.len())
+            .filter(|&i| count.get(names[i].as_str()).copied().unwrap_or(0) > 1)
+            .filter(|&i| {
+                candidates[i]
+                    .as_ref()
+                    .is_some_and(|c| level[i] + 1 < c.len())
+                    && !same_place(i)
+            })
+            .collect();
+        if colliding.is_empty() {
+            return;
+        }
+        for i in colliding {
+            level[i] += 1;
+            if let Some(c) = &candidates[i] {
+                names[i] = c[level[i]].clone();
+            }
+        }
     }
 }
 
@@ -142,6 +204,8 @@ pub fn default_name(location: &str) -> String {
 /// anything is crawled.
 pub fn expand(sources: &[SourceSpec]) -> Result<Vec<RepoSource>, Error> {
     let mut out = Vec::new();
+    // The longer names each source without a `name` could take (None: given or from a manifest).
+    let mut derived: Vec<Option<Vec<String>>> = Vec::new();
     for (i, spec) in sources.iter().enumerate() {
         spec.validate(i)
             .map_err(|message| Error::Config { message })?;
@@ -158,7 +222,9 @@ pub fn expand(sources: &[SourceSpec]) -> Result<Vec<RepoSource>, Error> {
                     ),
                 });
             }
-            out.extend(manifest::read(manifest_path)?);
+            let listed = manifest::read(manifest_path)?;
+            derived.extend(listed.iter().map(|_| None));
+            out.extend(listed);
             continue;
         }
         let (location, raw) = match (&spec.git, &spec.path) {
@@ -172,15 +238,16 @@ pub fn expand(sources: &[SourceSpec]) -> Result<Vec<RepoSource>, Error> {
             }
         };
         let url = redact_url(&raw);
-        let name = match &spec.name {
-            Some(n) if !n.trim().is_empty() => n.trim().to_string(),
+        let (name, candidates) = match &spec.name {
+            Some(n) if !n.trim().is_empty() => (n.trim().to_string(), None),
             Some(_) => {
                 return Err(Error::Config {
                     message: format!("{origin}: `name` is empty"),
                 });
             }
-            None => default_name(&url),
+            None => (default_name(&url), Some(name_candidates(&url))),
         };
+        derived.push(candidates);
         if let Some(l) = &spec.license
             && !crate::license::is_plausible_spdx_id(l)
         {
@@ -203,6 +270,11 @@ pub fn expand(sources: &[SourceSpec]) -> Result<Vec<RepoSource>, Error> {
             stars: spec.stars,
             origin,
         });
+    }
+    let mut names: Vec<String> = out.iter().map(|r| r.name.clone()).collect();
+    disambiguate(&mut names, &derived);
+    for (repo, name) in out.iter_mut().zip(names) {
+        repo.name = name;
     }
     Ok(out)
 }
@@ -238,6 +310,69 @@ mod tests {
         assert_eq!(default_name("data/corpus/attn/"), "attn");
         assert_eq!(default_name("/"), "repo");
         assert_eq!(default_name(".."), "repo");
+    }
+
+    #[test]
+    fn longer_names_come_from_parent_folders_and_hosts() {
+        assert_eq!(
+            name_candidates("/work/.mirror/owner+name/repo"),
+            vec![
+                "repo",
+                "owner+name/repo",
+                ".mirror/owner+name/repo",
+                "work/.mirror/owner+name/repo"
+            ]
+        );
+        assert_eq!(
+            name_candidates("https://user@gitlab.com:8443/group/sub/proj.git"),
+            vec!["sub/proj", "group/sub/proj", "gitlab.com/group/sub/proj"]
+        );
+        assert_eq!(
+            name_candidates("git@github.com:owner/proj.git"),
+            vec!["owner/proj", "github.com/owner/proj"]
+        );
+        assert_eq!(
+            name_candidates("file:///tmp/x/proj.git"),
+            vec!["proj", "x/proj", "tmp/x/proj"]
+        );
+    }
+
+    #[test]
+    fn derived_names_are_made_unique_and_given_names_win() {
+        let git = |v: &str| SourceSpec {
+            git: Some(v.into()),
+            ..Default::default()
+        };
+        let named = |v: &str, n: &str| SourceSpec {
+            git: Some(v.into()),
+            name: Some(n.into()),
+            ..Default::default()
+        };
+        let names = |specs: &[SourceSpec]| -> Vec<String> {
+            expand(specs).unwrap().into_iter().map(|r| r.name).collect()
+        };
+        assert_eq!(
+            names(&[git("/a/x/repo"), git("/b/y/repo"), git("/c/z/other")]),
+            ["x/repo", "y/repo", "other"]
+        );
+        assert_eq!(
+            names(&[git("/a/x/repo"), git("/b/x/repo"), git("/c/z/repo")]),
+            ["a/x/repo", "b/x/repo", "z/repo"]
+        );
+        assert_eq!(
+            names(&[
+                git("https://github.com/o/r.git"),
+                git("https://gitlab.com/o/r")
+            ]),
+            ["github.com/o/r", "gitlab.com/o/r"]
+        );
+        // A given name stays; the derived one moves out of its way.
+        assert_eq!(
+            names(&[named("/a/x/repo", "repo"), git("/b/y/repo")]),
+            ["repo", "y/repo"]
+        );
+        // The same place twice cannot be told apart: both keep the name (run() then asks for one).
+        assert_eq!(names(&[git("/x/proj"), git("/x/proj")]), ["proj", "proj"]);
     }
 
     #[test]

@@ -893,8 +893,10 @@ fn duplicate_names_and_bad_config_stop_before_any_work() {
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
     let ctx = StageContext::for_tests(&work);
+    // Two sources at different places get different names (`x/proj`, `y/proj`); the same
+    // place twice has no name to tell them apart.
     let err = run(
-        &[git_source("/x/proj"), git_source("/y/proj")],
+        &[git_source("/x/proj"), git_source("/x/proj")],
         &CrawlConfig::default(),
         &ctx,
     )
@@ -947,4 +949,242 @@ fn sample_corpus_crawls_when_present() {
             }
         }
     }
+}
+
+/// The loose object file of `oid` in the bare repository at `path`.
+fn loose_object(path: &Path, oid: Oid) -> PathBuf {
+    let hex = oid.to_string();
+    path.join("objects").join(&hex[..2]).join(&hex[2..])
+}
+
+#[test]
+fn only_the_configured_rev_is_fetched_so_a_broken_branch_does_not_matter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare_path = tmp.path().join("origin.git");
+    let bare = Repository::init_bare(&bare_path).unwrap();
+    let main = commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
+        "main",
+    );
+    // Branch `broken`: a commit whose new blob is then deleted from the object database, the
+    // way a damaged or partial remote has an unreachable object on some other branch.
+    let lost_blob = bare.blob(b"lost = True\n").unwrap();
+    let mut tree = bare
+        .treebuilder(Some(&bare.find_commit(main).unwrap().tree().unwrap()))
+        .unwrap();
+    tree.insert("lost.py", lost_blob, i32::from(FileMode::Blob))
+        .unwrap();
+    let tree = bare.find_tree(tree.write().unwrap()).unwrap();
+    let sig = Signature::now("T", "t@e").unwrap();
+    let parent = bare.find_commit(main).unwrap();
+    let broken = bare
+        .commit(
+            Some("refs/heads/broken"),
+            &sig,
+            &sig,
+            "broken",
+            &tree,
+            &[&parent],
+        )
+        .unwrap();
+    std::fs::remove_file(loose_object(&bare_path, lost_blob)).unwrap();
+    // Branch `side`: a good commit that the default branch does not contain.
+    let side = bare
+        .commit(
+            Some("refs/heads/side"),
+            &sig,
+            &sig,
+            "side",
+            &bare.find_commit(main).unwrap().tree().unwrap(),
+            &[&parent],
+        )
+        .unwrap();
+    bare.tag_lightweight("v1", &bare.find_object(side, None).unwrap(), false)
+        .unwrap();
+
+    let url = file_url(&bare_path);
+    let with = |name: &str, rev: Option<&str>| SourceSpec {
+        name: Some(name.to_string()),
+        git: Some(url.clone()),
+        rev: rev.map(str::to_string),
+        ..Default::default()
+    };
+    let work = tmp.path().join("work");
+    let c = crawl(
+        &work,
+        &[
+            with("head", None),
+            with("side", Some(&side.to_string())),
+            with("broken", Some("broken")),
+        ],
+        &CrawlConfig::default(),
+    );
+    let head = c.row("head");
+    assert_eq!(head.status, RepoStatus::Ok, "{head:#?}");
+    assert_eq!(head.commit.as_deref(), Some(main.to_string().as_str()));
+    // A commit off the default branch is fetched by its id.
+    assert_eq!(
+        c.row("side").commit.as_deref(),
+        Some(side.to_string().as_str())
+    );
+    // The broken branch itself does fail: the object really is missing.
+    let failed = c.row("broken");
+    assert_eq!(failed.status, RepoStatus::Failed, "{failed:#?}");
+    // The default branch's mirror holds only the pinned ref and no object of other branches.
+    let mirror_dir = std::fs::read_dir(work.join("mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("head-"))
+        .unwrap();
+    let mirror = Repository::open_bare(&mirror_dir).unwrap();
+    let refs: Vec<String> = mirror
+        .references()
+        .unwrap()
+        .names()
+        .map(|n| n.unwrap().to_string())
+        .collect();
+    assert_eq!(refs, ["refs/ksmith/remote-head"]);
+    assert!(mirror.find_commit(broken).is_err());
+    assert!(mirror.find_commit(side).is_err());
+    assert!(mirror.find_reference("refs/tags/v1").is_err());
+}
+
+/// `git daemon` serving `base` on a free loopback port (the smart git protocol, as a real
+/// server speaks it: wants, shallow depth), stopped on drop. It allows fetching any reachable
+/// commit by id, as GitHub does.
+struct Daemon {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Daemon {
+    fn start(base: &Path) -> Daemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("git")
+            .args(["-c", "uploadpack.allowReachableSHA1InWant=true", "daemon"])
+            .arg("--reuseaddr")
+            .arg("--export-all")
+            .arg("--listen=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon (the git command-line tool) is needed for this test");
+        let daemon = Daemon { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return daemon;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        drop(daemon);
+        panic!("git daemon did not start on port {port}");
+    }
+
+    fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn over_the_git_protocol_only_the_rev_is_fetched_shallow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("served");
+    let bare_path = served.join("origin.git");
+    let bare = Repository::init_bare(&bare_path).unwrap();
+    let first = commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
+        "first",
+    );
+    let second = commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 2\n")],
+        "second",
+    );
+    let sig = Signature::now("T", "t@e").unwrap();
+    let head_tree = bare.find_commit(second).unwrap().tree().unwrap();
+    let side = bare
+        .commit(
+            Some("refs/heads/side"),
+            &sig,
+            &sig,
+            "side",
+            &head_tree,
+            &[&bare.find_commit(first).unwrap()],
+        )
+        .unwrap();
+    bare.tag_lightweight("v1", &bare.find_object(first, None).unwrap(), false)
+        .unwrap();
+    // A branch whose commit's tree lost a blob.
+    let lost = bare.blob(b"lost = True\n").unwrap();
+    let mut tb = bare.treebuilder(Some(&head_tree)).unwrap();
+    tb.insert("lost.py", lost, i32::from(FileMode::Blob))
+        .unwrap();
+    let broken_tree = bare.find_tree(tb.write().unwrap()).unwrap();
+    bare.commit(
+        Some("refs/heads/broken"),
+        &sig,
+        &sig,
+        "broken",
+        &broken_tree,
+        &[&bare.find_commit(second).unwrap()],
+    )
+    .unwrap();
+    std::fs::remove_file(loose_object(&bare_path, lost)).unwrap();
+
+    let daemon = Daemon::start(&served);
+    let with = |name: &str, rev: Option<&str>| SourceSpec {
+        name: Some(name.to_string()),
+        git: Some(daemon.url("origin.git")),
+        rev: rev.map(str::to_string),
+        ..Default::default()
+    };
+    let work = tmp.path().join("work");
+    let c = crawl(
+        &work,
+        &[
+            with("head", None),
+            with("tag", Some("v1")),
+            with("branch", Some("side")),
+            with("sha", Some(&side.to_string())),
+            with("missing", Some("no-such-branch")),
+        ],
+        &CrawlConfig::default(),
+    );
+    let commit_of = |n: &str| c.row(n).commit.clone().unwrap_or_default();
+    assert_eq!(c.row("head").status, RepoStatus::Ok, "{:#?}", c.row("head"));
+    assert_eq!(commit_of("head"), second.to_string());
+    assert_eq!(commit_of("tag"), first.to_string());
+    assert_eq!(commit_of("branch"), side.to_string());
+    assert_eq!(commit_of("sha"), side.to_string());
+    let reason = c.row("missing").reason.clone().unwrap_or_default();
+    assert!(reason.contains("no-such-branch"), "{reason}");
+    // Shallow: the mirror of the default branch has its commit but not the parent.
+    let mirror_dir = std::fs::read_dir(work.join("mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("head-"))
+        .unwrap();
+    let mirror = Repository::open_bare(&mirror_dir).unwrap();
+    assert!(mirror.find_commit(second).is_ok());
+    assert!(mirror.find_commit(first).is_err(), "not shallow");
+    assert!(mirror.find_reference("refs/heads/side").is_err());
+    // Incremental: a second crawl fetches nothing new and reuses the snapshot.
+    let again = crawl(&work, &[with("head", None)], &CrawlConfig::default());
+    assert!(!again.row("head").changed);
 }
