@@ -285,10 +285,19 @@ impl<'r> Closure<'r> {
             trial.queue.push((node, Some(i)));
             trial.drain();
             // Tier one found no problem, so all of the trial's are new; the first is the
-            // method's own (it is read first).
+            // method's own (it is read first). A method that needs definitions nothing else
+            // needs is dropped too: only what `__init__` and `forward` reach is inlined.
+            let added = trial.included.len() - self.included.len();
             match trial.problems.first() {
-                None => *self = trial,
                 Some(problem) => self.stub(node, i, &problem.reason()),
+                None if added > 0 => self.stub(
+                    node,
+                    i,
+                    &format!(
+                        "not called by __init__ or forward, it needs {added} more definitions"
+                    ),
+                ),
+                None => *self = trial,
             }
         }
     }
@@ -452,6 +461,10 @@ impl<'r> Closure<'r> {
             }
             return;
         }
+        if nested.guard == Guard::TypeChecking {
+            // Never runs: type checkers read it, the program does not (nothing is inlined).
+            return;
+        }
         if nested.local {
             let text = if repo.falls_back(node.0, nested) {
                 fallback_text(nested, "a repository module it names is missing")
@@ -459,9 +472,6 @@ impl<'r> Closure<'r> {
                 "pass".to_string()
             };
             self.edit(node, nested.start, nested.end, text);
-            return;
-        }
-        if nested.guard == Guard::TypeChecking {
             return;
         }
         let refused = nested.bindings.iter().find_map(|b| {

@@ -78,6 +78,7 @@ pub const DEFAULT_ALLOWED_IMPORTS: &[&str] = &[
     "argparse",
     "ast",
     "typing_extensions",
+    "packaging",
 ];
 
 /// The packages whose read-only uses extract knows (see `imports::read_only_use`).

@@ -204,6 +204,8 @@ pub(crate) struct Analyzer<'s, 't, 'c> {
     handler_depth: u32,
     /// Inside an assignment or `del` target.
     store_depth: u32,
+    /// Inside an annotation.
+    annotation_depth: u32,
     too_deep: bool,
 }
 
@@ -245,6 +247,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             type_checking_depth: 0,
             handler_depth: 0,
             store_depth: 0,
+            annotation_depth: 0,
             too_deep: false,
         }
     }
@@ -262,6 +265,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         self.type_checking_depth = 0;
         self.handler_depth = 0;
         self.store_depth = 0;
+        self.annotation_depth = 0;
         self.visit_stmt(node);
         let module = self
             .scopes
@@ -359,6 +363,63 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         });
     }
 
+    /// Visits an annotation (of a parameter, a return value or a variable).
+    fn visit_annotation(&mut self, node: Node<'t>) {
+        self.annotation_depth += 1;
+        self.visit(node);
+        self.annotation_depth -= 1;
+    }
+
+    /// The names a string annotation reads (`"Optional[nn.Module]"` reads `Optional` and
+    /// `nn`), as reads that only happen later. Nested literals (`Literal['a']`) name nothing.
+    fn read_annotation_string(&mut self, node: Node<'t>) {
+        let src = self.src;
+        let t = text(src, node);
+        let Some(open) = t.find(['"', '\'']) else {
+            return;
+        };
+        let quote = t.as_bytes()[open];
+        let width = if t[open..].starts_with(if quote == b'"' { "\"\"\"" } else { "\'\'\'" }) {
+            3
+        } else {
+            1
+        };
+        let start = node.start_byte() + open + width;
+        let end = (node.end_byte()).saturating_sub(width).max(start);
+        let Some(inner) = src.get(start..end) else {
+            return;
+        };
+        let bytes = inner.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c == b'"' || c == b'\'' {
+                i += 1;
+                while i < bytes.len() && bytes[i] != c {
+                    i += 1;
+                }
+                i += 1;
+            } else if c.is_ascii_alphanumeric() || c == b'_' {
+                let word = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let after_dot = word > 0 && bytes[word - 1] == b'.';
+                if !after_dot
+                    && !c.is_ascii_digit()
+                    && let Some(name) = src.get(start + word..start + i)
+                {
+                    let function_depth = self.function_depth;
+                    self.function_depth = function_depth.max(1);
+                    self.read(name, None);
+                    self.function_depth = function_depth;
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Records that `node`'s text may name a method.
     fn mention(&mut self, node: Node<'t>) {
         self.mentions
@@ -450,6 +511,21 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                 }
                 self.read(name, None);
             }
+        } else if (kind == k.subscript || kind == k.generic_type)
+            && self.annotation_depth > 0
+            && node
+                .named_child(0)
+                .is_some_and(|v| text(self.src, v).ends_with("Literal"))
+        {
+            // `Literal["fast"]` holds values, not names.
+            let outer = std::mem::take(&mut self.annotation_depth);
+            self.visit_children(node);
+            self.annotation_depth = outer;
+        } else if kind == k.string && self.annotation_depth > 0 {
+            // A string annotation (`-> "Encoder"`) is never evaluated, but it names things
+            // that should exist (type checkers and pyflakes resolve it): its names are lazy
+            // reads.
+            self.read_annotation_string(node);
         } else if kind == k.string {
             // `getattr(self, "name")` names a method.
             if is_identifier_string(text(self.src, node)) {
@@ -605,7 +681,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             self.visit_param_defaults(params);
         }
         if let Some(ret) = node.child_by_field_id(k.f_return_type) {
-            self.visit(ret);
+            self.visit_annotation(ret);
         }
         if let Some(name) = node.child_by_field_id(k.f_name) {
             let name = text(self.src, name);
@@ -651,12 +727,12 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                     self.visit(v);
                 }
                 if let Some(t) = p.child_by_field_id(k.f_type) {
-                    self.visit(t);
+                    self.visit_annotation(t);
                 }
             } else if kind == k.typed_parameter
                 && let Some(t) = p.child_by_field_id(k.f_type)
             {
-                self.visit(t);
+                self.visit_annotation(t);
             }
         }
         self.buf.truncate(range.start);
@@ -842,7 +918,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             }
         }
         if let Some(t) = node.child_by_field_id(k.f_type) {
-            self.visit(t);
+            self.visit_annotation(t);
         }
         if let Some(l) = node.child_by_field_id(k.f_left) {
             self.bind_target(l);

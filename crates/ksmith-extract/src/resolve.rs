@@ -239,9 +239,12 @@ impl Repo {
         if let Some(s) = f.stmts.get(stmt) {
             for nested in s.names.nested.iter().filter(|n| n.local) {
                 if let Some(b) = nested.bindings.iter().rev().find(|b| b.local == name) {
-                    if self.falls_back(file, nested) || self.handler_is_dead(s, nested) {
-                        // Replaced by `name = None; raise ImportError(...)`: the statement
-                        // binds it itself.
+                    if nested.guard == Guard::TypeChecking
+                        || self.falls_back(file, nested)
+                        || self.handler_is_dead(s, nested)
+                    {
+                        // Never run (kept as written), or replaced by `name = None; raise
+                        // ImportError(...)`: the statement binds it itself.
                         return Found::Itself;
                     }
                     return self.resolve_binding(file, b, 0);

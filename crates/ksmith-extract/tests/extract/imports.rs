@@ -447,3 +447,54 @@ class Mix(nn.Module):
         "{rows:#?}"
     );
 }
+
+#[test]
+fn string_annotations_name_what_they_need_and_type_checking_imports_stay_uninlined() {
+    let rows = extract(&[
+        ("pkg/__init__.py", ""),
+        (
+            "pkg/state.py",
+            "import torch\n\n\nclass State:\n    def __init__(self):\n        self.cache = {}\n",
+        ),
+        (
+            "pkg/attention.py",
+            "import torch.nn as nn\n\n\nclass Attention(nn.Module):\n    def forward(self, x):\n        return x\n",
+        ),
+        (
+            "pkg/model.py",
+            r#"from typing import TYPE_CHECKING, Literal, Optional
+
+import torch.nn as nn
+
+from .state import State
+
+if TYPE_CHECKING:
+    from .attention import Attention
+
+
+def lookup(module: "Attention", state: "Optional[State]", mode: Optional[Literal["fast", "slow"]] = "fast"):
+    return state
+
+
+class Encoder(nn.Module):
+    def clone(self) -> "Encoder":
+        return Encoder()
+
+    def forward(self, x):
+        lookup(self, State())
+        return x
+"#,
+        ),
+    ]);
+    let p = ok_program(&rows, "Encoder");
+    // The entry's old name is bound for its own annotation.
+    assert!(p.contains("Encoder = Model\n"), "{p}");
+    assert!(p.contains("class State:"), "{p}");
+    // The TYPE_CHECKING import is kept as written and nothing of it is inlined.
+    assert!(
+        p.contains("if TYPE_CHECKING:\n    from .attention import Attention\n"),
+        "{p}"
+    );
+    assert!(!p.contains("class Attention"), "{p}");
+    compiles(&[p]);
+}
