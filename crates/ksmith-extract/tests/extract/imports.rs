@@ -256,6 +256,13 @@ class Encoder(nn.Module):
     def describe(self):
         return f"Encoder({self.proj.in_features})"
 
+    def resize(self, dim):
+        self.proj = resample(self.proj, dim)
+
+
+def resample(layer, dim):
+    return nn.Linear(layer.in_features, dim)
+
 
 class Tokenizing(nn.Module):
     def forward(self, x):
@@ -284,6 +291,12 @@ fn lazy_imports_in_methods_nothing_calls_do_not_reject_the_class() {
         p.contains("        return f\"Encoder({self.proj.in_features})\"\n"),
         "{p}"
     );
+    // A method nothing calls does not pull in what only it needs.
+    assert!(
+        p.contains("    def resize(self, dim):\n        raise NotImplementedError(\"removed by ksmith: not called by __init__ or forward, it needs 1 more definitions\")\n"),
+        "{p}"
+    );
+    assert!(!p.contains("def resample"), "{p}");
     compiles(&[p]);
     // A method forward calls is needed: its import still rejects, naming the package.
     assert_eq!(
