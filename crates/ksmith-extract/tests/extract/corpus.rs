@@ -2,35 +2,12 @@
 //! statement-wise program check agrees with re-parsing every whole program.
 #![allow(clippy::unwrap_used)] // Tests may unwrap.
 
-use std::path::{Path, PathBuf};
-
+use crate::common::{corpus, corpus_files};
 use ksmith_core::tables::{ModuleRow, ModuleStatus};
-use ksmith_extract::{ExtractConfig, RepoInfo, SourceFile, extract_repo};
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/corpus")
-}
-
-fn collect(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect(root, &path, out);
-        } else if path.extension().is_some_and(|e| e == "py") {
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            out.push(SourceFile::new(rel, std::fs::read(&path).unwrap()));
-        }
-    }
-}
+use ksmith_extract::{ExtractConfig, RepoInfo, extract_repo};
 
 fn extract(repo: &str, cfg: &ExtractConfig) -> Vec<ModuleRow> {
-    let root = corpus().join(repo);
-    let mut files = Vec::new();
-    collect(&root, &root, &mut files);
+    let files = corpus_files(repo);
     let info = RepoInfo {
         repo: repo.into(),
         ..Default::default()
@@ -38,7 +15,7 @@ fn extract(repo: &str, cfg: &ExtractConfig) -> Vec<ModuleRow> {
     extract_repo(&info, &files, cfg)
 }
 
-const REPOS: &[&str] = &[
+pub const REPOS: &[&str] = &[
     "tinyact", "normzoo", "attnlab", "convnets", "seqkit", "gplnet",
 ];
 

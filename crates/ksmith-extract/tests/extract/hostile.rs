@@ -253,3 +253,87 @@ fn text_cpython_refuses_fails_its_class_even_when_tree_sitter_accepts_it() {
         "{p}"
     );
 }
+
+#[test]
+fn mangled_corpus_files_never_reach_an_internal_error() {
+    // Deterministic damage to the sample corpus: cut spans, repeat and drop lines, splice in
+    // brackets, quotes, colons, tabs and dots. Every outcome must be an ordinary row.
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n.max(1)
+        }
+    }
+    const SPLICE: &[&str] = &[
+        "(",
+        ")",
+        "[",
+        "]",
+        ":",
+        "\"\"\"",
+        "'",
+        "\t",
+        "    ",
+        ".",
+        "\n",
+        "class X(nn.Module):\n",
+        "def",
+        "try:\n",
+        "except ImportError:\n",
+        "if TYPE_CHECKING:\n",
+        "*",
+        "**",
+        "=",
+        "lambda",
+        "async ",
+        "\\\n",
+    ];
+    let mut rng = Lcg(7);
+    let mut rows_seen = 0;
+    for repo in crate::corpus::REPOS {
+        let files = crate::common::corpus_files(repo);
+        for round in 0..25 {
+            let mut mangled = files.clone();
+            let f = rng.below(mangled.len());
+            let text = String::from_utf8_lossy(&mangled[f].bytes).into_owned();
+            let mut chars: Vec<char> = text.chars().collect();
+            for _ in 0..1 + round % 4 {
+                let at = rng.below(chars.len() + 1);
+                match rng.below(4) {
+                    0 => {
+                        let end = (at + rng.below(80)).min(chars.len());
+                        chars.drain(at..end);
+                    }
+                    1 => {
+                        let piece = SPLICE[rng.below(SPLICE.len())];
+                        chars.splice(at..at, piece.chars());
+                    }
+                    2 => {
+                        let end = (at + rng.below(200)).min(chars.len());
+                        let copy: Vec<char> = chars[at..end].to_vec();
+                        chars.splice(at..at, copy);
+                    }
+                    _ => chars.truncate(at),
+                }
+            }
+            mangled[f].bytes = chars.into_iter().collect::<String>().into_bytes();
+            for path in ["a..b.py", "...py", "net.v1.2.py"] {
+                mangled.push(SourceFile::new(path, mangled[f].bytes.clone()));
+            }
+            let rows = extract_repo(&info(), &mangled, &ExtractConfig::default());
+            rows_seen += rows.len();
+            for r in &rows {
+                let reason = r.reason.as_deref().unwrap_or("");
+                assert!(
+                    !reason.starts_with("internal_error"),
+                    "{repo} round {round}: {reason}"
+                );
+            }
+        }
+    }
+    assert!(rows_seen > 1000, "{rows_seen}");
+}

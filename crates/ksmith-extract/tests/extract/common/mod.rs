@@ -4,6 +4,8 @@
 pub mod cpython;
 
 use ksmith_core::tables::{ModuleRow, ModuleStatus};
+use std::path::{Path, PathBuf};
+
 use ksmith_extract::{ExtractConfig, RepoInfo, SourceFile, extract_repo};
 
 pub fn info() -> RepoInfo {
@@ -50,4 +52,34 @@ pub fn ok_program<'a>(rows: &'a [ModuleRow], name: &str) -> &'a str {
 
 pub fn names(rows: &[ModuleRow]) -> Vec<&str> {
     rows.iter().map(|r| r.class_name.as_str()).collect()
+}
+
+/// The sample corpus folder (`data/corpus`).
+pub fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/corpus")
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(root, &path, out);
+        } else if path.extension().is_some_and(|e| e == "py") {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push(SourceFile::new(rel, std::fs::read(&path).unwrap()));
+        }
+    }
+}
+
+/// The Python files of one sample repository, paths relative to it.
+pub fn corpus_files(repo: &str) -> Vec<SourceFile> {
+    let root = corpus().join(repo);
+    let mut files = Vec::new();
+    collect(&root, &root, &mut files);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
 }
