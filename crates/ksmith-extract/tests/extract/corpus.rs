@@ -15,7 +15,7 @@ fn extract(repo: &str, cfg: &ExtractConfig) -> Vec<ModuleRow> {
     extract_repo(&info, &files, cfg)
 }
 
-pub const REPOS: &[&str] = &[
+pub(crate) const REPOS: &[&str] = &[
     "tinyact", "normzoo", "attnlab", "convnets", "seqkit", "gplnet",
 ];
 
