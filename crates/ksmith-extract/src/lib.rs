@@ -8,16 +8,25 @@
 //! - each file is parsed with tree-sitter-python (one parser per rayon thread) and indexed:
 //!   top-level statements with the names they bind and the global names they read (Python
 //!   scoping: parameters, assignments, comprehension variables, nested defs, `global`), import
-//!   bindings, and for classes their bases, `__init__` and `forward` signatures;
+//!   bindings (with what guards them: `try`/`except ImportError`, `if TYPE_CHECKING:`), and for
+//!   classes their bases, methods, `__init__` and `forward` signatures; statements CPython
+//!   would refuse although tree-sitter accepts them (TabError, empty blocks, Python 2) are
+//!   syntax errors;
 //! - a class is a module when a base resolves to `torch.nn.Module` (or another `torch.nn`
 //!   layer) through any alias (`nn.Module`, `torch.nn.Module`, `import torch.nn as tnn`,
-//!   `from torch import nn as N`, `from torch.nn import Module as M`) or through repository
-//!   classes in any file (absolute, relative, re-exported and star imports are followed);
+//!   `from torch import nn as N`, `from torch.nn import Module as M`, `Base = nn.Module`) or
+//!   through repository classes in any file (absolute, relative, re-exported and star imports
+//!   are followed);
 //! - its closure (functions, classes, bases, decorators, constants and other assignments, names
-//!   in defaults and class bodies) is collected across files; `mod.attr` uses of repository
-//!   modules are rewritten to `attr`; imports of allowed packages are kept, only those used;
+//!   in defaults, class bodies and string annotations) is collected across files, method by
+//!   method (a method nothing needed names and that needs something new gets a `raise` body);
+//!   `mod.attr` uses of repository modules are rewritten to `attr`; imports of allowed packages
+//!   are kept, only those used; `os`/`sys` only for reading; an import with an `ImportError`
+//!   fallback that cannot be kept makes the program take the fallback;
 //! - the program is emitted in an order that runs, the class renamed to `Model` (with
-//!   `Original = Model` when the original name is used), then `get_inputs()` and
+//!   `Original = Model` when the original name is used; a class with required keyword-only
+//!   constructor arguments keeps its name and gets a `class Model(Original)` taking them
+//!   positionally), then `get_inputs()` and
 //!   `get_init_inputs()` guessed from the signatures (names and defaults, paritybench style),
 //!   and finally checked: the generated and edited stretches are re-parsed with tree-sitter
 //!   (once per distinct text in a repository), unedited inlined statements reuse their file's
@@ -28,8 +37,10 @@
 //! Invariants: rows are sorted by (repo, path, line); every `ok` row has a program that parses
 //! and defines or imports every global name it reads; a bad file or class is a row with a
 //! status and a reason (`syntax_error at path:line`, `undefined_name: foo`,
-//! `import_not_allowed: scipy`, `no_forward`, `too_large: ...`), never an error; ids are unique
-//! in the table (see [`assign_ids`]). Entry point: [`run`]; table-free: [`extract_repo`].
+//! `import_not_allowed: scipy`, `no_forward`, `too_large: ...`), never an error, and a panic
+//! inside one class or repository is its `internal_error: ...` row, so no input can fail the
+//! stage; ids are unique in the table (see [`assign_ids`]). Entry point: [`run`]; table-free:
+//! [`extract_repo`].
 //!
 //! # Example
 //!

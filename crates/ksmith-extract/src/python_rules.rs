@@ -35,67 +35,99 @@ pub(crate) fn first_violation(node: Node<'_>, src: &str) -> Option<u32> {
         let line = n.start_position().row as u32 + 1;
         found = Some(found.map_or(line, |f| f.min(line)));
     };
+    // Indentation only needs checking where a tab or form feed could make it ambiguous.
+    let tabs = text(src, node).contains(['\t', '\x0c']);
     let mut line_starts: Vec<Node<'_>> = vec![node];
     let top = Context {
         function: false,
         function_or_lambda: false,
         loop_body: false,
     };
-    let mut stack: Vec<(Node<'_>, Context)> = vec![(node, top)];
+    // One depth-first walk with a cursor; `stack` holds (kind, context) of the current node
+    // and its ancestors.
     let mut cursor = node.walk();
-    while let Some((n, ctx)) = stack.pop() {
-        let kind = n.kind_id();
-        check_node(n, kind, ctx, src, k, &mut note);
-        let child_ctx = |field: Option<u16>| -> Context {
-            if kind == k.function_definition && field == Some(k.f_body) {
-                Context {
-                    function: true,
-                    function_or_lambda: true,
-                    loop_body: false,
-                }
-            } else if kind == k.lambda && field == Some(k.f_body) {
-                Context {
-                    function_or_lambda: true,
-                    ..ctx
-                }
-            } else if kind == k.class_definition && field == Some(k.f_body) {
-                top
-            } else if (kind == k.for_statement || kind == k.while_statement)
-                && field == Some(k.f_body)
-            {
-                Context {
-                    loop_body: true,
-                    ..ctx
-                }
-            } else {
-                // Including a loop's `else`, which runs after the loop: `break` there needs an
-                // outer loop.
-                ctx
-            }
-        };
-        cursor.reset(n);
+    let mut stack: Vec<(u16, Context)> = vec![(node.kind_id(), top)];
+    loop {
+        let n = cursor.node();
+        let (kind, ctx) = stack[stack.len() - 1];
+        if n.is_named() {
+            check_node(n, kind, ctx, src, k, &mut note);
+        }
         if cursor.goto_first_child() {
+            stack.push(child_entry(&cursor, kind, ctx, top, k));
+        } else {
             loop {
-                let child = cursor.node();
-                let field = cursor.field_id().map(|f| f.get());
-                if child.is_named() {
-                    if (kind == k.block && child.kind_id() != k.comment)
-                        || is_line_start(child.kind_id(), k)
-                    {
-                        line_starts.push(child);
-                    }
-                    stack.push((child, child_ctx(field)));
-                }
-                if !cursor.goto_next_sibling() {
+                if stack.len() > 1 && cursor.goto_next_sibling() {
+                    let (parent_kind, parent_ctx) = stack[stack.len() - 2];
+                    let entry = child_entry(&cursor, parent_kind, parent_ctx, top, k);
+                    let last = stack.len() - 1;
+                    stack[last] = entry;
                     break;
                 }
+                if stack.len() <= 1 || !cursor.goto_parent() {
+                    return match (
+                        found,
+                        tabs.then(|| indentation(&line_starts, src)).flatten(),
+                    ) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                stack.pop();
+            }
+        }
+        if tabs {
+            let child = cursor.node();
+            let (parent_kind, _) = stack[stack.len() - 2];
+            if child.is_named()
+                && ((parent_kind == k.block && child.kind_id() != k.comment)
+                    || is_line_start(child.kind_id(), k))
+            {
+                line_starts.push(child);
             }
         }
     }
-    match (found, indentation(&line_starts, src)) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+}
+
+/// The (kind, context) of the node under `cursor`, a child of a `parent_kind` node whose
+/// context is `ctx`: function and class bodies start a new context, loop bodies are in a loop
+/// (a loop's `else` is not: `break` there needs an outer loop).
+fn child_entry(
+    cursor: &tree_sitter::TreeCursor<'_>,
+    parent_kind: u16,
+    ctx: Context,
+    top: Context,
+    k: &Kinds,
+) -> (u16, Context) {
+    let scoping = parent_kind == k.function_definition
+        || parent_kind == k.lambda
+        || parent_kind == k.class_definition
+        || parent_kind == k.for_statement
+        || parent_kind == k.while_statement;
+    // The field lookup is the costly part of a step: only scoping parents need it.
+    let body = scoping && cursor.field_id().map(|f| f.get()) == Some(k.f_body);
+    let child = if body && parent_kind == k.function_definition {
+        Context {
+            function: true,
+            function_or_lambda: true,
+            loop_body: false,
+        }
+    } else if body && parent_kind == k.lambda {
+        Context {
+            function_or_lambda: true,
+            ..ctx
+        }
+    } else if body && parent_kind == k.class_definition {
+        top
+    } else if body && (parent_kind == k.for_statement || parent_kind == k.while_statement) {
+        Context {
+            loop_body: true,
+            ..ctx
+        }
+    } else {
+        ctx
+    };
+    (cursor.node().kind_id(), child)
 }
 
 /// Clauses and decorators start logical lines of their own.
@@ -297,11 +329,6 @@ fn check_arguments(
 /// the nodes that begin one, in any order): each is compared with the open levels twice,
 /// counting a tab as up to 8 columns and as 1, and the two comparisons must agree.
 fn indentation(line_starts: &[Node<'_>], src: &str) -> Option<u32> {
-    let first = *line_starts.first()?;
-    let region = text(src, first);
-    if !region.contains(['\t', '\x0c']) {
-        return None;
-    }
     let mut rows: Vec<(usize, usize)> = line_starts
         .iter()
         .map(|n| {
