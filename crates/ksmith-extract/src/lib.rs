@@ -94,4 +94,4 @@ pub use stage::{module_order, run};
 pub const STAGE: &str = "extract";
 
 /// Bumped whenever the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
