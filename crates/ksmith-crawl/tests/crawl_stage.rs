@@ -240,13 +240,7 @@ fn local_repository_is_read_from_objects_with_reasons_for_every_skip() {
 #[test]
 fn file_url_is_mirrored_and_incremental() {
     let tmp = tempfile::tempdir().unwrap();
-    let bare_path = tmp.path().join("origin.git");
-    let bare = Repository::init_bare(&bare_path).unwrap();
-    let first = commit(
-        &bare,
-        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
-        "first",
-    );
+    let (bare_path, bare, first) = origin(tmp.path());
     let work = tmp.path().join("work");
     let sources = [git_source(&file_url(&bare_path))];
     let cfg = CrawlConfig::default();
@@ -313,13 +307,7 @@ fn file_url_is_mirrored_and_incremental() {
 #[test]
 fn damaged_mirrors_are_rebuilt() {
     let tmp = tempfile::tempdir().unwrap();
-    let bare_path = tmp.path().join("origin.git");
-    let bare = Repository::init_bare(&bare_path).unwrap();
-    commit(
-        &bare,
-        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
-        "first",
-    );
+    let (bare_path, bare, _) = origin(tmp.path());
     let work = tmp.path().join("work");
     let sources = [git_source(&file_url(&bare_path))];
     let cfg = CrawlConfig::default();
@@ -399,12 +387,7 @@ fn revs_pin_branches_tags_and_commits() {
         "second",
     );
     let url = file_url(&bare_path);
-    let with = |name: &str, rev: Option<&str>| SourceSpec {
-        name: Some(name.to_string()),
-        git: Some(url.clone()),
-        rev: rev.map(str::to_string),
-        ..Default::default()
-    };
+    let with = |name: &str, rev: Option<&str>| rev_source(name, &url, rev);
     let sources = [
         with("head", None),
         with("tag", Some("v1")),
@@ -951,6 +934,65 @@ fn sample_corpus_crawls_when_present() {
     }
 }
 
+/// A bare repository `origin.git` in `dir` with one commit (a license and `a.py`).
+fn origin(dir: &Path) -> (PathBuf, Repository, Oid) {
+    let path = dir.join("origin.git");
+    let bare = Repository::init_bare(&path).unwrap();
+    let first = commit(
+        &bare,
+        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
+        "first",
+    );
+    (path, bare, first)
+}
+
+/// A source `name` for `url` at `rev`.
+fn rev_source(name: &str, url: &str, rev: Option<&str>) -> SourceSpec {
+    SourceSpec {
+        name: Some(name.to_string()),
+        git: Some(url.to_string()),
+        rev: rev.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+/// The bare mirror of the repository named `name` (its folder starts with the name).
+fn mirror_named(work: &Path, name: &str) -> Repository {
+    let dir = std::fs::read_dir(work.join("mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with(&format!("{name}-")))
+        })
+        .unwrap_or_else(|| panic!("no mirror of {name}"));
+    Repository::open_bare(dir).unwrap()
+}
+
+/// On branch `branch` of `bare`, a child of `parent` whose tree adds a blob that is then
+/// deleted from the object database: the remote has an unreachable object there.
+fn broken_branch(bare: &Repository, bare_path: &Path, parent: Oid, branch: &str) -> Oid {
+    let lost = bare.blob(b"lost = True\n").unwrap();
+    let parent = bare.find_commit(parent).unwrap();
+    let mut tb = bare.treebuilder(Some(&parent.tree().unwrap())).unwrap();
+    tb.insert("lost.py", lost, i32::from(FileMode::Blob))
+        .unwrap();
+    let tree = tb.write().unwrap();
+    let broken = commit_on(bare, branch, tree, parent.id());
+    std::fs::remove_file(loose_object(bare_path, lost)).unwrap();
+    broken
+}
+
+/// A commit of `tree` with parent `parent` on branch `branch` (HEAD stays where it is).
+fn commit_on(bare: &Repository, branch: &str, tree: Oid, parent: Oid) -> Oid {
+    let sig = Signature::now("T", "t@e").unwrap();
+    let tree = bare.find_tree(tree).unwrap();
+    let parent = bare.find_commit(parent).unwrap();
+    let refname = format!("refs/heads/{branch}");
+    bare.commit(Some(&refname), &sig, &sig, branch, &tree, &[&parent])
+        .unwrap()
+}
+
 /// The loose object file of `oid` in the bare repository at `path`.
 fn loose_object(path: &Path, oid: Oid) -> PathBuf {
     let hex = oid.to_string();
@@ -960,56 +1002,16 @@ fn loose_object(path: &Path, oid: Oid) -> PathBuf {
 #[test]
 fn only_the_configured_rev_is_fetched_so_a_broken_branch_does_not_matter() {
     let tmp = tempfile::tempdir().unwrap();
-    let bare_path = tmp.path().join("origin.git");
-    let bare = Repository::init_bare(&bare_path).unwrap();
-    let main = commit(
-        &bare,
-        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
-        "main",
-    );
-    // Branch `broken`: a commit whose new blob is then deleted from the object database, the
-    // way a damaged or partial remote has an unreachable object on some other branch.
-    let lost_blob = bare.blob(b"lost = True\n").unwrap();
-    let mut tree = bare
-        .treebuilder(Some(&bare.find_commit(main).unwrap().tree().unwrap()))
-        .unwrap();
-    tree.insert("lost.py", lost_blob, i32::from(FileMode::Blob))
-        .unwrap();
-    let tree = bare.find_tree(tree.write().unwrap()).unwrap();
-    let sig = Signature::now("T", "t@e").unwrap();
-    let parent = bare.find_commit(main).unwrap();
-    let broken = bare
-        .commit(
-            Some("refs/heads/broken"),
-            &sig,
-            &sig,
-            "broken",
-            &tree,
-            &[&parent],
-        )
-        .unwrap();
-    std::fs::remove_file(loose_object(&bare_path, lost_blob)).unwrap();
+    let (bare_path, bare, main) = origin(tmp.path());
+    let broken = broken_branch(&bare, &bare_path, main, "broken");
     // Branch `side`: a good commit that the default branch does not contain.
-    let side = bare
-        .commit(
-            Some("refs/heads/side"),
-            &sig,
-            &sig,
-            "side",
-            &bare.find_commit(main).unwrap().tree().unwrap(),
-            &[&parent],
-        )
-        .unwrap();
+    let main_tree = bare.find_commit(main).unwrap().tree_id();
+    let side = commit_on(&bare, "side", main_tree, main);
     bare.tag_lightweight("v1", &bare.find_object(side, None).unwrap(), false)
         .unwrap();
 
     let url = file_url(&bare_path);
-    let with = |name: &str, rev: Option<&str>| SourceSpec {
-        name: Some(name.to_string()),
-        git: Some(url.clone()),
-        rev: rev.map(str::to_string),
-        ..Default::default()
-    };
+    let with = |name: &str, rev: Option<&str>| rev_source(name, &url, rev);
     let work = tmp.path().join("work");
     let c = crawl(
         &work,
@@ -1032,12 +1034,7 @@ fn only_the_configured_rev_is_fetched_so_a_broken_branch_does_not_matter() {
     let failed = c.row("broken");
     assert_eq!(failed.status, RepoStatus::Failed, "{failed:#?}");
     // The default branch's mirror holds only the pinned ref and no object of other branches.
-    let mirror_dir = std::fs::read_dir(work.join("mirrors"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains("head-"))
-        .unwrap();
-    let mirror = Repository::open_bare(&mirror_dir).unwrap();
+    let mirror = mirror_named(&work, "head");
     let refs: Vec<String> = mirror
         .references()
         .unwrap()
@@ -1104,56 +1101,21 @@ impl Drop for Daemon {
 fn over_the_git_protocol_only_the_rev_is_fetched_shallow() {
     let tmp = tempfile::tempdir().unwrap();
     let served = tmp.path().join("served");
-    let bare_path = served.join("origin.git");
-    let bare = Repository::init_bare(&bare_path).unwrap();
-    let first = commit(
-        &bare,
-        &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 1\n")],
-        "first",
-    );
+    let (bare_path, bare, first) = origin(&served);
     let second = commit(
         &bare,
         &[file("LICENSE", MIT.as_bytes()), file("a.py", b"a = 2\n")],
         "second",
     );
-    let sig = Signature::now("T", "t@e").unwrap();
-    let head_tree = bare.find_commit(second).unwrap().tree().unwrap();
-    let side = bare
-        .commit(
-            Some("refs/heads/side"),
-            &sig,
-            &sig,
-            "side",
-            &head_tree,
-            &[&bare.find_commit(first).unwrap()],
-        )
-        .unwrap();
+    let head_tree = bare.find_commit(second).unwrap().tree_id();
+    let side = commit_on(&bare, "side", head_tree, first);
     bare.tag_lightweight("v1", &bare.find_object(first, None).unwrap(), false)
         .unwrap();
-    // A branch whose commit's tree lost a blob.
-    let lost = bare.blob(b"lost = True\n").unwrap();
-    let mut tb = bare.treebuilder(Some(&head_tree)).unwrap();
-    tb.insert("lost.py", lost, i32::from(FileMode::Blob))
-        .unwrap();
-    let broken_tree = bare.find_tree(tb.write().unwrap()).unwrap();
-    bare.commit(
-        Some("refs/heads/broken"),
-        &sig,
-        &sig,
-        "broken",
-        &broken_tree,
-        &[&bare.find_commit(second).unwrap()],
-    )
-    .unwrap();
-    std::fs::remove_file(loose_object(&bare_path, lost)).unwrap();
+    broken_branch(&bare, &bare_path, second, "broken");
 
     let daemon = Daemon::start(&served);
-    let with = |name: &str, rev: Option<&str>| SourceSpec {
-        name: Some(name.to_string()),
-        git: Some(daemon.url("origin.git")),
-        rev: rev.map(str::to_string),
-        ..Default::default()
-    };
+    let url = daemon.url("origin.git");
+    let with = |name: &str, rev: Option<&str>| rev_source(name, &url, rev);
     let work = tmp.path().join("work");
     let c = crawl(
         &work,
@@ -1175,12 +1137,7 @@ fn over_the_git_protocol_only_the_rev_is_fetched_shallow() {
     let reason = c.row("missing").reason.clone().unwrap_or_default();
     assert!(reason.contains("no-such-branch"), "{reason}");
     // Shallow: the mirror of the default branch has its commit but not the parent.
-    let mirror_dir = std::fs::read_dir(work.join("mirrors"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains("head-"))
-        .unwrap();
-    let mirror = Repository::open_bare(&mirror_dir).unwrap();
+    let mirror = mirror_named(&work, "head");
     assert!(mirror.find_commit(second).is_ok());
     assert!(mirror.find_commit(first).is_err(), "not shallow");
     assert!(mirror.find_reference("refs/heads/side").is_err());
