@@ -215,12 +215,35 @@ fn copy_local(
     };
     let (from, to) = (src.odb().map_err(local)?, mirror.odb().map_err(local)?);
     let mut copied: u64 = 0;
-    let mut stack = vec![commit];
-    while let Some(oid) = stack.pop() {
+    // Children are written before the tree or commit naming them, so an object present in the
+    // mirror has all its content there (an interrupted copy resumes instead of stopping at a
+    // commit it already has). (oid, its children are already written)
+    let mut stack = vec![(commit, false)];
+    while let Some((oid, children_done)) = stack.pop() {
         if to.exists(oid) {
             continue;
         }
-        let object = from.read(oid).map_err(local)?;
+        if !children_done {
+            stack.push((oid, true));
+            if from.read_header(oid).map_err(local)?.1 == ObjectType::Tree {
+                let tree = src.find_tree(oid).map_err(local)?;
+                // Submodule entries name commits of other repositories: not copied. Blobs
+                // have no children: they go in as done.
+                for e in tree.iter().filter(|e| e.filemode() != MODE_COMMIT) {
+                    stack.push((e.id(), e.kind() == Some(ObjectType::Blob)));
+                }
+            } else if oid == commit {
+                stack.push((src.find_commit(oid).map_err(local)?.tree_id(), false));
+            }
+            continue;
+        }
+        let object = match from.read(oid) {
+            Ok(o) => o,
+            // A blob the source itself lacks (a partial clone's large files): the mirror lacks
+            // it too, and reading it later fails with the same error as reading the source.
+            Err(e) if e.code() == git2::ErrorCode::NotFound && oid != commit => continue,
+            Err(e) => return Err(local(e)),
+        };
         copied += object.len() as u64;
         if copied > cfg.max_fetch_bytes || Instant::now() >= deadline {
             let err = git2::Error::from_str("transfer aborted");
@@ -229,21 +252,6 @@ fn copy_local(
                 Instant::now() >= deadline,
                 copied > cfg.max_fetch_bytes,
             ));
-        }
-        match object.kind() {
-            ObjectType::Commit => {
-                stack.push(src.find_commit(oid).map_err(local)?.tree_id());
-            }
-            ObjectType::Tree => {
-                let tree = src.find_tree(oid).map_err(local)?;
-                // Submodule entries name commits of other repositories: not copied.
-                stack.extend(
-                    tree.iter()
-                        .filter(|e| e.filemode() != MODE_COMMIT)
-                        .map(|e| e.id()),
-                );
-            }
-            _ => {}
         }
         to.write(object.kind(), object.data()).map_err(local)?;
     }

@@ -1145,3 +1145,44 @@ fn over_the_git_protocol_only_the_rev_is_fetched_shallow() {
     let again = crawl(&work, &[with("head", None)], &CrawlConfig::default());
     assert!(!again.row("head").changed);
 }
+
+#[test]
+fn a_file_url_copy_resumes_after_an_interruption_and_skips_blobs_the_source_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare_path = tmp.path().join("origin.git");
+    let bare = Repository::init_bare(&bare_path).unwrap();
+    let big: Vec<u8> = (0..50_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let head = commit(
+        &bare,
+        &[
+            file("LICENSE", MIT.as_bytes()),
+            file("pkg/a.py", b"a = 1\n"),
+            file("pkg/b.py", b"b = 2\n"),
+            file("weights.bin", &big),
+            file("image.png", b"not really a png"),
+        ],
+        "c",
+    );
+    // The source itself lacks a large non-Python file, as a partial clone does.
+    let tree = bare.find_commit(head).unwrap().tree().unwrap();
+    let image = tree.get_name("image.png").unwrap().id();
+    std::fs::remove_file(loose_object(&bare_path, image)).unwrap();
+    let work = tmp.path().join("work");
+    let sources = [rev_source("origin", &file_url(&bare_path), None)];
+    // Interrupted: the copy stops part way (the big blob is over the limit).
+    let small = CrawlConfig {
+        max_fetch_bytes: 10_000,
+        ..Default::default()
+    };
+    assert_eq!(
+        crawl(&work, &sources, &small).row("origin").status,
+        RepoStatus::Failed
+    );
+    // The next crawl completes the copy instead of trusting what the first one left.
+    let c = crawl(&work, &sources, &CrawlConfig::default());
+    let row = c.row("origin");
+    assert_eq!(row.status, RepoStatus::Ok, "{row:#?}");
+    assert_eq!(row.files, ["pkg/a.py", "pkg/b.py"]);
+    assert_eq!(snapshot_file(&work, row, "pkg/b.py"), b"b = 2\n");
+    assert!(mirror_named(&work, "origin").find_blob(image).is_err());
+}
