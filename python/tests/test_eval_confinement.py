@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from ksmith.confine import Policy, SandboxError
 from ksmith.evaluator.evaluate import DeviceEvaluator
-from ksmith.evaluator.sandbox import mount_isolation
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
@@ -79,8 +79,6 @@ def evaluate(confine: bool, marker: str) -> dict:
 
 
 def test_a_confined_candidate_cannot_escape(tmp_path):
-    if not mount_isolation("cpu"):
-        pytest.skip("this process may not create mount namespaces (not root)")
     marker = str(tmp_path / "escaped")
     result = evaluate(True, marker)
     assert not os.path.exists(marker), "the candidate wrote outside its folder"
@@ -105,20 +103,17 @@ def test_without_confinement_the_same_candidate_escapes(tmp_path):
         assert escape in log, log
 
 
-def test_where_confinement_fails_children_run_without_it_and_it_says_so(monkeypatch, capfd):
-    if os.geteuid() != 0:
-        pytest.skip("the check only runs as root")
-    import ksmith.confine
+def test_where_a_part_of_the_sandbox_fails_it_says_so_and_require_refuses(monkeypatch, capfd):
+    import ksmith.confine.child
 
-    monkeypatch.setattr(ksmith.confine, "confine_writes", lambda *a, **k: "tmpfs over /x: Operation not permitted")
-    mount_isolation.cache_clear()
+    monkeypatch.setattr(ksmith.confine.child, "_private_dev", lambda *a: "tmpfs over /x: Operation not permitted")
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30})
     try:
-        assert mount_isolation("cpu") is False
-        assert "children cannot be confined here (tmpfs over /x: Operation not permitted)" in capfd.readouterr().err
-        ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30})
-        try:
-            assert ev.confine is False
-        finally:
-            ev.close()
+        missing = ev.sandbox_info()["missing"]
+        assert "private /dev: tmpfs over /x: Operation not permitted" in missing, missing
+        assert ev.sandbox_info()["confined"] is False
+        assert "children run without part of the sandbox" in capfd.readouterr().err
     finally:
-        mount_isolation.cache_clear()
+        ev.close()
+    with pytest.raises(SandboxError, match=r"private /dev: tmpfs over /x: Operation not permitted"):
+        DeviceEvaluator("cpu", {"trials": 2}, policy=Policy(require=True))

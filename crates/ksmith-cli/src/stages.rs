@@ -88,12 +88,15 @@ pub struct StageConfigs {
     pub select: ksmith_select::SelectConfig,
     /// `[export]`.
     pub export: ksmith_export::ExportConfig,
+    /// `[sandbox]`: how the probe and the evaluator confine untrusted code (also copied into
+    /// `probe` and `eval`).
+    pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
 impl StageConfigs {
     /// Parses and validates every stage's section of `config`.
     pub fn from_config(config: &Config) -> anyhow::Result<StageConfigs> {
-        let stages = StageConfigs {
+        let mut stages = StageConfigs {
             discover: config.section("discover")?,
             crawl: config.section("crawl")?,
             extract: config.section("extract")?,
@@ -105,8 +108,12 @@ impl StageConfigs {
             teacher: config.section("teacher")?,
             select: config.section("select")?,
             export: config.section("export")?,
+            sandbox: config.section("sandbox")?,
         };
         stages.discover.validate()?;
+        stages.sandbox.validate()?;
+        stages.probe.sandbox = stages.sandbox.clone();
+        stages.eval.sandbox = stages.sandbox.clone();
         stages.crawl.validate()?;
         stages.extract.validate()?;
         stages.probe.validate()?;

@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::ids::content_id;
 
-/// The names of the per-stage tables a configuration may contain.
+/// The names of the per-stage tables a configuration may contain (and `[sandbox]`, which the
+/// probe and the evaluator share).
 pub const STAGE_SECTIONS: &[&str] = &[
     "discover", "crawl", "extract", "probe", "dedup", "cluster", "eval", "rollout", "teacher",
-    "select", "export",
+    "select", "export", "sandbox",
 ];
 
 /// Settings that concern the whole run.

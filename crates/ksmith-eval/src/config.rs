@@ -45,6 +45,8 @@ pub struct EvalConfig {
     pub request_timeout_s: f64,
     /// Resident memory limit of a child process (MiB); past it the child is killed.
     pub memory_limit_mb: u64,
+    /// Processes (threads included) a child may have at once.
+    pub max_processes: u32,
     /// Warm-up calls before timing (at least).
     pub timing_warmup: u32,
     /// Warm-up time before timing (at least), in milliseconds.
@@ -76,6 +78,9 @@ pub struct EvalConfig {
     pub remote_url: Option<String>,
     /// Time limit of one remote request.
     pub remote_timeout_s: f64,
+    /// The shared `[sandbox]` section (not an `[eval]` key: the CLI copies it in and checks it).
+    #[serde(skip)]
+    pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
 impl Default for EvalConfig {
@@ -97,6 +102,7 @@ impl Default for EvalConfig {
             timing_timeout_s: 120.0,
             request_timeout_s: 900.0,
             memory_limit_mb: 16384,
+            max_processes: 256,
             timing_warmup: 10,
             timing_warmup_ms: 50.0,
             timing_min_samples: 50,
@@ -111,6 +117,7 @@ impl Default for EvalConfig {
             log_limit: 8000,
             remote_url: None,
             remote_timeout_s: 900.0,
+            sandbox: Default::default(),
         }
     }
 }
@@ -134,6 +141,12 @@ impl EvalConfig {
         }
         if self.cpu_workers == 0 || self.inflight_per_worker == 0 {
             return bad("cpu_workers and inflight_per_worker must be at least 1".into());
+        }
+        if self.max_processes < 16 {
+            return bad(format!(
+                "max_processes must be at least 16 (torch and triton start threads), got {}",
+                self.max_processes
+            ));
         }
         if self.trials == 0 {
             return bad("trials must be at least 1".into());
@@ -225,6 +238,7 @@ impl EvalConfig {
             "run_timeout_s": self.run_timeout_s,
             "timing_timeout_s": self.timing_timeout_s,
             "memory_limit_mb": self.memory_limit_mb,
+            "max_processes": self.max_processes,
             "log_limit": self.log_limit,
             "static_checks": self.static_checks,
             "decoy_work_share": self.decoy_work_share,

@@ -1,7 +1,7 @@
 //! [`WorkerPool`]: local workers behind the [`Evaluator`] trait.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -31,8 +31,8 @@ pub struct WorkerPool {
     room: Condvar,
     cfg: EvalConfig,
     python: PathBuf,
-    options: serde_json::Value,
     next_id: AtomicU64,
+    warned_sandbox: AtomicBool,
     restarts: AtomicU64,
     // Declared last: dropped after the workers stopped.
     runtime: RuntimeDir,
@@ -65,10 +65,10 @@ impl WorkerPool {
                 .collect(),
             busy: Mutex::new(Vec::new()),
             room: Condvar::new(),
-            options: cfg.worker_options(),
             cfg: cfg.clone(),
             python,
             next_id: AtomicU64::new(0),
+            warned_sandbox: AtomicBool::new(false),
             restarts: AtomicU64::new(0),
             runtime,
         };
@@ -110,12 +110,19 @@ impl WorkerPool {
         }
         let w = Arc::new(WorkerProcess::spawn(
             &self.python,
-            self.runtime.path(),
+            &self.runtime,
             slot.device.clone(),
-            &self.options,
+            &self.cfg,
             STARTUP,
             i,
         )?);
+        if !w.sandbox_missing().is_empty() && !self.warned_sandbox.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "warning: eval: candidates run without part of the sandbox ([sandbox] require = \
+                 true refuses instead): {}",
+                w.sandbox_missing().join("; ")
+            );
+        }
         *guard = Some(w.clone());
         Ok(w)
     }

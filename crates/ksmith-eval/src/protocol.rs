@@ -50,6 +50,9 @@ pub struct Incoming {
     pub error: Option<ErrorBody>,
     /// The device (in `hello`).
     pub device: Option<String>,
+    /// What the worker's sandbox set up and what it could not (in `hello`).
+    #[serde(default)]
+    pub sandbox: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ErrorBody {

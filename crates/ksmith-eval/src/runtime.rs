@@ -1,4 +1,5 @@
-//! The Python worker package, embedded in the binary and written to a private folder at start.
+//! The Python worker package, embedded in the binary and written to a private folder at start
+//! together with the sandbox launcher (`ksmith.confine`, from `ksmith-sandbox`).
 
 use std::path::{Path, PathBuf};
 
@@ -9,10 +10,6 @@ pub const SOURCES: &[(&str, &str)] = &[
     (
         "ksmith/__init__.py",
         "\"\"\"ksmith evaluator runtime (written by ksmith-eval).\"\"\"\n",
-    ),
-    (
-        "ksmith/confine.py",
-        include_str!("../../../python/ksmith/confine.py"),
     ),
     (
         "ksmith/evaluator/__init__.py",
@@ -76,6 +73,11 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Every file written to the runtime folder: the worker's and the sandbox's.
+pub fn all_sources() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SOURCES.iter().chain(ksmith_sandbox::PYTHON_FILES)
+}
+
 /// A private folder holding the worker package; removed on drop.
 #[derive(Debug)]
 pub struct RuntimeDir {
@@ -99,13 +101,14 @@ impl RuntimeDir {
             move |source| EvalClientError::Io { path, source }
         };
         std::fs::create_dir_all(root.join("ksmith").join("evaluator")).map_err(io(&root))?;
+        std::fs::create_dir_all(root.join("ksmith").join("confine")).map_err(io(&root))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
                 .map_err(io(&root))?;
         }
-        for (rel, text) in SOURCES {
+        for (rel, text) in all_sources() {
             let path = root.join(rel);
             std::fs::write(&path, text).map_err(io(&path))?;
         }
@@ -115,6 +118,11 @@ impl RuntimeDir {
     /// The folder to put on `PYTHONPATH`.
     pub fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// The workers' scratch folder (a tmpfs at this path inside their sandbox).
+    pub fn scratch(&self) -> PathBuf {
+        self.root.join("scratch")
     }
 }
 
@@ -133,7 +141,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let dir = RuntimeDir::create(Some(base.path())).unwrap();
         let root = dir.path().to_path_buf();
-        for (rel, text) in SOURCES {
+        for (rel, text) in all_sources() {
             assert_eq!(&std::fs::read_to_string(root.join(rel)).unwrap(), text);
         }
         assert!(SOURCES.iter().any(|(rel, _)| rel.ends_with("worker.py")));

@@ -1,9 +1,13 @@
 //! One Python worker process and the requests in flight on it.
+//!
+//! The worker is started in the sandbox by the shared launcher ([`ksmith_sandbox::Launch`]: an
+//! environment of the allow-listed variables only, bubblewrap with the GPU's device nodes when
+//! it serves one, and every reference and candidate child confined further).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -11,9 +15,11 @@ use std::time::Duration;
 
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
 
+use crate::config::EvalConfig;
 use crate::devices::Device;
 use crate::error::EvalClientError;
 use crate::protocol::{self, Outgoing};
+use crate::runtime::RuntimeDir;
 
 /// What the reader thread hands to a waiting request.
 type Reply = Result<EvalResult, EvalError>;
@@ -29,6 +35,7 @@ pub struct WorkerProcess {
     alive: Arc<AtomicBool>,
     device: Device,
     log_path: std::path::PathBuf,
+    sandbox_missing: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -45,12 +52,12 @@ fn tail(path: &Path) -> String {
 }
 
 impl WorkerProcess {
-    /// Starts a worker and waits for its `hello` (up to `startup`).
+    /// Starts a worker in the sandbox of `cfg` and waits for its `hello` (up to `startup`).
     pub fn spawn(
         python: &Path,
-        runtime: &Path,
+        runtime: &RuntimeDir,
         device: Device,
-        options: &serde_json::Value,
+        cfg: &EvalConfig,
         startup: Duration,
         index: usize,
     ) -> Result<WorkerProcess, EvalClientError> {
@@ -59,19 +66,42 @@ impl WorkerProcess {
             device: label.clone(),
             message,
         };
-        let log_path = runtime.join(format!("worker-{index}-{}.log", label.replace(':', "")));
+        let log_path = runtime
+            .path()
+            .join(format!("worker-{index}-{}.log", label.replace(':', "")));
         let log = std::fs::File::create(&log_path).map_err(|source| EvalClientError::Io {
             path: log_path.clone(),
             source,
         })?;
-        let mut cmd = Command::new(python);
-        cmd.args(["-s", "-m", "ksmith.evaluator", "worker", "--device"])
-            .arg(device.worker_arg())
-            .arg("--options")
-            .arg(options.to_string())
-            .env("PYTHONPATH", runtime)
+        let scratch = runtime.scratch();
+        let launch = ksmith_sandbox::Launch {
+            config: &cfg.sandbox,
+            scratch: &scratch,
+            max_processes: cfg.max_processes,
+            gpu: matches!(device, Device::Gpu(_)),
+        };
+        let options = cfg.worker_options().to_string();
+        let mut cmd = launch
+            .command(
+                python,
+                &[
+                    "-s",
+                    "-m",
+                    "ksmith.evaluator",
+                    "worker",
+                    "--device",
+                    device.worker_arg(),
+                    "--options",
+                    &options,
+                ],
+            )
+            .map_err(|source| EvalClientError::Io {
+                path: scratch.clone(),
+                source,
+            })?;
+        cmd.env("PYTHONPATH", runtime.path())
             .env("PYTHONUNBUFFERED", "1")
-            .current_dir(runtime)
+            .current_dir(runtime.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
@@ -143,15 +173,18 @@ impl WorkerProcess {
                 )));
             }
         };
-        match protocol::parse(&hello) {
-            Ok(msg) if msg.kind == "hello" => {}
+        let sandbox_missing = match protocol::parse(&hello) {
+            Ok(msg) if msg.kind == "hello" => msg
+                .sandbox
+                .map(|s| ksmith_sandbox::missing(&s))
+                .unwrap_or_default(),
             Ok(msg) => return Err(fail(format!("first message was `{}`", msg.kind))),
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(fail(e.to_string()));
             }
-        }
+        };
         Ok(WorkerProcess {
             child: Mutex::new(child),
             stdin: Mutex::new(stdin),
@@ -159,7 +192,13 @@ impl WorkerProcess {
             alive,
             device,
             log_path,
+            sandbox_missing,
         })
+    }
+
+    /// What the worker's sandbox could not set up (from its hello; empty when complete).
+    pub fn sandbox_missing(&self) -> &[String] {
+        &self.sandbox_missing
     }
 
     /// Whether the worker still runs.

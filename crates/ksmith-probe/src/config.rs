@@ -36,6 +36,9 @@ pub struct ProbeConfig {
     pub llm_max_tokens: u32,
     /// Sampling temperature of the LLM repair.
     pub llm_temperature: f64,
+    /// The shared `[sandbox]` section (not a `[probe]` key: the CLI copies it in and checks it).
+    #[serde(skip)]
+    pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
 impl Default for ProbeConfig {
@@ -55,6 +58,7 @@ impl Default for ProbeConfig {
             llm_repair: false,
             llm_max_tokens: 2048,
             llm_temperature: 0.0,
+            sandbox: Default::default(),
         }
     }
 }

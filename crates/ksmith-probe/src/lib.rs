@@ -11,8 +11,9 @@
 //! - A row with status `ok` (or `nondeterministic`) carries the program with its repaired
 //!   `get_init_inputs()` / `get_inputs()`; that exact text was run from scratch (twice) in the
 //!   sandbox, so it runs as it stands.
-//! - Module code only runs in the sandboxed child of a warm worker (see the runner's
-//!   `sandbox.py` for what is and is not enforced); this process never runs it.
+//! - Module code only runs in the sandboxed child of a warm worker, itself started in the
+//!   shared sandbox ([`ksmith_sandbox`]; see the runner's `sandbox.py` for what is and is not
+//!   enforced); this process never runs it.
 //! - The Python runner is compiled in ([`runtime`]), so the binary does not need the checkout.
 //!
 //! Entry points: [`run`], [`run_with_chat`] (optional LLM repair), [`probe_programs`].
@@ -111,16 +112,12 @@ pub fn run_with_chat(
     tracker.finish();
     output.rows = reuse::merge(&todo, &previous, output.rows);
     if let Some(hello) = &output.hello {
-        let off: Vec<&str> = hello
-            .sandbox
-            .iter()
-            .filter(|(k, v)| !k.ends_with("_error") && v.as_bool() == Some(false))
-            .map(|(k, _)| k.as_str())
-            .collect();
-        if !off.is_empty() {
+        let missing = ksmith_sandbox::missing(&hello.sandbox);
+        if !missing.is_empty() {
             ctx.warn(format!(
-                "probe: sandbox runs without {} (see sandbox.py)",
-                off.join(", ")
+                "probe: the sandbox runs without part of its protection ([sandbox] require = true \
+                 refuses instead): {}",
+                missing.join("; ")
             ));
         }
     }
@@ -173,6 +170,7 @@ pub fn probe_programs(
         tmp_root: runtime.tmp_root(),
         max_processes: cfg.max_processes,
         startup_timeout: Duration::from_secs_f64(cfg.startup_timeout_s),
+        sandbox: cfg.sandbox.clone(),
     };
     let workers = workers.clamp(1, modules.len());
     pool::probe_all(modules, cfg, &spec, workers, chat, tracker)

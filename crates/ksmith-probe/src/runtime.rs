@@ -1,8 +1,9 @@
 //! The embedded Python runner, written to a private runtime directory at start.
 //!
 //! The runner's source is compiled into the binary, so `ksmith` does not depend on where the
-//! checkout is. The directory (mode 0700) also holds the per-module temporary directories and
-//! is removed when the [`Runtime`] is dropped.
+//! checkout is; the sandbox launcher (`ksmith.confine`) comes from `ksmith-sandbox`. The
+//! directory (mode 0700) also holds the folder that is the workers' scratch tmpfs inside the
+//! sandbox, and is removed when the [`Runtime`] is dropped.
 
 use std::path::{Path, PathBuf};
 
@@ -13,10 +14,6 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "ksmith/__init__.py",
         include_str!("../../../python/ksmith/__init__.py"),
-    ),
-    (
-        "ksmith/confine.py",
-        include_str!("../../../python/ksmith/confine.py"),
     ),
     (
         "ksmith/probe/__init__.py",
@@ -52,11 +49,16 @@ pub const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// A hash of the embedded runner's source: part of the stage fingerprint, so a changed repair
-/// rule re-probes every module.
+/// Every file written to the runtime directory: the runner's and the sandbox's.
+pub fn all_files() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    FILES.iter().chain(ksmith_sandbox::PYTHON_FILES)
+}
+
+/// A hash of the embedded runner's and sandbox's source: part of the stage fingerprint, so a
+/// changed repair rule or sandbox re-probes every module.
 pub fn runner_hash() -> String {
     let mut h = ksmith_core::ids::IdHasher::new();
-    for (rel, text) in FILES {
+    for (rel, text) in all_files() {
         h.part(rel).part(text);
     }
     h.finish()
@@ -78,7 +80,7 @@ impl Runtime {
             .unwrap_or(0);
         let root = base.join(format!("ksmith-probe-{}-{nanos}", std::process::id()));
         make_private_dir(&root)?;
-        for (rel, text) in FILES {
+        for (rel, text) in all_files() {
             let path = root.join("py").join(rel);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {
@@ -98,7 +100,8 @@ impl Runtime {
         self.root.join("py")
     }
 
-    /// The folder of the per-module temporary directories.
+    /// The workers' scratch folder (a tmpfs at this path inside their sandbox), which holds
+    /// the per-module workspaces.
     pub fn tmp_root(&self) -> PathBuf {
         self.root.join("tmp")
     }
@@ -135,7 +138,7 @@ mod tests {
     fn writes_every_file_and_cleans_up() {
         let rt = Runtime::create().unwrap();
         let root = rt.root().to_path_buf();
-        for (rel, text) in FILES {
+        for (rel, text) in all_files() {
             let on_disk = std::fs::read_to_string(rt.python_path().join(rel)).unwrap();
             assert_eq!(&on_disk, text);
         }

@@ -1,6 +1,8 @@
 //! One Python worker process and the watchdog around each request.
 //!
-//! The worker is `python -m ksmith.probe.worker`; a reader thread turns its stdout into lines,
+//! The worker is `python -m ksmith.probe.worker`, started in the sandbox by the shared launcher
+//! ([`ksmith_sandbox::Launch`]: environment allow-list, bubblewrap, per-module confinement); a
+//! reader thread turns its stdout into lines,
 //! another keeps the end of its stderr for error messages. [`Worker::probe`] sends one request
 //! and waits for the matching response with a deadline; a worker that misses it, dies, or
 //! answers garbage is killed, and the caller starts a new one for the next module.
@@ -8,16 +10,13 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::protocol::{Hello, PROTOCOL_VERSION, Request, Response};
-
-/// Environment variables a worker inherits; every other one is dropped.
-pub const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "TMPDIR"];
 
 /// Bytes of the worker's stderr kept for error messages.
 const STDERR_TAIL: usize = 8 << 10;
@@ -51,12 +50,14 @@ pub struct WorkerSpec {
     pub python: PathBuf,
     /// `PYTHONPATH` holding the runner.
     pub python_path: PathBuf,
-    /// Where module temporary directories go.
+    /// The workers' scratch folder (module workspaces).
     pub tmp_root: PathBuf,
     /// Process cap per module.
     pub max_processes: u32,
     /// How long the worker may take to say hello.
     pub startup_timeout: Duration,
+    /// The `[sandbox]` section.
+    pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
 impl Worker {
@@ -66,23 +67,18 @@ impl Worker {
             python: spec.python.clone(),
             message,
         };
-        let mut command = Command::new(&spec.python);
+        let launch = ksmith_sandbox::Launch {
+            config: &spec.sandbox,
+            scratch: &spec.tmp_root,
+            max_processes: spec.max_processes,
+            gpu: false,
+        };
         // Module code must not see the parent's environment (API keys of the teacher, tokens):
-        // the worker gets a minimal one.
-        command.env_clear();
-        for key in PASSED_ENV {
-            if let Some(value) = std::env::var_os(key) {
-                command.env(key, value);
-            }
-        }
+        // the launcher gets the allow-listed variables only.
+        let mut command = launch
+            .command(&spec.python, &["-m", "ksmith.probe.worker"])
+            .map_err(|e| fail(format!("cannot make the scratch folder: {e}")))?;
         let mut child = command
-            .env("HOME", &spec.tmp_root)
-            .arg("-m")
-            .arg("ksmith.probe.worker")
-            .arg("--tmp-root")
-            .arg(&spec.tmp_root)
-            .arg("--max-processes")
-            .arg(spec.max_processes.to_string())
             .env("PYTHONPATH", &spec.python_path)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONNOUSERSITE", "1")

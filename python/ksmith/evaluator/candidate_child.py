@@ -51,18 +51,6 @@ class Violation(Exception):
         self.message = message
 
 
-def apply_limits(cfg: dict) -> None:
-    """No core dumps; on CPU, a data-segment limit as a second line behind the worker's RSS
-    watchdog (CUDA reserves address space, so no limit on a GPU)."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    mb = int(cfg.get("memory_limit_mb") or 0)
-    if mb and not cfg["device"].startswith("cuda"):
-        limit = (mb + 1024) * 2**20
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def main(d: str) -> int:
     import time
 
@@ -74,9 +62,8 @@ def main(d: str) -> int:
 
     ch = Channel()
     cfg = json.load(open(os.path.join(d, "config.json")))
-    if not enter_sandbox(d, cfg, ch):
+    if not enter_sandbox(cfg, ch):
         return 0
-    apply_limits(cfg)
     device = cfg["device"]
     import torch
     import triton  # noqa: F401 - imported before the candidate so its identities are captured

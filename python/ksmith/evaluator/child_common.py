@@ -33,30 +33,25 @@ class Channel:
         return line.strip() or "stop"
 
 
-def confine(d: str, device: str):
-    """Confines the calling process as every child is confined: a private mount namespace
-    where only `d` is writable and its sibling folders (other children's files) are hidden, a
-    `/dev` with the basic nodes plus the NVIDIA ones on a GPU, `/proc` writable but for its
-    machine-wide parts (the CUDA driver needs it), and no capabilities. An error text on
-    failure (the worker's check `sandbox.mount_isolation` runs this same routine)."""
-    from ..confine import BASIC_DEVICES, confine_writes, drop_capabilities, gpu_devices
-
-    devices = BASIC_DEVICES + (tuple(gpu_devices()) if device.startswith("cuda") else ())
-    return (
-        confine_writes(d, devices, hide=os.path.dirname(os.path.realpath(d)), writable_proc=True) or drop_capabilities()
-    )
-
-
-def enter_sandbox(d: str, cfg: dict, ch: Channel) -> bool:
-    """Confines this child (see `confine`) before any program is loaded, when the worker asks
-    for it (`cfg["confine"]`). On failure it sends `sandbox_error` (the worker's fault, not the
-    program's) and returns False: the child must then exit without running anything."""
-    if not cfg.get("confine"):
+def enter_sandbox(cfg: dict, ch: Channel) -> bool:
+    """Confines this child with the worker's `ksmith.confine.ChildSpec` (``cfg["sandbox"]``;
+    none when the worker runs children unconfined) before any program is loaded: the process
+    forks, this one stays outside as a supervisor that ends as the confined one ends
+    (`ksmith.confine.mirror`), and the confined one returns. When the sandbox is required and a
+    part of it fails, it sends `sandbox_error` (the worker's fault, not the program's) and
+    returns False: the child must then exit without running anything."""
+    spec = cfg.get("sandbox")
+    if not spec:
         return True
-    err = confine(d, cfg["device"])
-    if err:
-        ch.send({"type": "sandbox_error", "message": err})
+    from ..confine import ChildSpec, SandboxError, enter, mirror
+
+    try:
+        iso = enter(ChildSpec.from_dict(spec))
+    except SandboxError as e:
+        ch.send({"type": "sandbox_error", "message": str(e)})
         return False
+    if iso.pid:
+        mirror(iso)
     return True
 
 

@@ -20,20 +20,25 @@ values must be correct again (else output_caching).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 
 import torch
 
-from ..confine import set_undumpable
+from ..confine import Jail, Limits, Policy, set_undumpable
+from ..confine.launch import ensure_gpu_nodes
 from . import compare
-from .sandbox import Child, ChildDied, ChildTimeout, ensure_gpu_nodes, mount_isolation
+from .sandbox import Child, ChildDied, ChildTimeout
 from .static_check import check as static_check
 
 DEFAULT_OPTIONS = {
@@ -44,6 +49,7 @@ DEFAULT_OPTIONS = {
     "run_timeout_s": 120.0,
     "timing_timeout_s": 120.0,
     "memory_limit_mb": 16384,
+    "max_processes": 256,
     "log_limit": 8000,
     "static_checks": True,
     "confine": True,
@@ -109,21 +115,36 @@ def _trim(text: str, limit: int) -> str:
 
 
 class DeviceEvaluator:
-    """Evaluates candidates on one device (`cpu` = Triton interpreter, or `cuda`)."""
+    """Evaluates candidates on one device (`cpu` = Triton interpreter, or `cuda`).
 
-    def __init__(self, device: str, options: dict | None = None, runtime_dir: str | None = None):
+    Children are confined (`ksmith.confine`) unless the option `confine` is off. The sandbox
+    policy is the launcher's (``KSMITH_SANDBOX``) when this process was started by it, else the
+    defaults; what cannot be set up is printed once on stderr (and stops the evaluator when the
+    policy requires the whole sandbox: `ksmith.confine.SandboxError`)."""
+
+    def __init__(
+        self, device: str, options: dict | None = None, runtime_dir: str | None = None, policy: Policy | None = None
+    ):
         self.device = device
         self.opts = merge_options(options)
-        if self.opts["confine"] and device.startswith("cuda"):
-            ensure_gpu_nodes()
-        self.confine = bool(self.opts["confine"]) and mount_isolation(device)
+        self.jail = None
+        if self.opts["confine"]:
+            policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=device.startswith("cuda"))
+            if policy.gpu and policy.outer is None:
+                ensure_gpu_nodes()
+            self.jail = Jail(policy)
+            if self.jail.missing:
+                print(
+                    "ksmith evaluator: children run without part of the sandbox: " + "; ".join(self.jail.missing),
+                    file=sys.stderr,
+                    flush=True,
+                )
         set_undumpable()
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
         self.tasks: dict[str, TaskCache] = {}
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
         self.gpu_lock = threading.Lock()
-        self.counter = 0
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -136,13 +157,33 @@ class DeviceEvaluator:
             self.default_hardware.update(device=name or "cuda", driver=os.environ["KSMITH_GPU_DRIVER"] or None)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _dir(self, kind: str) -> str:
-        with self.lock:
-            self.counter += 1
-            n = self.counter
-        d = os.path.join(self.root, f"{kind}-{n}")
-        os.makedirs(d, mode=0o700)
-        return d
+    @contextlib.contextmanager
+    def _workspace(self, kind: str, measure: bool, seed: int) -> Iterator[str]:
+        """A child's folder with its `config.json` (and its sandbox, when confined); removed
+        afterwards. Confined, it is a tmpfs holding ``disk_mb`` plus the memory limit (the
+        harness writes the trials' inputs and outputs there)."""
+        if self.jail is None:
+            d = tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root)
+            try:
+                self._write_config(d, measure, seed, None)
+                yield d
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+            return
+        size = int(self.jail.policy.disk_mb) + int(self.opts["memory_limit_mb"])
+        with self.jail.workspace(self.root, f"{kind}-", size_mb=size) as d:
+            mb = int(self.opts["memory_limit_mb"])
+            data = (mb + 1024) * 2**20 if kind == "cand" and mb and not self.device.startswith("cuda") else None
+            spec = self.jail.spec(d, Limits(processes=int(self.opts["max_processes"]), data_bytes=data))
+            try:
+                self._write_config(d, measure, seed, spec.to_dict())
+                yield d
+            finally:
+                self.jail.release(spec)
+
+    def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict | None) -> None:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({**self._child_cfg(measure, seed), "sandbox": sandbox}, f)
 
     def _child_cfg(self, measure: bool, seed: int) -> dict:
         return {
@@ -153,11 +194,18 @@ class DeviceEvaluator:
             "timing": self.opts["timing"],
             "memory_limit_mb": self.opts["memory_limit_mb"],
             "tolerances": self.opts["tolerances"],
-            "confine": self.confine,
         }
+
+    def sandbox_info(self) -> dict:
+        """What confines the children (the worker's hello carries it)."""
+        if self.jail is None:
+            return {"confined": False, "missing": ["everything: children run unconfined (option confine = false)"]}
+        return self.jail.info
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.jail is not None:
+            self.jail.close()
 
     # -- reference -------------------------------------------------------------------------
     def reference(self, task_id: str, source: str) -> TaskCache:
@@ -171,42 +219,43 @@ class DeviceEvaluator:
                     self.tasks[key] = cache  # most recently used last
                     return cache
             seed = int(self.opts["seed"]) if self.opts["seed"] is not None else secrets.randbelow(2**31 - 1)
-            d = self._dir("ref")
-            with open(os.path.join(d, "reference.py"), "w") as f:
-                f.write(source)
-            with open(os.path.join(d, "config.json"), "w") as f:
-                json.dump(self._child_cfg(True, seed), f)
-            child = Child(
-                "ksmith.evaluator.reference_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
-            )
-            timing = None
-            try:
-                msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
-                if msg.get("type") == "error":
-                    raise BrokenReference(
-                        task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"])
-                    )
-                if msg.get("type") != "trials_done":
-                    raise BrokenReference(task_id, f"unexpected message {msg.get('type')}")
-                hardware = msg["hardware"]
-                data = torch.load(os.path.join(d, "ref.pt"), weights_only=True)
-                if self.device.startswith("cuda"):
-                    msg = child.receive(self.opts["run_timeout_s"])
-                    if msg.get("type") == "ready_to_time":
-                        with self.gpu_lock:
-                            child.command("go")
-                            msg = child.receive(self.opts["timing_timeout_s"])
-                        if msg.get("type") == "timing":
-                            timing = msg["timing"]
-                        elif msg.get("type") == "error":
-                            raise BrokenReference(task_id, "timing the reference failed: " + msg.get("message", ""))
-            except ChildTimeout as e:
-                raise BrokenReference(task_id, f"the reference timed out: {e}") from None
-            except ChildDied as e:
-                raise BrokenReference(task_id, f"{e}\n{_trim(e.log, self.opts['log_limit'])}") from None
-            finally:
-                child.finish()
-                shutil.rmtree(d, ignore_errors=True)
+            with self._workspace("ref", True, seed) as d:
+                with open(os.path.join(d, "reference.py"), "w") as f:
+                    f.write(source)
+                child = Child(
+                    "ksmith.evaluator.reference_child",
+                    d,
+                    self.device,
+                    self.opts["memory_limit_mb"],
+                    self.opts["log_limit"],
+                )
+                timing = None
+                try:
+                    msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
+                    if msg.get("type") == "error":
+                        raise BrokenReference(
+                            task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"])
+                        )
+                    if msg.get("type") != "trials_done":
+                        raise BrokenReference(task_id, f"unexpected message {msg.get('type')}")
+                    hardware = msg["hardware"]
+                    data = torch.load(os.path.join(d, "ref.pt"), weights_only=True)
+                    if self.device.startswith("cuda"):
+                        msg = child.receive(self.opts["run_timeout_s"])
+                        if msg.get("type") == "ready_to_time":
+                            with self.gpu_lock:
+                                child.command("go")
+                                msg = child.receive(self.opts["timing_timeout_s"])
+                            if msg.get("type") == "timing":
+                                timing = msg["timing"]
+                            elif msg.get("type") == "error":
+                                raise BrokenReference(task_id, "timing the reference failed: " + msg.get("message", ""))
+                except ChildTimeout as e:
+                    raise BrokenReference(task_id, f"the reference timed out: {e}") from None
+                except ChildDied as e:
+                    raise BrokenReference(task_id, f"{e}\n{_trim(e.log, self.opts['log_limit'])}") from None
+                finally:
+                    child.finish()
             outs = data["trials"][0]["outputs"]
             data["out_meta"] = [
                 (list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)
@@ -260,11 +309,6 @@ class DeviceEvaluator:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
         ref = self.reference(task_id, req["reference"])
         measure = measure and self.device.startswith("cuda")
-        d = self._dir("cand")
-        with open(os.path.join(d, "candidate.py"), "w") as f:
-            f.write(candidate)
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(self._child_cfg(measure, ref.seed), f)
         trials = ref.data["trials"]
         shown = {
             "init": ref.data["init"],
@@ -274,16 +318,18 @@ class DeviceEvaluator:
             "post": {"inputs": trials[-1]["inputs"]},
             "out_meta": ref.data["out_meta"],
         }
-        torch.save(shown, os.path.join(d, "task.pt"))
-        child = Child(
-            "ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
-        )
         common = {"warnings": warnings, "hardware": ref.hardware}
-        try:
-            return self._supervise(child, d, ref, measure, common)
-        finally:
-            child.finish()
-            shutil.rmtree(d, ignore_errors=True)
+        with self._workspace("cand", measure, ref.seed) as d:
+            with open(os.path.join(d, "candidate.py"), "w") as f:
+                f.write(candidate)
+            torch.save(shown, os.path.join(d, "task.pt"))
+            child = Child(
+                "ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
+            )
+            try:
+                return self._supervise(child, d, ref, measure, common)
+            finally:
+                child.finish()
 
     def _supervise(self, child: Child, d: str, ref: TaskCache, measure: bool, common: dict) -> dict:
         o = self.opts

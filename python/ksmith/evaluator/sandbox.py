@@ -1,15 +1,17 @@
 """Spawning and supervising a child process (reference or candidate).
 
 Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
-new session so the whole process group can be killed, in a new network namespace where this
-process may create one (root: no network at all, see `network_isolation`), with its own working
-directory, temporary folder and Triton cache, stdout/stderr going to a log file (its messages
-use a private descriptor, see `child_common`). Where this process may create mount namespaces
-(`mount_isolation`), the child confines itself before it loads any program (see
-`child_common.enter_sandbox` and `ksmith.confine`): only its own folder is writable, the other
-children's folders are hidden, `/dev` holds only the basic and the GPU nodes, and it has no
-capabilities. A watchdog thread polls the child's resident memory and kills the group past the
-limit; every wait has a deadline after which the group is killed (`timeout`).
+new session so the whole process group can be killed, with its own workspace (a tmpfs where the
+worker runs inside the sandbox launcher, see `ksmith.confine.Jail.workspace`), an environment of
+the allow-listed variables only (`ksmith.confine.ENV_PASSED`: no API key or token of the caller)
+plus its own folders, and stdout/stderr going to a log file in its workspace (its messages use a
+private descriptor, see `child_common`). Its first act, before it loads any program, is to confine
+itself with the `ksmith.confine.ChildSpec` the worker wrote into its `config.json`
+(`child_common.enter_sandbox`): its own PID and network namespaces and `/proc`, its workspace as
+the only writable place, the other children's workspaces hidden, a `/dev` with the basic and the
+GPU nodes, its process limit, no capabilities, the child seccomp filter. A watchdog thread polls
+the resident memory of the child's process tree and kills the group past the limit; every wait
+has a deadline after which the group is killed (`timeout`).
 
 The worker itself is made non-dumpable (`ksmith.confine.set_undumpable`), so a child running
 as the same user cannot ptrace it or read its memory (which holds the reference outputs).
@@ -17,16 +19,16 @@ as the same user cannot ptrace it or read its memory (which holds the reference 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+from ..confine import passed_env
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,88 +45,29 @@ class ChildDied(Exception):
         self.log = log
 
 
-@functools.lru_cache(maxsize=1)
-def network_isolation() -> list[str]:
-    """The command prefix that starts a child in a new network namespace (`unshare --net`), or
-    an empty list where this process may not create one (not root, no unshare). A child in its
-    own namespace has only a downed loopback: no network at all. Checked once per process."""
-    tool = shutil.which("unshare")
-    if tool is None or os.geteuid() != 0:
-        return []
-    try:
-        ok = subprocess.run([tool, "--net", "--", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return [tool, "--net", "--"] if ok else []
-
-
-@functools.lru_cache(maxsize=4)
-def mount_isolation(device: str) -> bool:
-    """Whether children on `device` can confine themselves: this process is root and a forked
-    child could carry out the children's own confinement (`child_common.confine`) on a
-    throwaway folder. Where it cannot (no root, or a container that forbids mounts), children
-    run without it and one line on stderr says why. Checked once per process and device."""
-    if os.geteuid() != 0:
-        return False
-    import tempfile
-
-    from .child_common import confine
-
-    root = tempfile.mkdtemp(prefix="ksmith-confine-check-")
-    inner = tempfile.mkdtemp(dir=root)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of `pid` and its descendants (a confined child runs as the child of a
+    small supervisor, see `ksmith.confine.mirror`)."""
+    total = 0.0
+    todo = [pid]
+    seen = set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         try:
-            err = confine(inner, device)
-            if err is None:
-                with open(os.path.join(inner, "probe"), "w") as f:
-                    f.write("ok")
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            err = f"{type(e).__name__}: {e}"
-        os.write(w, (err or "").encode()[:4000])
-        os._exit(0 if err is None else 1)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        err = f.read().decode("utf-8", "replace")
-    _, status = os.waitpid(pid, 0)
-    shutil.rmtree(root, ignore_errors=True)
-    ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    if not ok:
-        print(
-            f"ksmith evaluator: children cannot be confined here ({err or 'the check died'}); they run without the "
-            "mount sandbox",
-            file=sys.stderr,
-            flush=True,
-        )
-    return ok
-
-
-@functools.lru_cache(maxsize=1)
-def ensure_gpu_nodes() -> None:
-    """Initializes the CUDA driver once in a throwaway process, so that every NVIDIA device
-    node (`nvidia-uvm` appears on first use) exists before a confined child copies the list of
-    nodes into its private `/dev` (where it could not create one)."""
-    try:
-        subprocess.run(
-            [sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"],
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
-        pass
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return 0.0
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024.0
+                        break
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 class Child:
@@ -144,8 +87,10 @@ class Child:
         self.log_limit = log_limit
         self.memory_limit_mb = memory_limit_mb
         self.killed_for_memory = 0.0
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KSMITH_WORKER")}
-        env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = passed_env()
+        path = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
+        env["HOME"] = workdir
         env["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
         env["TRITON_HOME"] = workdir
         env["TMPDIR"] = os.path.join(workdir, "tmp")
@@ -159,9 +104,8 @@ class Child:
             env["CUDA_VISIBLE_DEVICES"] = ""
         env.update(extra_env or {})
         self._log = open(self.log_path, "wb")
-        # `unshare` execs the interpreter in place, so the pid (and the kill) stay the child's.
         self.proc = subprocess.Popen(
-            network_isolation() + [sys.executable, "-s", "-m", module, workdir],
+            [sys.executable, "-s", "-m", module, workdir],
             cwd=workdir,
             env=env,
             stdin=subprocess.PIPE,
@@ -187,7 +131,7 @@ class Child:
 
     def _watch_memory(self) -> None:
         while self.proc.poll() is None:
-            rss = _rss_mb(self.proc.pid)
+            rss = _tree_rss_mb(self.proc.pid)
             if self.memory_limit_mb and rss > self.memory_limit_mb:
                 self.killed_for_memory = rss
                 self.kill()

@@ -16,7 +16,7 @@ MAX_BODY = 16 * 2**20
 def make_server(host: str, port: int, device: str, options: dict | None) -> ThreadingHTTPServer:
     """The HTTP endpoint of one local evaluator on `device`."""
     evaluator = DeviceEvaluator(device, options)
-    server = serve_with(host, port, evaluator.evaluate, lambda: hello(device))
+    server = serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator))
     server.evaluator = evaluator  # type: ignore[attr-defined]
     return server
 

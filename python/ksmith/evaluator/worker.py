@@ -13,22 +13,27 @@ import os
 import sys
 import threading
 
+from ..confine import SandboxError
+from ..confine.policy import EXIT_UNAVAILABLE
 from . import protocol
 from .evaluate import BrokenReference, DeviceEvaluator
 
 
-def hello(device: str) -> dict:
+def hello(device: str, evaluator: DeviceEvaluator | None = None) -> dict:
     import torch
 
     from .evaluate import _triton_version
 
-    return {
+    out = {
         "type": "hello",
         "device": device,
         "pid": os.getpid(),
         "torch": torch.__version__,
         "triton": _triton_version(),
     }
+    if evaluator is not None:
+        out["sandbox"] = evaluator.sandbox_info()
+    return out
 
 
 def error_body(e: BaseException, task_id: str | None = None) -> dict:
@@ -52,8 +57,12 @@ def run_worker(device: str, options: dict | None) -> int:
             out.write(line + "\n")
             out.flush()
 
-    evaluator = DeviceEvaluator(device, options)
-    send(hello(device))
+    try:
+        evaluator = DeviceEvaluator(device, options)
+    except SandboxError as e:
+        print(f"ksmith evaluator worker: {e}", file=sys.stderr, flush=True)
+        return EXIT_UNAVAILABLE
+    send(hello(device, evaluator))
     threads: list[threading.Thread] = []
 
     def serve(msg: dict) -> None:

@@ -1,73 +1,59 @@
 """The sandboxed child process that runs one program.
 
-The warm worker (torch imported once, one intra-op thread, no torch op run) forks for every
-module::
+The warm worker (torch imported once, one intra-op thread, no torch op run) runs inside the
+launcher's bubblewrap sandbox (`ksmith.confine.launch`) and forks for every module::
 
-    worker ──fork──> supervisor ──fork──> runner (PID 1 of a new PID namespace when permitted)
+    worker ──fork──> supervisor ──fork──> runner (PID 1 of a new PID namespace)
 
-The **supervisor** starts a new session, joins the worker's pids cgroup (when one could be made),
-forks the runner, waits for it with a wall-clock limit, kills it, and reports how it ended (exit
-code or signal, CPU time of everything it ran) on its own pipe. The **runner**:
+The worker gives each module a workspace (a tmpfs of ``[sandbox] disk_mb``) and a pids cgroup
+where one can be made (`ksmith.confine.Jail`). The **supervisor** starts a new session, joins the
+cgroup, unshares the namespaces and forks the runner (`ksmith.confine.enter`), waits for it with
+a wall-clock limit, kills it, and reports how it ended (exit code or signal, CPU time of
+everything it ran) on its own pipe. The **runner** confines itself before the program is
+loaded (see `ksmith.confine.child`):
 
-- works in a private temporary directory (cwd, ``HOME``, ``TMPDIR``, torch/triton caches);
-- gets ``/dev/null`` as stdin and capped files as stdout/stderr (Python-level writes beyond the
-  cap are dropped; native writes beyond ``RLIMIT_FSIZE`` fail with EFBIG);
-- has a fixed seed, ``SIGALRM`` at the time limit and ``RLIMIT_CPU`` just after it;
-- has ``RLIMIT_AS`` = its address space at fork + the memory limit (torch CPU works under it);
-- has no network: the worker unshares its network namespace at start (only a down loopback
-  remains), or, where that is not permitted, ``socket.socket`` refuses to connect;
-- sees every mount read-only except its temporary directory, and a private ``/dev`` that holds
-  only null, zero, full, random, urandom and an empty private ``shm`` (a new mount namespace;
-  when not permitted, only the cwd/HOME/TMPDIR redirection holds, and writes elsewhere are NOT
-  prevented);
-- runs with every capability dropped and ``no_new_privs`` (uid 0 stays, but it cannot remount,
-  raise its rlimits, load modules or bypass permissions);
-- cannot fork-bomb the machine: its processes live in a PID namespace that the kernel tears down
-  when the runner ends, and in a pids cgroup capped at ``max_processes`` where the cgroup
-  hierarchy is writable; without either, the supervisor kills the session's process group
-  (a process that calls ``setsid()`` escapes that).
+- a fresh ``/proc`` of its own PID namespace: no other module, no worker is visible, and the
+  kernel kills everything it started when it ends;
+- its workspace as the only writable place (cwd, ``HOME``, ``TMPDIR``, torch/triton caches,
+  ``/dev/shm``), the other workspaces hidden, every other mount read-only;
+- no network (a network namespace of its own), a ``/dev`` with only null, zero, full, random,
+  urandom;
+- ``/dev/null`` as stdin and capped files as stdout/stderr (Python-level writes beyond the cap
+  are dropped; native writes beyond ``RLIMIT_FSIZE`` fail with EFBIG);
+- a fixed seed, ``SIGALRM`` at the time limit and ``RLIMIT_CPU`` just after it, ``RLIMIT_AS`` =
+  its address space at fork + the memory limit (torch CPU works under it), at most
+  ``max_processes`` processes (pids cgroup, else RLIMIT_NPROC);
+- no capabilities, ``no_new_privs`` and the child seccomp filter (no mount, no new namespaces,
+  no ptrace...).
 
 The runner writes its result as one JSON document to a pipe; only the runner's own PID writes
 it (forked copies of the runner do not). The worker reads both pipes with a deadline and kills
-the supervisor when it passes.
+the supervisor when it passes. What could not be set up is in the worker's hello
+(``sandbox.missing``); with ``[sandbox] require`` the worker does not start instead.
 
 Not guaranteed: code that targets this runner on purpose runs in the same process as the
 result writer and can forge its result (the Rust side still checks ids and the protocol, and a
-forged success carries no verified program); without a PID namespace, a process that calls
-``setsid()`` escapes the final ``killpg`` and ``kill(-1)`` reaches every process of the user.
+forged success carries no verified program).
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import io
 import json
 import os
 import resource
 import select
-import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
 from typing import Any
 
-from ..confine import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, confine_writes, drop_capabilities
-from ..confine import unshare as _unshare
+from ..confine import Jail, Limits, Policy, SandboxError, die_with_parent, enter
 from .result import empty_result
-
-PR_SET_PDEATHSIG = 1
 
 RESULT_LIMIT = 32 << 20  # bytes of result JSON the worker accepts
 GRACE_S = 3.0  # supervisor's wall limit past the runner's own alarm
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _pdeathsig() -> None:
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _vm_size() -> int:
@@ -79,133 +65,77 @@ def _vm_size() -> int:
 
 
 class Sandbox:
-    """Per-worker sandbox state: what isolation is available, and the pids cgroup."""
+    """Per-worker sandbox state: the `Jail` (what isolation is available) and its policy."""
 
-    def __init__(self, tmp_root: str, max_processes: int = 64):
-        self.tmp_root = tmp_root
-        self.max_processes = max_processes
-        self.info: dict[str, Any] = {}
-        self.cgroup: str | None = None
-        os.makedirs(tmp_root, exist_ok=True)
-        err = _unshare(CLONE_NEWNET)
-        self.info["network_namespace"] = err is None
-        if err:
-            self.info["network_namespace_error"] = err
-        self.info["pid_namespace"] = self._probe_unshare(CLONE_NEWPID)
-        self.info["mount_namespace"] = self._probe_unshare(CLONE_NEWNS)
-        self._make_cgroup()
-        self.info["pids_cgroup"] = self.cgroup is not None
-
-    @staticmethod
-    def _probe_unshare(flag: int) -> bool:
-        """Whether a child may unshare ``flag`` (tried in a throwaway child)."""
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0 if _unshare(flag) is None else 1)
-        _, status = os.waitpid(pid, 0)
-        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-    @staticmethod
-    def _remove_stale_cgroups(base: str) -> None:
-        """Removes empty cgroups of workers that were killed before they could clean up."""
-        try:
-            names = [n for n in os.listdir(base) if n.startswith("ksmith-probe-")]
-        except OSError:
-            return
-        for name in names:
-            pid = name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                try:
-                    os.rmdir(os.path.join(base, name))
-                except OSError:
-                    pass
-
-    def _make_cgroup(self) -> None:
-        for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-            self._remove_stale_cgroups(base)
-            path = os.path.join(base, f"ksmith-probe-{os.getpid()}")
-            limit_file = os.path.join(path, "pids.max")
-            try:
-                if not os.path.isdir(base) or not os.access(base, os.W_OK):
-                    continue
-                os.mkdir(path)
-                if not os.path.exists(limit_file):
-                    os.rmdir(path)
-                    continue
-                with open(limit_file, "w") as f:
-                    f.write(str(self.max_processes + 2))
-                self.cgroup = path
-                return
-            except OSError:
-                try:
-                    os.rmdir(path)
-                except OSError:
-                    pass
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.jail = Jail(policy)
+        self.info: dict[str, Any] = self.jail.info
 
     def close(self) -> None:
-        """Removes the cgroup (it is empty once every child has ended)."""
-        if self.cgroup:
-            try:
-                os.rmdir(self.cgroup)
-            except OSError:
-                pass
-            self.cgroup = None
+        """Removes what the jail made (its own cgroup folder)."""
+        self.jail.close()
 
     # --- running one request ---------------------------------------------------------------
 
     def run(self, request: dict[str, Any], close_fds: list[int], runner) -> dict[str, Any]:
         """Runs ``runner(request)`` in a sandboxed child; returns the response fields."""
         timeout = float(request.get("timeout_s", 30.0))
-        tmp = tempfile.mkdtemp(prefix="run-", dir=self.tmp_root)
-        res_r, res_w = os.pipe()
-        meta_r, meta_w = os.pipe()
-        started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:  # supervisor
-            code = 70
+        cap = int(request.get("output_cap_bytes", 1 << 20))
+        limits = Limits(processes=self.policy.max_processes, cpu_s=int(timeout) + 2, file_bytes=cap)
+        with self.jail.workspace() as tmp:
+            spec = self.jail.spec(tmp, limits)
+            res_r, res_w = os.pipe()
+            meta_r, meta_w = os.pipe()
+            started = time.monotonic()
+            pid = os.fork()
+            if pid == 0:  # supervisor
+                code = 70
+                try:
+                    os.close(res_r)
+                    os.close(meta_r)
+                    for fd in close_fds:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                    self._supervise(request, spec, res_w, meta_w, timeout, runner)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(res_w)
+            os.close(meta_w)
+            result, meta, killed = _read_pipes(res_r, meta_r, started + timeout + GRACE_S + 5.0, pid)
             try:
-                os.close(res_r)
-                os.close(meta_r)
-                for fd in close_fds:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
-                self._supervise(request, tmp, res_w, meta_w, timeout, runner)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(res_w)
-        os.close(meta_w)
-        result, meta, killed = _read_pipes(res_r, meta_r, started + timeout + GRACE_S + 5.0, pid)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        shutil.rmtree(tmp, ignore_errors=True)
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            self.jail.release(spec)
         return assemble(result, meta, killed, timeout, time.monotonic() - started)
 
-    def _supervise(self, request, tmp, res_w, meta_w, timeout, runner) -> None:
-        _pdeathsig()
+    def _supervise(self, request, spec, res_w, meta_w, timeout, runner) -> None:
+        die_with_parent()
         os.setsid()
-        if self.cgroup:
-            try:
-                with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
-                    f.write(str(os.getpid()))
-            except OSError:
-                pass
-        in_pid_ns = self.info.get("pid_namespace") and _unshare(CLONE_NEWPID) is None
-        child = os.fork()
-        if child == 0:  # runner
+        try:
+            iso = enter(spec)
+        except SandboxError as e:  # raised in the runner only, before any program code
+            out = empty_result("crashed")
+            out["error_class"] = "SandboxError"
+            out["error_message"] = f"the sandbox could not be set up: {e}"[:2000]
+            _write_all(res_w, json.dumps(out).encode())
+            os._exit(0)
+        if iso.pid == 0:  # runner
             status = 71
             try:
                 os.close(meta_w)
-                _run_child(request, tmp, res_w, timeout, self, runner)
+                _run_child(request, spec.workdir, res_w, timeout, runner, iso.problems)
                 status = 0
             except BaseException:  # noqa: BLE001
                 status = 72
             finally:
                 os._exit(status)
+        child = iso.pid
+        in_pid_ns = not any(p.startswith("PID namespace") for p in iso.problems)
         os.close(res_w)
         timed_out = False
 
@@ -231,7 +161,7 @@ class Sandbox:
             "exit": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
             "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0,
-            "pid_namespace": bool(in_pid_ns),
+            "pid_namespace": in_pid_ns,
         }
         data = json.dumps(meta).encode()
         os.write(meta_w, data)
@@ -354,15 +284,9 @@ class _CappedText(io.TextIOBase):
         return self._fd
 
 
-def _no_network(*args, **kwargs):
-    raise OSError(errno.ENETUNREACH, "network access is disabled in the ksmith probe sandbox")
-
-
-def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
+def _run_child(request, tmp, res_w, timeout, runner, problems: list[str]) -> None:
     me = os.getpid()
-    _pdeathsig()
-    # Files and environment.
-    os.chdir(tmp)
+    # Files and environment (the runner is already confined to `tmp`, see `Sandbox`).
     for key in (
         "HOME",
         "TMPDIR",
@@ -385,27 +309,11 @@ def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
         os.close(f)
     sys.stdout = _CappedText(1, cap)
     sys.stderr = _CappedText(2, cap)
-    problems = []
-    if sandbox.info.get("mount_namespace"):
-        err = confine_writes(tmp)
-        if err:
-            problems.append(err)
-    if not sandbox.info.get("network_namespace"):
-        socket.socket.connect = _no_network  # type: ignore[method-assign]
-        socket.socket.connect_ex = _no_network  # type: ignore[method-assign]
-        socket.create_connection = _no_network  # type: ignore[assignment]
-    # Limits.
+    # Memory: the address space at fork (torch's mappings) plus the module's allowance.
     memory = int(request.get("memory_mb", 4096)) << 20
     limit = _vm_size() + memory
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    cpu = int(timeout) + 2
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    err = drop_capabilities()
-    if err:
-        problems.append(err)
     if problems:
         sys.stderr.write("ksmith probe sandbox: " + "; ".join(problems) + "\n")
 
@@ -420,9 +328,12 @@ def _run_child(request, tmp, res_w, timeout, sandbox: Sandbox, runner) -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
     if os.getpid() != me:
         return  # a forked copy of the runner: never write a result
-    data = json.dumps(result).encode()
+    _write_all(res_w, json.dumps(result).encode())
+
+
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(res_w, view)
+        n = os.write(fd, view)
         view = view[n:]
-    os.close(res_w)
+    os.close(fd)

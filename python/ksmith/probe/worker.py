@@ -1,4 +1,6 @@
-"""The warm probe worker: ``python -m ksmith.probe.worker --tmp-root DIR``.
+"""The warm probe worker: ``python -m ksmith.probe.worker``, started by the sandbox launcher
+(``python -m ksmith.confine --policy JSON -- -m ksmith.probe.worker``), which passes the sandbox
+policy (workspace folder and size, process limit, whether all of it is required).
 
 Imports torch once (one intra-op thread, no torch op run, so forking is safe), then speaks JSON
 lines on stdin/stdout:
@@ -22,15 +24,16 @@ import json
 import os
 import sys
 
+from ..confine import Policy, SandboxError
+from ..confine.policy import EXIT_UNAVAILABLE
 from . import PROTOCOL_VERSION
 from .result import empty_result
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tmp-root", required=True, help="folder for the per-module temporary directories")
-    parser.add_argument("--max-processes", type=int, default=64, help="cap on a module's processes (pids cgroup)")
-    args = parser.parse_args(argv)
+    parser.parse_args(argv)
+    policy = Policy.take_from_env()
 
     for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[key] = "1"
@@ -57,7 +60,11 @@ def main(argv=None) -> int:
     from .execute import run_request
     from .sandbox import Sandbox
 
-    sandbox = Sandbox(args.tmp_root, args.max_processes)
+    try:
+        sandbox = Sandbox(policy)
+    except SandboxError as e:
+        sys.stderr.write(f"ksmith probe worker: {e}\n")
+        return EXIT_UNAVAILABLE
     # Everything imported so far moves to the permanent generation: a garbage collection in a
     # forked child then leaves those pages alone instead of copying them all (measured: a full
     # collection in a child costs ~100 ms of CPU without this, ~10 ms with it).

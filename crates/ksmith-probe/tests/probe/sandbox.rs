@@ -1,16 +1,31 @@
-//! Hostile programs, run by the real Python runner: each ends as a clear status, and the
-//! modules after it are unaffected.
+//! Hostile programs, run by the real Python runner in the real sandbox (`[sandbox] require`, so
+//! a missing part fails the test): each ends as a clear status, and the modules after it are
+//! unaffected. Every test runs as this process's user and again as an ordinary user (when
+//! this process is root, as on CI: `tests/as_ordinary_user.sh`).
+#![allow(clippy::unwrap_used)]
 
 use std::io::Read;
 use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{leftover_processes, module, program};
+use crate::common::{leftover_processes, module, program, rerun_as_ordinary_user};
 use ksmith_core::progress::Tracker;
 use ksmith_core::tables::{ProbeRow, ProbeStatus};
 use ksmith_probe::{ProbeConfig, probe_programs};
+use ksmith_sandbox::SandboxConfig;
+
+/// The sandbox every test here asks for: all of it, and a small disk to fill.
+fn sandbox() -> SandboxConfig {
+    SandboxConfig {
+        require: true,
+        disk_mb: 64,
+        ..Default::default()
+    }
+}
 
 fn row<'a>(rows: &'a [ProbeRow], id: &str) -> &'a ProbeRow {
     rows.iter()
@@ -21,26 +36,88 @@ fn row<'a>(rows: &'a [ProbeRow], id: &str) -> &'a ProbeRow {
 #[test]
 fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
     let _workers = crate::common::workers_alone();
-    let outside = std::env::temp_dir().join(format!("ksmith-probe-outside-{}", std::process::id()));
-    let _ = std::fs::remove_file(&outside);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let connected = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (connected, stop) = (connected.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                if let Ok((mut s, _)) = listener.accept() {
-                    let mut buf = [0u8; 16];
-                    let _ = s.read(&mut buf);
+    hostile_programs();
+}
+
+#[test]
+fn hostile_programs_as_an_ordinary_user() {
+    let _workers = crate::common::workers_shared();
+    rerun_as_ordinary_user("sandbox::hostile_programs_in_this_process");
+}
+
+#[test]
+#[ignore = "run by hostile_programs_as_an_ordinary_user, as that user"]
+fn hostile_programs_in_this_process() {
+    let _workers = crate::common::workers_alone();
+    hostile_programs();
+}
+
+#[test]
+fn a_module_cannot_reach_a_sibling_running_at_the_same_time() {
+    let _workers = crate::common::workers_shared();
+    sibling_attack();
+}
+
+#[test]
+fn a_module_cannot_reach_a_sibling_as_an_ordinary_user() {
+    let _workers = crate::common::workers_shared();
+    rerun_as_ordinary_user("sandbox::sibling_attack_in_this_process");
+}
+
+#[test]
+#[ignore = "run by a_module_cannot_reach_a_sibling_as_an_ordinary_user, as that user"]
+fn sibling_attack_in_this_process() {
+    sibling_attack();
+}
+
+/// Accepts connections on `listeners` until `stop`; sets `connected` when one comes.
+fn watch(
+    listeners: Vec<Box<dyn FnMut() -> bool + Send>>,
+    connected: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let mut listeners = listeners;
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            for accept in listeners.iter_mut() {
+                if accept() {
                     connected.store(true, Ordering::SeqCst);
                 }
-                std::thread::sleep(Duration::from_millis(20));
             }
-        })
-    };
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+fn hostile_programs() {
+    let me = std::process::id();
+    let outside = std::env::temp_dir().join(format!("ksmith-probe-outside-{me}"));
+    let _ = std::fs::remove_file(&outside);
+    let secret = std::env::temp_dir().join(format!("ksmith-probe-secret-{me}"));
+    std::fs::write(&secret, "top secret").unwrap();
+    let socket_path = std::env::temp_dir().join(format!("ksmith-probe-socket-{me}"));
+    let _ = std::fs::remove_file(&socket_path);
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    tcp.set_nonblocking(true).unwrap();
+    let unix = UnixListener::bind(&socket_path).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let name = format!("ksmith-probe-socket-{me}");
+    let abstract_unix =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    abstract_unix.set_nonblocking(true).unwrap();
+    let connected = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut buf = [0u8; 16];
+    let watcher = watch(
+        vec![
+            Box::new(move || tcp.accept().map(|(mut s, _)| s.read(&mut buf)).is_ok()),
+            Box::new(move || unix.accept().is_ok()),
+            Box::new(move || abstract_unix.accept().is_ok()),
+        ],
+        connected.clone(),
+        stop.clone(),
+    );
 
     let hostile = [
         "infinite_loop",
@@ -56,6 +133,10 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
         "random_output",
         "raises",
         "env_leak",
+        "host_socket",
+        "snoop",
+        "fill_disk",
+        "user_namespace",
     ];
     let mut modules = Vec::new();
     for name in hostile {
@@ -67,6 +148,14 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
             .replace(
                 "int(os.environ.get(\"KSMITH_TEST_PORT\", \"1\"))",
                 &port.to_string(),
+            )
+            .replace(
+                "os.environ.get(\"KSMITH_TEST_SOCKET\", \"/tmp/ksmith-probe-socket\")",
+                &format!("{:?}", socket_path.display().to_string()),
+            )
+            .replace(
+                "os.environ.get(\"KSMITH_TEST_SECRET\", \"/tmp/ksmith-probe-secret\")",
+                &format!("{:?}", secret.display().to_string()),
             );
         modules.push(module(name, text));
         // After every hostile module, a good one: it must be unaffected.
@@ -78,6 +167,7 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
         memory_mb: 512,
         max_steps: 4,
         restarts: 1,
+        sandbox: sandbox(),
         ..Default::default()
     };
     let started = Instant::now();
@@ -172,37 +262,131 @@ fn hostile_programs_end_as_clear_statuses_and_the_next_module_runs() {
     ];
     for key in &seen {
         assert!(
-            ksmith_probe::worker::PASSED_ENV.contains(key) || set_by_runner.contains(key),
+            ksmith_sandbox::ENV_PASSED.contains(key) || set_by_runner.contains(key),
             "{key} reached the module: {env}"
         );
     }
     assert!(seen.contains(&"HOME"), "{env}");
 
-    let flag = |k: &str| hello.sandbox.get(k).and_then(|v| v.as_bool()) == Some(true);
-    if flag("mount_namespace") {
-        let w = row(rows, "write_outside");
-        assert_eq!(w.status, ProbeStatus::Failed, "{w:?}");
-        assert!(
-            w.error_message.as_deref().unwrap().contains("Read-only"),
-            "{w:?}"
-        );
-    } else {
-        eprintln!("note: no mount namespace here; writes outside the temp dir are not prevented");
-    }
-    assert!(
-        !outside.exists() || !flag("mount_namespace"),
-        "a module wrote {}",
-        outside.display()
+    // The whole sandbox was required, so all of it is in place.
+    assert_eq!(
+        hello.sandbox.get("confined").and_then(|v| v.as_bool()),
+        Some(true),
+        "{:?}",
+        hello.sandbox
     );
+    let w = row(rows, "write_outside");
+    assert_eq!(w.status, ProbeStatus::Failed, "{w:?}");
+    assert!(
+        w.error_message.as_deref().unwrap().contains("Read-only"),
+        "{w:?}"
+    );
+    assert!(!outside.exists(), "a module wrote {}", outside.display());
     let net = row(rows, "network");
     assert_eq!(net.status, ProbeStatus::Failed, "{net:?}");
     assert!(
         !connected.load(Ordering::SeqCst),
-        "a module reached a loopback listener"
+        "a module reached a listener of this machine (loopback TCP, unix socket or abstract socket)"
     );
+    let sock = row(rows, "host_socket");
+    assert_eq!(sock.status, ProbeStatus::Failed, "{sock:?}");
+    let message = sock.error_message.as_deref().unwrap();
+    assert!(message.contains("forward: blocked: "), "{sock:?}");
 
-    // Nothing the modules started is still running.
-    std::thread::sleep(Duration::from_millis(200));
+    // Nothing of the machine is visible: no /etc/shadow, no other work folder, nothing of
+    // /root or /home but the way to the Python environment, no other process.
+    let snoop = row(rows, "snoop");
+    let message = snoop.error_message.as_deref().unwrap();
+    let seen: serde_json::Value =
+        serde_json::from_str(message.split_once("SNOOP ").expect("the snoop report").1).unwrap();
+    assert_eq!(seen["/etc/shadow"], "No such file or directory", "{seen}");
+    assert_eq!(
+        seen[secret.display().to_string()],
+        "No such file or directory",
+        "{seen}"
+    );
+    for folder in ["/root", "/home"] {
+        let s = seen[folder].as_str().unwrap();
+        assert!(
+            s == "nothing else" || s == "No such file or directory",
+            "{folder}: {seen}"
+        );
+    }
+    assert_eq!(seen["other processes"], serde_json::json!([]), "{seen}");
+
+    // The workspace is a tmpfs of disk_mb (the module alternates its folder and /dev/shm).
+    let fill = row(rows, "fill_disk");
+    let message = fill.error_message.as_deref().unwrap();
+    assert!(message.contains("No space left on device"), "{fill:?}");
+    let mib: u64 = message
+        .split("filled ")
+        .nth(1)
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("filled N MiB");
+    assert!((32..=64).contains(&mib), "{fill:?}");
+
+    // No new user namespace, no mount, no ptrace, no keyctl.
+    let userns = row(rows, "user_namespace");
+    assert_eq!(userns.status, ProbeStatus::Failed, "{userns:?}");
+    let message = userns.error_message.as_deref().unwrap();
+    for blocked in [
+        "user namespace: Operation not permitted",
+        "mount: Operation not permitted",
+        "ptrace: Operation not permitted",
+        "keyctl: Operation not permitted",
+    ] {
+        assert!(message.contains(blocked), "{userns:?}");
+    }
+
+    // Nothing the modules started is still running (a killed sandbox's processes take a moment
+    // to go on a loaded machine; an escaped daemon would stay).
+    let until = Instant::now() + Duration::from_secs(5);
+    while !leftover_processes().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(leftover_processes(), Vec::<String>::new());
     let _ = std::fs::remove_file(&outside);
+    let _ = std::fs::remove_file(&secret);
+    let _ = std::fs::remove_file(&socket_path);
+}
+
+/// Two modules at once on two workers: one tries to write into every descriptor
+/// (`/proc/PID/fd`) and working folder (`/proc/PID/cwd`) of every other process for 6 s, while
+/// the other sleeps 5 s in its first run and then must still give its own result. Each module
+/// sees only itself in its `/proc`.
+fn sibling_attack() {
+    let modules = [
+        module("victim", program("victim")),
+        module("sibling_attack", program("sibling_attack")),
+        module("after_victim", program("ok_linear")),
+        module("after_sibling_attack", program("ok_linear")),
+    ];
+    let refs: Vec<_> = modules.iter().collect();
+    let cfg = ProbeConfig {
+        timeout_s: 20.0,
+        memory_mb: 512,
+        max_steps: 4,
+        restarts: 1,
+        sandbox: sandbox(),
+        ..Default::default()
+    };
+    let out = probe_programs(&refs, &cfg, 2, None, &Tracker::hidden()).unwrap();
+    let rows = &out.rows;
+    for r in rows {
+        eprintln!("{:<22} {:?} {:?}", r.module_id, r.status, r.error_message);
+    }
+    let victim = row(rows, "victim");
+    assert_eq!(victim.status, ProbeStatus::Ok, "{victim:?}");
+    assert_eq!(victim.output_shapes, vec!["[8, 32]".to_string()]);
+    let attack = row(rows, "sibling_attack");
+    assert_eq!(attack.status, ProbeStatus::Failed, "{attack:?}");
+    assert_eq!(
+        attack.error_message.as_deref(),
+        Some("forward: isolated: saw processes [], reached []"),
+        "{attack:?}"
+    );
+    for name in ["after_victim", "after_sibling_attack"] {
+        assert_eq!(row(rows, name).status, ProbeStatus::Ok, "{name}");
+    }
 }

@@ -68,3 +68,55 @@ pub(crate) fn leftover_processes() -> Vec<String> {
     }
     out
 }
+
+/// Whether this process runs as root (effective uid 0).
+pub(crate) fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs the test `name` of this binary again as an ordinary user (`tests/as_ordinary_user.sh`
+/// creates the account and makes the Python environment readable to it) and panics with its
+/// output when it fails. Where this process is not root it already is an ordinary user, and
+/// the test ran as one: nothing to do.
+pub(crate) fn rerun_as_ordinary_user(name: &str) {
+    if !is_root() {
+        eprintln!("note: not root; {name} ran as this (ordinary) user already");
+        return;
+    }
+    let python = ksmith_core::python_env::resolve_python(None).expect("the Python environment");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/as_ordinary_user.sh"
+    );
+    let exe = std::env::current_exe().expect("this test binary");
+    let out = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&python)
+        .arg("--")
+        .arg(exe)
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .expect("run tests/as_ordinary_user.sh");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} as an ordinary user: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    eprintln!("{name} passed as an ordinary user");
+}
