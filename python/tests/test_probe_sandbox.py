@@ -15,10 +15,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from ksmith.probe import sandbox as S  # noqa: E402
 
 
-def meta(**kw) -> bytes:
+def meta(**kw) -> dict:
     base = {"timed_out": False, "exit": None, "signal": None, "cpu_ms": 12.5}
     base.update(kw)
-    return json.dumps(base).encode()
+    return base
 
 
 def test_a_result_wins_and_gets_the_cpu_time():
@@ -30,7 +30,7 @@ def test_a_result_wins_and_gets_the_cpu_time():
 def test_no_result_is_classified_by_how_the_child_ended():
     assert S.assemble(None, meta(timed_out=True, signal=9), False, 5.0, 8.0)["status"] == "timeout"
     assert S.assemble(None, meta(signal=int(signal.SIGXCPU)), False, 5.0, 8.0)["status"] == "timeout"
-    assert S.assemble(None, b"", True, 5.0, 8.0)["status"] == "timeout"
+    assert S.assemble(None, meta(signal=9), True, 5.0, 8.0)["status"] == "timeout"
     segv = S.assemble(None, meta(signal=int(signal.SIGSEGV)), False, 5.0, 0.1)
     assert segv["status"] == "crashed" and segv["error_class"] == "SIGSEGV"
     exited = S.assemble(None, meta(exit=3), False, 5.0, 0.1)

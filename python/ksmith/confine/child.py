@@ -3,10 +3,12 @@
 Two calls, made by a single-threaded process (a fork of the probe worker, or an evaluator child
 just started):
 
-- `isolate()` unshares the PID, mount, IPC, UTS and network namespaces (and, outside the
-  launcher's sandbox when not root, a user namespace that grants the capabilities for the
-  rest) and forks. The caller stays outside as the supervisor; the forked process is PID 1 of
-  its own PID namespace, so when it ends the kernel kills everything it started.
+- `isolate()` unshares the mount, IPC, UTS and network namespaces. The process is PID 1 of a PID
+  namespace of its own already when its worker could make one (`jail.Jail.new_pid_namespace`:
+  inside the launcher's sandbox, or as root), so when it ends the kernel kills everything it
+  started. Elsewhere (outside the sandbox, not root) it unshares a user namespace, which grants
+  the capabilities for the rest, and a PID namespace, and forks: the caller stays outside as
+  the forked process's supervisor (`mirror`).
 - `confine()`, in that forked process: a fresh ``/proc`` of its PID namespace (machine-wide
   parts read-only), the other children's workspaces hidden, its own workspace (a tmpfs the
   worker mounted, see `jail.Jail.workspace`) as the only writable place besides a ``/dev/shm``
@@ -133,13 +135,17 @@ def _own_user_namespace() -> str | None:
 
 
 def isolate(network: bool = True) -> Isolation:
-    """Unshares the namespaces and forks (see the module doc). Returns in both processes:
-    ``pid`` is 0 in the child. Namespaces that could not be made are listed in ``problems``;
-    the child still runs, without them (the caller decides with `confine`'s ``require``)."""
+    """Unshares the namespaces (see the module doc). A process that already is PID 1 of a PID
+    namespace of its own (its worker forked it into one, `jail.Jail.new_pid_namespace`) stays
+    as it is: ``pid`` is 0. Any other one forks after unsharing: ``pid`` is 0 in the child and
+    the child's pid in the caller, which stays outside as its supervisor (`mirror`).
+    Namespaces that could not be made are listed in ``problems``; the child still runs without
+    them (the caller decides with `confine`'s ``require``)."""
     problems: list[str] = []
     own_user = False
     tasks = 0
     host_uid = _host_uid()
+    pid_one = os.getpid() == 1
     if not has_capability(CAP_SYS_ADMIN):
         err = _own_user_namespace()
         if err:
@@ -148,7 +154,9 @@ def isolate(network: bool = True) -> Isolation:
             own_user = True
     if not own_user:
         tasks = _count_tasks()
-    wanted = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0)
+    wanted = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0)
+    if not pid_one:
+        wanted |= CLONE_NEWPID
     done = wanted
     err = unshare(wanted)
     if err:
@@ -166,6 +174,8 @@ def isolate(network: bool = True) -> Isolation:
                     problems.append(f"{name} namespace: {e}")
                 else:
                     done |= flag
+    if pid_one:
+        return Isolation(0, done | CLONE_NEWPID, own_user, tasks, host_uid, problems)
     pid = os.fork()
     return Isolation(pid, done, own_user, tasks + 1, host_uid, problems)
 

@@ -7,7 +7,8 @@ hello); with `Policy.require` anything missing raises `SandboxError` instead. Th
 
     with jail.workspace(parent) as d:          # a tmpfs of disk_mb (inside the launcher's sandbox)
         spec = jail.spec(d, limits)            # workdir, devices, limits, its pids cgroup...
-        ... fork or spawn; the child calls enter(spec) first ...
+        with jail.new_pid_namespace():         # the child is PID 1 of a namespace of its own
+            ... fork or spawn; the child calls enter(spec) first ...
         jail.release(spec)
 """
 
@@ -26,6 +27,7 @@ from .child import BASIC_DEVICES, PROC_READONLY, Isolation, Limits, confine, gpu
 from .policy import Policy, SandboxError
 from .syscalls import (
     CAP_SYS_ADMIN,
+    CLONE_NEWPID,
     MS_BIND,
     MS_NODEV,
     MS_NOEXEC,
@@ -35,7 +37,9 @@ from .syscalls import (
     MS_REMOUNT,
     has_capability,
     mount,
+    setns,
     umount,
+    unshare,
 )
 
 
@@ -86,6 +90,9 @@ class Jail:
         self.devices = list(BASIC_DEVICES) + (gpu_devices() if policy.gpu else [])
         self.inside = policy.outer == "bwrap"
         self.can_mount = self.inside and has_capability(CAP_SYS_ADMIN)
+        # This process's PID namespace, to return to after making each child's (needs the
+        # capability: inside the sandbox, or as root).
+        self._pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if has_capability(CAP_SYS_ADMIN) else None
         self._counter = 0
         self._own_cgroup = None
         if self.inside and self.can_mount:
@@ -137,6 +144,20 @@ class Jail:
                 umount(d)
             shutil.rmtree(d, ignore_errors=True)
 
+    @contextlib.contextmanager
+    def new_pid_namespace(self) -> Iterator[None]:
+        """The next process the calling thread forks is PID 1 of a new PID namespace (where this
+        worker may make one; elsewhere the child makes its own, see `child.isolate`)."""
+        me = os.getpid()
+        made = self._pid_ns is not None and unshare(CLONE_NEWPID) is None
+        try:
+            yield
+        finally:
+            if made and os.getpid() == me:
+                err = setns(self._pid_ns, CLONE_NEWPID)  # type: ignore[arg-type]
+                if err:
+                    raise SandboxError(f"cannot return to the worker's PID namespace: {err}")
+
     def spec(self, workdir: str, limits: Limits) -> ChildSpec:
         """What the child working in `workdir` needs; makes its pids cgroup (see `release`)."""
         self._counter += 1
@@ -152,6 +173,9 @@ class Jail:
 
     def close(self) -> None:
         """Removes the cgroup folder this worker made itself."""
+        if self._pid_ns is not None:
+            os.close(self._pid_ns)
+            self._pid_ns = None
         if self._own_cgroup:
             with contextlib.suppress(OSError):
                 for name in os.listdir(self._own_cgroup):
@@ -165,7 +189,8 @@ class Jail:
         with self.workspace(prefix="trial-") as d:
             spec = self.spec(d, Limits(processes=self.policy.max_processes))
             r, w = os.pipe()
-            pid = os.fork()
+            with self.new_pid_namespace():
+                pid = os.fork()
             if pid == 0:
                 os.close(r)
                 try:

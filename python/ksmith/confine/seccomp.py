@@ -7,8 +7,8 @@ Two filters, one list of calls:
   (no new user namespace, hence no capabilities regained); ``clone3`` fails with ENOSYS (its
   flags sit behind a pointer a filter cannot read; the C library then falls back to ``clone``).
 - ``worker``: what the warm worker itself runs under (given to bubblewrap): the same, except
-  that it may mount and create namespaces other than user namespaces, which confining its
-  children needs.
+  that it may mount, create namespaces other than user namespaces and return to its own PID
+  namespace (``setns``), which confining its children needs.
 
 System calls of another ABI than the native one (x32, or 32-bit calls on a 64-bit kernel) are
 refused as a whole. Supported: x86_64 and aarch64; ``compile_filter`` returns None elsewhere.
@@ -59,7 +59,6 @@ DENIED: dict[str, tuple[int | None, int | None]] = {
     "quotactl_fd": (443, 443),
     "chroot": (161, 51),
     "pivot_root": (155, 41),
-    "setns": (308, 268),
     "fsopen": (430, 430),
     "fsconfig": (431, 431),
     "fsmount": (432, 432),
@@ -76,11 +75,12 @@ DENIED: dict[str, tuple[int | None, int | None]] = {
     "get_kernel_syms": (177, None),
     "query_module": (178, None),
 }
-#: Denied to children only: the worker mounts and unshares to confine them.
+#: Denied to children only: the worker mounts, unshares and setns to confine them.
 CHILD_ONLY: dict[str, tuple[int | None, int | None]] = {
     "mount": (165, 40),
     "umount2": (166, 39),
     "unshare": (272, 97),
+    "setns": (308, 268),
 }
 CLONE = (56, 220)
 CLONE3 = (435, 435)

@@ -52,6 +52,13 @@ def unshare(flags: int) -> str | None:
     return None
 
 
+def setns(fd: int, nstype: int) -> str | None:
+    """``setns(2)``; an error text on failure."""
+    if _libc.setns(fd, nstype) != 0:
+        return _error()
+    return None
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> str | None:
     """``mount(2)``; an error text on failure."""
 

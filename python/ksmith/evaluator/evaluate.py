@@ -181,6 +181,12 @@ class DeviceEvaluator:
             finally:
                 self.jail.release(spec)
 
+    def _spawn(self, module: str, d: str) -> Child:
+        """Starts the child `module` on workspace `d` (PID 1 of a PID namespace of its own where
+        the worker may make one)."""
+        namespace = self.jail.new_pid_namespace() if self.jail is not None else None
+        return Child(module, d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"], namespace=namespace)
+
     def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict | None) -> None:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump({**self._child_cfg(measure, seed), "sandbox": sandbox}, f)
@@ -222,13 +228,7 @@ class DeviceEvaluator:
             with self._workspace("ref", True, seed) as d:
                 with open(os.path.join(d, "reference.py"), "w") as f:
                     f.write(source)
-                child = Child(
-                    "ksmith.evaluator.reference_child",
-                    d,
-                    self.device,
-                    self.opts["memory_limit_mb"],
-                    self.opts["log_limit"],
-                )
+                child = self._spawn("ksmith.evaluator.reference_child", d)
                 timing = None
                 try:
                     msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
@@ -323,9 +323,7 @@ class DeviceEvaluator:
             with open(os.path.join(d, "candidate.py"), "w") as f:
                 f.write(candidate)
             torch.save(shown, os.path.join(d, "task.pt"))
-            child = Child(
-                "ksmith.evaluator.candidate_child", d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"]
-            )
+            child = self._spawn("ksmith.evaluator.candidate_child", d)
             try:
                 return self._supervise(child, d, ref, measure, common)
             finally:

@@ -19,6 +19,7 @@ as the same user cannot ptrace it or read its memory (which holds the reference 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -46,8 +47,8 @@ class ChildDied(Exception):
 
 
 def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of `pid` and its descendants (a confined child runs as the child of a
-    small supervisor, see `ksmith.confine.mirror`)."""
+    """Resident memory of `pid` and its descendants (outside the launcher's sandbox without
+    root, a confined child runs as the child of a small supervisor, `ksmith.confine.mirror`)."""
     total = 0.0
     todo = [pid]
     seen = set()
@@ -81,7 +82,10 @@ class Child:
         memory_limit_mb: int,
         log_limit: int,
         extra_env: dict | None = None,
+        namespace: contextlib.AbstractContextManager | None = None,
     ):
+        """Starts `module`; `namespace` wraps the spawn (`ksmith.confine.Jail.new_pid_namespace`
+        makes the child PID 1 of a PID namespace of its own)."""
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "child.log")
         self.log_limit = log_limit
@@ -104,16 +108,17 @@ class Child:
             env["CUDA_VISIBLE_DEVICES"] = ""
         env.update(extra_env or {})
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", module, workdir],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with namespace or contextlib.nullcontext():
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", module, workdir],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                start_new_session=True,
+                close_fds=True,
+            )
         self.messages: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._watch_memory, daemon=True).start()

@@ -1,16 +1,15 @@
 """The sandboxed child process that runs one program.
 
 The warm worker (torch imported once, one intra-op thread, no torch op run) runs inside the
-launcher's bubblewrap sandbox (`ksmith.confine.launch`) and forks for every module::
+launcher's bubblewrap sandbox (`ksmith.confine.launch`) and forks once for every module::
 
-    worker ──fork──> supervisor ──fork──> runner (PID 1 of a new PID namespace)
+    worker ──fork──> runner (PID 1 of a new PID namespace)
 
-The worker gives each module a workspace (a tmpfs of ``[sandbox] disk_mb``) and a pids cgroup
-where one can be made (`ksmith.confine.Jail`). The **supervisor** starts a new session, joins the
-cgroup, unshares the namespaces and forks the runner (`ksmith.confine.enter`), waits for it with
-a wall-clock limit, kills it, and reports how it ended (exit code or signal, CPU time of
-everything it ran) on its own pipe. The **runner** confines itself before the program is
-loaded (see `ksmith.confine.child`):
+The worker gives each module a workspace (a tmpfs of ``[sandbox] disk_mb``), a pids cgroup where
+one can be made and a PID namespace of its own (`ksmith.confine.Jail`), waits for the runner with
+a wall-clock limit, kills it, and reads how it ended (exit code or signal, CPU time). The
+**runner** starts a new session and confines itself before the program is loaded
+(`ksmith.confine.enter`, see `ksmith.confine.child`):
 
 - a fresh ``/proc`` of its own PID namespace: no other module, no worker is visible, and the
   kernel kills everything it started when it ends;
@@ -27,9 +26,10 @@ loaded (see `ksmith.confine.child`):
   no ptrace...).
 
 The runner writes its result as one JSON document to a pipe; only the runner's own PID writes
-it (forked copies of the runner do not). The worker reads both pipes with a deadline and kills
-the supervisor when it passes. What could not be set up is in the worker's hello
-(``sandbox.missing``); with ``[sandbox] require`` the worker does not start instead.
+it (forked copies of the runner do not). The worker reads the pipe with a deadline and kills the
+runner's process group when it passes (the PID namespace takes everything else with it). What
+could not be set up is in the worker's hello (``sandbox.missing``); with ``[sandbox] require``
+the worker does not start instead.
 
 Not guaranteed: code that targets this runner on purpose runs in the same process as the
 result writer and can forge its result (the Rust side still checks ids and the protocol, and a
@@ -49,7 +49,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..confine import Jail, Limits, Policy, SandboxError, die_with_parent, enter
+from ..confine import Jail, Limits, Policy, SandboxError, die_with_parent, enter, mirror
 from .result import empty_result
 
 RESULT_LIMIT = 32 << 20  # bytes of result JSON the worker accepts
@@ -86,132 +86,110 @@ class Sandbox:
         with self.jail.workspace() as tmp:
             spec = self.jail.spec(tmp, limits)
             res_r, res_w = os.pipe()
-            meta_r, meta_w = os.pipe()
             started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:  # supervisor
-                code = 70
-                try:
-                    os.close(res_r)
-                    os.close(meta_r)
-                    for fd in close_fds:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
-                    self._supervise(request, spec, res_w, meta_w, timeout, runner)
-                    code = 0
-                finally:
-                    os._exit(code)
+            with self.jail.new_pid_namespace():
+                pid = os.fork()
+            if pid == 0:
+                os.close(res_r)
+                _child(request, spec, res_w, close_fds, timeout, runner)
             os.close(res_w)
-            os.close(meta_w)
-            result, meta, killed = _read_pipes(res_r, meta_r, started + timeout + GRACE_S + 5.0, pid)
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+            result, meta = _wait(pid, res_r, started + timeout + GRACE_S)
             self.jail.release(spec)
-        return assemble(result, meta, killed, timeout, time.monotonic() - started)
+        return assemble(result, meta, meta["timed_out"], timeout, time.monotonic() - started)
 
-    def _supervise(self, request, spec, res_w, meta_w, timeout, runner) -> None:
+
+def _child(request, spec, res_w, close_fds, timeout, runner) -> None:
+    """The runner: confines itself (`ksmith.confine.enter`), runs the request, writes the result
+    and exits. Never returns."""
+    status = 71
+    try:
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         die_with_parent()
-        os.setsid()
+        os.setsid()  # its own process group, killed as a whole where no PID namespace holds it
         try:
             iso = enter(spec)
-        except SandboxError as e:  # raised in the runner only, before any program code
+        except SandboxError as e:  # before any program code
             out = empty_result("crashed")
             out["error_class"] = "SandboxError"
             out["error_message"] = f"the sandbox could not be set up: {e}"[:2000]
             _write_all(res_w, json.dumps(out).encode())
-            os._exit(0)
-        if iso.pid == 0:  # runner
-            status = 71
-            try:
-                os.close(meta_w)
-                _run_child(request, spec.workdir, res_w, timeout, runner, iso.problems)
-                status = 0
-            except BaseException:  # noqa: BLE001
-                status = 72
-            finally:
-                os._exit(status)
-        child = iso.pid
-        in_pid_ns = not any(p.startswith("PID namespace") for p in iso.problems)
-        os.close(res_w)
-        timed_out = False
-
-        def on_alarm(signum, frame):
-            raise TimeoutError
-
-        signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout + GRACE_S)
-        status = None
-        try:
-            _, status = os.waitpid(child, 0)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        except TimeoutError:
-            timed_out = True
-            try:
-                os.kill(child, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _, status = os.waitpid(child, 0)
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        meta = {
-            "timed_out": timed_out,
-            "exit": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
-            "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0,
-            "pid_namespace": in_pid_ns,
-        }
-        data = json.dumps(meta).encode()
-        os.write(meta_w, data)
-        os.close(meta_w)
-        if not in_pid_ns:
-            # Everything left in the session's process group goes, the supervisor included.
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            try:
-                os.killpg(0, signal.SIGKILL)
-            except OSError:
-                pass
+            status = 0
+            return
+        if iso.pid:
+            mirror(iso)  # outside the sandbox without root: the confined process is a child
+        _run_child(request, spec.workdir, res_w, timeout, runner, iso.problems)
+        status = 0
+    except BaseException:  # noqa: BLE001
+        status = 72
+    finally:
+        os._exit(status)
 
 
-def _read_pipes(res_r: int, meta_r: int, deadline: float, pid: int):
-    """Reads the result and meta pipes until both close or ``deadline`` passes."""
-    chunks = {res_r: [], meta_r: []}
-    sizes = {res_r: 0, meta_r: 0}
-    open_fds = [res_r, meta_r]
-    killed = False
-    while open_fds:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            killed = True
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            break
-        ready, _, _ = select.select(open_fds, [], [], min(left, 1.0))
-        for fd in ready:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                open_fds.remove(fd)
-                continue
-            if sizes[fd] < RESULT_LIMIT:
-                chunks[fd].append(data)
-            sizes[fd] += len(data)
-    for fd in (res_r, meta_r):
-        os.close(fd)
-    result = b"".join(chunks[res_r]) if sizes[res_r] <= RESULT_LIMIT else None
-    meta = b"".join(chunks[meta_r])
-    return result, meta, killed
-
-
-def assemble(result: bytes | None, meta_bytes: bytes, killed: bool, timeout: float, wall_s: float) -> dict[str, Any]:
-    """The response fields from what the runner and the supervisor wrote."""
+def _wait(pid: int, res_r: int, deadline: float) -> tuple[bytes | None, dict[str, Any]]:
+    """Reads the result pipe until the child ends, killing it (and its process group) at
+    ``deadline``; returns the result and how the child ended."""
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = False
+    pidfd = os.pidfd_open(pid)
+    watched = [res_r, pidfd]
     try:
-        meta = json.loads(meta_bytes.decode()) if meta_bytes else {}
-    except ValueError:
-        meta = {}
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                _kill(pid)
+                break
+            ready, _, _ = select.select(watched, [], [], min(left, 1.0))
+            if res_r in ready:
+                data = os.read(res_r, 1 << 16)
+                if not data:
+                    watched.remove(res_r)
+                elif size < RESULT_LIMIT:
+                    chunks.append(data)
+                size += len(data)
+            elif pidfd in ready:
+                # Ended: take what is left without waiting for copies that may hold the pipe.
+                os.set_blocking(res_r, False)
+                while res_r in watched:
+                    try:
+                        data = os.read(res_r, 1 << 16)
+                    except BlockingIOError:
+                        break
+                    if not data:
+                        break
+                    if size < RESULT_LIMIT:
+                        chunks.append(data)
+                    size += len(data)
+                break
+    finally:
+        os.close(pidfd)
+        os.close(res_r)
+    _kill(pid)  # what is left of its process group (a zombie leader keeps the group's id)
+    _, status, usage = os.wait4(pid, 0)
+    meta = {
+        "timed_out": timed_out,
+        "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0,
+    }
+    return (b"".join(chunks) if size <= RESULT_LIMIT else None), meta
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def assemble(result: bytes | None, meta: dict[str, Any], killed: bool, timeout: float, wall_s: float) -> dict[str, Any]:
+    """The response fields from what the runner wrote and how it ended (``meta``: timed_out,
+    exit, signal, cpu_ms)."""
     parsed = None
     garbled = False
     if result:
