@@ -13,7 +13,7 @@ export CARGO_INCREMENTAL
 PYTHON   := $(KSMITH_VENV)/bin/python
 KSMITH   := target/release/ksmith
 
-.PHONY: all build venv chromium dataset test test-rust test-python lint bench clean
+.PHONY: all build venv chromium sandbox dataset test test-rust test-python lint bench clean
 
 all: build
 
@@ -25,15 +25,19 @@ venv:
 chromium:
 	scripts/setup-chromium.sh
 
+## bubblewrap, the sandbox for untrusted code (Debian package as root, else a carried .deb).
+sandbox:
+	scripts/setup-bwrap.sh
+
 build:
 	$(CARGO) build --release -p ksmith-cli
 
 ## Runs every stage on the configured sources (default: the sample corpus under data/).
-dataset: venv build
+dataset: venv sandbox build
 	$(KSMITH) run --config $(CONFIG) --workdir $(WORKDIR)
 
 ## Every test: formatting, lints, Rust unit and integration tests, Python tests.
-test: venv chromium lint test-rust test-python
+test: venv chromium sandbox lint test-rust test-python
 
 lint: venv
 	$(CARGO) fmt --all --check
@@ -48,8 +52,9 @@ test-python:
 	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; fi
 
 ## Benchmarks; each prints a table.
-bench: venv
+bench: venv sandbox
 	$(CARGO) bench --workspace
+	$(PYTHON) scripts/sandbox_bench.py
 
 clean:
 	$(CARGO) clean
