@@ -175,3 +175,21 @@ fn build_picks_remote_when_configured() {
     let r = ev.evaluate(&request("tasks/elementwise.py", "garbage/syntax_error.py"));
     assert!(matches!(r, Err(EvalError::Unavailable(_))));
 }
+
+/// `[sandbox] require`: a sandbox that cannot be set up (here: no bubblewrap where the config
+/// says) stops the pool with the reason instead of running candidates in a weaker one.
+#[test]
+fn a_required_sandbox_that_cannot_be_set_up_stops_the_pool_with_the_reason() {
+    let mut cfg = cpu_config(1);
+    cfg.sandbox = ksmith_sandbox::SandboxConfig {
+        require: true,
+        bwrap: "/nonexistent/bwrap".into(),
+        ..Default::default()
+    };
+    let err = WorkerPool::start(&cfg).unwrap_err().to_string();
+    assert!(
+        err.contains("required ([sandbox] require = true)")
+            && err.contains("bubblewrap is not at /nonexistent/bwrap"),
+        "{err}"
+    );
+}

@@ -49,13 +49,16 @@ _GROUP = "ksmith:x:0:\n"
 UNPACKED_BWRAP = os.path.expanduser("~/.cache/ksmith/bwrap/usr/bin/bwrap")
 
 
-def find_bwrap(configured: str = "") -> str | None:
+def find_bwrap(configured: str = "") -> tuple[str | None, str]:
     """The bubblewrap binary: `configured`, ``$KSMITH_BWRAP``, ``bwrap`` on PATH, then the one
-    scripts/setup-bwrap.sh unpacked."""
+    scripts/setup-bwrap.sh unpacked; or None and why not."""
     for candidate in (configured, os.environ.get("KSMITH_BWRAP", "")):
         if candidate:
-            return candidate if os.access(candidate, os.X_OK) else None
-    return shutil.which("bwrap") or (UNPACKED_BWRAP if os.access(UNPACKED_BWRAP, os.X_OK) else None)
+            if os.access(candidate, os.X_OK):
+                return candidate, ""
+            return None, f"bubblewrap is not at {candidate} ([sandbox] bwrap or KSMITH_BWRAP)"
+    found = shutil.which("bwrap") or (UNPACKED_BWRAP if os.access(UNPACKED_BWRAP, os.X_OK) else None)
+    return found, "" if found else "bubblewrap (bwrap) is not installed; install it with scripts/setup-bwrap.sh"
 
 
 def python_paths() -> list[str]:
@@ -164,9 +167,9 @@ def launch(policy: Policy, args: list[str]) -> None:
     if policy.gpu:
         ensure_gpu_nodes()
     policy.cgroup = cgroups.make_base(os.getpid(), join=True)
-    bwrap = find_bwrap(policy.bwrap)
+    bwrap, why = find_bwrap(policy.bwrap)
     if bwrap is None:
-        policy.outer_error = "bubblewrap (bwrap) is not installed; install it with scripts/setup-bwrap.sh"
+        policy.outer_error = why
     else:
         policy.outer = "bwrap"
         env[POLICY_VAR] = policy.to_json()

@@ -390,3 +390,41 @@ fn sibling_attack() {
         assert_eq!(row(rows, name).status, ProbeStatus::Ok, "{name}");
     }
 }
+
+/// A sandbox that cannot be set up (here: no bubblewrap where the config says) is never chosen
+/// silently: with `require` the run stops with the reason; without, the modules run with the
+/// rest of the sandbox and the worker's hello names what is missing (the stage warns with it).
+#[test]
+fn a_missing_part_of_the_sandbox_is_an_error_when_required_and_named_otherwise() {
+    let _workers = crate::common::workers_shared();
+    let modules = [module("ok", program("ok_linear"))];
+    let refs: Vec<_> = modules.iter().collect();
+    let mut cfg = ProbeConfig {
+        timeout_s: 20.0,
+        sandbox: SandboxConfig {
+            require: true,
+            bwrap: "/nonexistent/bwrap".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let err = probe_programs(&refs, &cfg, 1, None, &Tracker::hidden())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("required ([sandbox] require = true)")
+            && err.contains("bubblewrap is not at /nonexistent/bwrap"),
+        "{err}"
+    );
+
+    cfg.sandbox.require = false;
+    let out = probe_programs(&refs, &cfg, 1, None, &Tracker::hidden()).unwrap();
+    assert_eq!(out.rows[0].status, ProbeStatus::Ok, "{:?}", out.rows[0]);
+    let missing = ksmith_sandbox::missing(&out.hello.unwrap().sandbox);
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("filesystem view: bubblewrap is not at /nonexistent/bwrap")),
+        "{missing:?}"
+    );
+}
