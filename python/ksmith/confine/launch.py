@@ -61,9 +61,14 @@ def find_bwrap(configured: str = "") -> tuple[str | None, str]:
     return found, "" if found else "bubblewrap (bwrap) is not installed; install it with scripts/setup-bwrap.sh"
 
 
+#: The folder holding the ``ksmith`` package (the runtime folder of a stage, or a checkout's
+#: ``python/``): always in the sandbox and on its ``PYTHONPATH``.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def python_paths() -> list[str]:
     """The folders (and zip files) the interpreter needs, outside ``/usr``, without nesting."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_ROOT}
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     paths.update(p for p in sys.path[1:] if p)
     paths.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
@@ -162,6 +167,9 @@ def launch(policy: Policy, args: list[str]) -> None:
     policy.scratch = policy.scratch or tempfile.mkdtemp(prefix="ksmith-scratch-")
     env = passed_env()
     env.update({k: os.environ[k] for k in ENV_SET if k in os.environ})
+    path = env.get("PYTHONPATH", "").split(os.pathsep)
+    if PACKAGE_ROOT not in path:
+        env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, path)])
     env.update(HOME=policy.scratch, TMPDIR=policy.scratch)
     command = [sys.executable, *args]
     if policy.gpu:

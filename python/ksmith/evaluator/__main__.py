@@ -1,7 +1,9 @@
 """`python -m ksmith.evaluator {worker,serve,check,evaluate}`.
 
 - `worker --device cpu|cuda [--options JSON]`: the JSON-lines worker (see `protocol`).
-- `serve --port P [--host H] --device D [--options JSON]`: the HTTP endpoint.
+- `serve --port P [--host H] --device D [--options JSON] [--require-sandbox]`: the HTTP endpoint,
+  which first starts itself again inside the sandbox launcher (`ksmith.confine`, keeping the
+  network for its listener; every child still gets none).
 - `check FILE`: static checks of a candidate, as JSON.
 - `evaluate --reference FILE --candidate FILE [--device D] [--no-measure]`: one evaluation, as JSON.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -24,6 +27,7 @@ def main(argv=None) -> int:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--device", default="cpu")
     s.add_argument("--options", default="{}")
+    s.add_argument("--require-sandbox", action="store_true", help="refuse to serve without the whole sandbox")
     c = sub.add_parser("check")
     c.add_argument("file")
     e = sub.add_parser("evaluate")
@@ -38,6 +42,12 @@ def main(argv=None) -> int:
 
         return run_worker(a.device, json.loads(a.options))
     if a.cmd == "serve":
+        from ..confine.policy import POLICY_VAR, Policy
+
+        if POLICY_VAR not in os.environ:
+            policy = Policy(require=a.require_sandbox, share_net=True, gpu=a.device.startswith("cuda"))
+            launcher = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", policy.to_json(), "--"]
+            os.execv(sys.executable, [*launcher, "-s", "-m", "ksmith.evaluator", *(argv or sys.argv[1:])])
         from .server import make_server
 
         server = make_server(a.host, a.port, a.device, json.loads(a.options))
