@@ -11,10 +11,11 @@ worker (`confine` off, no launcher). Then:
 1. an honest Triton kernel (`python/tests/candidates/honest/elementwise.py`, 2^24 elements on a
    GPU) must be `correct` in both, and on a GPU its timed median in the sandbox must be within
    15 % of the unconfined one (the children still reach the GPU: cuInit, compilation, timing);
-2. a hostile candidate (static checks off) that reads /etc/shadow, looks for the caller's
-   secrets, connects to a TCP listener of this machine, to 1.1.1.1:53 and to a unix socket of
-   this machine, writes outside its folder, creates a user namespace, and lists /dev and /proc,
-   must find none of it (only the basic and NVIDIA device nodes, only itself);
+2. a hostile candidate (`python/tests/candidates/isolation/snoop.py`, static checks off) that
+   reads /etc/shadow, looks for the caller's secrets, connects to a TCP listener of this
+   machine, to 1.1.1.1:53 and to a unix socket of this machine, writes outside its folder,
+   creates a user namespace, and lists /dev and /proc, must find none of it (only the basic and
+   NVIDIA device nodes, only itself);
 3. the honest kernel again must be `correct`.
 
 Prints PASS/FAIL per check and the sandbox the worker reports; exits 1 when a check fails.
@@ -36,43 +37,7 @@ import threading
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
 CAND = os.path.join(PYTHON_DIR, "tests", "candidates")
-SECRETS = {"OPENAI_API_KEY": "sk-ksmith-smoke-secret", "KSMITH_TEACHER_API_KEY": "ksmith-smoke-secret"}
-
-HOSTILE = """
-        import ctypes, json, socket
-        seen = {{}}
-        try:
-            open("/etc/shadow").read()
-            seen["/etc/shadow"] = "read"
-        except OSError as e:
-            seen["/etc/shadow"] = e.strerror
-        seen["secrets"] = [k for k, v in os.environ.items() if "ksmith-smoke-secret" in v]
-        for name, family, address in (
-            ("loopback tcp", socket.AF_INET, ("127.0.0.1", {port})),
-            ("internet tcp", socket.AF_INET, ("1.1.1.1", 53)),
-            ("unix socket", socket.AF_UNIX, {unix!r}),
-        ):
-            s = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                s.settimeout(3)
-                s.connect(address)
-                seen[name] = "connected"
-            except OSError as e:
-                seen[name] = e.strerror or str(e)
-            finally:
-                s.close()
-        try:
-            with open({outside!r}, "w") as f:
-                f.write("escaped")
-            seen["write outside"] = "wrote"
-        except OSError as e:
-            seen["write outside"] = e.strerror
-        libc = ctypes.CDLL(None, use_errno=True)
-        seen["user namespace"] = "made" if libc.unshare(0x10000000) == 0 else os.strerror(ctypes.get_errno())
-        seen["/dev"] = sorted(os.listdir("/dev"))
-        seen["other processes"] = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-        raise RuntimeError("SMOKE " + json.dumps(seen))
-"""
+SECRETS = {"OPENAI_API_KEY": "sk-ksmith-test-secret", "KSMITH_TEACHER_API_KEY": "ksmith-test-secret"}
 
 
 class Worker:
@@ -147,11 +112,9 @@ def main() -> int:
                     pass
 
     threading.Thread(target=accept, daemon=True).start()
-    hostile = honest.replace("import torch\n", "import os\n\nimport torch\n", 1).replace(
-        "        super().__init__()",
-        "        super().__init__()" + HOSTILE.format(port=tcp.getsockname()[1], unix=unix_path, outside=outside),
-        1,
-    )
+    hostile = open(os.path.join(CAND, "isolation", "snoop.py")).read()
+    for name, value in (("PORT", tcp.getsockname()[1]), ("UNIX_SOCKET", unix_path), ("OUTSIDE", outside)):
+        hostile = re.sub(rf"^{name} = .*$", lambda _, n=name, v=value: f"{n} = {v!r}", hostile, flags=re.M)
 
     options = {"run_timeout_s": 120, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     policy = {"require": True, "gpu": gpu, "scratch": os.path.join(folder, "scratch")}
@@ -185,7 +148,7 @@ def main() -> int:
         check(ok, "the sandbox does not change the kernel's time", f"{t_box} ms sandboxed vs {t_plain} ms unconfined")
         print(f"speedup sandboxed {first.get('speedup')} vs unconfined {base.get('speedup')}")
     log = bad.get("error_log", "")
-    found = log.rsplit("SMOKE ", 1)[1].strip().splitlines()[0] if "SMOKE " in log else None
+    found = log.rsplit("SNOOP ", 1)[1].strip().splitlines()[0] if "SNOOP " in log else None
     check(found is not None, "the hostile candidate ran and reported", bad["status"])
     if found:
         seen = json.loads(found)
@@ -195,7 +158,10 @@ def main() -> int:
         for name in ("loopback tcp", "internet tcp"):
             check(seen[name] == "Network is unreachable", f"no network ({name})", seen[name])
         check(seen["unix socket"] == "No such file or directory", "no unix socket of the host", seen["unix socket"])
-        check(seen["write outside"] == "Read-only file system", "no write outside its folder", seen["write outside"])
+        check(seen["abstract socket"] == "Connection refused", "no abstract socket", seen["abstract socket"])
+        check(seen["/root"] in ([], "No such file or directory"), "nothing of /root", seen["/root"])
+        blocked = seen["write outside"] in ("Read-only file system", "No such file or directory")
+        check(blocked, "no write outside its folder", seen["write outside"])
         check(seen["user namespace"] == "Operation not permitted", "no user namespace", seen["user namespace"])
         basic = {"null", "zero", "full", "random", "urandom", "shm", "fd", "stdin", "stdout", "stderr"}
         extra = [d for d in seen["/dev"] if d not in basic and not d.startswith("nvidia")]

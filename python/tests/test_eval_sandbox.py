@@ -2,9 +2,10 @@
 ordinary user: hostile candidates (runtime layer alone, static checks off, so only the sandbox
 stops them) each followed by an honest one that must still be correct.
 
-- snoop: no secret of the caller's environment, no network (loopback TCP, a unix socket of the
-  host, an abstract socket), no ``/etc/shadow``, nothing of ``/root`` or ``/home`` but the way to
-  the Python environment, no other process, no new user namespace, mount, ptrace or keyctl;
+- snoop (``candidates/isolation/snoop.py``): no secret of the caller's environment, no network
+  (loopback and internet TCP, a unix socket of the host, an abstract socket), no ``/etc/shadow``,
+  nothing of ``/root`` or ``/home`` but the way to the Python environment, no other process, no
+  device but the basic ones, no write outside its folder, no new user namespace, mount or ptrace;
 - fill: writing stops at the workspace's size;
 - sibling: a candidate that writes into every descriptor and working folder of every other
   process for 5 s while an honest one runs at the same time: it sees no other process, and the
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import tempfile
 import threading
@@ -25,48 +28,7 @@ from sandboxed import SECRETS, USERS, run_launched
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
 HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read()
-
-SNOOP = """
-        import ctypes, json, socket, sys
-        seen = {{}}
-        try:
-            open("/etc/shadow").read()
-            seen["/etc/shadow"] = "read"
-        except OSError as e:
-            seen["/etc/shadow"] = e.strerror
-        prefixes = (sys.prefix, sys.base_prefix, os.path.realpath(sys.executable))
-        for folder in ("/root", "/home"):
-            try:
-                bound = {{p[len(folder) + 1 :].split("/")[0] for p in prefixes if p.startswith(folder + "/")}}
-                seen[folder] = sorted(set(os.listdir(folder)) - bound)
-            except OSError as e:
-                seen[folder] = e.strerror
-        seen["secrets"] = [k for k, v in os.environ.items() if "ksmith-test-secret" in v]
-        seen["other processes"] = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-        for name, family, address in (
-            ("tcp", socket.AF_INET, ("127.0.0.1", {port})),
-            ("unix", socket.AF_UNIX, {unix!r}),
-            ("abstract", socket.AF_UNIX, {abstract!r}),
-        ):
-            s = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                s.settimeout(2)
-                s.connect(address)
-                s.sendall(b"leak")
-                seen[name] = "connected"
-            except OSError as e:
-                seen[name] = e.strerror
-            finally:
-                s.close()
-        libc = ctypes.CDLL(None, use_errno=True)
-        for name, call in (
-            ("user namespace", lambda: libc.unshare(0x10000000)),
-            ("mount", lambda: libc.mount(b"tmpfs", b"/usr", b"tmpfs", 0, None)),
-            ("ptrace", lambda: libc.ptrace(0, 0, 0, 0)),
-        ):
-            seen[name] = "done" if call() == 0 else os.strerror(ctypes.get_errno())
-        raise RuntimeError("SNOOP " + json.dumps(seen))
-"""
+SNOOP = open(os.path.join(HERE, "candidates", "isolation", "snoop.py")).read()
 
 FILL = """
         written = 0
@@ -183,8 +145,13 @@ def test_hostile_candidates_in_the_launched_evaluator(user):
 
     watcher = threading.Thread(target=accept, daemon=True)
     watcher.start()
+    outside = os.path.join(folder, "escaped")
+    snoop = SNOOP
+    for name, value in (("PORT", port), ("UNIX_SOCKET", unix_path), ("ABSTRACT_SOCKET", abstract)):
+        snoop = re.sub(rf"^{name} = .*$", lambda _, n=name, v=value: f"{n} = {v!r}", snoop, flags=re.M)
+    snoop = re.sub(r"^OUTSIDE = .*$", lambda _: f"OUTSIDE = {outside!r}", snoop, flags=re.M)
     cases = {
-        "snoop": candidate(SNOOP, port=port, unix=unix_path, abstract=abstract),
+        "snoop": snoop,
         "fill": candidate(FILL),
         "attack": candidate(ATTACK),
         "victim": candidate(VICTIM),
@@ -199,8 +166,7 @@ def test_hostile_candidates_in_the_launched_evaluator(user):
         watcher.join(timeout=5)
         for s in (tcp, unix, abstract_listener, *accepted):
             s.close()
-        os.unlink(unix_path)
-        os.rmdir(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
     assert out["sandbox"]["confined"] is True, out["sandbox"]
     assert out["sandbox"]["filesystem_view"] is True, out["sandbox"]
@@ -215,9 +181,12 @@ def test_hostile_candidates_in_the_launched_evaluator(user):
     for folder_name in ("/root", "/home"):
         assert seen[folder_name] in ([], "No such file or directory"), seen
     assert seen["other processes"] == [], seen
-    assert seen["tcp"] == "Network is unreachable", seen
-    assert seen["unix"] == "No such file or directory", seen
-    assert seen["abstract"] == "Connection refused", seen
+    assert seen["/dev"] == ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
+    assert seen["loopback tcp"] == seen["internet tcp"] == "Network is unreachable", seen
+    assert seen["unix socket"] == "No such file or directory", seen
+    assert seen["abstract socket"] == "Connection refused", seen
+    assert seen["write outside"] in ("Read-only file system", "No such file or directory"), seen
+    assert not os.path.exists(outside)
     for call in ("user namespace", "mount", "ptrace"):
         assert seen[call] == "Operation not permitted", seen
 
