@@ -105,13 +105,39 @@ fn broken_reference_is_an_error_naming_the_task() {
     }
 }
 
+/// `pid` and every process under it (a worker is bubblewrap, its sandbox's init and the Python
+/// worker).
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", out[i]))
+            .into_iter()
+            .flatten()
+            .flatten();
+        for task in tasks {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            out.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        i += 1;
+    }
+    out
+}
+
 #[test]
 fn a_dead_worker_is_replaced() {
     let pool = WorkerPool::start(&cpu_config(1)).unwrap();
     let pid = pool.worker_pids()[0];
+    let tree = process_tree(pid);
+    assert!(tree.len() > 1, "the worker runs in its sandbox: {tree:?}");
     let status = Command::new("kill")
         .arg("-9")
-        .arg(pid.to_string())
+        .args(tree.iter().map(|p| p.to_string()))
         .status()
         .unwrap();
     assert!(status.success());
