@@ -38,7 +38,8 @@ fail() {
 
 say "nightly run $stamp, config $config, pipeline $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)"
 if [[ -z "${KSMITH_BIN:-}" ]]; then
-    (cd "$here" && make --no-print-directory venv build) >>"$log" 2>&1 || fail 3 "setup (make venv build) failed"
+    (cd "$here" && make --no-print-directory venv sandbox build) >>"$log" 2>&1 \
+        || fail 3 "setup (make venv sandbox build) failed"
 fi
 "$bin" check --config "$config" --workdir "$state/work" >>"$log" 2>&1 || fail 2 "configuration $config is invalid"
 

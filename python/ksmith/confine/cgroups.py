@@ -57,6 +57,12 @@ def make_base(owner: int, join: bool) -> str | None:
         base = os.path.join(hierarchy, f"{PREFIX}{owner}")
         try:
             os.mkdir(base)
+            control = os.path.join(hierarchy, "cgroup.subtree_control")
+            if not os.path.exists(os.path.join(base, "pids.max")) and os.path.exists(control):
+                # cgroup v2 whose root does not hand the pids controller down yet.
+                os.rmdir(base)
+                _write(control, "+pids")
+                os.mkdir(base)
             if not os.path.exists(os.path.join(base, "pids.max")):
                 os.rmdir(base)
                 continue
