@@ -16,14 +16,12 @@ Two layers:
 `cgroups` makes the pids cgroups; `syscalls` wraps the Linux calls.
 """
 
-from .child import BASIC_DEVICES, Limits, gpu_devices, mirror
+from .child import Limits, mirror
 from .jail import ChildSpec, Jail, enter
-from .policy import ENV_PASSED, Policy, SandboxError, passed_env
+from .policy import Policy, SandboxError, passed_env
 from .syscalls import die_with_parent, set_undumpable
 
 __all__ = [
-    "BASIC_DEVICES",
-    "ENV_PASSED",
     "ChildSpec",
     "Jail",
     "Limits",
@@ -31,7 +29,6 @@ __all__ = [
     "SandboxError",
     "die_with_parent",
     "enter",
-    "gpu_devices",
     "mirror",
     "passed_env",
     "set_undumpable",

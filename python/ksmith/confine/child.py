@@ -9,7 +9,7 @@ just started):
   started. Elsewhere (outside the sandbox, not root) it unshares a user namespace, which grants
   the capabilities for the rest, and a PID namespace, and forks: the caller stays outside as
   the forked process's supervisor (`mirror`).
-- `confine()`, in that forked process: a fresh ``/proc`` of its PID namespace (machine-wide
+- `confine()`, in the process that will run untrusted code: a fresh ``/proc`` of its PID namespace (machine-wide
   parts read-only), the other children's workspaces hidden, its own workspace (a tmpfs the
   worker mounted, see `jail.Jail.workspace`) as the only writable place besides a ``/dev/shm``
   inside it, every other mount read-only, a ``/dev`` with only the basic (and on a GPU the

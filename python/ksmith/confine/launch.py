@@ -163,7 +163,6 @@ def _trial(argv: list[str]) -> str | None:
 
 def launch(policy: Policy, args: list[str]) -> None:
     """Runs ``python args`` in the sandbox (see the module doc). Never returns."""
-    policy.host_uid = os.getuid()
     policy.scratch = policy.scratch or tempfile.mkdtemp(prefix="ksmith-scratch-")
     env = passed_env()
     env.update({k: os.environ[k] for k in ENV_SET if k in os.environ})

@@ -48,8 +48,8 @@ class Policy:
     Set by the caller (the Rust side, from ``[sandbox]`` and the stage's limits): ``require``,
     ``disk_mb``, ``max_processes``, ``gpu``, ``share_net``, ``scratch``, ``scratch_mb``,
     ``bwrap``. Filled in by the launcher: ``outer`` ("bwrap" when the worker runs inside
-    bubblewrap), ``outer_error`` (why not), ``cgroup`` (a pids cgroup folder the worker may make
-    per-child cgroups in) and ``host_uid`` (the user outside).
+    bubblewrap), ``outer_error`` (why not) and ``cgroup`` (a pids cgroup folder the worker may
+    make per-child cgroups in).
     """
 
     #: A missing part is an error instead of a warning.
@@ -72,7 +72,6 @@ class Policy:
     outer: str | None = None
     outer_error: str | None = None
     cgroup: str | None = None
-    host_uid: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -3,7 +3,7 @@
 Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
 new session so the whole process group can be killed, with its own workspace (a tmpfs where the
 worker runs inside the sandbox launcher, see `ksmith.confine.Jail.workspace`), an environment of
-the allow-listed variables only (`ksmith.confine.ENV_PASSED`: no API key or token of the caller)
+the allow-listed variables only (`ksmith.confine.policy.ENV_PASSED`: no API key or token of the caller)
 plus its own folders, and stdout/stderr going to a log file in its workspace (its messages use a
 private descriptor, see `child_common`). Its first act, before it loads any program, is to confine
 itself with the `ksmith.confine.ChildSpec` the worker wrote into its `config.json`
