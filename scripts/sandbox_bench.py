@@ -31,6 +31,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
 BASE = "57ce60e"
+#: The workers' scratch folder: a tmpfs at this path inside the sandbox, nothing on this machine.
+SCRATCH = os.path.join(tempfile.gettempdir(), f"ksmith-bench-scratch-{os.getpid()}")
 
 PROGRAM = """import torch
 import torch.nn as nn
@@ -56,7 +58,7 @@ def get_init_inputs():
 # Runs inside the variant's worker process: one child per request line ("empty" or "module"),
 # answering with the wall time of that child; the variants take turns, so both see the same load.
 DRIVER = """
-import json, sys, tempfile, time
+import json, os, sys, tempfile, time
 import torch
 torch.set_num_threads(1)
 from ksmith.probe import sandbox as S
@@ -66,7 +68,8 @@ if variant == "this":
     from ksmith.confine import Policy
     box = S.Sandbox(Policy.take_from_env())
 else:
-    box = S.Sandbox(tempfile.mkdtemp(prefix="ksmith-bench-"))
+    root = tempfile.mkdtemp(prefix="ksmith-bench-")
+    box = S.Sandbox(root)
 request = {"program": program, "timeout_s": 30, "memory_mb": 2048, "output_cap_bytes": 1 << 20}
 runners = {"empty": lambda r: {"status": "ok"}, "module": lambda r: run_request(r, torch)}
 print(json.dumps({"info": box.info}), flush=True)
@@ -76,6 +79,8 @@ for line in sys.stdin:
     assert res["status"] == "ok", res
     print(json.dumps(time.perf_counter() - t0), flush=True)
 box.close()
+if variant != "this":
+    os.rmdir(root)
 """
 
 
@@ -86,7 +91,7 @@ class Variant:
         env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1"}
         args = ["-c", DRIVER, PROGRAM, variant]
         if variant == "this":
-            policy = {"scratch": tempfile.mkdtemp(prefix="ksmith-bench-scratch-"), "require": True}
+            policy = {"scratch": SCRATCH, "require": True}
             command = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", json.dumps(policy), "--", *args]
         else:
             command = [sys.executable, *args]
@@ -111,9 +116,8 @@ class Variant:
         self.proc.wait()
 
 
-def base_package(commit: str) -> str | None:
-    """The `python/` folder of `commit`, unpacked into a temporary folder (None without git)."""
-    folder = tempfile.mkdtemp(prefix="ksmith-bench-base-")
+def base_package(commit: str, folder: str) -> str | None:
+    """The `python/` folder of `commit`, unpacked into `folder` (None without git)."""
     try:
         archive = subprocess.run(
             ["git", "-C", ROOT, "archive", commit, "python/ksmith"], capture_output=True, check=True
@@ -126,7 +130,7 @@ def base_package(commit: str) -> str | None:
 
 def fresh_interpreter_per_module(runs: int) -> list[float]:
     """A new bubblewrap sandbox and interpreter importing torch, per module (not chosen)."""
-    policy = {"scratch": tempfile.mkdtemp(prefix="ksmith-bench-scratch-"), "require": True}
+    policy = {"scratch": SCRATCH, "require": True}
     env = {**os.environ, "PYTHONPATH": PYTHON_DIR, "PYTHONDONTWRITEBYTECODE": "1"}
     times = []
     for _ in range(runs):
@@ -154,7 +158,8 @@ def main() -> int:
     ap.add_argument("--children", type=int, default=40, help="children per kind and variant")
     ap.add_argument("--base", default=os.environ.get("KSMITH_BENCH_BASE", BASE), help="commit of the base sandbox")
     a = ap.parse_args()
-    base_dir = base_package(a.base)
+    unpacked = tempfile.TemporaryDirectory(prefix="ksmith-bench-base-")
+    base_dir = base_package(a.base, unpacked.name)
     variants = ([Variant("base", base_dir)] if base_dir else []) + [Variant("this", PYTHON_DIR)]
     for kind in ("empty", "module"):
         for _ in range(a.children):
@@ -163,6 +168,7 @@ def main() -> int:
     for v in variants:
         v.close()
     results = {v.name: {**v.times, "info": v.info} for v in variants}
+    unpacked.cleanup()
     fresh = fresh_interpreter_per_module(max(3, a.children // 10))
     print(
         f"sandbox bench: {os.cpu_count()} cores, uid {os.geteuid()}, {a.children} children per kind and variant; "
