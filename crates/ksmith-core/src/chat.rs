@@ -82,4 +82,10 @@ pub enum ChatError {
 pub trait ChatClient: Send + Sync {
     /// Sends one request.
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ChatError>;
+
+    /// What the client did so far (requests, cache hits, retries, tokens), as named counters for
+    /// the report of the stage that used it. None by default.
+    fn report_counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }

@@ -48,6 +48,25 @@ pub enum Error {
         /// Version this build expects.
         expected: u32,
     },
+    /// A file a stage reads is missing: the stage that writes it has not run in this work
+    /// directory.
+    #[error("{}: not found; run `ksmith {writer}` with this --workdir first", path.display())]
+    MissingInput {
+        /// The expected file.
+        path: PathBuf,
+        /// The stage that writes it.
+        writer: &'static str,
+    },
+    /// A stage's worker threads could not be started.
+    #[error("{stage}: cannot start {threads} worker threads: {message}")]
+    ThreadPool {
+        /// The stage.
+        stage: String,
+        /// Threads asked for.
+        threads: usize,
+        /// Why.
+        message: String,
+    },
 }
 
 impl Error {

@@ -23,6 +23,8 @@
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
 //!   thread count, progress and log output) and the counters it returns.
+//! - [`stage`]: the stage contract (input check, fingerprint, skip, timing, thread pool and the
+//!   one place that writes reports), so a stage crate's `run` holds only its own work.
 //!
 //! Invariants: this crate does no network or subprocess I/O and knows nothing about Python,
 //! git or GPUs. Stage crates depend on it and never on each other.
@@ -57,6 +59,7 @@ pub mod python_env;
 pub mod report;
 pub mod shard;
 pub mod spdx;
+pub mod stage;
 pub mod table;
 pub mod tables;
 pub mod timestamp;

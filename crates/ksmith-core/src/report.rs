@@ -1,4 +1,4 @@
-//! The counters every stage returns and saves next to its output.
+//! The counters every stage returns; [`crate::stage`] saves them next to the output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,13 @@ use crate::table::write_bytes_atomically;
 pub struct StageReport {
     /// The stage's name.
     pub stage: String,
-    /// True when the stage found its output up to date and did nothing.
+    /// True when the stage did not run (its output was up to date, or the CLI skipped it); the
+    /// other fields are then those of the last run that did.
     pub skipped: bool,
+    /// Why the stage did not run, when it did not ([`crate::stage::UP_TO_DATE`], or what it
+    /// lacked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
     /// Rows read from the input tables.
     pub rows_read: u64,
     /// Rows written to the output tables.
@@ -61,7 +66,14 @@ impl StageReport {
         workdir.join("reports").join(format!("{stage}.json"))
     }
 
-    /// Saves the report as JSON in `workdir/reports/`.
+    /// The report of `stage` saved in `workdir`, if there is a readable one.
+    pub fn load(workdir: &Path, stage: &str) -> Option<StageReport> {
+        let bytes = std::fs::read(Self::path_in(workdir, stage)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Saves the report as JSON in `workdir/reports/`. Only the stage contract
+    /// ([`crate::stage`]) writes reports.
     pub fn save(&self, workdir: &Path) -> Result<()> {
         let path = Self::path_in(workdir, &self.stage);
         let json = serde_json::to_vec_pretty(self).unwrap_or_default();
@@ -71,7 +83,12 @@ impl StageReport {
     /// One human line: `extract: 120 rows written (7 dropped) in 1.2 s`.
     pub fn summary(&self) -> String {
         if self.skipped {
-            return format!("{}: up to date, nothing to do", self.stage);
+            return match self.skip_reason.as_deref() {
+                None | Some(crate::stage::UP_TO_DATE) => {
+                    format!("{}: up to date, nothing to do", self.stage)
+                }
+                Some(reason) => format!("{}: skipped, {reason}", self.stage),
+            };
         }
         let mut s = format!(
             "{}: {} rows read, {} written",
