@@ -37,13 +37,14 @@ pub mod snapshot;
 pub mod source;
 
 use std::collections::HashMap;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use ksmith_core::config::SourceSpec;
 use ksmith_core::context::StageContext;
 use ksmith_core::fingerprint::Fingerprint;
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::{StagePlan, StageRun};
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{RepoRow, RepoStatus};
 use ksmith_core::timestamp;
@@ -67,7 +68,6 @@ pub fn run(
     cfg: &CrawlConfig,
     ctx: &StageContext,
 ) -> Result<StageReport, Error> {
-    let started = Instant::now();
     cfg.validate()?;
     let mut repos = source::expand(sources)?;
     check_unique_names(&repos)?;
@@ -79,8 +79,35 @@ pub fn run(
             repos.len()
         ));
     }
-    let out = RepoRow::path_in(&ctx.workdir);
-    let previous = read_previous(&out, ctx);
+    // Crawl always runs (it is incremental per repository); its fingerprint is that of the
+    // rows it produced.
+    StagePlan::new(ctx, STAGE, CODE_VERSION).run(|run| {
+        let outcomes = crawl_all(&repos, cfg, run)?;
+        run.report.rows_read = repos.len() as u64;
+        for o in &outcomes {
+            count_outcome(o, &mut run.report, ctx);
+        }
+        let rows: Vec<RepoRow> = outcomes.into_iter().map(|o| o.row).collect();
+        let shard = ctx.shard.map(|s| s.to_string()).unwrap_or_default();
+        let fp = Fingerprint::new(STAGE, CODE_VERSION)
+            .with("config", &ksmith_core::config::section_hash(cfg))
+            .with("shard", &shard)
+            .with("rows", &rows_hash(&rows))
+            .finish();
+        write_table(&RepoRow::path_in(&ctx.workdir), &rows, &fp)?;
+        run.report.rows_written = rows.len() as u64;
+        run.set_fingerprint(fp);
+        Ok(())
+    })
+}
+
+/// Crawls every repository on the stage's threads.
+fn crawl_all(
+    repos: &[source::RepoSource],
+    cfg: &CrawlConfig,
+    run: &StageRun<'_, Error>,
+) -> Result<Vec<repo_crawl::Outcome>, Error> {
+    let ctx = run.ctx;
     let env = repo_crawl::CrawlEnv {
         cfg,
         workdir: &ctx.workdir,
@@ -88,18 +115,13 @@ pub fn run(
             .mirror_dir
             .clone()
             .unwrap_or_else(|| ctx.workdir.join("mirrors")),
-        previous,
+        previous: read_previous(&RepoRow::path_in(&ctx.workdir), ctx),
         force: ctx.force,
         now: timestamp::rfc3339_utc(SystemTime::now()),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads.max(1))
-        .build()
-        .map_err(|e| Error::Config {
-            message: format!("cannot start {} crawl threads: {e}", ctx.threads),
-        })?;
+    let pool = run.pool()?;
     let tracker = ctx.tracker(STAGE, Some(repos.len() as u64));
-    let outcomes: Vec<repo_crawl::Outcome> = pool.install(|| {
+    let outcomes = pool.install(|| {
         repos
             .par_iter()
             .map(|src| {
@@ -111,63 +133,50 @@ pub fn run(
             .collect()
     });
     tracker.finish();
+    Ok(outcomes)
+}
 
-    let mut report = StageReport::new(STAGE);
-    report.rows_read = repos.len() as u64;
-    for o in &outcomes {
-        let row = &o.row;
-        let short = row
-            .commit
-            .as_deref()
-            .map(|c| &c[..c.len().min(12)])
-            .unwrap_or("-");
-        if o.reused {
-            ctx.info(format!("repo {}: unchanged at {short}", row.repo));
-            report.count("repos_unchanged", 1);
-        } else if row.status != RepoStatus::Failed {
-            ctx.info(format!(
-                "repo {}: {} at {short}",
-                row.repo,
-                if row.changed { "new commit" } else { "re-read" }
-            ));
-        }
-        if row.changed {
-            report.count("repos_changed", 1);
-        }
-        match row.status {
-            RepoStatus::Ok => report.count("repos_ok", 1),
-            RepoStatus::Rejected | RepoStatus::Failed => {
-                let reason = row.reason.as_deref().unwrap_or("");
-                let category = match row.status {
-                    RepoStatus::Failed => "failed",
-                    _ => reason.split(':').next().unwrap_or("rejected"),
-                };
-                report.drop_row(category);
-                if row.status == RepoStatus::Failed {
-                    ctx.warn(format!("repo {} failed: {reason}", row.repo));
-                }
+/// Counts one repository's outcome in the report and says what happened to it.
+fn count_outcome(o: &repo_crawl::Outcome, report: &mut StageReport, ctx: &StageContext) {
+    let row = &o.row;
+    let short = row
+        .commit
+        .as_deref()
+        .map(|c| &c[..c.len().min(12)])
+        .unwrap_or("-");
+    if o.reused {
+        ctx.info(format!("repo {}: unchanged at {short}", row.repo));
+        report.count("repos_unchanged", 1);
+    } else if row.status != RepoStatus::Failed {
+        ctx.info(format!(
+            "repo {}: {} at {short}",
+            row.repo,
+            if row.changed { "new commit" } else { "re-read" }
+        ));
+    }
+    if row.changed {
+        report.count("repos_changed", 1);
+    }
+    match row.status {
+        RepoStatus::Ok => report.count("repos_ok", 1),
+        RepoStatus::Rejected | RepoStatus::Failed => {
+            let reason = row.reason.as_deref().unwrap_or("");
+            let category = match row.status {
+                RepoStatus::Failed => "failed",
+                _ => reason.split(':').next().unwrap_or("rejected"),
+            };
+            report.drop_row(category);
+            if row.status == RepoStatus::Failed {
+                ctx.warn(format!("repo {} failed: {reason}", row.repo));
             }
         }
-        report.count("files_accepted", row.files.len() as u64);
-        report.count("files_skipped", row.skipped.len() as u64);
-        for s in &row.skipped {
-            report.count(&format!("skipped_{}", s.reason), 1);
-        }
-        report.count("python_bytes", row.python_bytes);
     }
-    let rows: Vec<RepoRow> = outcomes.into_iter().map(|o| o.row).collect();
-    let shard = ctx.shard.map(|s| s.to_string()).unwrap_or_default();
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &ksmith_core::config::section_hash(cfg))
-        .with("shard", &shard)
-        .with("rows", &rows_hash(&rows))
-        .finish();
-    write_table(&out, &rows, &fp)?;
-    report.rows_written = rows.len() as u64;
-    report.fingerprint = fp;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
+    report.count("files_accepted", row.files.len() as u64);
+    report.count("files_skipped", row.skipped.len() as u64);
+    for s in &row.skipped {
+        report.count(&format!("skipped_{}", s.reason), 1);
+    }
+    report.count("python_bytes", row.python_bytes);
 }
 
 /// Two entries with one repository name would give the table two rows with one key.
