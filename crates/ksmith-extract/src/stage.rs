@@ -2,14 +2,13 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::time::Instant;
 
 use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
-use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
-use ksmith_core::table::{Table, read_table, write_table};
+use ksmith_core::stage::{StagePlan, StageRun};
+use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
 use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus};
 use rayon::prelude::*;
 
@@ -31,47 +30,44 @@ const WORKER_STACK: usize = 16 * 1024 * 1024;
 /// (unless `ctx.force`). Errors only for environment failures; every bad file or class is a row.
 pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error> {
     cfg.validate()?;
-    let started = Instant::now();
     let input = RepoRow::path_in(&ctx.workdir);
-    if !input.exists() {
-        return Err(Error::MissingInput { path: input });
-    }
     let out = ModuleRow::path_in(&ctx.workdir);
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &section_hash(cfg))
-        .with_input(&input)
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    if is_up_to_date(&[&out], &fp) && !ctx.force {
-        report.skipped = true;
-        report.elapsed_ms = started.elapsed().as_millis() as u64;
-        report.save(&ctx.workdir)?;
-        return Ok(report);
-    }
-    let repos: Vec<RepoRow> = read_table(&input)?;
-    report.rows_read = repos.len() as u64;
+    StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .config(cfg)
+        .input(&input, "crawl")
+        .output(&out)
+        .stack_size(WORKER_STACK)
+        .run(|run| {
+            let repos: Vec<RepoRow> = read_table(&input)?;
+            run.report.rows_read = repos.len() as u64;
+            let rows = extract_all(&repos, cfg, run)?;
+            write_table(&out, &rows, run.fingerprint())?;
+            write_bytes_atomically(&reuse_key_path(&ctx.workdir), reuse_key(cfg).as_bytes())?;
+            run.report.rows_written = rows.len() as u64;
+            Ok(())
+        })
+}
+
+/// The rows of every accepted repository, sorted and with ids: reused where the repository is
+/// unchanged, extracted on the stage's threads otherwise.
+fn extract_all(
+    repos: &[RepoRow],
+    cfg: &ExtractConfig,
+    run: &mut StageRun<'_, Error>,
+) -> Result<Vec<ModuleRow>, Error> {
+    let ctx = run.ctx;
+    let report = &mut run.report;
     let accepted: Vec<&RepoRow> = repos
         .iter()
         .filter(|r| r.status == RepoStatus::Ok)
         .collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads.max(1))
-        .stack_size(WORKER_STACK)
-        .thread_name(|i| format!("extract-{i}"))
-        .build()
-        .map_err(|e| Error::ThreadPool {
-            threads: ctx.threads,
-            message: e.to_string(),
-        })?;
     // A repository at the same commit, with the same license and stars, extracted with the same
     // config and code, keeps its previous rows: extraction of a repository reads only its own
     // files, and ids are re-assigned over all rows below, so the table equals a full re-run.
-    let key = reuse_key(cfg);
     let mut previous = if ctx.force {
         HashMap::new()
     } else {
-        previous_rows(&ctx.workdir, &key)
+        previous_rows(&ctx.workdir, &reuse_key(cfg))
     };
     let mut rows: Vec<ModuleRow> = Vec::new();
     let mut todo: Vec<&RepoRow> = Vec::new();
@@ -89,6 +85,7 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
             _ => todo.push(repo),
         }
     }
+    let pool = run.pool()?;
     let tracker = ctx.tracker(STAGE, Some(todo.len() as u64));
     let results: Vec<(Vec<ModuleRow>, ExtractStats)> = pool.install(|| {
         todo.par_iter()
@@ -100,6 +97,7 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
             .collect()
     });
     tracker.finish();
+    let report = &mut run.report;
     for (repo_rows, stats) in results {
         report.count("files", stats.files);
         report.count("source_bytes", stats.bytes);
@@ -115,12 +113,7 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
         }
     }
     report.count("repos", accepted.len() as u64);
-    write_table(&out, &rows, &fp)?;
-    ksmith_core::table::write_bytes_atomically(&reuse_key_path(&ctx.workdir), key.as_bytes())?;
-    report.rows_written = rows.len() as u64;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
+    Ok(rows)
 }
 
 /// Where the key of the rows in `modules.parquet` is kept.
