@@ -38,7 +38,7 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// Reading `modules.parquet` or writing `probes.parquet` failed.
+    /// A missing `modules.parquet`, or table or report I/O (the stage contract's errors).
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),
 }

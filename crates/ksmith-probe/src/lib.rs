@@ -30,14 +30,14 @@ pub mod runtime;
 pub mod worker;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ksmith_core::chat::ChatClient;
 use ksmith_core::context::StageContext;
-use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::progress::Tracker;
 use ksmith_core::python_env::resolve_python;
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
 
@@ -61,27 +61,37 @@ pub fn run_with_chat(
     ctx: &StageContext,
     chat: Option<&dyn ChatClient>,
 ) -> Result<StageReport, Error> {
-    let started = Instant::now();
     cfg.validate()?;
     let input = ModuleRow::path_in(&ctx.workdir);
     let out = ProbeRow::path_in(&ctx.workdir);
     let key = reuse::key(cfg, chat.is_some());
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("reuse-key", &key)
-        .with_input(&input)
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    if is_up_to_date(&[&out], &fp) && !ctx.force {
-        report.skipped = true;
-        report.elapsed_ms = started.elapsed().as_millis() as u64;
-        return Ok(report);
-    }
-    if cfg.llm_repair && chat.is_none() {
-        ctx.warn("probe: llm_repair is on but no chat client is configured; rules only");
-    }
-    let modules: Vec<ModuleRow> = read_table(&input)?;
-    report.rows_read = modules.len() as u64;
+    StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .part("reuse-key", &key)
+        .input(&input, "extract")
+        .output(&out)
+        .run(|run| {
+            if cfg.llm_repair && chat.is_none() {
+                ctx.warn("probe: llm_repair is on but no chat client is configured; rules only");
+            }
+            let modules: Vec<ModuleRow> = read_table(&input)?;
+            run.report.rows_read = modules.len() as u64;
+            let output = probe_table(&modules, cfg, chat, &key, ctx, &mut run.report)?;
+            write_table(&out, &output.rows, run.fingerprint())?;
+            reuse::save_key(&ctx.workdir, &key)?;
+            run.report.rows_written = output.rows.len() as u64;
+            Ok(())
+        })
+}
+
+/// Probes the runnable modules of `modules` that have no reusable row, and counts the rows.
+fn probe_table(
+    modules: &[ModuleRow],
+    cfg: &ProbeConfig,
+    chat: Option<&dyn ChatClient>,
+    key: &str,
+    ctx: &StageContext,
+    report: &mut StageReport,
+) -> Result<PoolOutput, Error> {
     let todo: Vec<&ModuleRow> = modules
         .iter()
         .filter(|m| m.status == ModuleStatus::Ok && m.program.is_some())
@@ -94,7 +104,7 @@ pub fn run_with_chat(
     let previous = if ctx.force {
         Default::default()
     } else {
-        reuse::previous_rows(&ctx.workdir, &key)
+        reuse::previous_rows(&ctx.workdir, key)
     };
     let fresh: Vec<&ModuleRow> = todo
         .iter()
@@ -133,12 +143,7 @@ pub fn run_with_chat(
     report.count("workers_started", output.workers_started);
     report.count("llm_asked", output.llm_asked);
     report.count("llm_fixed", output.llm_fixed);
-    write_table(&out, &output.rows, &fp)?;
-    reuse::save_key(&ctx.workdir, &key)?;
-    report.rows_written = output.rows.len() as u64;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
+    Ok(output)
 }
 
 /// Probes modules (each with a program) with `workers` worker processes; rows come back in
