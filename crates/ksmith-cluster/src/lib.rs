@@ -25,12 +25,10 @@ pub mod pca;
 pub mod tasks;
 
 use std::collections::HashMap;
-use std::time::Instant;
 
-use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
-use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
 use ksmith_embed::Embedder;
@@ -152,56 +150,46 @@ pub fn kept_units(
 
 /// Runs the cluster stage in `ctx.workdir`.
 pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, ClusterError> {
-    let started = Instant::now();
     cfg.validate()?;
     let dedup_path = DedupRow::path_in(&ctx.workdir);
     let modules_path = ModuleRow::path_in(&ctx.workdir);
     let probes_path = ProbeRow::path_in(&ctx.workdir);
-    for (path, table, stage) in [
-        (&dedup_path, "dedup.parquet", "dedup"),
-        (&modules_path, "modules.parquet", "extract"),
-        (&probes_path, "probes.parquet", "probe"),
-    ] {
-        if !path.exists() {
-            return Err(ClusterError::MissingInput {
-                table,
-                path: path.clone(),
-                stage,
-            });
-        }
-    }
     let clusters_path = ClusterRow::path_in(&ctx.workdir);
     let tasks_path = TaskRow::path_in(&ctx.workdir);
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &section_hash(cfg))
-        .with_input(&dedup_path)
-        .with_input(&modules_path)
-        .with_input(&probes_path)
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    if is_up_to_date(&[&clusters_path, &tasks_path], &fp) && !ctx.force {
-        report.skipped = true;
-        return Ok(report);
-    }
-    let dedup: Vec<DedupRow> = read_table(&dedup_path)?;
-    let modules: Vec<ModuleRow> = read_table(&modules_path)?;
-    let probes: Vec<ProbeRow> = read_table(&probes_path)?;
-    report.rows_read = (dedup.len() + modules.len() + probes.len()) as u64;
-    let units = kept_units(&dedup, &modules, &probes)?;
-    ctx.info(format!("cluster: {} unique modules", units.len()));
+    StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .config(cfg)
+        .input(&dedup_path, "dedup")
+        .input(&modules_path, "extract")
+        .input(&probes_path, "probe")
+        .output(&clusters_path)
+        .output(&tasks_path)
+        .run(|run| {
+            let dedup: Vec<DedupRow> = read_table(&dedup_path)?;
+            let modules: Vec<ModuleRow> = read_table(&modules_path)?;
+            let probes: Vec<ProbeRow> = read_table(&probes_path)?;
+            run.report.rows_read = (dedup.len() + modules.len() + probes.len()) as u64;
+            let units = kept_units(&dedup, &modules, &probes)?;
+            ctx.info(format!("cluster: {} unique modules", units.len()));
+            let embedder = cfg.embedder.build()?;
+            let tracker = ctx.tracker(STAGE, Some(units.len() as u64));
+            let result = run
+                .pool()?
+                .install(|| cluster_units(&units, embedder.as_ref(), cfg))?;
+            tracker.inc(units.len() as u64);
+            tracker.finish();
+            let rows = cluster_rows(&units, &result);
+            let task_rows = tasks::select(&units, &rows, cfg);
+            count_clusters(&result, &rows, task_rows.len(), &mut run.report);
+            write_table(&clusters_path, &rows, run.fingerprint())?;
+            write_table(&tasks_path, &task_rows, run.fingerprint())?;
+            run.report.rows_written = (rows.len() + task_rows.len()) as u64;
+            Ok(())
+        })
+}
 
-    let embedder = cfg.embedder.build()?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads.max(1))
-        .build()
-        .map_err(|e| ClusterError::Threads(e.to_string()))?;
-    let tracker = ctx.tracker("cluster", Some(units.len() as u64));
-    let result = pool.install(|| cluster_units(&units, embedder.as_ref(), cfg))?;
-    tracker.inc(units.len() as u64);
-    tracker.finish();
-
-    let rows: Vec<ClusterRow> = units
+/// One `clusters.parquet` row per unit.
+fn cluster_rows(units: &[Unit], result: &Clustering) -> Vec<ClusterRow> {
+    units
         .iter()
         .enumerate()
         .map(|(i, u)| ClusterRow {
@@ -213,9 +201,16 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
             level: result.families[i].level,
             level_rule: result.families[i].level_rule.clone(),
         })
-        .collect();
-    let task_rows = tasks::select(&units, &rows, cfg);
+        .collect()
+}
 
+/// Clusters, noise, centers, tasks, families and levels, for the report.
+fn count_clusters(
+    result: &Clustering,
+    rows: &[ClusterRow],
+    tasks: usize,
+    report: &mut StageReport,
+) {
     let n_clusters = result
         .labels
         .iter()
@@ -232,15 +227,9 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
         "centers",
         result.is_center.iter().filter(|&&c| c).count() as u64,
     );
-    report.count("tasks", task_rows.len() as u64);
-    for r in &rows {
+    report.count("tasks", tasks as u64);
+    for r in rows {
         report.count(&format!("family_{}", r.family), 1);
         report.count(&format!("level_{}", r.level), 1);
     }
-    write_table(&clusters_path, &rows, &fp)?;
-    write_table(&tasks_path, &task_rows, &fp)?;
-    report.rows_written = (rows.len() + task_rows.len()) as u64;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
 }

@@ -9,19 +9,10 @@ pub enum DedupError {
     /// The `[dedup]` section is invalid.
     #[error("config: {0}")]
     Config(String),
-    /// Reading or writing a table failed.
+    /// A missing input, a thread pool that cannot start, or table or report I/O (the stage
+    /// contract's errors).
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),
-    /// An input table is missing.
-    #[error("{table} not found at {}: run `ksmith {stage}` first", path.display())]
-    MissingInput {
-        /// The table's name.
-        table: &'static str,
-        /// Where it was expected.
-        path: PathBuf,
-        /// The stage that writes it.
-        stage: &'static str,
-    },
     /// The folder of evaluation problems cannot be read.
     #[error("contamination_dir {}: {message}", path.display())]
     Benchmark {
@@ -33,7 +24,4 @@ pub enum DedupError {
     /// The embedder failed.
     #[error(transparent)]
     Embed(#[from] ksmith_embed::EmbedError),
-    /// The thread pool could not be built.
-    #[error("thread pool: {0}")]
-    Threads(String),
 }

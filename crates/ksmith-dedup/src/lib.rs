@@ -26,13 +26,11 @@ pub mod groups;
 pub mod minhash;
 
 use std::collections::HashMap;
-use std::time::Instant;
 
-use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
-use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{DedupRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
 
@@ -90,22 +88,13 @@ pub fn runnable_candidates(
 
 /// Runs the dedup stage in `ctx.workdir`.
 pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupError> {
-    let started = Instant::now();
     cfg.validate()?;
     let modules_path = ModuleRow::path_in(&ctx.workdir);
     let probes_path = ProbeRow::path_in(&ctx.workdir);
-    for (path, table, stage) in [
-        (&modules_path, "modules.parquet", "extract"),
-        (&probes_path, "probes.parquet", "probe"),
-    ] {
-        if !path.exists() {
-            return Err(DedupError::MissingInput {
-                table,
-                path: path.clone(),
-                stage,
-            });
-        }
-    }
+    let plan = StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .require(&modules_path, "extract")
+        .require(&probes_path, "probe");
+    plan.check_inputs()?;
     let (problems, unreadable) = match &cfg.contamination_dir {
         Some(dir) => benchmark::load_problems(dir)?,
         None => (Vec::new(), Vec::new()),
@@ -115,64 +104,54 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
         bench_hash.part(&p.path).part(&p.source);
     }
     let out = DedupRow::path_in(&ctx.workdir);
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &section_hash(cfg))
-        .with("benchmark", &bench_hash.finish())
-        .with_input(&modules_path)
-        .with_input(&probes_path)
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    if is_up_to_date(&[&out], &fp) && !ctx.force {
-        report.skipped = true;
-        return Ok(report);
-    }
-    for path in &unreadable {
-        ctx.warn(format!(
-            "dedup: evaluation problem {} is not UTF-8; skipped",
-            path.display()
-        ));
-    }
-    report.count("benchmark_problems", problems.len() as u64);
-    report.count("benchmark_unreadable", unreadable.len() as u64);
-
-    let modules: Vec<ModuleRow> = read_table(&modules_path)?;
-    let probes: Vec<ProbeRow> = read_table(&probes_path)?;
-    report.rows_read = (modules.len() + probes.len()) as u64;
-    let items = runnable_candidates(&modules, &probes, &mut report);
-    ctx.info(format!(
-        "dedup: {} runnable modules, {} evaluation problems",
-        items.len(),
-        problems.len()
-    ));
-
-    let embedder = if cfg.semantic {
-        Some(cfg.embedder.build()?)
-    } else {
-        None
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads.max(1))
-        .build()
-        .map_err(|e| DedupError::Threads(e.to_string()))?;
-    let tracker = ctx.tracker("dedup", Some(items.len() as u64));
-    let (rows, stats) =
-        pool.install(|| deduplicate(&items, &problems, embedder.as_deref(), cfg))?;
-    tracker.inc(items.len() as u64);
-    tracker.finish();
-
-    for (name, n) in &stats.pairs {
-        report.count(&format!("pairs_{name}"), *n);
-    }
-    for r in &rows {
-        if let Some(m) = r.method {
-            report.drop_row(engine::method_name(m));
-        }
-    }
-    report.count("kept", rows.iter().filter(|r| r.kept).count() as u64);
-    write_table(&out, &rows, &fp)?;
-    report.rows_written = rows.len() as u64;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
+    // The fingerprint's parts in their historic order: config, benchmark, then the inputs.
+    plan.config(cfg)
+        .part("benchmark", &bench_hash.finish())
+        .optional_input(&modules_path)
+        .optional_input(&probes_path)
+        .output(&out)
+        .run(|run| {
+            for path in &unreadable {
+                ctx.warn(format!(
+                    "dedup: evaluation problem {} is not UTF-8; skipped",
+                    path.display()
+                ));
+            }
+            let report = &mut run.report;
+            report.count("benchmark_problems", problems.len() as u64);
+            report.count("benchmark_unreadable", unreadable.len() as u64);
+            let modules: Vec<ModuleRow> = read_table(&modules_path)?;
+            let probes: Vec<ProbeRow> = read_table(&probes_path)?;
+            report.rows_read = (modules.len() + probes.len()) as u64;
+            let items = runnable_candidates(&modules, &probes, report);
+            ctx.info(format!(
+                "dedup: {} runnable modules, {} evaluation problems",
+                items.len(),
+                problems.len()
+            ));
+            let embedder = if cfg.semantic {
+                Some(cfg.embedder.build()?)
+            } else {
+                None
+            };
+            let tracker = ctx.tracker(STAGE, Some(items.len() as u64));
+            let (rows, stats) = run
+                .pool()?
+                .install(|| deduplicate(&items, &problems, embedder.as_deref(), cfg))?;
+            tracker.inc(items.len() as u64);
+            tracker.finish();
+            let report = &mut run.report;
+            for (name, n) in &stats.pairs {
+                report.count(&format!("pairs_{name}"), *n);
+            }
+            for r in &rows {
+                if let Some(m) = r.method {
+                    report.drop_row(engine::method_name(m));
+                }
+            }
+            report.count("kept", rows.iter().filter(|r| r.kept).count() as u64);
+            write_table(&out, &rows, run.fingerprint())?;
+            run.report.rows_written = rows.len() as u64;
+            Ok(())
+        })
 }
