@@ -14,12 +14,6 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// An input is missing.
-    #[error("{}: missing input; run `ksmith select` first", path.display())]
-    MissingInput {
-        /// The file.
-        path: PathBuf,
-    },
     /// `selection.json` cannot be read.
     #[error("{}: cannot read the selection manifest: {message}", path.display())]
     Manifest {
@@ -38,15 +32,8 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
-    /// The thread pool could not start.
-    #[error("cannot start {threads} worker threads: {message}")]
-    Threads {
-        /// Threads asked for.
-        threads: usize,
-        /// Why.
-        message: String,
-    },
-    /// Reading a table or writing a side file failed.
+    /// A missing input, a thread pool that cannot start, or table, side file or report I/O
+    /// (the stage contract's errors).
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),
 }

@@ -26,14 +26,13 @@ pub mod shards;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
-use ksmith_core::fingerprint::Fingerprint;
 use ksmith_core::ids::content_id;
 use ksmith_core::report::StageReport;
-use ksmith_core::table::{META_FINGERPRINT, Table, read_fingerprint, read_table};
+use ksmith_core::stage::StagePlan;
+use ksmith_core::table::{META_FINGERPRINT, Table, read_table};
 use ksmith_core::tables::{GrpoRow, RepoRow, SftRow, Split};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -176,19 +175,32 @@ fn provenance(rows: &[(String, Option<String>)], repos: &[RepoRow]) -> Vec<card:
         .collect()
 }
 
+/// What every format's dataset is made from.
+struct Inputs<'a> {
+    cfg: &'a ExportConfig,
+    ctx: &'a StageContext,
+    sft: &'a [SftRow],
+    grpo: &'a [GrpoRow],
+    repos: &'a [RepoRow],
+    manifest: &'a Manifest,
+    export_hash: &'a str,
+    fingerprint: &'a str,
+    /// `<workdir>/datasets`.
+    datasets: PathBuf,
+}
+
 /// Runs the export stage in `ctx.workdir`.
 pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error> {
-    let started = Instant::now();
     cfg.validate()?;
     let sft_path = SftRow::path_in(&ctx.workdir);
     let grpo_path = GrpoRow::path_in(&ctx.workdir);
     let manifest_path = ctx.workdir.join("selection.json");
     let repos_path = RepoRow::path_in(&ctx.workdir);
-    for path in [&sft_path, &grpo_path, &manifest_path] {
-        if !path.exists() {
-            return Err(Error::MissingInput { path: path.clone() });
-        }
-    }
+    let plan = StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .require(&sft_path, "select")
+        .require(&grpo_path, "select")
+        .require(&manifest_path, "select");
+    plan.check_inputs()?;
     let manifest_bytes =
         std::fs::read(&manifest_path).map_err(|e| ksmith_core::Error::io(&manifest_path, e))?;
     let manifest: Manifest =
@@ -197,190 +209,203 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             message: e.to_string(),
         })?;
     let export_hash = section_hash(cfg);
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &export_hash)
-        .with_input(&sft_path)
-        .with_input(&grpo_path)
-        .with_input(&repos_path)
-        .with("selection.json", &content_id(&manifest_bytes))
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    let up_to_date = cfg.formats.iter().all(|f| {
-        first_shard(&dataset_dir(&ctx.workdir, *f))
-            .and_then(|p| read_fingerprint(&p))
-            .as_deref()
-            == Some(fp.as_str())
-    });
-    if up_to_date && !ctx.force {
-        report.skipped = true;
-        return Ok(report);
+    let mut plan = plan
+        .config(cfg)
+        .optional_input(&sft_path)
+        .optional_input(&grpo_path)
+        .optional_input(&repos_path)
+        .part("selection.json", &content_id(&manifest_bytes));
+    // Each dataset is up to date when its first shard carries the fingerprint; a dataset
+    // without shards is checked through its folder, which carries none.
+    for format in &cfg.formats {
+        let dir = dataset_dir(&ctx.workdir, *format);
+        plan = plan.output(&first_shard(&dir).unwrap_or(dir));
     }
-    let sft: Vec<SftRow> = read_table(&sft_path)?;
-    let grpo: Vec<GrpoRow> = read_table(&grpo_path)?;
-    let repos: Vec<RepoRow> = if repos_path.exists() {
-        read_table(&repos_path)?
-    } else {
-        ctx.warn(format!(
-            "{}: not found; the dataset cards will list repositories without commits",
-            repos_path.display()
-        ));
-        Vec::new()
-    };
-    report.rows_read = (sft.len() + grpo.len()) as u64;
-    let datasets = datasets_dir(&ctx.workdir);
-    std::fs::create_dir_all(&datasets).map_err(|e| ksmith_core::Error::io(&datasets, e))?;
-    let tracker = ctx.tracker("export", Some(cfg.formats.len() as u64));
-    let sft_split = by_split(&sft, |r| r.split);
-    let grpo_split = by_split(&grpo, |r| r.split);
-    let export_one = |format: Format| -> Result<Written, Error> {
-        let folder = format.folder();
-        let staged = layout::staging_dir(&datasets, &folder);
-        let leftovers = layout::remove_leftovers(&datasets, &folder)
-            .map_err(|e| ksmith_core::Error::io(&datasets, e))?;
-        if leftovers > 0 {
+    plan.run(|run| {
+        let sft: Vec<SftRow> = read_table(&sft_path)?;
+        let grpo: Vec<GrpoRow> = read_table(&grpo_path)?;
+        let repos: Vec<RepoRow> = if repos_path.exists() {
+            read_table(&repos_path)?
+        } else {
             ctx.warn(format!(
-                "{}: removed {leftovers} folder(s) left by an interrupted export of {folder}",
-                datasets.display()
+                "{}: not found; the dataset cards will list repositories without commits",
+                repos_path.display()
             ));
+            Vec::new()
+        };
+        run.report.rows_read = (sft.len() + grpo.len()) as u64;
+        let datasets = datasets_dir(&ctx.workdir);
+        std::fs::create_dir_all(&datasets).map_err(|e| ksmith_core::Error::io(&datasets, e))?;
+        let inputs = Inputs {
+            cfg,
+            ctx,
+            sft: &sft,
+            grpo: &grpo,
+            repos: &repos,
+            manifest: &manifest,
+            export_hash: &export_hash,
+            fingerprint: run.fingerprint(),
+            datasets,
+        };
+        let tracker = ctx.tracker(STAGE, Some(cfg.formats.len() as u64));
+        // Formats are independent: each is written and published by one thread.
+        let results: Vec<(Format, Result<Written, Error>)> = run.pool()?.install(|| {
+            cfg.formats
+                .par_iter()
+                .map(|&format| {
+                    let result = export_format(&inputs, format);
+                    tracker.inc(1);
+                    (format, result)
+                })
+                .collect()
+        });
+        tracker.finish();
+        for (format, result) in results {
+            let written = result?;
+            for (split, rows, _) in &written.splits {
+                run.report
+                    .count(&format!("{}/{split}", format.folder()), *rows as u64);
+                run.report.rows_written += *rows as u64;
+            }
         }
-        let opts = shards::ShardOptions {
-            dataset: folder.clone(),
-            shard_rows: cfg.shard_rows,
-            row_group_rows: cfg.row_group_rows,
-            zstd_level: cfg.zstd_level,
-            metadata: vec![
-                (
-                    META_DATASET_SCHEMA_VERSION.to_string(),
-                    DATASET_SCHEMA_VERSION.to_string(),
-                ),
-                (META_FORMAT.to_string(), format.key().to_string()),
-                (META_FINGERPRINT.to_string(), fp.clone()),
-                (
-                    "ksmith.writer".to_string(),
-                    format!("ksmith {}", env!("CARGO_PKG_VERSION")),
-                ),
-            ],
-        };
-        let result = match format {
-            Format::VerlRl => write_splits(
-                &staged,
-                map_splits(&grpo_split, |r, i| formats::verl_rl(r, i, cfg)),
-                &opts,
-            ),
-            Format::TrlGrpo => write_splits(
-                &staged,
-                map_splits(&grpo_split, |r, i| formats::trl_grpo(r, i, cfg)),
-                &opts,
-            ),
-            Format::OpenrlhfRl => write_splits(
-                &staged,
-                map_splits(&grpo_split, |r, i| formats::openrlhf_rl(r, i, cfg)),
-                &opts,
-            ),
-            Format::VerlSft => {
-                write_splits(&staged, map_splits(&sft_split, formats::verl_sft), &opts)
-            }
-            Format::TrlSft => {
-                write_splits(&staged, map_splits(&sft_split, formats::trl_sft), &opts)
-            }
-            Format::TrlSftStandard => write_splits(
-                &staged,
-                map_splits(&sft_split, formats::trl_sft_standard),
-                &opts,
-            ),
-            Format::OpenrlhfSft => write_splits(
-                &staged,
-                map_splits(&sft_split, formats::openrlhf_sft),
-                &opts,
-            ),
-        };
-        let written = match result {
-            Ok(w) => w,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&staged);
-                return Err(e);
-            }
-        };
-        let (level, family, kind, prov_rows): (Vec<i64>, Vec<String>, Vec<String>, Vec<_>) =
-            match format.source() {
-                formats::Source::Grpo => (
-                    grpo.iter().map(|r| i64::from(r.level)).collect(),
-                    grpo.iter().map(|r| r.family.clone()).collect(),
-                    grpo.iter()
-                        .map(|r| r.selection.as_str().to_string())
-                        .collect(),
-                    grpo.iter()
-                        .map(|r| (r.repo.clone(), r.license.clone()))
-                        .collect(),
-                ),
-                formats::Source::Sft => (
-                    sft.iter().map(|r| i64::from(r.level)).collect(),
-                    sft.iter().map(|r| r.family.clone()).collect(),
-                    sft.iter().map(|r| r.kind.as_str().to_string()).collect(),
-                    sft.iter()
-                        .map(|r| (r.repo.clone(), r.license.clone()))
-                        .collect(),
-                ),
-            };
-        let provenance = provenance(&prov_rows, &repos);
-        let card_input = card::CardInput {
-            format,
-            pretty_name: cfg.pretty_name.clone(),
-            license: card::card_license(&cfg.license, &provenance),
-            splits: written.splits.clone(),
-            by_level: count(level),
-            by_family: count(family),
-            by_kind: count(kind),
-            provenance,
-            rules: manifest.rules.clone(),
-            select_config_hash: manifest.config_hash.clone(),
-            export_config_hash: export_hash.clone(),
-            fingerprint: fp.clone(),
-            data_source: cfg.data_source.clone(),
-            download_size: written.bytes,
-        };
-        let readme = staged.join("README.md");
-        std::fs::write(&readme, card::render(&card_input)).map_err(|e| Error::Write {
-            dataset: folder.clone(),
-            path: readme.clone(),
-            message: e.to_string(),
-        })?;
-        let target = dataset_dir(&ctx.workdir, format);
-        layout::publish(&staged, &target).map_err(|e| Error::Write {
-            dataset: folder.clone(),
-            path: target.clone(),
-            message: format!("cannot move the finished dataset into place: {e}"),
-        })?;
-        Ok(written)
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads.max(1))
-        .build()
-        .map_err(|e| Error::Threads {
-            threads: ctx.threads,
-            message: e.to_string(),
-        })?;
-    // Formats are independent: each is written and published by one thread.
-    let results: Vec<(Format, Result<Written, Error>)> = pool.install(|| {
-        cfg.formats
-            .par_iter()
-            .map(|&format| {
-                let result = export_one(format);
-                tracker.inc(1);
-                (format, result)
-            })
-            .collect()
-    });
-    for (format, result) in results {
-        let written = result?;
-        for (split, rows, _) in &written.splits {
-            report.count(&format!("{}/{split}", format.folder()), *rows as u64);
-            report.rows_written += *rows as u64;
-        }
+        Ok(())
+    })
+}
+
+/// Writes one format's dataset under a staging name, with its card, and publishes it.
+fn export_format(inputs: &Inputs<'_>, format: Format) -> Result<Written, Error> {
+    let datasets = &inputs.datasets;
+    let folder = format.folder();
+    let staged = layout::staging_dir(datasets, &folder);
+    let leftovers = layout::remove_leftovers(datasets, &folder)
+        .map_err(|e| ksmith_core::Error::io(datasets, e))?;
+    if leftovers > 0 {
+        inputs.ctx.warn(format!(
+            "{}: removed {leftovers} folder(s) left by an interrupted export of {folder}",
+            datasets.display()
+        ));
     }
-    tracker.finish();
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    Ok(report)
+    let written = match write_format(inputs, format, &staged) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staged);
+            return Err(e);
+        }
+    };
+    let readme = staged.join("README.md");
+    let card = card::render(&card_input(inputs, format, &written));
+    std::fs::write(&readme, card).map_err(|e| Error::Write {
+        dataset: folder.clone(),
+        path: readme.clone(),
+        message: e.to_string(),
+    })?;
+    let target = dataset_dir(&inputs.ctx.workdir, format);
+    layout::publish(&staged, &target).map_err(|e| Error::Write {
+        dataset: folder.clone(),
+        path: target.clone(),
+        message: format!("cannot move the finished dataset into place: {e}"),
+    })?;
+    Ok(written)
+}
+
+/// Writes the rows of one format's splits into `staged`.
+fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Written, Error> {
+    let cfg = inputs.cfg;
+    let opts = shards::ShardOptions {
+        dataset: format.folder(),
+        shard_rows: cfg.shard_rows,
+        row_group_rows: cfg.row_group_rows,
+        zstd_level: cfg.zstd_level,
+        metadata: vec![
+            (
+                META_DATASET_SCHEMA_VERSION.to_string(),
+                DATASET_SCHEMA_VERSION.to_string(),
+            ),
+            (META_FORMAT.to_string(), format.key().to_string()),
+            (META_FINGERPRINT.to_string(), inputs.fingerprint.to_string()),
+            (
+                "ksmith.writer".to_string(),
+                format!("ksmith {}", env!("CARGO_PKG_VERSION")),
+            ),
+        ],
+    };
+    let sft = by_split(inputs.sft, |r| r.split);
+    let grpo = by_split(inputs.grpo, |r| r.split);
+    match format {
+        Format::VerlRl => write_splits(
+            staged,
+            map_splits(&grpo, |r, i| formats::verl_rl(r, i, cfg)),
+            &opts,
+        ),
+        Format::TrlGrpo => write_splits(
+            staged,
+            map_splits(&grpo, |r, i| formats::trl_grpo(r, i, cfg)),
+            &opts,
+        ),
+        Format::OpenrlhfRl => write_splits(
+            staged,
+            map_splits(&grpo, |r, i| formats::openrlhf_rl(r, i, cfg)),
+            &opts,
+        ),
+        Format::VerlSft => write_splits(staged, map_splits(&sft, formats::verl_sft), &opts),
+        Format::TrlSft => write_splits(staged, map_splits(&sft, formats::trl_sft), &opts),
+        Format::TrlSftStandard => {
+            write_splits(staged, map_splits(&sft, formats::trl_sft_standard), &opts)
+        }
+        Format::OpenrlhfSft => write_splits(staged, map_splits(&sft, formats::openrlhf_sft), &opts),
+    }
+}
+
+/// What the dataset card of one format says: counts by level, family and kind, provenance,
+/// the selection rules and the hashes that identify the run.
+fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::CardInput {
+    let (level, family, kind, prov_rows): (Vec<i64>, Vec<String>, Vec<String>, Vec<_>) =
+        match format.source() {
+            formats::Source::Grpo => (
+                inputs.grpo.iter().map(|r| i64::from(r.level)).collect(),
+                inputs.grpo.iter().map(|r| r.family.clone()).collect(),
+                inputs
+                    .grpo
+                    .iter()
+                    .map(|r| r.selection.as_str().to_string())
+                    .collect(),
+                inputs
+                    .grpo
+                    .iter()
+                    .map(|r| (r.repo.clone(), r.license.clone()))
+                    .collect(),
+            ),
+            formats::Source::Sft => (
+                inputs.sft.iter().map(|r| i64::from(r.level)).collect(),
+                inputs.sft.iter().map(|r| r.family.clone()).collect(),
+                inputs
+                    .sft
+                    .iter()
+                    .map(|r| r.kind.as_str().to_string())
+                    .collect(),
+                inputs
+                    .sft
+                    .iter()
+                    .map(|r| (r.repo.clone(), r.license.clone()))
+                    .collect(),
+            ),
+        };
+    let provenance = provenance(&prov_rows, inputs.repos);
+    let cfg = inputs.cfg;
+    card::CardInput {
+        format,
+        pretty_name: cfg.pretty_name.clone(),
+        license: card::card_license(&cfg.license, &provenance),
+        splits: written.splits.clone(),
+        by_level: count(level),
+        by_family: count(family),
+        by_kind: count(kind),
+        provenance,
+        rules: inputs.manifest.rules.clone(),
+        select_config_hash: inputs.manifest.config_hash.clone(),
+        export_config_hash: inputs.export_hash.to_string(),
+        fingerprint: inputs.fingerprint.to_string(),
+        data_source: cfg.data_source.clone(),
+        download_size: written.bytes,
+    }
 }
