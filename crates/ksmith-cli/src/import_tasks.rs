@@ -43,7 +43,6 @@ fn is_reference(program: &str) -> bool {
 
 /// Writes `tasks.parquet` in `workdir` from the programs under `from`.
 pub fn import_tasks(from: &Path, workdir: &Path) -> anyhow::Result<StageReport> {
-    let started = std::time::Instant::now();
     let mut files = Vec::new();
     python_files(from, &mut files)?;
     files.sort();
@@ -98,7 +97,6 @@ pub fn import_tasks(from: &Path, workdir: &Path) -> anyhow::Result<StageReport> 
     write_table(&TaskRow::path_in(workdir), &tasks, &fp)?;
     report.rows_written = tasks.len() as u64;
     report.fingerprint = fp;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
 }
 

@@ -21,7 +21,6 @@ pub const STAGE: &str = "merge";
 
 /// Merges the tables of `shards` into `workdir`.
 pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> {
-    let started = std::time::Instant::now();
     if shards.is_empty() {
         bail!("merge needs at least one --from work directory");
     }
@@ -107,6 +106,5 @@ pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> 
     report.rows_written = (repos.len() + rows.len() + probes.len()) as u64;
     report.count("shards", shards.len() as u64);
     report.fingerprint = fp;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
 }

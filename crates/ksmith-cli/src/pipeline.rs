@@ -7,6 +7,7 @@ use ksmith_core::config::Config;
 use ksmith_core::context::StageContext;
 use ksmith_core::progress::ProgressMode;
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::{StagePlan, StageRun};
 
 use crate::args::{Cli, Command, Common};
 use crate::stages::{Stage, StageConfigs};
@@ -58,13 +59,21 @@ impl Session {
         })
     }
 
-    /// Saves and prints the report of a command that is not a stage of `ksmith run` (discover,
-    /// merge, import-tasks).
-    fn finish(&self, report: anyhow::Result<StageReport>) -> Result<(), Failure> {
-        let report = report.map_err(Failure::Stage)?;
-        report
-            .save(&self.ctx.workdir)
-            .map_err(|e| Failure::Stage(e.into()))?;
+    /// Runs a command that is not a stage (discover, merge, import-tasks) under the stage contract, which
+    /// times it and saves its report as `reports/<name>.json`, and prints the summary.
+    fn finish(
+        &self,
+        name: &'static str,
+        work: impl FnOnce() -> anyhow::Result<StageReport>,
+    ) -> Result<(), Failure> {
+        let report = StagePlan::new(&self.ctx, name, 1)
+            .run(|run: &mut StageRun<'_, anyhow::Error>| {
+                let report = work()?;
+                run.set_fingerprint(report.fingerprint.clone());
+                run.report = report;
+                Ok(())
+            })
+            .map_err(Failure::Stage)?;
         self.ctx.info(report.summary());
         Ok(())
     }
@@ -78,17 +87,11 @@ impl Session {
             )
         })?;
         for (i, stage) in stages.iter().enumerate() {
+            // The stage saved its report (skipped ones included), so reports/ always describes
+            // the latest run.
             let report = crate::stages::run_stage(*stage, self)
                 .with_context(|| format!("stage {} failed", stage.name()))?;
-            // Saved here for every stage, skipped ones included, so reports/ always describes
-            // the latest run.
-            report
-                .save(&self.ctx.workdir)
-                .with_context(|| format!("cannot save the report of stage {}", stage.name()))?;
-            if report
-                .counters
-                .contains_key(crate::stages::SKIPPED_NO_TEACHER)
-            {
+            if report.skip_reason.as_deref() == Some(crate::stages::NO_TEACHER) {
                 let downstream: Vec<&str> = stages[i + 1..].iter().map(|s| s.name()).collect();
                 if !downstream.is_empty() {
                     self.ctx.warn(format!(
@@ -123,14 +126,15 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
         Command::Discover(c) if c.shard.is_some() => Err(Failure::Usage(anyhow::anyhow!(
             "discover writes one manifest for every shard: run it without --shard"
         ))),
-        Command::Discover(_) => session.finish(crate::stages::run_discover(&session)),
-        Command::Merge { from, .. } => {
-            session.finish(crate::merge::merge(from, &session.ctx.workdir))
-        }
-        Command::ImportTasks { from, .. } => session.finish(crate::import_tasks::import_tasks(
-            from,
-            &session.ctx.workdir,
-        )),
+        Command::Discover(_) => session.finish(ksmith_discover::STAGE, || {
+            crate::stages::run_discover(&session)
+        }),
+        Command::Merge { from, .. } => session.finish(crate::merge::STAGE, || {
+            crate::merge::merge(from, &session.ctx.workdir)
+        }),
+        Command::ImportTasks { from, .. } => session.finish(crate::import_tasks::STAGE, || {
+            crate::import_tasks::import_tasks(from, &session.ctx.workdir)
+        }),
         Command::Report { out, .. } => {
             let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
                 .map_err(|e| Failure::Stage(e.into()))?;

@@ -5,11 +5,11 @@
 //! pool or a remote endpoint) here, through the contracts of `ksmith-core`.
 
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use ksmith_core::config::Config;
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::record_skip;
 use serde::Serialize;
 
 use crate::pipeline::Session;
@@ -164,8 +164,9 @@ pub fn run_discover(session: &Session) -> anyhow::Result<StageReport> {
     )?)
 }
 
-/// The report counter that marks a rollout skipped for want of a teacher.
-pub const SKIPPED_NO_TEACHER: &str = "skipped_no_teacher";
+/// The skip reason of a rollout skipped for want of a teacher (the stages after it are skipped
+/// too).
+pub const NO_TEACHER: &str = "no teacher configured";
 
 /// True when a teacher is configured: `[[teacher.endpoints]]` in the file or
 /// `KSMITH_TEACHER_URL` in the environment. (A `[teacher]` table without endpoints only tunes the
@@ -212,12 +213,8 @@ fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
              (e.g. http://host:8000/v1) or add [[teacher.endpoints]] to run it",
             ksmith_teacher::TEACHER_URL_ENV
         ));
-        let mut report = StageReport::new(ksmith_evolve::STAGE);
-        report.skipped = true;
-        report.count(SKIPPED_NO_TEACHER, 1);
-        return Ok(report);
+        return Ok(record_skip(ctx, ksmith_evolve::STAGE, "", NO_TEACHER)?);
     }
-    let started = Instant::now();
     let teacher = ksmith_teacher::Teacher::new(&cfg.teacher, &ctx.workdir)?;
     let evaluator = LazyEvaluator::new(cfg.eval.clone());
     // Which teachers answer and how candidates are judged decide the steps, so they are part
@@ -230,17 +227,13 @@ fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
         ))
         .unwrap_or_default(),
     );
-    let mut report =
-        ksmith_evolve::run_with_identity(&cfg.rollout, ctx, &teacher, &evaluator, &identity)?;
-    let usage = teacher.usage();
-    report.count("teacher_requests", usage.requests);
-    report.count("teacher_cache_hits", usage.cache_hits);
-    report.count("teacher_retries", usage.retries);
-    report.count("teacher_failures", usage.failures);
-    report.count("teacher_prompt_tokens", usage.prompt_tokens);
-    report.count("teacher_completion_tokens", usage.completion_tokens);
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    Ok(report)
+    Ok(ksmith_evolve::run_with_identity(
+        &cfg.rollout,
+        ctx,
+        &teacher,
+        &evaluator,
+        &identity,
+    )?)
 }
 
 /// Starts the evaluator on first use, so a rollout that finds its output up to date never

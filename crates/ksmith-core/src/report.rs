@@ -74,7 +74,7 @@ impl StageReport {
 
     /// Saves the report as JSON in `workdir/reports/`. Only the stage contract
     /// ([`crate::stage`]) writes reports.
-    pub fn save(&self, workdir: &Path) -> Result<()> {
+    pub(crate) fn save(&self, workdir: &Path) -> Result<()> {
         let path = Self::path_in(workdir, &self.stage);
         let json = serde_json::to_vec_pretty(self).unwrap_or_default();
         write_bytes_atomically(&path, &json)

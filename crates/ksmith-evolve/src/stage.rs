@@ -4,15 +4,13 @@
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
 
 use ksmith_core::chat::ChatClient;
-use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
 use ksmith_core::evaluation::Evaluator;
-use ksmith_core::fingerprint::{Fingerprint, is_up_to_date};
 use ksmith_core::progress::Tracker;
 use ksmith_core::report::StageReport;
+use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
 use ksmith_core::tables::{StepRow, TaskRow};
 
@@ -179,51 +177,72 @@ pub fn run_with_identity(
     identity: &str,
 ) -> Result<StageReport, Error> {
     cfg.validate()?;
-    let started = Instant::now();
     let input = TaskRow::path_in(&ctx.workdir);
     let output = StepRow::path_in(&ctx.workdir);
-    let fp = Fingerprint::new(STAGE, CODE_VERSION)
-        .with("config", &section_hash(cfg))
-        .with("identity", identity)
-        .with_input(&input)
-        .finish();
-    let mut report = StageReport::new(STAGE);
-    report.fingerprint = fp.clone();
-    if is_up_to_date(&[&output], &fp) && !ctx.force {
-        report.skipped = true;
-        report.save(&ctx.workdir)?;
-        return Ok(report);
-    }
-    let mut tasks: Vec<TaskRow> = read_table(&input)?;
-    if cfg.max_tasks > 0 {
-        tasks.truncate(cfg.max_tasks);
-    }
-    report.rows_read = tasks.len() as u64;
-    let root = tasks_root(&ctx.workdir);
-    let _lock = lock_workdir(&ctx.workdir)?;
-    if ctx.force && root.exists() {
-        std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
-    }
-    let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
-    let shared = Shared {
-        cfg,
-        prompts: &prompts,
-        teacher,
-        evaluator,
-        tokens_used: AtomicU64::new(0),
-        tracker: ctx.tracker(STAGE, Some(tasks.len() as u64 * u64::from(cfg.iterations))),
-        root: root.clone(),
-    };
+    StagePlan::new(ctx, STAGE, CODE_VERSION)
+        .config(cfg)
+        .part("identity", identity)
+        .input(&input, "cluster")
+        .output(&output)
+        .run(|run| {
+            let mut tasks: Vec<TaskRow> = read_table(&input)?;
+            if cfg.max_tasks > 0 {
+                tasks.truncate(cfg.max_tasks);
+            }
+            run.report.rows_read = tasks.len() as u64;
+            let root = tasks_root(&ctx.workdir);
+            let _lock = lock_workdir(&ctx.workdir)?;
+            if ctx.force && root.exists() {
+                std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+            }
+            let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
+            let shared = Shared {
+                cfg,
+                prompts: &prompts,
+                teacher,
+                evaluator,
+                tokens_used: AtomicU64::new(0),
+                tracker: ctx.tracker(STAGE, Some(tasks.len() as u64 * u64::from(cfg.iterations))),
+                root,
+            };
+            let outcomes = run_tasks(&tasks, &shared, ctx);
+            let ended = collect_steps(&tasks, outcomes, &shared.root, ctx, &mut run.report)?;
+            count_steps(&ended.rows, &mut run.report);
+            for (name, n) in teacher.report_counters() {
+                run.report.count(name, n);
+            }
+            if !ended.complete {
+                let incomplete = format!("{}:incomplete", run.fingerprint());
+                run.set_fingerprint(incomplete);
+            }
+            write_table(&output, &ended.rows, run.fingerprint())?;
+            run.report.rows_written = ended.rows.len() as u64;
+            if let Some(e) = ended.failure {
+                run.fail_after_report(e);
+            }
+            if !ended.aborted.is_empty() {
+                run.fail_after_report(Error::Incomplete(format!(
+                    "{} task(s) stopped early, rerun to resume: {}",
+                    ended.aborted.len(),
+                    ended.aborted.join("; ")
+                )));
+            }
+            Ok(())
+        })
+}
+
+/// Runs every task's loop on `cfg.parallel_tasks` threads; outcomes come back in task order.
+fn run_tasks(tasks: &[TaskRow], shared: &Shared<'_>, ctx: &StageContext) -> Vec<TaskOutcome> {
     let next = AtomicUsize::new(0);
     let outcomes: Mutex<Vec<(usize, TaskOutcome)>> = Mutex::new(Vec::new());
     let notes = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..cfg.parallel_tasks.min(tasks.len()) {
+        for _ in 0..shared.cfg.parallel_tasks.min(tasks.len()) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(task) = tasks.get(i) else { break };
-                    let o = run_task(task, &shared, &notes);
+                    let o = run_task(task, shared, &notes);
                     outcomes
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -238,15 +257,38 @@ pub fn run_with_identity(
     }
     let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     outcomes.sort_by_key(|(i, _)| *i);
-    let mut rows = Vec::new();
-    let mut aborted = Vec::new();
-    let mut failure = None;
-    let mut complete = true;
-    for (i, o) in outcomes {
-        let task = &tasks[i];
-        rows.extend(read_journal(
+    outcomes.into_iter().map(|(_, o)| o).collect()
+}
+
+/// Every task's recorded steps and how the run ended.
+struct Ended {
+    rows: Vec<StepRow>,
+    /// Tasks stopped by an unavailable teacher or evaluator (resumable).
+    aborted: Vec<String>,
+    /// The first task that failed on stored state.
+    failure: Option<Error>,
+    /// False when a task did not finish, so the output must not look up to date.
+    complete: bool,
+}
+
+/// Reads back each task's journal and counts how each task ended.
+fn collect_steps(
+    tasks: &[TaskRow],
+    outcomes: Vec<TaskOutcome>,
+    root: &Path,
+    ctx: &StageContext,
+    report: &mut StageReport,
+) -> Result<Ended, Error> {
+    let mut ended = Ended {
+        rows: Vec::new(),
+        aborted: Vec::new(),
+        failure: None,
+        complete: true,
+    };
+    for (task, o) in tasks.iter().zip(outcomes) {
+        ended.rows.extend(read_journal(
             &task.task_id,
-            &task_dir(&root, &task.task_id).join("steps.jsonl"),
+            &task_dir(root, &task.task_id).join("steps.jsonl"),
         )?);
         report.count("steps_new", o.new_steps);
         report.count("steps_replayed", o.replayed);
@@ -264,23 +306,28 @@ pub fn run_with_identity(
                 ));
             }
             Ending::BudgetSpent => {
-                complete = false;
+                ended.complete = false;
                 report.count("tasks_stopped_by_token_budget", 1);
             }
             Ending::Aborted(m) => {
-                complete = false;
+                ended.complete = false;
                 report.count("tasks_aborted", 1);
-                aborted.push(format!("task {}: {m}", task.task_id));
+                ended.aborted.push(format!("task {}: {m}", task.task_id));
             }
             Ending::Failed(e) => {
-                complete = false;
+                ended.complete = false;
                 report.count("tasks_failed", 1);
                 ctx.warn(format!("task {}: {e}", task.task_id));
-                failure.get_or_insert(e);
+                ended.failure.get_or_insert(e);
             }
         }
     }
-    for row in &rows {
+    Ok(ended)
+}
+
+/// Correct, new-best and cached steps, and the others by evaluation status or edit outcome.
+fn count_steps(rows: &[StepRow], report: &mut StageReport) {
+    for row in rows {
         if row.correct {
             report.count("steps_correct", 1);
         } else if let Some(status) = row.eval_status {
@@ -295,25 +342,4 @@ pub fn run_with_identity(
             report.count("steps_cached_answer", 1);
         }
     }
-    let written_fp = if complete {
-        fp.clone()
-    } else {
-        format!("{fp}:incomplete")
-    };
-    write_table(&output, &rows, &written_fp)?;
-    report.rows_written = rows.len() as u64;
-    report.fingerprint = written_fp;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    report.save(&ctx.workdir)?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if !aborted.is_empty() {
-        return Err(Error::Incomplete(format!(
-            "{} task(s) stopped early, rerun to resume: {}",
-            aborted.len(),
-            aborted.join("; ")
-        )));
-    }
-    Ok(report)
 }

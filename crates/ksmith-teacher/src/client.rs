@@ -316,4 +316,16 @@ impl ChatClient for Teacher {
             message: last,
         })
     }
+
+    fn report_counters(&self) -> Vec<(&'static str, u64)> {
+        let u = self.usage();
+        vec![
+            ("teacher_requests", u.requests),
+            ("teacher_cache_hits", u.cache_hits),
+            ("teacher_retries", u.retries),
+            ("teacher_failures", u.failures),
+            ("teacher_prompt_tokens", u.prompt_tokens),
+            ("teacher_completion_tokens", u.completion_tokens),
+        ]
+    }
 }

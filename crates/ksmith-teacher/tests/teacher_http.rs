@@ -73,6 +73,12 @@ fn good_answer_is_cached_and_not_paid_twice() {
     let u = t.usage();
     assert_eq!((u.requests, u.cache_hits, u.http_attempts), (3, 1, 2));
     assert!(u.completion_tokens > 0);
+    // The same counts go into the report of the stage that used the teacher.
+    let counters: std::collections::BTreeMap<&str, u64> = t.report_counters().into_iter().collect();
+    assert_eq!(counters["teacher_requests"], 3);
+    assert_eq!(counters["teacher_cache_hits"], 1);
+    assert_eq!(counters["teacher_completion_tokens"], u.completion_tokens);
+    assert_eq!(counters["teacher_prompt_tokens"], u.prompt_tokens);
     let sent = &server.received()[0];
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.body["temperature"], 0.6);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::support::*;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
+use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_fingerprint, read_table};
 use ksmith_core::tables::{EditOutcome, StepRow};
 use ksmith_evolve::engine::request_seed;
@@ -192,6 +193,11 @@ fn teacher_outage_stops_cleanly_and_a_rerun_completes() {
     assert!(err.to_string().contains("503"), "{err}");
     let fp = read_fingerprint(&StepRow::path_in(dir.path())).unwrap();
     assert!(fp.ends_with(":incomplete"));
+    // The stopped run's report is kept, with the teacher's counts.
+    let stopped = StageReport::load(dir.path(), "rollout").expect("report of the stopped run");
+    assert_eq!(stopped.fingerprint, fp);
+    assert_eq!(stopped.counters["tasks_aborted"], 2);
+    assert!(stopped.counters["teacher_failures"] >= 2, "{stopped:?}");
 
     let up = LoopbackServer::start(|r, _| {
         let req: ChatRequest = serde_json::from_value(r.body.clone()).unwrap();
@@ -207,6 +213,10 @@ fn teacher_outage_stops_cleanly_and_a_rerun_completes() {
     let report = run(&cfg(), &ctx, &teacher, &FakeEvaluator::new()).unwrap();
     assert_eq!(report.rows_written, 32);
     assert_eq!(report.counters["tasks_done"], 2);
+    assert_eq!(
+        StageReport::load(dir.path(), "rollout"),
+        Some(report.clone())
+    );
     assert!(
         !read_fingerprint(&StepRow::path_in(dir.path()))
             .unwrap()
