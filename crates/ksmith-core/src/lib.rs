@@ -21,6 +21,7 @@
 //! - [`spdx`], [`timestamp`] and [`backoff`]: license ids, RFC 3339 times and retry delays,
 //!   defined once for the stages and clients that share them.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
+//! - [`tokens`]: the one approximate token counter behind every token budget.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
 //!   thread count, progress and log output) and the counters it returns.
 //! - [`stage`]: the stage contract (input check, fingerprint, skip, timing, thread pool and the
@@ -63,5 +64,6 @@ pub mod stage;
 pub mod table;
 pub mod tables;
 pub mod timestamp;
+pub mod tokens;
 
 pub use error::{Error, Result};

@@ -58,7 +58,8 @@ pub struct RolloutConfig {
     pub top_p: f64,
     /// Generated-token cap sent to the teacher (the paper uses 32K).
     pub max_output_tokens: u32,
-    /// Prompt budget in approximate tokens (bytes / 4); history is trimmed before code.
+    /// Prompt budget in approximate tokens ([`ksmith_core::tokens`], as select counts them);
+    /// history is trimmed before code.
     pub prompt_token_budget: usize,
     /// Longest candidate program accepted, in bytes.
     pub max_program_chars: usize,

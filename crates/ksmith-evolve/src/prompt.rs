@@ -5,8 +5,8 @@
 //! are embedded from `configs/prompts/`; a folder given by `prompts_dir` overrides any of them.
 //! Every placeholder is checked when templates are loaded.
 //!
-//! The budget is counted with [`approx_token_count`] (bytes / 4, a deliberate over-estimate for
-//! code). When a prompt is over budget, history is trimmed before code: oldest ancestors first,
+//! The budget is counted with [`ksmith_core::tokens`] (characters / 4 and 4 per message, the
+//! counter select applies to the same prompts). When a prompt is over budget, history is trimmed before code: oldest ancestors first,
 //! then older attempts (the latest attempt always stays), then diverse programs, then top
 //! programs, then the error log is shortened. The reference and the current program are never cut.
 
@@ -14,18 +14,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use ksmith_core::tables::{EditOutcome, StepKind};
+use ksmith_core::tokens::approx_message_tokens;
 
 use crate::archive::{Archive, Attempt, Program};
 use crate::block::split_block;
 use crate::config::RolloutConfig;
 use crate::error::Error;
 use crate::select::Plan;
-
-/// Approximate token count of `text`: one token per 4 bytes, rounded up. Cheap, stable and on
-/// the high side for code, which is what a budget wants.
-pub fn approx_token_count(text: &str) -> usize {
-    text.len().div_ceil(4)
-}
 
 const SLOTS: &[&str] = &[
     "reference",
@@ -449,7 +444,7 @@ pub fn build_prompt(
             &diverse_s,
         ];
         let user = template.render(&values);
-        let approx = approx_token_count(&system) + approx_token_count(&user);
+        let approx = (approx_message_tokens(&system) + approx_message_tokens(&user)) as usize;
         if approx <= cfg.prompt_token_budget {
             return BuiltPrompt {
                 system,
@@ -617,6 +612,15 @@ mod tests {
         let p = build_prompt(&prompts, &plan, &a, REF, &tight);
         assert!(!p.over_budget && p.trimmed >= 1);
         assert!(p.approx_tokens <= tight.prompt_token_budget);
+        // Select counts the stored prompt with the same counter.
+        let messages = [
+            ksmith_core::chat::ChatMessage::new("system", p.system.clone()),
+            ksmith_core::chat::ChatMessage::new("user", p.user.clone()),
+        ];
+        assert_eq!(
+            p.approx_tokens as u64,
+            ksmith_core::tokens::approx_conversation_tokens(&messages)
+        );
         assert!(!p.user.contains("ancestor 4"), "oldest ancestor goes first");
         assert!(
             p.user.contains("Top program 1"),

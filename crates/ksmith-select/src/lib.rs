@@ -8,7 +8,7 @@
 //! correct Triton-to-Triton steps faster than eager and than their parent; GRPO = prompts whose
 //! current program is a best-so-far of its trajectory, correct and faster than eager
 //! (`all_steps` and `first_steps` are selectable for ablations). Samples over the token budget
-//! are dropped ([`tokens`]), each set is balanced across levels and families ([`balance`]) and
+//! are dropped ([`ksmith_core::tokens`]), each set is balanced across levels and families ([`balance`]) and
 //! split into train and validation by cluster ([`split`]).
 //!
 //! Invariants: deterministic (same inputs and config give the same rows, in the same order);
@@ -24,7 +24,6 @@ pub mod manifest;
 pub mod rules;
 pub mod selection;
 pub mod split;
-pub mod tokens;
 pub mod trajectory;
 
 pub use config::{BestScope, GrpoRule, SelectConfig};

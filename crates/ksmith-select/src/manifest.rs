@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BestScope, GrpoRule, SelectConfig};
-use crate::tokens::APPROX_CHARS_DIV_4;
+use ksmith_core::tokens::APPROX_CHARS_DIV_4;
 
 /// The file name of the manifest in the work directory.
 pub const MANIFEST_FILE: &str = "selection.json";

@@ -12,8 +12,8 @@ use crate::balance::{Member, balance};
 use crate::config::{BestScope, GrpoRule, SelectConfig};
 use crate::rules::{SftVerdict, grpo_verdict, sft_verdict};
 use crate::split::{split_of, unit_hash};
-use crate::tokens::{APPROX_CHARS_DIV_4, approx_conversation_tokens};
 use crate::trajectory::{BestSoFar, Parent, StepView, Trajectories};
+use ksmith_core::tokens::{APPROX_CHARS_DIV_4, approx_conversation_tokens};
 
 /// The selected rows.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,4 +1,6 @@
-//! Token counting for the token budget.
+//! Token counting for the token budgets: the one counter behind the rollout's prompt budget
+//! (`[rollout] prompt_token_budget`) and select's sample budget (`[select] max_tokens`), so a
+//! prompt the rollout built within its budget is counted the same when it is selected.
 //!
 //! This build counts tokens with an approximation, named `approx_chars_div_4` everywhere it is
 //! recorded: a message costs `ceil(chars / 4)` tokens plus 4 for the chat template's role
@@ -14,7 +16,7 @@
 //! that trainers re-apply exactly at load time anyway (verl `filter_overlong_prompts`, slime
 //! `--rollout-max-prompt-len`). Exact counts belong to the trainer's own tokenizer.
 
-use ksmith_core::chat::ChatMessage;
+use crate::chat::ChatMessage;
 
 /// The name recorded with every count.
 pub const APPROX_CHARS_DIV_4: &str = "approx_chars_div_4";
@@ -27,11 +29,16 @@ pub fn approx_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+/// Approximate tokens of one message with `content`, template overhead included.
+pub fn approx_message_tokens(content: &str) -> u64 {
+    approx_tokens(content) + PER_MESSAGE_OVERHEAD
+}
+
 /// Approximate tokens of a conversation, template overhead included.
 pub fn approx_conversation_tokens(messages: &[ChatMessage]) -> u64 {
     messages
         .iter()
-        .map(|m| approx_tokens(&m.content) + PER_MESSAGE_OVERHEAD)
+        .map(|m| approx_message_tokens(&m.content))
         .sum()
 }
 
