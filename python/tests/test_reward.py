@@ -405,3 +405,22 @@ def test_a_broken_reference_in_the_local_evaluator_scores_the_failure_reward():
         backend.close()
     assert out["status"] == "broken_reference" and out["broken_reference"] and out["score"] == 0.0
     assert "does not run" in out["message"]
+
+
+def test_the_local_backend_runs_on_the_evaluator_defaults_rust_uses():
+    """The reward function's local evaluator gets `python/ksmith/evaluator/defaults.json`, the
+    file `ksmith-eval` embeds for the `[eval]` defaults (its test checks the Rust side)."""
+    from ksmith.evaluator import compare
+    from ksmith.evaluator.evaluate import DEFAULT_OPTIONS, merge_options
+
+    with open(os.path.join(ROOT, "python", "ksmith", "evaluator", "defaults.json")) as f:
+        shared = json.load(f)
+    assert DEFAULT_OPTIONS == shared
+    assert compare.DEFAULT_TOLERANCES == shared["tolerances"]
+    seen = []
+    backend = reward.LocalBackend(device="cpu")
+    backend._factory = lambda device, opts: seen.append(merge_options(opts)) or object()
+    backend._evaluator(None)
+    backend._evaluator({"float32": [1e-3, 1e-3]})
+    assert seen[0] == shared
+    assert seen[1] == {**shared, "tolerances": {**shared["tolerances"], "float32": [1e-3, 1e-3]}}

@@ -1,10 +1,65 @@
 //! `[eval]`: the evaluator's configuration.
+//!
+//! The defaults of everything the worker is told (trials, tolerances, time limits, timing) are
+//! defined once, in `python/ksmith/evaluator/defaults.json`: the Python worker and the reward
+//! function read that file, and this crate embeds it ([`WORKER_DEFAULTS_JSON`]) for
+//! [`EvalConfig::default`].
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalClientError;
+
+/// The worker's default options (`python/ksmith/evaluator/defaults.json`).
+pub const WORKER_DEFAULTS_JSON: &str =
+    include_str!("../../../python/ksmith/evaluator/defaults.json");
+
+/// The part of [`WORKER_DEFAULTS_JSON`] that `[eval]` exposes.
+#[derive(Deserialize)]
+struct WorkerDefaults {
+    trials: u32,
+    tolerances: Tolerances,
+    compile_timeout_s: f64,
+    run_timeout_s: f64,
+    timing_timeout_s: f64,
+    memory_limit_mb: u64,
+    max_processes: u32,
+    log_limit: usize,
+    static_checks: bool,
+    decoy_work_share: f64,
+    min_kernel_share: f64,
+    max_cached_tasks: u32,
+    timing: TimingDefaults,
+}
+
+/// `(atol, rtol)` per dtype; `[eval]` has one pair for float32/float64 and one for the 16-bit
+/// types.
+#[derive(Deserialize)]
+struct Tolerances {
+    float32: [f64; 2],
+    float16: [f64; 2],
+}
+
+#[derive(Deserialize)]
+struct TimingDefaults {
+    warmup: u32,
+    warmup_ms: f64,
+    min_samples: u32,
+    max_samples: u32,
+    budget_ms: f64,
+    buffer_sets: u32,
+    buffer_mb: f64,
+}
+
+fn worker_defaults() -> &'static WorkerDefaults {
+    static DEFAULTS: OnceLock<WorkerDefaults> = OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        serde_json::from_str(WORKER_DEFAULTS_JSON)
+            .expect("the embedded evaluator defaults.json parses (tested)")
+    })
+}
 
 /// The `[eval]` section: where candidates run and how they are judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,36 +140,37 @@ pub struct EvalConfig {
 
 impl Default for EvalConfig {
     fn default() -> Self {
+        let d = worker_defaults();
         EvalConfig {
             devices: vec!["auto".to_string()],
             cpu_workers: 2,
             inflight_per_worker: 2,
             python: None,
             runtime_dir: None,
-            trials: 5,
+            trials: d.trials,
             seed: None,
-            atol_f32: 1e-4,
-            rtol_f32: 1e-4,
-            atol_f16: 1e-2,
-            rtol_f16: 1e-2,
-            compile_timeout_s: 180.0,
-            run_timeout_s: 120.0,
-            timing_timeout_s: 120.0,
+            atol_f32: d.tolerances.float32[0],
+            rtol_f32: d.tolerances.float32[1],
+            atol_f16: d.tolerances.float16[0],
+            rtol_f16: d.tolerances.float16[1],
+            compile_timeout_s: d.compile_timeout_s,
+            run_timeout_s: d.run_timeout_s,
+            timing_timeout_s: d.timing_timeout_s,
             request_timeout_s: 900.0,
-            memory_limit_mb: 16384,
-            max_processes: 256,
-            timing_warmup: 10,
-            timing_warmup_ms: 50.0,
-            timing_min_samples: 50,
-            timing_max_samples: 1000,
-            timing_budget_ms: 400.0,
-            timing_buffer_sets: 4,
-            timing_buffer_mb: 1024.0,
-            decoy_work_share: 0.5,
-            min_kernel_share: 0.5,
-            max_cached_tasks: 32,
-            static_checks: true,
-            log_limit: 8000,
+            memory_limit_mb: d.memory_limit_mb,
+            max_processes: d.max_processes,
+            timing_warmup: d.timing.warmup,
+            timing_warmup_ms: d.timing.warmup_ms,
+            timing_min_samples: d.timing.min_samples,
+            timing_max_samples: d.timing.max_samples,
+            timing_budget_ms: d.timing.budget_ms,
+            timing_buffer_sets: d.timing.buffer_sets,
+            timing_buffer_mb: d.timing.buffer_mb,
+            decoy_work_share: d.decoy_work_share,
+            min_kernel_share: d.min_kernel_share,
+            max_cached_tasks: d.max_cached_tasks,
+            static_checks: d.static_checks,
+            log_limit: d.log_limit,
             remote_url: None,
             remote_timeout_s: 900.0,
             sandbox: Default::default(),
@@ -335,6 +391,26 @@ mod tests {
             let err = cfg.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{err} should name {key}");
         }
+    }
+
+    /// Every option the worker is sent has, by default, the value the Python worker and the
+    /// reward function default to: the one in defaults.json.
+    #[test]
+    fn default_worker_options_are_the_python_defaults() {
+        let file: serde_json::Value = serde_json::from_str(WORKER_DEFAULTS_JSON).unwrap();
+        let sent = EvalConfig::default().worker_options();
+        let sent = sent.as_object().unwrap();
+        for (key, value) in sent {
+            assert_eq!(Some(value), file.get(key), "{key}");
+        }
+        // The only option the worker has that `[eval]` does not set.
+        let unsent: Vec<&String> = file
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !sent.contains_key(*k))
+            .collect();
+        assert_eq!(unsent, ["confine"]);
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/compare.py"),
     ),
     (
+        "ksmith/evaluator/defaults.json",
+        include_str!("../../../python/ksmith/evaluator/defaults.json"),
+    ),
+    (
         "ksmith/evaluator/evaluate.py",
         include_str!("../../../python/ksmith/evaluator/evaluate.py"),
     ),
@@ -155,7 +159,7 @@ mod tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/evaluator");
         for entry in std::fs::read_dir(dir).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            if name.ends_with(".py") {
+            if name.ends_with(".py") || name.ends_with(".json") {
                 let rel = format!("ksmith/evaluator/{name}");
                 assert!(
                     SOURCES.iter().any(|(r, _)| *r == rel),

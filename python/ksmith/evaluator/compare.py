@@ -2,7 +2,8 @@
 
 Tolerance (dtype-aware, per output): an element passes when
 `|cand - ref| <= atol + rtol * |ref|` (NaN only matches NaN), with `(atol, rtol)` from the
-options: float32/float64 `1e-4` (strict), float16/bfloat16 `1e-2`; integer and bool outputs
+options (defaults in `defaults.json`: float32/float64 `1e-4`, strict, float16/bfloat16 `1e-2`;
+other floating dtypes take the float32 pair); integer and bool outputs
 must be equal. Error statistics per output: absolute error `|cand - ref|` and relative error
 `|cand - ref| / max(|ref|, atol)` (the floor keeps near-zero references from dominating), max
 and mean over elements, computed in float32 (float64 for float64 outputs).
@@ -10,21 +11,19 @@ and mean over elements, computed in float32 (float64 for float64 outputs).
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import torch
 
 from .integrity import finite
 
-DEFAULT_TOLERANCES = {
-    "float32": [1e-4, 1e-4],
-    "float64": [1e-4, 1e-4],
-    "float16": [1e-2, 1e-2],
-    "bfloat16": [1e-2, 1e-2],
-}
+DEFAULT_TOLERANCES = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())["tolerances"]
 
 
 def tolerance(dtype: torch.dtype, tolerances: dict) -> tuple[float, float]:
     name = str(dtype).replace("torch.", "")
-    atol, rtol = tolerances.get(name, DEFAULT_TOLERANCES.get(name, [1e-4, 1e-4]))
+    atol, rtol = tolerances.get(name, DEFAULT_TOLERANCES.get(name, DEFAULT_TOLERANCES["float32"]))
     return float(atol), float(rtol)
 
 

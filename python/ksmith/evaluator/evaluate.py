@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pathlib
 import secrets
 import shutil
 import sys
@@ -41,31 +42,9 @@ from . import compare
 from .sandbox import Child, ChildDied, ChildTimeout
 from .static_check import check as static_check
 
-DEFAULT_OPTIONS = {
-    "trials": 5,
-    "seed": None,
-    "tolerances": dict(compare.DEFAULT_TOLERANCES),
-    "compile_timeout_s": 180.0,
-    "run_timeout_s": 120.0,
-    "timing_timeout_s": 120.0,
-    "memory_limit_mb": 16384,
-    "max_processes": 256,
-    "log_limit": 8000,
-    "static_checks": True,
-    "confine": True,
-    "decoy_work_share": 0.5,
-    "max_cached_tasks": 32,
-    "min_kernel_share": 0.5,
-    "timing": {
-        "warmup": 10,
-        "warmup_ms": 50.0,
-        "min_samples": 50,
-        "max_samples": 1000,
-        "budget_ms": 400.0,
-        "buffer_sets": 4,
-        "buffer_mb": 1024.0,
-    },
-}
+# The worker's default options, defined once: `ksmith-eval` embeds the same file for the
+# defaults of `[eval]`, and the reward function runs on them through `merge_options`.
+DEFAULT_OPTIONS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
 
 
 class SandboxError(RuntimeError):
