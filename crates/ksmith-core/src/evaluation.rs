@@ -7,54 +7,56 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The verdict on a candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EvalStatus {
-    /// Refused before running by the static checks (no Triton kernel, forbidden constructs).
-    StaticRejected,
-    /// Import, `@triton.jit` compilation or construction of `ModelNew` failed.
-    CompileError,
-    /// It raised while running.
-    RuntimeError,
-    /// It ran past the time limit.
-    Timeout,
-    /// It ran, but outputs differ from the reference (or have the wrong type, shape or dtype).
-    Incorrect,
-    /// It cheats; [`EvalResult::hack`] says how.
-    Hacked,
-    /// Correct on every trial.
-    Correct,
+crate::vocabulary! {
+    /// The verdict on a candidate.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum EvalStatus {
+        /// Refused before running by the static checks (no Triton kernel, forbidden constructs).
+        StaticRejected = "static_rejected",
+        /// Import, `@triton.jit` compilation or construction of `ModelNew` failed.
+        CompileError = "compile_error",
+        /// It raised while running.
+        RuntimeError = "runtime_error",
+        /// It ran past the time limit.
+        Timeout = "timeout",
+        /// It ran, but outputs differ from the reference (or have the wrong type, shape or dtype).
+        Incorrect = "incorrect",
+        /// It cheats; [`EvalResult::hack`] says how.
+        Hacked = "hacked",
+        /// Correct on every trial.
+        Correct = "correct",
+    }
 }
 
-/// The ways a candidate can cheat; each has its own status detail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HackKind {
-    /// No Triton kernel was launched: the work was done by PyTorch operators.
-    TorchFallback,
-    /// Triton kernels ran but did only a small share of the GPU work (decoy kernels).
-    DecoyKernel,
-    /// A `try`/`except` path falls back to PyTorch.
-    TryExceptFallback,
-    /// Work was launched on a side stream to escape timing.
-    SideStream,
-    /// Work was left to a background thread or process.
-    BackgroundThread,
-    /// Outputs were cached across calls instead of computed.
-    OutputCaching,
-    /// Timers, synchronization or library functions were monkeypatched.
-    TimerPatch,
-    /// The output is a lazy or subclassed tensor.
-    LazyOutput,
-    /// The computation ran in lower precision than the reference.
-    PrecisionDowngrade,
-    /// The candidate modified its inputs.
-    InputMutation,
-    /// An output aliases an input or a parameter.
-    OutputAliasing,
-    /// The candidate tried to reach outside its sandbox (files, network, processes).
-    SandboxEscape,
+crate::vocabulary! {
+    /// The ways a candidate can cheat; each has its own status detail.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum HackKind {
+        /// No Triton kernel was launched: the work was done by PyTorch operators.
+        TorchFallback = "torch_fallback",
+        /// Triton kernels ran but did only a small share of the GPU work (decoy kernels).
+        DecoyKernel = "decoy_kernel",
+        /// A `try`/`except` path falls back to PyTorch.
+        TryExceptFallback = "try_except_fallback",
+        /// Work was launched on a side stream to escape timing.
+        SideStream = "side_stream",
+        /// Work was left to a background thread or process.
+        BackgroundThread = "background_thread",
+        /// Outputs were cached across calls instead of computed.
+        OutputCaching = "output_caching",
+        /// Timers, synchronization or library functions were monkeypatched.
+        TimerPatch = "timer_patch",
+        /// The output is a lazy or subclassed tensor.
+        LazyOutput = "lazy_output",
+        /// The computation ran in lower precision than the reference.
+        PrecisionDowngrade = "precision_downgrade",
+        /// The candidate modified its inputs.
+        InputMutation = "input_mutation",
+        /// An output aliases an input or a parameter.
+        OutputAliasing = "output_aliasing",
+        /// The candidate tried to reach outside its sandbox (files, network, processes).
+        SandboxEscape = "sandbox_escape",
+    }
 }
 
 /// Error statistics of one output tensor against the reference.
@@ -72,16 +74,17 @@ pub struct OutputError {
     pub mean_rel: f64,
 }
 
-/// How a runtime was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TimingMethod {
-    /// Replay of a captured CUDA graph.
-    CudaGraph,
-    /// CUDA events around each call (graph capture did not work).
-    CudaEvent,
-    /// No GPU (Triton interpreter): timings are meaningless and not reported.
-    NotMeasured,
+crate::vocabulary! {
+    /// How a runtime was measured.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TimingMethod {
+        /// Replay of a captured CUDA graph.
+        CudaGraph = "cuda_graph",
+        /// CUDA events around each call (graph capture did not work).
+        CudaEvent = "cuda_event",
+        /// No GPU (Triton interpreter): timings are meaningless and not reported.
+        NotMeasured = "not_measured",
+    }
 }
 
 /// A runtime measurement.

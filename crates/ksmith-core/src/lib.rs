@@ -22,6 +22,8 @@
 //!   defined once for the stages and clients that share them.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`tokens`]: the one approximate token counter behind every token budget.
+//! - [`vocabulary`]: closed vocabularies (statuses, verdicts, methods, reasons), each variant
+//!   with one stable name.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
 //!   thread count, progress and log output) and the counters it returns.
 //! - [`stage`]: the stage contract (input check, fingerprint, skip, timing, thread pool and the
@@ -65,5 +67,6 @@ pub mod table;
 pub mod tables;
 pub mod timestamp;
 pub mod tokens;
+pub mod vocabulary;
 
 pub use error::{Error, Result};

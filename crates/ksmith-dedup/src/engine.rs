@@ -272,17 +272,6 @@ pub struct DedupStats {
     pub dropped: BTreeMap<&'static str, u64>,
 }
 
-/// Method name as in the table.
-pub fn method_name(m: DedupMethod) -> &'static str {
-    match m {
-        DedupMethod::Exact => "exact",
-        DedupMethod::Near => "near",
-        DedupMethod::Semantic => "semantic",
-        DedupMethod::Structural => "structural",
-        DedupMethod::Contamination => "contamination",
-    }
-}
-
 /// Deduplicates `items` (call inside the rayon pool that should do the work).
 ///
 /// Returns one row per item, in the order of `items`, and the counts. `embedder` is used when
@@ -420,7 +409,7 @@ pub fn deduplicate(
         .collect();
     for r in &rows {
         if let Some(m) = r.method {
-            *stats.dropped.entry(method_name(m)).or_default() += 1;
+            *stats.dropped.entry(m.as_str()).or_default() += 1;
         }
     }
     Ok((rows, stats))

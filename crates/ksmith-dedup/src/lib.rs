@@ -146,7 +146,7 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
             }
             for r in &rows {
                 if let Some(m) = r.method {
-                    report.drop_row(engine::method_name(m));
+                    report.drop_row(m.as_str());
                 }
             }
             report.count("kept", rows.iter().filter(|r| r.kept).count() as u64);

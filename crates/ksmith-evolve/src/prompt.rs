@@ -204,15 +204,8 @@ fn status_name(p: &Program) -> String {
     match &p.eval {
         None => "not evaluated (PyTorch reference)".into(),
         Some(e) => {
-            let mut s = serde_json::to_value(e.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let mut s = e.status.to_string();
             if let Some(h) = e.hack {
-                let h = serde_json::to_value(h)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
                 s.push_str(&format!(" ({h})"));
             }
             if e.trials > 0 {
@@ -224,13 +217,6 @@ fn status_name(p: &Program) -> String {
             s
         }
     }
-}
-
-fn outcome_name(o: EditOutcome) -> String {
-    serde_json::to_value(o)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// Head and tail of `text` within `max` bytes.
@@ -322,17 +308,13 @@ fn attempt_line(a: &Archive, t: &Attempt, cfg: &RolloutConfig) -> String {
     );
     match (t.outcome, t.status) {
         (EditOutcome::Applied | EditOutcome::Duplicate, Some(st)) => {
-            let st = serde_json::to_value(st)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
             let _ = write!(s, "evaluated as {st}, speedup {}", fmt_speedup(t.speedup));
             if t.outcome == EditOutcome::Duplicate {
                 s.push_str(" (it repeated an earlier program)");
             }
         }
         (o, _) => {
-            let _ = write!(s, "edit failed ({})", outcome_name(o));
+            let _ = write!(s, "edit failed ({o})");
         }
     }
     if let Some(e) = &t.error {

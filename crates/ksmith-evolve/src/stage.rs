@@ -143,13 +143,6 @@ fn lock_workdir(workdir: &Path) -> Result<std::fs::File, Error> {
     }
 }
 
-fn name_of<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// Runs the rollout stage: reads `tasks.parquet`, evolves each task for `cfg.iterations` steps
 /// (resuming whatever earlier runs recorded under `rollout/tasks/`), and writes every step to
 /// `steps.parquet`. Steps are appended durably as they complete; a task whose teacher or
@@ -331,9 +324,9 @@ fn count_steps(rows: &[StepRow], report: &mut StageReport) {
         if row.correct {
             report.count("steps_correct", 1);
         } else if let Some(status) = row.eval_status {
-            report.drop_row(&name_of(&status));
+            report.drop_row(status.as_str());
         } else {
-            report.drop_row(&name_of(&row.edit_outcome));
+            report.drop_row(row.edit_outcome.as_str());
         }
         if row.is_new_best {
             report.count("steps_new_best", 1);

@@ -133,7 +133,7 @@ fn probe_table(
     }
     for row in &output.rows {
         if row.status != ProbeStatus::Ok {
-            report.drop_row(rows::status_name(row.status));
+            report.drop_row(row.status.as_str());
         } else if !row.repair_steps.is_empty() {
             report.count("repaired", 1);
         }

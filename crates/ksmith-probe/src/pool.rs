@@ -275,7 +275,7 @@ fn llm_attempt(
         kept.cpu_time_ms = row.cpu_time_ms;
         kept.repair_steps.push(format!(
             "llm: the answer did not run ({}: {})",
-            rows::status_name(row.status),
+            row.status.as_str(),
             row.error_message.unwrap_or_default()
         ));
         Ok(kept)

@@ -4,44 +4,20 @@ use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
 
 use crate::protocol::Response;
 
-/// The status named by a response's `status` field.
-pub fn parse_status(s: &str) -> Option<ProbeStatus> {
-    Some(match s {
-        "ok" => ProbeStatus::Ok,
-        "failed" => ProbeStatus::Failed,
-        "timeout" => ProbeStatus::Timeout,
-        "oom" => ProbeStatus::Oom,
-        "nondeterministic" => ProbeStatus::Nondeterministic,
-        "crashed" => ProbeStatus::Crashed,
-        _ => return None,
-    })
-}
-
-/// The snake_case name of a status (for report reasons).
-pub fn status_name(s: ProbeStatus) -> &'static str {
-    match s {
-        ProbeStatus::Ok => "ok",
-        ProbeStatus::Failed => "failed",
-        ProbeStatus::Timeout => "timeout",
-        ProbeStatus::Oom => "oom",
-        ProbeStatus::Nondeterministic => "nondeterministic",
-        ProbeStatus::Crashed => "crashed",
-    }
-}
-
 /// The row of a module from the worker's response.
 pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
-    let (status, error_class, error_message) = match r.status.as_deref().and_then(parse_status) {
-        Some(s) => (s, r.error_class, r.error_message),
-        None => (
-            ProbeStatus::Crashed,
-            Some("Protocol".to_string()),
-            Some(format!(
-                "the worker answered an unknown status {:?}",
-                r.status
-            )),
-        ),
-    };
+    let (status, error_class, error_message) =
+        match r.status.as_deref().and_then(ProbeStatus::parse) {
+            Some(s) => (s, r.error_class, r.error_message),
+            None => (
+                ProbeStatus::Crashed,
+                Some("Protocol".to_string()),
+                Some(format!(
+                    "the worker answered an unknown status {:?}",
+                    r.status
+                )),
+            ),
+        };
     let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
     ProbeRow {
         module_id: module.id.clone(),
@@ -120,8 +96,8 @@ mod tests {
             ProbeStatus::Nondeterministic,
             ProbeStatus::Crashed,
         ] {
-            assert_eq!(parse_status(status_name(s)), Some(s));
+            assert_eq!(ProbeStatus::parse(s.as_str()), Some(s));
         }
-        assert_eq!(parse_status("fine"), None);
+        assert_eq!(ProbeStatus::parse("fine"), None);
     }
 }

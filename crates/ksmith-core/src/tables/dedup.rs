@@ -4,20 +4,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::Table;
 
-/// The method that matched a dropped module.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DedupMethod {
-    /// Same normalized program text.
-    Exact,
-    /// MinHash LSH over token shingles, above the Jaccard threshold.
-    Near,
-    /// Embedding cosine similarity above the threshold.
-    Semantic,
-    /// Same structural (Weisfeiler-Lehman) hash.
-    Structural,
-    /// Near or structural duplicate of an evaluation benchmark problem.
-    Contamination,
+crate::vocabulary! {
+    /// The method that matched a dropped module.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum DedupMethod {
+        /// Same normalized program text.
+        Exact = "exact",
+        /// MinHash LSH over token shingles, above the Jaccard threshold.
+        Near = "near",
+        /// Embedding cosine similarity above the threshold.
+        Semantic = "semantic",
+        /// Same structural (Weisfeiler-Lehman) hash.
+        Structural = "structural",
+        /// Near or structural duplicate of an evaluation benchmark problem.
+        Contamination = "contamination",
+    }
 }
 
 /// One runnable module and whether it survived deduplication.

@@ -6,27 +6,17 @@ use crate::chat::ChatMessage;
 use crate::table::Table;
 use crate::tables::Split;
 
-/// Which rule chose a GRPO prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrpoSelection {
-    /// The prompt's current program was a best-so-far of its trajectory, correct and faster
-    /// than eager (the paper's choice).
-    BestSteps,
-    /// Any step whose current program is correct (ablation).
-    AllSteps,
-    /// First steps only: the current program is the PyTorch reference (ablation).
-    FirstSteps,
-}
-
-impl GrpoSelection {
-    /// The rule's name (`best_steps`, `all_steps`, `first_steps`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GrpoSelection::BestSteps => "best_steps",
-            GrpoSelection::AllSteps => "all_steps",
-            GrpoSelection::FirstSteps => "first_steps",
-        }
+crate::vocabulary! {
+    /// Which rule chose a GRPO prompt.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum GrpoSelection {
+        /// The prompt's current program was a best-so-far of its trajectory, correct and faster
+        /// than eager (the paper's choice).
+        BestSteps = "best_steps",
+        /// Any step whose current program is correct (ablation).
+        AllSteps = "all_steps",
+        /// First steps only: the current program is the PyTorch reference (ablation).
+        FirstSteps = "first_steps",
     }
 }
 

@@ -4,16 +4,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::Table;
 
-/// Whether an extracted module goes downstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModuleStatus {
-    /// A self-contained program was emitted.
-    Ok,
-    /// Refused by a rule (a package off the allow-list, too large, abstract, ...).
-    Rejected,
-    /// The extractor could not produce a valid program (syntax error, undefined name, ...).
-    Failed,
+crate::vocabulary! {
+    /// Whether an extracted module goes downstream.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ModuleStatus {
+        /// A self-contained program was emitted.
+        Ok = "ok",
+        /// Refused by a rule (a package off the allow-list, too large, abstract, ...).
+        Rejected = "rejected",
+        /// The extractor could not produce a valid program (syntax error, undefined name, ...).
+        Failed = "failed",
+    }
 }
 
 /// One extracted module and its self-contained KernelBench-format program.

@@ -4,22 +4,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::Table;
 
-/// The outcome of running a module.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeStatus {
-    /// It ran, twice, with identical outputs.
-    Ok,
-    /// It raised an error that repair could not fix; `error_class` and `error_message` say what.
-    Failed,
-    /// It ran past the time limit.
-    Timeout,
-    /// It ran past the memory limit.
-    Oom,
-    /// It ran, but two runs with the same seed gave different outputs.
-    Nondeterministic,
-    /// The process died without a Python error (a signal, `os._exit`, a crash in native code).
-    Crashed,
+crate::vocabulary! {
+    /// The outcome of running a module.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ProbeStatus {
+        /// It ran, twice, with identical outputs.
+        Ok = "ok",
+        /// It raised an error that repair could not fix; `error_class` and `error_message` say what.
+        Failed = "failed",
+        /// It ran past the time limit.
+        Timeout = "timeout",
+        /// It ran past the memory limit.
+        Oom = "oom",
+        /// It ran, but two runs with the same seed gave different outputs.
+        Nondeterministic = "nondeterministic",
+        /// The process died without a Python error (a signal, `os._exit`, a crash in native code).
+        Crashed = "crashed",
+    }
 }
 
 /// One probed module.

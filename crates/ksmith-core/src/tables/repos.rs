@@ -4,28 +4,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::Table;
 
-/// How a repository was reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceKind {
-    /// Cloned from a URL (`https://`, `file://`) into the mirror cache.
-    Git,
-    /// A git repository on this machine, read in place.
-    LocalGit,
-    /// A plain folder, read as it is.
-    Folder,
+crate::vocabulary! {
+    /// How a repository was reached.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum SourceKind {
+        /// Cloned from a URL (`https://`, `file://`) into the mirror cache.
+        Git = "git",
+        /// A git repository on this machine, read in place.
+        LocalGit = "local_git",
+        /// A plain folder, read as it is.
+        Folder = "folder",
+    }
 }
 
-/// Whether a repository goes downstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RepoStatus {
-    /// Fetched and accepted; its files go to extract.
-    Ok,
-    /// Fetched but refused by a rule (license, size, file count); `reason` says which.
-    Rejected,
-    /// Could not be fetched or read; `reason` holds the error.
-    Failed,
+crate::vocabulary! {
+    /// Whether a repository goes downstream.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum RepoStatus {
+        /// Fetched and accepted; its files go to extract.
+        Ok = "ok",
+        /// Fetched but refused by a rule (license, size, file count); `reason` says which.
+        Rejected = "rejected",
+        /// Could not be fetched or read; `reason` holds the error.
+        Failed = "failed",
+    }
 }
 
 /// A file crawl did not pass downstream, with the reason.

@@ -5,44 +5,26 @@ use serde::{Deserialize, Serialize};
 use crate::chat::ChatMessage;
 use crate::table::Table;
 
-/// Which side of the train/validation split a sample is on (decided per cluster, so a task and
-/// its near duplicates are always on the same side).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Split {
-    /// Training data.
-    Train,
-    /// Held-out validation data.
-    Validation,
-}
-
-impl Split {
-    /// The split's name as the Hugging Face layout spells it (`train`, `validation`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Split::Train => "train",
-            Split::Validation => "validation",
-        }
+crate::vocabulary! {
+    /// Which side of the train/validation split a sample is on (decided per cluster, so a task and
+    /// its near duplicates are always on the same side).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum Split {
+        /// Training data.
+        Train = "train",
+        /// Held-out validation data.
+        Validation = "validation",
     }
 }
 
-/// Why a step became an SFT sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SftKind {
-    /// A first step (PyTorch reference to Triton) whose program is correct.
-    Correctness,
-    /// A Triton-to-Triton step whose program is correct and faster than eager and its parent.
-    Performance,
-}
-
-impl SftKind {
-    /// The kind's name (`correctness`, `performance`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SftKind::Correctness => "correctness",
-            SftKind::Performance => "performance",
-        }
+crate::vocabulary! {
+    /// Why a step became an SFT sample.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum SftKind {
+        /// A first step (PyTorch reference to Triton) whose program is correct.
+        Correctness = "correctness",
+        /// A Triton-to-Triton step whose program is correct and faster than eager and its parent.
+        Performance = "performance",
     }
 }
 

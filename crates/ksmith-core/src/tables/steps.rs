@@ -5,43 +5,45 @@ use serde::{Deserialize, Serialize};
 use crate::evaluation::{EvalResult, EvalStatus, HackKind};
 use crate::table::Table;
 
-/// What a step asked the teacher to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    /// Translate the PyTorch reference into a Triton `ModelNew` (the parent is the seed).
-    Translate,
-    /// Improve a correct Triton program.
-    Optimize,
-    /// Fix a failing Triton program (its island has no correct program yet).
-    Repair,
+crate::vocabulary! {
+    /// What a step asked the teacher to do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum StepKind {
+        /// Translate the PyTorch reference into a Triton `ModelNew` (the parent is the seed).
+        Translate = "translate",
+        /// Improve a correct Triton program.
+        Optimize = "optimize",
+        /// Fix a failing Triton program (its island has no correct program yet).
+        Repair = "repair",
+    }
 }
 
-/// How the teacher's answer was turned (or not) into a candidate program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EditOutcome {
-    /// The edit applied and the candidate was evaluated.
-    Applied,
-    /// The edit applied but gave a program already evaluated for this task; its earlier result
-    /// is reused.
-    Duplicate,
-    /// The edit left the program unchanged.
-    NoOp,
-    /// No fenced code and no SEARCH/REPLACE block could be read from the answer.
-    Unparseable,
-    /// A SEARCH text was not found in the editable block.
-    SearchNotFound,
-    /// The edit touched code outside `EVOLVE-BLOCK-START` / `EVOLVE-BLOCK-END`.
-    OutsideBlock,
-    /// The resulting program is longer than the configured limit.
-    TooLong,
-    /// The answer was cut off (`finish_reason = length`).
-    Truncated,
-    /// The teacher's answer was not a chat completion.
-    TeacherMalformed,
-    /// The teacher refused the request (4xx).
-    TeacherRefused,
+crate::vocabulary! {
+    /// How the teacher's answer was turned (or not) into a candidate program.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum EditOutcome {
+        /// The edit applied and the candidate was evaluated.
+        Applied = "applied",
+        /// The edit applied but gave a program already evaluated for this task; its earlier result
+        /// is reused.
+        Duplicate = "duplicate",
+        /// The edit left the program unchanged.
+        NoOp = "no_op",
+        /// No fenced code and no SEARCH/REPLACE block could be read from the answer.
+        Unparseable = "unparseable",
+        /// A SEARCH text was not found in the editable block.
+        SearchNotFound = "search_not_found",
+        /// The edit touched code outside `EVOLVE-BLOCK-START` / `EVOLVE-BLOCK-END`.
+        OutsideBlock = "outside_block",
+        /// The resulting program is longer than the configured limit.
+        TooLong = "too_long",
+        /// The answer was cut off (`finish_reason = length`).
+        Truncated = "truncated",
+        /// The teacher's answer was not a chat completion.
+        TeacherMalformed = "teacher_malformed",
+        /// The teacher refused the request (4xx).
+        TeacherRefused = "teacher_refused",
+    }
 }
 
 impl EditOutcome {
@@ -51,14 +53,15 @@ impl EditOutcome {
     }
 }
 
-/// The edit format the teacher answered with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EditFormat {
-    /// A full rewrite of the editable block (fenced code).
-    FullRewrite,
-    /// SEARCH/REPLACE blocks.
-    Diff,
+crate::vocabulary! {
+    /// The edit format the teacher answered with.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum EditFormat {
+        /// A full rewrite of the editable block (fenced code).
+        FullRewrite = "full_rewrite",
+        /// SEARCH/REPLACE blocks.
+        Diff = "diff",
+    }
 }
 
 /// One completed rollout step: prompt, answer, applied program and its evaluation.
