@@ -90,6 +90,27 @@ pub fn parse(line: &str) -> Result<Incoming, EvalError> {
 mod tests {
     use super::*;
 
+    /// The verdict names the Python worker may answer (`python/ksmith/verdicts.json`, checked
+    /// on every verdict it builds) are exactly those of `EvalStatus` and `HackKind`.
+    #[test]
+    fn verdict_names_are_the_python_vocabulary() {
+        use ksmith_core::evaluation::{EvalStatus, HackKind};
+        use ksmith_core::vocabulary::Vocabulary;
+
+        let shared: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(include_str!("../../../python/ksmith/verdicts.json")).unwrap();
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let rust = |names: Vec<&str>| sorted(names.into_iter().map(String::from).collect());
+        assert_eq!(
+            sorted(shared["eval_status"].clone()),
+            rust(EvalStatus::names())
+        );
+        assert_eq!(sorted(shared["hack"].clone()), rust(HackKind::names()));
+    }
+
     #[test]
     fn parses_results_and_errors() {
         let line = r#"{"v":1,"type":"result","id":"7","result":{"status":"hacked","hack":"side_stream","error_log":"x","errors":[{"index":0,"max_abs":1.0,"mean_abs":0.5,"max_rel":1.0,"mean_rel":0.5}],"trials_passed":0,"trials":5,"candidate_timing":null,"reference_timing":null,"speedup":null,"warnings":[],"hardware":{"device":"cpu (triton interpreter)","driver":null,"torch":"2","triton":"3"},"elapsed_ms":12}}"#;

@@ -12,6 +12,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "\"\"\"ksmith evaluator runtime (written by ksmith-eval).\"\"\"\n",
     ),
     (
+        "ksmith/verdicts.json",
+        include_str!("../../../python/ksmith/verdicts.json"),
+    ),
+    (
         "ksmith/evaluator/__init__.py",
         include_str!("../../../python/ksmith/evaluator/__init__.py"),
     ),

@@ -100,4 +100,19 @@ mod tests {
         }
         assert_eq!(ProbeStatus::parse("fine"), None);
     }
+
+    /// The statuses the Python runner answers (`python/ksmith/verdicts.json`; a Python test
+    /// checks the runner's sources against it) are exactly those of `ProbeStatus`.
+    #[test]
+    fn status_names_are_the_python_vocabulary() {
+        use ksmith_core::vocabulary::Vocabulary;
+
+        let shared: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(include_str!("../../../python/ksmith/verdicts.json")).unwrap();
+        let mut python = shared["probe_status"].clone();
+        python.sort();
+        let mut rust: Vec<String> = ProbeStatus::names().into_iter().map(String::from).collect();
+        rust.sort();
+        assert_eq!(python, rust);
+    }
 }

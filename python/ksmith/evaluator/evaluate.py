@@ -45,6 +45,8 @@ from .static_check import check as static_check
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
 # defaults of `[eval]`, and the reward function runs on them through `merge_options`.
 DEFAULT_OPTIONS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
+# The verdict names, shared with Rust (`EvalStatus`, `HackKind`; tests on both sides check them).
+VERDICTS = json.loads((pathlib.Path(__file__).parent.parent / "verdicts.json").read_text())
 
 
 class SandboxError(RuntimeError):
@@ -255,6 +257,8 @@ class DeviceEvaluator:
         return res
 
     def _result(self, status: str, hack: str | None = None, log: str = "", **kw) -> dict:
+        if status not in VERDICTS["eval_status"] or (hack is not None and hack not in VERDICTS["hack"]):
+            raise ValueError(f"verdict outside the shared vocabulary (verdicts.json): {status} {hack}")
         base = {
             "status": status,
             "hack": hack,
