@@ -172,8 +172,7 @@ pub const NO_TEACHER: &str = "no teacher configured";
 /// `KSMITH_TEACHER_URL` in the environment. (A `[teacher]` table without endpoints only tunes the
 /// client, as in configs/default.toml.)
 pub fn teacher_configured(config: &Config) -> bool {
-    config.section_has_key("teacher", "endpoints")
-        || std::env::var(ksmith_teacher::TEACHER_URL_ENV).is_ok_and(|u| !u.trim().is_empty())
+    config.section_has_key("teacher", "endpoints") || ksmith_teacher::url_override().is_some()
 }
 
 fn run_probe(session: &Session) -> anyhow::Result<StageReport> {
@@ -219,7 +218,7 @@ fn run_rollout(session: &Session) -> anyhow::Result<StageReport> {
     let evaluator = LazyEvaluator::new(cfg.eval.clone());
     // Which teachers answer and how candidates are judged decide the steps, so they are part
     // of the rollout's fingerprint (API keys are not: they are read from the environment).
-    let url_override = std::env::var(ksmith_teacher::TEACHER_URL_ENV).ok();
+    let url_override = ksmith_teacher::url_override();
     let identity = ksmith_core::ids::content_id(
         serde_json::to_vec(&(
             cfg.teacher.resolved_endpoints(url_override.as_deref()),

@@ -10,7 +10,7 @@ use ksmith_core::ids::IdHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{ResponseCache, cache_key};
-use crate::config::{EndpointConfig, TEACHER_URL_ENV, TeacherConfig};
+use crate::config::{EndpointConfig, TeacherConfig, url_override};
 use crate::error::TeacherError;
 use crate::semaphore::Semaphore;
 use crate::wire::{parse_completion, request_body};
@@ -87,8 +87,7 @@ impl Teacher {
     /// variable, when set, replaces every endpoint's URL; API keys are read from the variables
     /// named by `api_key_env`. A relative `cache_dir` is taken inside `workdir`.
     pub fn new(cfg: &TeacherConfig, workdir: &Path) -> Result<Teacher, TeacherError> {
-        let url = std::env::var(TEACHER_URL_ENV).ok();
-        Teacher::with_url_override(cfg, workdir, url.as_deref())
+        Teacher::with_url_override(cfg, workdir, url_override().as_deref())
     }
 
     /// Like [`Teacher::new`] with an explicit URL override instead of the environment variable.

@@ -9,6 +9,16 @@ use crate::error::TeacherError;
 /// Environment variable that, when set, replaces the `url` of every endpoint.
 pub const TEACHER_URL_ENV: &str = "KSMITH_TEACHER_URL";
 
+/// The teacher URL set by `KSMITH_TEACHER_URL` (trimmed), when it is set and not blank. The one
+/// place that reads the variable: the client, the CLI's check for a configured teacher and the
+/// rollout's identity all ask here.
+pub fn url_override() -> Option<String> {
+    std::env::var(TEACHER_URL_ENV)
+        .ok()
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty())
+}
+
 /// One teacher model behind an OpenAI-compatible endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -30,6 +30,6 @@ mod wire;
 
 pub use cache::{ResponseCache, cache_key};
 pub use client::{Teacher, TeacherUsage};
-pub use config::{EndpointConfig, TEACHER_URL_ENV, TeacherConfig};
+pub use config::{EndpointConfig, TEACHER_URL_ENV, TeacherConfig, url_override};
 pub use error::TeacherError;
 pub use wire::{parse_completion, request_body};
