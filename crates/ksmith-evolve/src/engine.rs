@@ -401,7 +401,7 @@ impl<'a> TaskRun<'a> {
             correct,
             speedup: eval.as_ref().and_then(|e| e.speedup),
             hack: eval.as_ref().and_then(|e| e.hack),
-            eval_json: eval.as_ref().and_then(|e| serde_json::to_string(e).ok()),
+            eval_json: StepRow::encode_eval(eval.as_ref()),
             is_new_best: outcome == EditOutcome::Applied && correct && fit > a.best_fitness(),
             started_at_ms: started,
             finished_at_ms: now_ms(),
@@ -433,13 +433,9 @@ impl<'a> TaskRun<'a> {
     fn absorb(&mut self, plan: &Plan, row: &StepRow) -> Result<(), String> {
         let a = &mut self.state.archive;
         a.programs[plan.parent].children += 1;
-        let eval = match &row.eval_json {
-            Some(j) => Some(
-                serde_json::from_str::<ksmith_core::evaluation::EvalResult>(j)
-                    .map_err(|e| format!("step {}: unreadable evaluation: {e}", row.iteration))?,
-            ),
-            None => None,
-        };
+        let eval = row
+            .decode_eval()
+            .map_err(|e| format!("step {}: unreadable evaluation: {e}", row.iteration))?;
         let program = match row.edit_outcome {
             EditOutcome::Applied => {
                 let (Some(code), Some(ev)) = (&row.program, &eval) else {

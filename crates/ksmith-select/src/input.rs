@@ -8,8 +8,10 @@ use crate::trajectory::StepView;
 /// The view of one stored step. `eval_unreadable` is set when the step carries an evaluation
 /// whose JSON cannot be decoded (the step is then treated as not evaluated).
 pub fn step_view(row: StepRow) -> (StepView, bool) {
-    let eval = row.eval_result();
-    let eval_unreadable = row.eval_json.is_some() && eval.is_none();
+    let (eval, eval_unreadable) = match row.decode_eval() {
+        Ok(eval) => (eval, false),
+        Err(_) => (None, true),
+    };
     let mut prompt = Vec::with_capacity(2);
     if !row.system_prompt.is_empty() {
         prompt.push(ChatMessage::new("system", row.system_prompt));

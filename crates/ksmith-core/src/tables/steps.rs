@@ -137,11 +137,23 @@ pub struct StepRow {
 }
 
 impl StepRow {
-    /// The evaluator's full result, decoded from [`StepRow::eval_json`].
-    pub fn eval_result(&self) -> Option<EvalResult> {
+    /// The stored form of an evaluation ([`StepRow::eval_json`]); the one encoder.
+    pub fn encode_eval(eval: Option<&EvalResult>) -> Option<String> {
+        eval.and_then(|e| serde_json::to_string(e).ok())
+    }
+
+    /// The evaluator's full result, decoded from [`StepRow::eval_json`]; the one decoder.
+    /// `Ok(None)` when the step was not evaluated, an error when the stored JSON cannot be read.
+    pub fn decode_eval(&self) -> Result<Option<EvalResult>, serde_json::Error> {
         self.eval_json
             .as_deref()
-            .and_then(|j| serde_json::from_str(j).ok())
+            .map(serde_json::from_str)
+            .transpose()
+    }
+
+    /// The evaluator's full result, or `None` when there is none or it cannot be read.
+    pub fn eval_result(&self) -> Option<EvalResult> {
+        self.decode_eval().ok().flatten()
     }
 }
 
@@ -195,7 +207,7 @@ mod tests {
             correct: eval.as_ref().is_some_and(|e| e.is_correct()),
             speedup: eval.as_ref().and_then(|e| e.speedup),
             hack: None,
-            eval_json: eval.as_ref().map(|e| serde_json::to_string(e).unwrap()),
+            eval_json: StepRow::encode_eval(eval.as_ref()),
             is_new_best: false,
             started_at_ms: 1,
             finished_at_ms: 2,
@@ -226,6 +238,13 @@ mod tests {
         assert_eq!(back, rows);
         assert_eq!(back[0].eval_result(), Some(eval));
         assert_eq!(back[1].eval_result(), None);
+        assert_eq!(back[1].decode_eval().ok(), Some(None));
+        let broken = StepRow {
+            eval_json: Some("{not json".into()),
+            ..back[0].clone()
+        };
+        assert!(broken.decode_eval().is_err());
+        assert_eq!(broken.eval_result(), None);
         assert!(EditOutcome::Duplicate.has_program());
         assert!(!EditOutcome::NoOp.has_program());
     }
