@@ -28,6 +28,36 @@ pub struct RepoInfo {
     pub stars: Option<i64>,
 }
 
+impl RepoInfo {
+    /// The row of the class `class_name` at `path:line` of this repository, without a program
+    /// (no id yet: [`assign_ids`] gives them). Every `ModuleRow` extract writes starts here.
+    pub fn module_row(
+        &self,
+        path: &str,
+        class_name: &str,
+        line: u32,
+        status: ModuleStatus,
+        reason: Option<String>,
+    ) -> ModuleRow {
+        ModuleRow {
+            id: String::new(),
+            repo: self.repo.clone(),
+            commit: self.commit.clone(),
+            path: path.to_string(),
+            class_name: class_name.to_string(),
+            line,
+            status,
+            reason,
+            program: None,
+            deps: Vec::new(),
+            imports: Vec::new(),
+            lines: 0,
+            license: self.license.clone(),
+            stars: self.stars,
+        }
+    }
+}
+
 /// One Python file of a repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
@@ -167,22 +197,7 @@ fn bare_row(
     status: ModuleStatus,
     reason: String,
 ) -> ModuleRow {
-    ModuleRow {
-        id: String::new(),
-        repo: info.repo.clone(),
-        commit: info.commit.clone(),
-        path: path.to_string(),
-        class_name: class_name.to_string(),
-        line,
-        status,
-        reason: Some(reason),
-        program: None,
-        deps: Vec::new(),
-        imports: Vec::new(),
-        lines: 0,
-        license: info.license.clone(),
-        stars: info.stars,
-    }
+    info.module_row(path, class_name, line, status, Some(reason))
 }
 
 fn class_row(
@@ -264,22 +279,12 @@ fn class_row(
         row.lines = lines;
         return row;
     }
-    let imports_kept = emit::import_lines(&plan);
     ModuleRow {
-        id: String::new(),
-        repo: info.repo.clone(),
-        commit: info.commit.clone(),
-        path: file.path.clone(),
-        class_name,
-        line: stmt.line,
-        status: ModuleStatus::Ok,
-        reason: None,
         program: Some(emitted.text),
         deps,
-        imports: imports_kept,
+        imports: emit::import_lines(&plan),
         lines,
-        license: info.license.clone(),
-        stars: info.stars,
+        ..info.module_row(&file.path, &class_name, stmt.line, ModuleStatus::Ok, None)
     }
 }
 

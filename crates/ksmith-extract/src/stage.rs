@@ -185,24 +185,19 @@ fn extract_one(
     })
 }
 
-/// A `failed` row of `repo` for `path` (empty for the whole repository).
-fn failed_row(repo: &RepoRow, path: &str, reason: String) -> ModuleRow {
-    ModuleRow {
-        id: String::new(),
+/// What extract copies from a repository's row into each of its module rows.
+fn repo_info(repo: &RepoRow) -> RepoInfo {
+    RepoInfo {
         repo: repo.repo.clone(),
         commit: repo.commit.clone().unwrap_or_default(),
-        path: path.to_string(),
-        class_name: String::new(),
-        line: 1,
-        status: ModuleStatus::Failed,
-        reason: Some(reason),
-        program: None,
-        deps: Vec::new(),
-        imports: Vec::new(),
-        lines: 0,
         license: repo.license.clone(),
         stars: repo.stars,
     }
+}
+
+/// A `failed` row of `repo` for `path` (empty for the whole repository).
+fn failed_row(repo: &RepoRow, path: &str, reason: String) -> ModuleRow {
+    repo_info(repo).module_row(path, "", 1, ModuleStatus::Failed, Some(reason))
 }
 
 fn extract_snapshot(
@@ -210,12 +205,7 @@ fn extract_snapshot(
     workdir: &Path,
     cfg: &ExtractConfig,
 ) -> (Vec<ModuleRow>, ExtractStats) {
-    let info = RepoInfo {
-        repo: repo.repo.clone(),
-        commit: repo.commit.clone().unwrap_or_default(),
-        license: repo.license.clone(),
-        stars: repo.stars,
-    };
+    let info = repo_info(repo);
     let failed = |path: &str, reason: String| failed_row(repo, path, reason);
     let Some(snapshot) = repo.snapshot.as_deref().filter(|s| is_contained(s)) else {
         let reason = format!(
