@@ -359,37 +359,46 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
 /// What the dataset card of one format says: counts by level, family and kind, provenance,
 /// the selection rules and the hashes that identify the run.
 fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::CardInput {
-    let (level, family, kind, prov_rows): (Vec<i64>, Vec<String>, Vec<String>, Vec<_>) =
-        match format.source() {
-            formats::Source::Grpo => (
-                inputs.grpo.iter().map(|r| i64::from(r.level)).collect(),
-                inputs.grpo.iter().map(|r| r.family.clone()).collect(),
-                inputs
-                    .grpo
-                    .iter()
-                    .map(|r| r.selection.as_str().to_string())
-                    .collect(),
-                inputs
-                    .grpo
-                    .iter()
-                    .map(|r| (r.repo.clone(), r.license.clone()))
-                    .collect(),
-            ),
-            formats::Source::Sft => (
-                inputs.sft.iter().map(|r| i64::from(r.level)).collect(),
-                inputs.sft.iter().map(|r| r.family.clone()).collect(),
-                inputs
-                    .sft
-                    .iter()
-                    .map(|r| r.kind.as_str().to_string())
-                    .collect(),
-                inputs
-                    .sft
-                    .iter()
-                    .map(|r| (r.repo.clone(), r.license.clone()))
-                    .collect(),
-            ),
-        };
+    // (level, family, kind, (repo, license)) of every sample the format is made from.
+    let fact = |level: u8, family: &str, kind: &str, repo: &str, license: &Option<String>| {
+        let origin = (repo.to_string(), license.clone());
+        (
+            i64::from(level),
+            family.to_string(),
+            kind.to_string(),
+            origin,
+        )
+    };
+    let facts: Vec<_> = match format.source() {
+        formats::Source::Grpo => inputs
+            .grpo
+            .iter()
+            .map(|r| {
+                fact(
+                    r.level,
+                    &r.family,
+                    r.selection.as_str(),
+                    &r.repo,
+                    &r.license,
+                )
+            })
+            .collect(),
+        formats::Source::Sft => inputs
+            .sft
+            .iter()
+            .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
+            .collect(),
+    };
+    let mut level = Vec::with_capacity(facts.len());
+    let mut family = Vec::with_capacity(facts.len());
+    let mut kind = Vec::with_capacity(facts.len());
+    let mut prov_rows = Vec::with_capacity(facts.len());
+    for (l, f, k, p) in facts {
+        level.push(l);
+        family.push(f);
+        kind.push(k);
+        prov_rows.push(p);
+    }
     let provenance = provenance(&prov_rows, inputs.repos);
     let cfg = inputs.cfg;
     card::CardInput {
