@@ -17,6 +17,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::drops::DropReason;
+
 /// What balancing needs to know of a sample.
 #[derive(Debug, Clone)]
 pub struct Member {
@@ -41,11 +43,11 @@ pub enum Verdict {
 
 impl Verdict {
     /// The drop reason, for reports.
-    pub fn reason(self) -> Option<&'static str> {
+    pub fn reason(self) -> Option<DropReason> {
         match self {
             Verdict::Keep => None,
-            Verdict::FamilyCap => Some("balance_family_cap"),
-            Verdict::LevelProportion => Some("balance_level_proportion"),
+            Verdict::FamilyCap => Some(DropReason::BalanceFamilyCap),
+            Verdict::LevelProportion => Some(DropReason::BalanceLevelProportion),
         }
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod balance;
 pub mod config;
+pub mod drops;
 pub mod error;
 pub mod input;
 pub mod manifest;

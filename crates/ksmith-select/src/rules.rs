@@ -6,6 +6,7 @@
 use ksmith_core::tables::SftKind;
 
 use crate::config::{GrpoRule, SelectConfig};
+use crate::drops::DropReason;
 use crate::trajectory::{BestSoFar, Parent, StepView};
 
 /// The SFT verdict on a step.
@@ -14,7 +15,7 @@ pub enum SftVerdict {
     /// The step is a sample of this kind.
     Take(SftKind),
     /// It is not, for this reason.
-    Drop(&'static str),
+    Drop(DropReason),
 }
 
 /// Judges `step` for SFT.
@@ -26,32 +27,32 @@ pub enum SftVerdict {
 ///   performance sample.
 pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> SftVerdict {
     if step.response.trim().is_empty() {
-        return SftVerdict::Drop("empty_response");
+        return SftVerdict::Drop(DropReason::EmptyResponse);
     }
     if step.prompt.is_empty() {
-        return SftVerdict::Drop("empty_prompt");
+        return SftVerdict::Drop(DropReason::EmptyPrompt);
     }
     if step.program.is_none() {
-        return SftVerdict::Drop("edit_failed");
+        return SftVerdict::Drop(DropReason::EditFailed);
     }
     if !step.is_correct() {
-        return SftVerdict::Drop("not_correct");
+        return SftVerdict::Drop(DropReason::NotCorrect);
     }
     match parent {
         Parent::Reference => SftVerdict::Take(SftKind::Correctness),
-        Parent::Missing => SftVerdict::Drop("parent_missing"),
+        Parent::Missing => SftVerdict::Drop(DropReason::ParentMissing),
         Parent::Step(p) => {
             let Some(speedup) = step.speedup() else {
-                return SftVerdict::Drop("not_timed");
+                return SftVerdict::Drop(DropReason::NotTimed);
             };
             if speedup <= cfg.sft_min_speedup {
-                return SftVerdict::Drop("not_faster_than_eager");
+                return SftVerdict::Drop(DropReason::NotFasterThanEager);
             }
             let Some(parent_speedup) = p.speedup() else {
-                return SftVerdict::Drop("parent_not_comparable");
+                return SftVerdict::Drop(DropReason::ParentNotComparable);
             };
             if speedup <= parent_speedup * cfg.sft_min_gain_over_parent {
-                return SftVerdict::Drop("not_faster_than_parent");
+                return SftVerdict::Drop(DropReason::NotFasterThanParent);
             }
             SftVerdict::Take(SftKind::Performance)
         }
@@ -69,35 +70,35 @@ pub fn grpo_verdict(
     parent: Parent<'_>,
     best: &BestSoFar,
     cfg: &SelectConfig,
-) -> Result<(), &'static str> {
+) -> Result<(), DropReason> {
     if step.prompt.is_empty() {
-        return Err("empty_prompt");
+        return Err(DropReason::EmptyPrompt);
     }
     match (cfg.grpo_rule, parent) {
-        (_, Parent::Missing) => Err("parent_missing"),
+        (_, Parent::Missing) => Err(DropReason::ParentMissing),
         (GrpoRule::FirstSteps, Parent::Reference) => Ok(()),
-        (GrpoRule::FirstSteps, Parent::Step(_)) => Err("not_first_step"),
+        (GrpoRule::FirstSteps, Parent::Step(_)) => Err(DropReason::NotFirstStep),
         (GrpoRule::AllSteps, Parent::Reference) => Ok(()),
         (GrpoRule::AllSteps, Parent::Step(p)) => {
             if p.is_correct() {
                 Ok(())
             } else {
-                Err("parent_not_correct")
+                Err(DropReason::ParentNotCorrect)
             }
         }
-        (GrpoRule::BestSteps, Parent::Reference) => Err("first_step"),
+        (GrpoRule::BestSteps, Parent::Reference) => Err(DropReason::FirstStep),
         (GrpoRule::BestSteps, Parent::Step(p)) => {
             if !p.is_correct() {
-                return Err("parent_not_correct");
+                return Err(DropReason::ParentNotCorrect);
             }
             let Some(s) = p.speedup() else {
-                return Err("parent_not_timed");
+                return Err(DropReason::ParentNotTimed);
             };
             if s <= cfg.grpo_min_parent_speedup {
-                return Err("parent_not_faster_than_eager");
+                return Err(DropReason::ParentNotFasterThanEager);
             }
             if !best.parent_is_best(step, p) {
-                return Err("parent_not_best_so_far");
+                return Err(DropReason::ParentNotBestSoFar);
             }
             Ok(())
         }

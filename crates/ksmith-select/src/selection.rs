@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use crate::balance::{Member, balance};
 use crate::config::{BestScope, GrpoRule, SelectConfig};
+use crate::drops::{DropReason, SampleSet, count_drop};
 use crate::rules::{SftVerdict, grpo_verdict, sft_verdict};
 use crate::split::{split_of, unit_hash};
 use crate::trajectory::{BestSoFar, Parent, StepView, Trajectories};
@@ -83,8 +84,8 @@ pub fn select(
     let mut prompts_per_parent: HashMap<String, u32> = HashMap::new();
     for step in order {
         let Some(task) = tasks.get(step.task_id.as_str()).copied() else {
-            report.drop_row("sft/unknown_task");
-            report.drop_row("grpo/unknown_task");
+            count_drop(report, SampleSet::Sft, DropReason::UnknownTask);
+            count_drop(report, SampleSet::Grpo, DropReason::UnknownTask);
             continue;
         };
         let parent = traj.parent(step);
@@ -97,14 +98,14 @@ pub fn select(
                 if answers_seen.insert(key) {
                     sft_candidates.push((kind, step, task, parent));
                 } else {
-                    report.drop_row("sft/duplicate_answer");
+                    count_drop(report, SampleSet::Sft, DropReason::DuplicateAnswer);
                 }
             }
-            SftVerdict::Drop(reason) => report.drop_row(&format!("sft/{reason}")),
+            SftVerdict::Drop(reason) => count_drop(report, SampleSet::Sft, reason),
         }
         match grpo_verdict(step, parent, &best, cfg) {
             Ok(()) if approx_conversation_tokens(&step.prompt) > cfg.max_tokens => {
-                report.drop_row("grpo/over_token_budget");
+                count_drop(report, SampleSet::Grpo, DropReason::OverTokenBudget);
             }
             Ok(()) => {
                 let parent_key = match parent {
@@ -113,13 +114,13 @@ pub fn select(
                 };
                 let n = prompts_per_parent.entry(parent_key).or_default();
                 if cfg.grpo_max_prompts_per_parent > 0 && *n >= cfg.grpo_max_prompts_per_parent {
-                    report.drop_row("grpo/parent_prompt_limit");
+                    count_drop(report, SampleSet::Grpo, DropReason::ParentPromptLimit);
                 } else {
                     *n += 1;
                     grpo_candidates.push((step, task, parent));
                 }
             }
-            Err(reason) => report.drop_row(&format!("grpo/{reason}")),
+            Err(reason) => count_drop(report, SampleSet::Grpo, reason),
         }
     }
     report.count("steps_correct_untimed", untimed_correct);
@@ -223,7 +224,7 @@ pub fn select(
     sft.retain(|r| {
         let ok = r.tokens <= cfg.max_tokens;
         if !ok {
-            report.drop_row("sft/over_token_budget");
+            count_drop(report, SampleSet::Sft, DropReason::OverTokenBudget);
         }
         ok
     });
@@ -243,7 +244,7 @@ pub fn select(
         for (row, v) in rows.into_iter().zip(verdicts) {
             match v.reason() {
                 None => kept_sft.push(row),
-                Some(reason) => report.drop_row(&format!("sft/{reason}")),
+                Some(reason) => count_drop(report, SampleSet::Sft, reason),
             }
         }
     }
@@ -260,7 +261,7 @@ pub fn select(
     for (row, v) in grpo.into_iter().zip(verdicts) {
         match v.reason() {
             None => kept_grpo.push(row),
-            Some(reason) => report.drop_row(&format!("grpo/{reason}")),
+            Some(reason) => count_drop(report, SampleSet::Grpo, reason),
         }
     }
 

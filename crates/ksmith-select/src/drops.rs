@@ -1,0 +1,70 @@
+//! Why a step is not a sample: one closed vocabulary, counted in the report as `sft/<reason>`
+//! or `grpo/<reason>`.
+
+use ksmith_core::report::StageReport;
+use serde::{Deserialize, Serialize};
+
+ksmith_core::vocabulary! {
+    /// Which set a step was judged for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum SampleSet {
+        /// SFT samples.
+        Sft = "sft",
+        /// GRPO prompts.
+        Grpo = "grpo",
+    }
+}
+
+ksmith_core::vocabulary! {
+    /// Why a step does not become an SFT sample or a GRPO prompt.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum DropReason {
+        /// The teacher's answer is empty.
+        EmptyResponse = "empty_response",
+        /// The step has no prompt.
+        EmptyPrompt = "empty_prompt",
+        /// The answer gave no program.
+        EditFailed = "edit_failed",
+        /// The program is not correct.
+        NotCorrect = "not_correct",
+        /// The step's parent is not among the steps.
+        ParentMissing = "parent_missing",
+        /// The program was not timed (CPU interpreter).
+        NotTimed = "not_timed",
+        /// The program is not faster than eager by the configured margin.
+        NotFasterThanEager = "not_faster_than_eager",
+        /// The parent has no speedup to compare with.
+        ParentNotComparable = "parent_not_comparable",
+        /// The program is not faster than its parent by the configured gain.
+        NotFasterThanParent = "not_faster_than_parent",
+        /// `first_steps` takes first steps only.
+        NotFirstStep = "not_first_step",
+        /// The parent (the prompt's current program) is not correct.
+        ParentNotCorrect = "parent_not_correct",
+        /// `best_steps` takes no first step (its current program is the reference).
+        FirstStep = "first_step",
+        /// The parent was not timed.
+        ParentNotTimed = "parent_not_timed",
+        /// The parent is not faster than eager by the configured margin.
+        ParentNotFasterThanEager = "parent_not_faster_than_eager",
+        /// An earlier step of the trajectory was faster than the parent.
+        ParentNotBestSoFar = "parent_not_best_so_far",
+        /// The step's task is not in `tasks.parquet`.
+        UnknownTask = "unknown_task",
+        /// The same answer to the same task was already taken.
+        DuplicateAnswer = "duplicate_answer",
+        /// The sample is over the token budget.
+        OverTokenBudget = "over_token_budget",
+        /// The parent already has `grpo_max_prompts_per_parent` prompts.
+        ParentPromptLimit = "parent_prompt_limit",
+        /// Its family exceeds the family cap in its level.
+        BalanceFamilyCap = "balance_family_cap",
+        /// Dropped to meet the level proportions.
+        BalanceLevelProportion = "balance_level_proportion",
+    }
+}
+
+/// Counts one step of `set` dropped for `reason` (`sft/not_correct`).
+pub fn count_drop(report: &mut StageReport, set: SampleSet, reason: DropReason) {
+    report.drop_row(&format!("{set}/{reason}"));
+}
