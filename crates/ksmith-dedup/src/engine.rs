@@ -267,9 +267,9 @@ pub fn contamination(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DedupStats {
     /// Matched pairs per method (before grouping).
-    pub pairs: BTreeMap<&'static str, u64>,
+    pub pairs: BTreeMap<DedupMethod, u64>,
     /// Dropped modules per method.
-    pub dropped: BTreeMap<&'static str, u64>,
+    pub dropped: BTreeMap<DedupMethod, u64>,
 }
 
 /// Deduplicates `items` (call inside the rayon pool that should do the work).
@@ -304,9 +304,9 @@ pub fn deduplicate(
     let mut edges: Vec<Edge> = Vec::new();
     let clean =
         |e: &Edge| contaminated[e.a as usize].is_none() && contaminated[e.b as usize].is_none();
-    let mut add = |found: Vec<Edge>, name: &'static str, stats: &mut DedupStats| {
+    let mut add = |found: Vec<Edge>, method: DedupMethod, stats: &mut DedupStats| {
         let found: Vec<Edge> = found.into_iter().filter(clean).collect();
-        stats.pairs.insert(name, found.len() as u64);
+        stats.pairs.insert(method, found.len() as u64);
         edges.extend(found);
     };
     if cfg.exact {
@@ -324,7 +324,7 @@ pub fn deduplicate(
                 similarity: Some(1.0),
             })
             .collect();
-        add(e, "exact", &mut stats);
+        add(e, DedupMethod::Exact, &mut stats);
     }
     if cfg.structural {
         let keys: Vec<(u128, u32)> = feats
@@ -341,10 +341,10 @@ pub fn deduplicate(
                 similarity: None,
             })
             .collect();
-        add(e, "structural", &mut stats);
+        add(e, DedupMethod::Structural, &mut stats);
     }
     if cfg.near {
-        add(near_pairs(&feats, cfg), "near", &mut stats);
+        add(near_pairs(&feats, cfg), DedupMethod::Near, &mut stats);
     }
     if cfg.semantic {
         let embedder = embedder.ok_or_else(|| {
@@ -360,7 +360,7 @@ pub fn deduplicate(
             }
             None => embedder.embed(&programs)?,
         };
-        add(semantic_pairs(&emb, cfg), "semantic", &mut stats);
+        add(semantic_pairs(&emb, cfg), DedupMethod::Semantic, &mut stats);
     }
 
     let keys: Vec<SurvivorKey> = items
@@ -409,7 +409,7 @@ pub fn deduplicate(
         .collect();
     for r in &rows {
         if let Some(m) = r.method {
-            *stats.dropped.entry(m.as_str()).or_default() += 1;
+            *stats.dropped.entry(m).or_default() += 1;
         }
     }
     Ok((rows, stats))

@@ -43,6 +43,23 @@ pub const STAGE: &str = "dedup";
 /// Bumped whenever the output for the same input and config changes.
 pub const CODE_VERSION: u32 = 1;
 
+ksmith_core::vocabulary! {
+    /// Why a probe row is not a dedup candidate (counted in the report under its name).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub enum LeftOut {
+        /// The module did not run in the probe.
+        NotRunnable = "not_runnable",
+        /// The probe row names a module that `modules.parquet` lacks.
+        ProbeWithoutModule = "probe_without_module",
+        /// The module row is not `ok`.
+        ModuleNotOk = "module_not_ok",
+        /// Neither the probe nor the module has a program.
+        NoProgram = "no_program",
+        /// A second probe row of the same module.
+        RepeatedProbe = "repeated_probe",
+    }
+}
+
 /// The runnable modules of the input tables, sorted by id, and counts of what was left out.
 pub fn runnable_candidates(
     modules: &[ModuleRow],
@@ -52,25 +69,26 @@ pub fn runnable_candidates(
     let by_id: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut leave = |why: LeftOut| report.count(why.as_str(), 1);
     for p in probes {
         if p.status != ProbeStatus::Ok {
-            report.count("not_runnable", 1);
+            leave(LeftOut::NotRunnable);
             continue;
         }
         let Some(m) = by_id.get(p.module_id.as_str()) else {
-            report.count("probe_without_module", 1);
+            leave(LeftOut::ProbeWithoutModule);
             continue;
         };
         if m.status != ModuleStatus::Ok {
-            report.count("module_not_ok", 1);
+            leave(LeftOut::ModuleNotOk);
             continue;
         }
         let Some(program) = p.program.clone().or_else(|| m.program.clone()) else {
-            report.count("no_program", 1);
+            leave(LeftOut::NoProgram);
             continue;
         };
         if !seen.insert(m.id.clone()) {
-            report.count("repeated_probe", 1);
+            leave(LeftOut::RepeatedProbe);
             continue;
         }
         let lines = program.lines().count() as u32;
@@ -141,8 +159,8 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
             tracker.inc(items.len() as u64);
             tracker.finish();
             let report = &mut run.report;
-            for (name, n) in &stats.pairs {
-                report.count(&format!("pairs_{name}"), *n);
+            for (method, n) in &stats.pairs {
+                report.count(&format!("pairs_{method}"), *n);
             }
             for r in &rows {
                 if let Some(m) = r.method {

@@ -6,7 +6,7 @@ use crate::table::Table;
 
 crate::vocabulary! {
     /// The method that matched a dropped module.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
     pub enum DedupMethod {
         /// Same normalized program text.
         Exact = "exact",
