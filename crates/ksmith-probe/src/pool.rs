@@ -17,7 +17,7 @@ use crate::config::ProbeConfig;
 use crate::error::Error;
 use crate::llm_repair;
 use crate::protocol::{Hello, PROTOCOL_VERSION, Request};
-use crate::rows;
+use crate::rows::{self, RunnerFault};
 use crate::worker::{Worker, WorkerFailure, WorkerSpec};
 
 /// What a pool run produced.
@@ -156,7 +156,7 @@ pub fn probe_all(
                 rows::without_response(
                     module,
                     ProbeStatus::Crashed,
-                    "Internal",
+                    RunnerFault::Internal,
                     "the module was not probed".into(),
                 )
             })
@@ -203,17 +203,20 @@ fn probe_one(
                 WorkerFailure::Timeout => rows::without_response(
                     module,
                     ProbeStatus::Timeout,
-                    "Timeout",
+                    RunnerFault::Timeout,
                     format!(
                         "the worker did not answer within {:.0} s; it was killed and replaced",
                         deadline.as_secs_f64()
                     ),
                 ),
-                WorkerFailure::Died(msg) => {
-                    rows::without_response(module, ProbeStatus::Crashed, "WorkerDied", msg)
-                }
+                WorkerFailure::Died(msg) => rows::without_response(
+                    module,
+                    ProbeStatus::Crashed,
+                    RunnerFault::WorkerDied,
+                    msg,
+                ),
                 WorkerFailure::Protocol(msg) => {
-                    rows::without_response(module, ProbeStatus::Crashed, "Protocol", msg)
+                    rows::without_response(module, ProbeStatus::Crashed, RunnerFault::Protocol, msg)
                 }
             }
         }

@@ -4,6 +4,22 @@ use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
 
 use crate::protocol::Response;
 
+ksmith_core::vocabulary! {
+    /// The `error_class` of a row the runner could not answer for (rows it answered carry the
+    /// module's own exception class).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub enum RunnerFault {
+        /// The pool ended without probing the module.
+        Internal = "Internal",
+        /// The worker did not answer within the module's time limit and was replaced.
+        Timeout = "Timeout",
+        /// The worker died while probing the module.
+        WorkerDied = "WorkerDied",
+        /// The worker answered something the protocol does not allow.
+        Protocol = "Protocol",
+    }
+}
+
 /// The row of a module from the worker's response.
 pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
     let (status, error_class, error_message) =
@@ -11,7 +27,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
             Some(s) => (s, r.error_class, r.error_message),
             None => (
                 ProbeStatus::Crashed,
-                Some("Protocol".to_string()),
+                Some(RunnerFault::Protocol.as_str().to_string()),
                 Some(format!(
                     "the worker answered an unknown status {:?}",
                     r.status
@@ -41,7 +57,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
 pub fn without_response(
     module: &ModuleRow,
     status: ProbeStatus,
-    class: &str,
+    fault: RunnerFault,
     message: String,
 ) -> ProbeRow {
     ProbeRow {
@@ -49,7 +65,7 @@ pub fn without_response(
         repo: module.repo.clone(),
         class_name: module.class_name.clone(),
         status,
-        error_class: Some(class.to_string()),
+        error_class: Some(fault.as_str().to_string()),
         error_message: Some(message),
         program: None,
         output_shapes: Vec::new(),
