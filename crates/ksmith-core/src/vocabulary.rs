@@ -108,8 +108,8 @@ mod tests {
     use super::Vocabulary;
     use crate::evaluation::{EvalStatus, HackKind, TimingMethod};
     use crate::tables::{
-        DedupMethod, EditFormat, EditOutcome, GrpoSelection, ModuleStatus, ProbeStatus, RepoStatus,
-        SftKind, SourceKind, Split, StepKind,
+        DedupMethod, EditFormat, EditOutcome, GrpoSelection, ModuleStatus, ProbeStatus, RepoReason,
+        RepoStatus, SftKind, SkipReason, SourceKind, Split, StepKind,
     };
 
     /// Each name is unique, parses back, and is the serde form of its variant.
@@ -136,6 +136,10 @@ mod tests {
         check::<TimingMethod>();
         check::<ProbeStatus>();
         check::<RepoStatus>();
+        check::<RepoReason>();
+        check::<SkipReason>();
+        check::<RepoReason>();
+        check::<SkipReason>();
         check::<SourceKind>();
         check::<ModuleStatus>();
         check::<DedupMethod>();

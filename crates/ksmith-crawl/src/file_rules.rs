@@ -1,41 +1,9 @@
 //! Which paths and file contents are accepted: path safety, skipped folders, Python files,
 //! generated files, binary and non-UTF-8 content.
 
-use crate::config::CrawlConfig;
+use ksmith_core::tables::SkipReason;
 
-/// Skip reasons written to `RepoRow.skipped`.
-pub mod reason {
-    /// A Python file larger than `max_file_bytes`.
-    pub const TOO_LARGE: &str = "too_large";
-    /// A file containing a NUL byte.
-    pub const BINARY: &str = "binary";
-    /// A file that is not valid UTF-8.
-    pub const NOT_UTF8: &str = "not_utf8";
-    /// A file or folder name that is not valid UTF-8.
-    pub const NOT_UTF8_PATH: &str = "not_utf8_path";
-    /// A name that could escape the snapshot (`..`, `.`, `.git`, a separator, NUL).
-    pub const UNSAFE_PATH: &str = "unsafe_path";
-    /// A symbolic link; never followed.
-    pub const SYMLINK: &str = "symlink";
-    /// A git submodule; never fetched.
-    pub const SUBMODULE: &str = "submodule";
-    /// A folder on the `skip_dirs` list.
-    pub const VENDORED: &str = "vendored";
-    /// A file whose name ends with one of `skip_file_suffixes`.
-    pub const GENERATED: &str = "generated";
-    /// A FIFO, socket or device file.
-    pub const NOT_REGULAR_FILE: &str = "not_regular_file";
-    /// A tree entry with a mode git does not define.
-    pub const UNKNOWN_MODE: &str = "unknown_mode";
-    /// The file could not be read.
-    pub const UNREADABLE: &str = "unreadable";
-    /// The file was replaced while it was being read (for example by a symlink).
-    pub const CHANGED_DURING_CRAWL: &str = "changed_during_crawl";
-    /// Beyond `max_files` under `on_limit = "truncate"`.
-    pub const TOO_MANY_FILES: &str = "too_many_files";
-    /// Beyond `max_repo_python_bytes` under `on_limit = "truncate"`.
-    pub const REPO_TOO_LARGE: &str = "repo_too_large";
-}
+use crate::config::CrawlConfig;
 
 /// True when one path component is safe to create inside a snapshot folder.
 pub fn is_safe_component(name: &[u8]) -> bool {
@@ -81,15 +49,15 @@ impl<'a> FileRules<'a> {
     }
 
     /// Checks file content; the skip reason when it is not accepted.
-    pub fn check_content(&self, bytes: &[u8]) -> Result<(), &'static str> {
+    pub fn check_content(&self, bytes: &[u8]) -> Result<(), SkipReason> {
         if self.too_large(bytes.len() as u64) {
-            return Err(reason::TOO_LARGE);
+            return Err(SkipReason::TooLarge);
         }
         if bytes.contains(&0) {
-            return Err(reason::BINARY);
+            return Err(SkipReason::Binary);
         }
         if std::str::from_utf8(bytes).is_err() {
-            return Err(reason::NOT_UTF8);
+            return Err(SkipReason::NotUtf8);
         }
         Ok(())
     }
@@ -133,8 +101,8 @@ mod tests {
         assert!(r.skips_dir("third_party"));
         assert!(!r.skips_dir("Third_Party"));
         assert_eq!(r.check_content(b"x = 1\n"), Ok(()));
-        assert_eq!(r.check_content(b"x\0"), Err(reason::BINARY));
-        assert_eq!(r.check_content(b"x = '\xe9'"), Err(reason::NOT_UTF8));
-        assert_eq!(r.check_content(b"01234567890"), Err(reason::TOO_LARGE));
+        assert_eq!(r.check_content(b"x\0"), Err(SkipReason::Binary));
+        assert_eq!(r.check_content(b"x = '\xe9'"), Err(SkipReason::NotUtf8));
+        assert_eq!(r.check_content(b"01234567890"), Err(SkipReason::TooLarge));
     }
 }

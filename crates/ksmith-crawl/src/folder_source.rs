@@ -11,11 +11,13 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use ksmith_core::tables::{RepoReason, SkipReason};
+
 use crate::config::CrawlConfig;
 use crate::error::Error;
-use crate::file_rules::{FileRules, is_safe_component, reason};
+use crate::file_rules::{FileRules, is_safe_component};
 use crate::license::{MAX_LICENSE_BYTES, license_file_rank};
-use crate::snapshot::{Candidate, Handle, LoadError, Walk};
+use crate::snapshot::{Candidate, Handle, LoadError, Rejection, Walk};
 
 /// The identity of a file as seen by `lstat`.
 fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
@@ -86,7 +88,7 @@ fn handle(path: &Path, meta: &std::fs::Metadata) -> Handle {
 /// Walks the folder: Python candidates and skipped entries.
 ///
 /// Returns `Ok(Err(reason))` when it has more than `max_tree_entries` entries.
-pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, String>, Error> {
+pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, Rejection>, Error> {
     let rules = FileRules::new(cfg);
     let mut walk = Walk::default();
     let mut entries: u64 = 0;
@@ -96,7 +98,7 @@ pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, String>, Erro
             Ok(l) => l,
             Err(e) if prefix.is_empty() => return Err(Error::io(&dir, e)),
             Err(_) => {
-                walk.skip(prefix.clone(), reason::UNREADABLE);
+                walk.skip(prefix.clone(), SkipReason::Unreadable);
                 continue;
             }
         };
@@ -104,52 +106,55 @@ pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, String>, Erro
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
             entries += 1;
             if entries > cfg.max_tree_entries {
-                return Ok(Err(format!(
-                    "tree_too_large: more than max_tree_entries = {} entries",
-                    cfg.max_tree_entries
+                return Ok(Err(Rejection::new(
+                    RepoReason::TreeTooLarge,
+                    Some(format!(
+                        "more than max_tree_entries = {} entries",
+                        cfg.max_tree_entries
+                    )),
                 )));
             }
             let os_name = entry.file_name();
             let Some(name) = os_name.to_str() else {
                 walk.skip(
                     format!("{prefix}{}", os_name.to_string_lossy()),
-                    reason::NOT_UTF8_PATH,
+                    SkipReason::NotUtf8Path,
                 );
                 continue;
             };
             if !is_safe_component(name.as_bytes()) && name != ".git" {
-                walk.skip(format!("{prefix}{name}"), reason::UNSAFE_PATH);
+                walk.skip(format!("{prefix}{name}"), SkipReason::UnsafePath);
                 continue;
             }
             let path = format!("{prefix}{name}");
             let file_type = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
             if file_type.is_symlink() {
-                walk.skip(path, reason::SYMLINK);
+                walk.skip(path, SkipReason::Symlink);
             } else if file_type.is_dir() {
                 if rules.skips_dir(name) || name.eq_ignore_ascii_case(".git") {
-                    walk.skip(format!("{path}/"), reason::VENDORED);
+                    walk.skip(format!("{path}/"), SkipReason::Vendored);
                 } else {
                     stack.push((entry.path(), format!("{path}/")));
                 }
             } else if !file_type.is_file() {
-                walk.skip(path, reason::NOT_REGULAR_FILE);
+                walk.skip(path, SkipReason::NotRegularFile);
             } else if rules.is_python(name) {
                 if rules.is_generated(name) {
-                    walk.skip(path, reason::GENERATED);
+                    walk.skip(path, SkipReason::Generated);
                     continue;
                 }
                 let abs = entry.path();
                 let meta = match std::fs::symlink_metadata(&abs) {
                     Ok(m) => m,
                     Err(_) => {
-                        walk.skip(path, reason::UNREADABLE);
+                        walk.skip(path, SkipReason::Unreadable);
                         continue;
                     }
                 };
                 if !meta.file_type().is_file() {
-                    walk.skip(path, reason::CHANGED_DURING_CRAWL);
+                    walk.skip(path, SkipReason::ChangedDuringCrawl);
                 } else if rules.too_large(meta.len()) {
-                    walk.skip(path, reason::TOO_LARGE);
+                    walk.skip(path, SkipReason::TooLarge);
                 } else {
                     walk.candidates.push(Candidate {
                         path,
@@ -167,18 +172,18 @@ pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, String>, Erro
 /// walk saw.
 pub fn read_checked(c: &Candidate, max_bytes: u64) -> Result<Vec<u8>, LoadError> {
     let Handle::File { abs, dev, ino } = &c.handle else {
-        return Err(LoadError::Skip(reason::UNREADABLE));
+        return Err(LoadError::Skip(SkipReason::Unreadable));
     };
-    let file = File::open(abs).map_err(|_| LoadError::Skip(reason::UNREADABLE))?;
+    let file = File::open(abs).map_err(|_| LoadError::Skip(SkipReason::Unreadable))?;
     let meta = file
         .metadata()
-        .map_err(|_| LoadError::Skip(reason::UNREADABLE))?;
+        .map_err(|_| LoadError::Skip(SkipReason::Unreadable))?;
     if !meta.file_type().is_file() || identity(&meta) != (*dev, *ino) {
-        return Err(LoadError::Skip(reason::CHANGED_DURING_CRAWL));
+        return Err(LoadError::Skip(SkipReason::ChangedDuringCrawl));
     }
     let mut bytes = Vec::with_capacity(c.size.min(max_bytes) as usize);
     file.take(max_bytes + 1)
         .read_to_end(&mut bytes)
-        .map_err(|_| LoadError::Skip(reason::UNREADABLE))?;
+        .map_err(|_| LoadError::Skip(SkipReason::Unreadable))?;
     Ok(bytes)
 }

@@ -14,11 +14,13 @@ use git2::{
     RepositoryOpenFlags,
 };
 
+use ksmith_core::tables::{RepoReason, SkipReason};
+
 use crate::config::CrawlConfig;
 use crate::error::Error;
-use crate::file_rules::{FileRules, is_safe_component, reason};
+use crate::file_rules::{FileRules, is_safe_component};
 use crate::license::{MAX_LICENSE_BYTES, license_file_rank};
-use crate::snapshot::{Candidate, Handle, LoadError, Walk};
+use crate::snapshot::{Candidate, Handle, LoadError, Rejection, Walk};
 
 /// The ref in a mirror that records the remote's HEAD at the last fetch.
 pub const REMOTE_HEAD_REF: &str = "refs/ksmith/remote-head";
@@ -481,7 +483,7 @@ pub fn walk(
     repo: &str,
     commit: Oid,
     cfg: &CrawlConfig,
-) -> Result<Result<Walk, String>, Error> {
+) -> Result<Result<Walk, Rejection>, Error> {
     let rules = FileRules::new(cfg);
     let odb = git
         .odb()
@@ -496,23 +498,26 @@ pub fn walk(
         for entry in tree.iter() {
             entries += 1;
             if entries > cfg.max_tree_entries {
-                return Ok(Err(format!(
-                    "tree_too_large: more than max_tree_entries = {} entries",
-                    cfg.max_tree_entries
+                return Ok(Err(Rejection::new(
+                    RepoReason::TreeTooLarge,
+                    Some(format!(
+                        "more than max_tree_entries = {} entries",
+                        cfg.max_tree_entries
+                    )),
                 )));
             }
             let raw = entry.name_bytes();
             if !is_safe_component(raw) {
                 walk.skip(
                     format!("{prefix}{}", String::from_utf8_lossy(raw)),
-                    reason::UNSAFE_PATH,
+                    SkipReason::UnsafePath,
                 );
                 continue;
             }
             let Ok(name) = std::str::from_utf8(raw) else {
                 walk.skip(
                     format!("{prefix}{}", String::from_utf8_lossy(raw)),
-                    reason::NOT_UTF8_PATH,
+                    SkipReason::NotUtf8Path,
                 );
                 continue;
             };
@@ -520,19 +525,19 @@ pub fn walk(
             match entry.filemode() {
                 MODE_TREE => {
                     if rules.skips_dir(name) {
-                        walk.skip(format!("{path}/"), reason::VENDORED);
+                        walk.skip(format!("{path}/"), SkipReason::Vendored);
                     } else {
                         stack.push((entry.id(), format!("{path}/")));
                     }
                 }
-                MODE_LINK => walk.skip(path, reason::SYMLINK),
-                MODE_COMMIT => walk.skip(path, reason::SUBMODULE),
+                MODE_LINK => walk.skip(path, SkipReason::Symlink),
+                MODE_COMMIT => walk.skip(path, SkipReason::Submodule),
                 MODE_BLOB | MODE_BLOB_EXECUTABLE | MODE_BLOB_GROUP_WRITABLE => {
                     if !rules.is_python(name) {
                         continue;
                     }
                     if rules.is_generated(name) {
-                        walk.skip(path, reason::GENERATED);
+                        walk.skip(path, SkipReason::Generated);
                         continue;
                     }
                     let (size, kind) = odb
@@ -546,7 +551,7 @@ pub fn walk(
                         });
                     }
                     if rules.too_large(size as u64) {
-                        walk.skip(path, reason::TOO_LARGE);
+                        walk.skip(path, SkipReason::TooLarge);
                         continue;
                     }
                     walk.candidates.push(Candidate {
@@ -555,7 +560,7 @@ pub fn walk(
                         handle: Handle::Blob(entry.id()),
                     });
                 }
-                _ => walk.skip(path, reason::UNKNOWN_MODE),
+                _ => walk.skip(path, SkipReason::UnknownMode),
             }
         }
     }
@@ -569,6 +574,6 @@ pub fn load(git: &Repository, repo: &str, c: &Candidate) -> Result<Vec<u8>, Load
             .find_blob(*oid)
             .map(|b| b.content().to_vec())
             .map_err(|e| LoadError::Fatal(Error::git(repo, format!("read {}", c.path), e))),
-        Handle::File { .. } => Err(LoadError::Skip(reason::UNREADABLE)),
+        Handle::File { .. } => Err(LoadError::Skip(SkipReason::Unreadable)),
     }
 }

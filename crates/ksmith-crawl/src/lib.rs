@@ -9,8 +9,10 @@
 //!   objects are read from the object database (no hooks, no filter drivers, no fsmonitor);
 //!   symbolic links are never followed, in git trees or in plain folders.
 //! - Every repository gets a row: `ok` (its files are in the snapshot), `rejected` (license,
-//!   limits, no Python; `reason` says which, and `files` is empty) or `failed` (could not be
-//!   fetched or read; `reason` holds the error). One repository failing never stops the others.
+//!   limits, no Python; `reason_code` says which, `reason` in words, and `files` is empty) or
+//!   `failed` (could not be fetched or read; `reason_code` is `failed` and `reason` holds the
+//!   error). One repository failing never stops the others. The report counts the rows that
+//!   are not ok by `reason_code`, and skipped files by their typed `SkipReason`.
 //! - Only `.py` files that are valid UTF-8, contain no NUL byte and are at most
 //!   `max_file_bytes` are accepted; every other Python file (and every link, submodule and
 //!   skipped folder) is listed in `skipped` with its reason.
@@ -56,7 +58,7 @@ pub use error::Error;
 /// The stage's name.
 pub const STAGE: &str = "crawl";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// Crawls every source and writes `repos.parquet` in `ctx.workdir`.
 ///
@@ -160,13 +162,11 @@ fn count_outcome(o: &repo_crawl::Outcome, report: &mut StageReport, ctx: &StageC
     match row.status {
         RepoStatus::Ok => report.count("repos_ok", 1),
         RepoStatus::Rejected | RepoStatus::Failed => {
-            let reason = row.reason.as_deref().unwrap_or("");
-            let category = match row.status {
-                RepoStatus::Failed => "failed",
-                _ => reason.split(':').next().unwrap_or("rejected"),
-            };
-            report.drop_row(category);
+            // Every row that is not ok has a code (set_reason); the status names the rest.
+            let code = row.reason_code.map_or(row.status.as_str(), |c| c.as_str());
+            report.drop_row(code);
             if row.status == RepoStatus::Failed {
+                let reason = row.reason.as_deref().unwrap_or("");
                 ctx.warn(format!("repo {} failed: {reason}", row.repo));
             }
         }

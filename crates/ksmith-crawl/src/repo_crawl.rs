@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use ksmith_core::ids::IdHasher;
-use ksmith_core::tables::{RepoRow, RepoStatus};
+use ksmith_core::tables::{RepoReason, RepoRow, RepoStatus};
 
 use crate::config::CrawlConfig;
 use crate::error::Error;
 use crate::folder_source;
 use crate::git_source;
 use crate::license::{self, Detected};
-use crate::snapshot::{self, Selection, Walk};
+use crate::snapshot::{self, Rejection, Selection, Walk};
 use crate::source::{Location, RepoSource};
 
 /// What every repository of one crawl shares.
@@ -43,13 +43,11 @@ pub struct Outcome {
 pub fn crawl(src: &RepoSource, env: &CrawlEnv<'_>) -> Outcome {
     let mut outcome = match crawl_inner(src, env) {
         Ok(o) => o,
-        Err(e) => Outcome {
-            row: RepoRow {
-                fetched_at: env.now.clone(),
-                ..base_row(src, RepoStatus::Failed, Some(failure_reason(&e)))
-            },
-            reused: false,
-        },
+        Err(e) => {
+            let mut row = base_row(src, RepoStatus::Failed);
+            row.set_reason(RepoReason::Failed, Some(&failure_reason(&e)));
+            Outcome { row, reused: false }
+        }
     };
     let row = &mut outcome.row;
     row.fetched_at = env.now.clone();
@@ -72,7 +70,7 @@ fn failure_reason(e: &Error) -> String {
 }
 
 /// The row fields that come from the source itself.
-fn base_row(src: &RepoSource, status: RepoStatus, reason: Option<String>) -> RepoRow {
+fn base_row(src: &RepoSource, status: RepoStatus) -> RepoRow {
     RepoRow {
         repo: src.name.clone(),
         url: src.url.clone(),
@@ -84,7 +82,8 @@ fn base_row(src: &RepoSource, status: RepoStatus, reason: Option<String>) -> Rep
         stars: src.stars,
         fetched_at: String::new(),
         status,
-        reason,
+        reason: None,
+        reason_code: None,
         changed: false,
         snapshot: None,
         files: Vec::new(),
@@ -108,22 +107,24 @@ fn rules_for(src: &RepoSource, env: &CrawlEnv<'_>) -> String {
     h.finish()
 }
 
-/// The license decision: (license, license_source, rejection reason).
+/// The license decision: (license, license_source, rejection).
 fn decide_license(
     src: &RepoSource,
     files: &[(String, String)],
     cfg: &CrawlConfig,
-) -> (Option<String>, Option<String>, Option<String>) {
+) -> (Option<String>, Option<String>, Option<Rejection>) {
     let (id, from) = match (&src.license, src.license_source) {
         (Some(l), Some(s)) => (Some(l.clone()), Some(s.to_string())),
         _ => match license::detect(files) {
             Detected::Known { id, file } => (Some(id), Some(format!("file:{file}"))),
             Detected::Unknown { file } => {
-                let why = (!cfg.accept_unlicensed).then(|| format!("unknown_license: {file}"));
+                let why = (!cfg.accept_unlicensed)
+                    .then(|| Rejection::new(RepoReason::UnknownLicense, Some(file.clone())));
                 return (None, Some(format!("file:{file}")), why);
             }
             Detected::Missing => {
-                let why = (!cfg.accept_unlicensed).then(|| "no_license".to_string());
+                let why =
+                    (!cfg.accept_unlicensed).then(|| Rejection::new(RepoReason::NoLicense, None));
                 return (None, None, why);
             }
         },
@@ -131,7 +132,7 @@ fn decide_license(
     let reject = id
         .as_deref()
         .filter(|l| !license::is_allowed(l, &cfg.allowed_licenses))
-        .map(|l| format!("license_not_allowed: {l}"));
+        .map(|l| Rejection::new(RepoReason::LicenseNotAllowed, Some(l.to_string())));
     (id, from, reject)
 }
 
@@ -168,7 +169,7 @@ fn crawl_git(
     {
         return Ok(Outcome { row, reused: true });
     }
-    let mut row = base_row(src, RepoStatus::Ok, None);
+    let mut row = base_row(src, RepoStatus::Ok);
     row.commit = Some(commit.clone());
     let files = git_source::license_files(git, &src.name, oid)?;
     let (id, from, reject) = decide_license(src, &files, env.cfg);
@@ -189,21 +190,19 @@ fn crawl_folder(src: &RepoSource, env: &CrawlEnv<'_>, root: &Path) -> Result<Out
     folder_source::check_root(&src.name, root)?;
     let key = src.key();
     let rules = rules_for(src, env);
-    let mut row = base_row(src, RepoStatus::Ok, None);
+    let mut row = base_row(src, RepoStatus::Ok);
     let files = folder_source::license_files(root)?;
     let (id, from, reject) = decide_license(src, &files, env.cfg);
     row.license = id;
     row.license_source = from;
     if let Some(why) = reject {
-        row.status = RepoStatus::Rejected;
-        row.reason = Some(why);
+        reject_row(&mut row, why);
         return Ok(Outcome { row, reused: false });
     }
     let walk: Walk = match folder_source::walk(root, env.cfg)? {
         Ok(w) => w,
         Err(why) => {
-            row.status = RepoStatus::Rejected;
-            row.reason = Some(why);
+            reject_row(&mut row, why);
             return Ok(Outcome { row, reused: false });
         }
     };
@@ -221,16 +220,21 @@ fn crawl_folder(src: &RepoSource, env: &CrawlEnv<'_>, root: &Path) -> Result<Out
     finish_selected(env, &key, &commit, &rules, row, sel)
 }
 
+/// Marks `row` rejected for `why`.
+fn reject_row(row: &mut RepoRow, why: Rejection) {
+    row.status = RepoStatus::Rejected;
+    row.set_reason(why.code, why.detail.as_deref());
+}
+
 fn finish_rejected(
     env: &CrawlEnv<'_>,
     key: &str,
     commit: &str,
     rules: &str,
     mut row: RepoRow,
-    why: String,
+    why: Rejection,
 ) -> Result<Outcome, Error> {
-    row.status = RepoStatus::Rejected;
-    row.reason = Some(why);
+    reject_row(&mut row, why);
     snapshot::write_stamp(env.workdir, key, commit, rules, &row)?;
     snapshot::remove_others(env.workdir, key, commit)?;
     Ok(Outcome { row, reused: false })
@@ -249,7 +253,8 @@ fn finish_selected(
         return finish_rejected(env, key, commit, rules, row, why);
     }
     if sel.accepted.is_empty() {
-        return finish_rejected(env, key, commit, rules, row, "no_python_files".to_string());
+        let why = Rejection::new(RepoReason::NoPythonFiles, None);
+        return finish_rejected(env, key, commit, rules, row, why);
     }
     snapshot::write(env.workdir, key, commit, &sel.accepted)?;
     row.snapshot = Some(snapshot::relative_dir(key, commit));

@@ -14,12 +14,12 @@
 
 use std::path::{Path, PathBuf};
 
-use ksmith_core::tables::{RepoRow, RepoStatus, SkippedFile};
+use ksmith_core::tables::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{CrawlConfig, LimitPolicy};
 use crate::error::Error;
-use crate::file_rules::{FileRules, is_safe_component, reason};
+use crate::file_rules::{FileRules, is_safe_component};
 
 /// Folder of all snapshots inside a work directory.
 pub const SNAPSHOTS_DIR: &str = "snapshots";
@@ -55,7 +55,7 @@ pub enum Handle {
 #[derive(Debug)]
 pub enum LoadError {
     /// The file is skipped with this reason; the repository goes on.
-    Skip(&'static str),
+    Skip(SkipReason),
     /// The repository cannot be read (a missing or corrupt object).
     Fatal(Error),
 }
@@ -71,11 +71,27 @@ pub struct Walk {
 
 impl Walk {
     /// Records a skipped entry.
-    pub fn skip(&mut self, path: impl Into<String>, why: &str) {
+    pub fn skip(&mut self, path: impl Into<String>, why: SkipReason) {
         self.skipped.push(SkippedFile {
             path: path.into(),
-            reason: why.to_string(),
+            reason: why,
         });
+    }
+}
+
+/// Why a whole repository is rejected: the code and, in words, the detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The code.
+    pub code: RepoReason,
+    /// The detail (the license, the limit), if any.
+    pub detail: Option<String>,
+}
+
+impl Rejection {
+    /// A rejection for `code` with `detail`.
+    pub fn new(code: RepoReason, detail: Option<String>) -> Self {
+        Rejection { code, detail }
     }
 }
 
@@ -89,7 +105,7 @@ pub struct Selection {
     /// Bytes of the accepted files.
     pub python_bytes: u64,
     /// Set when the repository is rejected by a limit (`on_limit = "reject"`).
-    pub rejected: Option<String>,
+    pub rejected: Option<Rejection>,
 }
 
 /// Reads candidates in path order, checks their content and applies the repository limits.
@@ -108,7 +124,7 @@ pub fn select(
         skipped,
         ..Default::default()
     };
-    let mut limit_hit: Option<&'static str> = None;
+    let mut limit_hit: Option<SkipReason> = None;
     for c in candidates {
         if let Some(why) = limit_hit {
             sel.skipped.push(skipped_file(&c.path, why));
@@ -128,9 +144,9 @@ pub fn select(
         }
         let size = bytes.len() as u64;
         let over = if sel.accepted.len() >= cfg.max_files {
-            Some(reason::TOO_MANY_FILES)
+            Some(SkipReason::TooManyFiles)
         } else if sel.python_bytes + size > cfg.max_repo_python_bytes {
-            Some(reason::REPO_TOO_LARGE)
+            Some(SkipReason::RepoTooLarge)
         } else {
             None
         };
@@ -138,13 +154,19 @@ pub fn select(
             match cfg.on_limit {
                 LimitPolicy::Reject => {
                     sel.rejected = Some(match why {
-                        reason::TOO_MANY_FILES => format!(
-                            "too_many_files: more than max_files = {} Python files",
-                            cfg.max_files
+                        SkipReason::TooManyFiles => Rejection::new(
+                            RepoReason::TooManyFiles,
+                            Some(format!(
+                                "more than max_files = {} Python files",
+                                cfg.max_files
+                            )),
                         ),
-                        _ => format!(
-                            "repo_too_large: more than max_repo_python_bytes = {} bytes of Python",
-                            cfg.max_repo_python_bytes
+                        _ => Rejection::new(
+                            RepoReason::RepoTooLarge,
+                            Some(format!(
+                                "more than max_repo_python_bytes = {} bytes of Python",
+                                cfg.max_repo_python_bytes
+                            )),
                         ),
                     });
                     sel.accepted.clear();
@@ -165,10 +187,10 @@ pub fn select(
     Ok(sel)
 }
 
-fn skipped_file(path: &str, why: &str) -> SkippedFile {
+fn skipped_file(path: &str, why: SkipReason) -> SkippedFile {
     SkippedFile {
         path: path.to_string(),
-        reason: why.to_string(),
+        reason: why,
     }
 }
 
@@ -357,7 +379,10 @@ mod tests {
         let paths: Vec<&str> = sel.accepted.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["a.py", "b.py", "c.py"]);
         assert_eq!(sel.python_bytes, 18);
-        assert_eq!(sel.skipped, vec![skipped_file("bin.py", reason::BINARY)]);
+        assert_eq!(
+            sel.skipped,
+            vec![skipped_file("bin.py", SkipReason::Binary)]
+        );
         assert!(sel.rejected.is_none());
     }
 
@@ -369,23 +394,13 @@ mod tests {
         };
         let sel = run(FILES, &cfg);
         assert!(sel.accepted.is_empty());
-        assert!(
-            sel.rejected
-                .as_deref()
-                .unwrap()
-                .starts_with("too_many_files")
-        );
+        assert_eq!(sel.rejected.map(|r| r.code), Some(RepoReason::TooManyFiles));
         let cfg = CrawlConfig {
             max_repo_python_bytes: 10,
             ..Default::default()
         };
         let sel = run(FILES, &cfg);
-        assert!(
-            sel.rejected
-                .as_deref()
-                .unwrap()
-                .starts_with("repo_too_large")
-        );
+        assert_eq!(sel.rejected.map(|r| r.code), Some(RepoReason::RepoTooLarge));
         assert_eq!(sel.python_bytes, 0);
     }
 
@@ -402,7 +417,7 @@ mod tests {
         assert!(sel.rejected.is_none());
         assert!(
             sel.skipped
-                .contains(&skipped_file("c.py", reason::TOO_MANY_FILES))
+                .contains(&skipped_file("c.py", SkipReason::TooManyFiles))
         );
         let cfg = CrawlConfig {
             max_repo_python_bytes: 13,
@@ -413,7 +428,7 @@ mod tests {
         assert_eq!(sel.accepted.len(), 2);
         assert!(
             sel.skipped
-                .contains(&skipped_file("c.py", reason::REPO_TOO_LARGE))
+                .contains(&skipped_file("c.py", SkipReason::RepoTooLarge))
         );
     }
 
@@ -448,6 +463,7 @@ mod tests {
         let mut row = RepoRow::failed("r", "u", "x");
         row.status = RepoStatus::Ok;
         row.reason = None;
+        row.reason_code = None;
         row.commit = Some("c1".into());
         row.snapshot = Some(relative_dir("k", "c1"));
         row.files = vec!["pkg/m.py".into()];

@@ -9,7 +9,7 @@ use git2::{FileMode, ObjectType, Oid, Repository, Signature};
 use ksmith_core::config::SourceSpec;
 use ksmith_core::context::StageContext;
 use ksmith_core::table::{Table, read_fingerprint, read_table};
-use ksmith_core::tables::{RepoRow, RepoStatus, SourceKind};
+use ksmith_core::tables::{RepoReason, RepoRow, RepoStatus, SourceKind};
 use ksmith_crawl::{CrawlConfig, LimitPolicy, run};
 
 const MIT: &str = "MIT License\n\nPermission is hereby granted, free of charge, to any person obtaining a copy of this software, to deal in the Software without restriction.\n\nThe above copyright notice and this permission notice shall be included in all copies or substantial portions of the Software.\n";
@@ -452,6 +452,18 @@ fn licenses_decide_acceptance_and_overrides_win() {
         c.row("odd").reason.as_deref(),
         Some("unknown_license: COPYING")
     );
+    // The typed code is stored next to the words, and the report counts by it.
+    assert_eq!(g.reason_code, Some(RepoReason::LicenseNotAllowed));
+    assert_eq!(c.row("none").reason_code, Some(RepoReason::NoLicense));
+    assert_eq!(c.row("odd").reason_code, Some(RepoReason::UnknownLicense));
+    for code in ["license_not_allowed", "no_license", "unknown_license"] {
+        assert_eq!(
+            c.report.dropped.get(code),
+            Some(&1),
+            "{:?}",
+            c.report.dropped
+        );
+    }
     let o = c.row("gpl-but-mit");
     assert_eq!(o.status, RepoStatus::Ok);
     assert_eq!(o.license.as_deref(), Some("MIT"));

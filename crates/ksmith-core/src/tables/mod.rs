@@ -19,7 +19,7 @@ pub use dedup::{DedupMethod, DedupRow};
 pub use grpo::{GrpoRow, GrpoSelection};
 pub use modules::{ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
-pub use repos::{RepoRow, RepoStatus, SkippedFile, SourceKind};
+pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};
 pub use steps::{EditFormat, EditOutcome, StepKind, StepRow};
 pub use tasks::TaskRow;

@@ -30,13 +30,73 @@ crate::vocabulary! {
     }
 }
 
+crate::vocabulary! {
+    /// Why a repository is not `ok`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum RepoReason {
+        /// It could not be fetched or read (`failed`; the `reason` text is the error).
+        Failed = "failed",
+        /// No license file was found (and `accept_unlicensed` is off).
+        NoLicense = "no_license",
+        /// A license file was found but not recognized.
+        UnknownLicense = "unknown_license",
+        /// The license is not on `allowed_licenses`.
+        LicenseNotAllowed = "license_not_allowed",
+        /// The tree has more entries than `max_tree_entries`.
+        TreeTooLarge = "tree_too_large",
+        /// More Python files than `max_files` (under `on_limit = "reject"`).
+        TooManyFiles = "too_many_files",
+        /// More Python bytes than `max_repo_python_bytes` (under `on_limit = "reject"`).
+        RepoTooLarge = "repo_too_large",
+        /// No Python file was accepted.
+        NoPythonFiles = "no_python_files",
+    }
+}
+
+crate::vocabulary! {
+    /// Why crawl did not pass a file downstream.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum SkipReason {
+        /// A Python file larger than `max_file_bytes`.
+        TooLarge = "too_large",
+        /// A file containing a NUL byte.
+        Binary = "binary",
+        /// A file that is not valid UTF-8.
+        NotUtf8 = "not_utf8",
+        /// A file or folder name that is not valid UTF-8.
+        NotUtf8Path = "not_utf8_path",
+        /// A name that could escape the snapshot (`..`, `.`, `.git`, a separator, NUL).
+        UnsafePath = "unsafe_path",
+        /// A symbolic link; never followed.
+        Symlink = "symlink",
+        /// A git submodule; never fetched.
+        Submodule = "submodule",
+        /// A folder on the `skip_dirs` list.
+        Vendored = "vendored",
+        /// A file whose name ends with one of `skip_file_suffixes`.
+        Generated = "generated",
+        /// A FIFO, socket or device file.
+        NotRegularFile = "not_regular_file",
+        /// A tree entry with a mode git does not define.
+        UnknownMode = "unknown_mode",
+        /// The file could not be read.
+        Unreadable = "unreadable",
+        /// The file was replaced while it was being read (for example by a symlink).
+        ChangedDuringCrawl = "changed_during_crawl",
+        /// Beyond `max_files` under `on_limit = "truncate"`.
+        TooManyFiles = "too_many_files",
+        /// Beyond `max_repo_python_bytes` under `on_limit = "truncate"`.
+        RepoTooLarge = "repo_too_large",
+    }
+}
+
 /// A file crawl did not pass downstream, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedFile {
     /// Path relative to the repository root.
     pub path: String,
-    /// Why: `too_large`, `binary`, `not_utf8`, `symlink`, `vendored`, `too_many_files`, ...
-    pub reason: String,
+    /// Why.
+    pub reason: SkipReason,
 }
 
 /// One crawled repository with its provenance.
@@ -62,8 +122,11 @@ pub struct RepoRow {
     pub fetched_at: String,
     /// Whether it goes downstream.
     pub status: RepoStatus,
-    /// Why it was rejected or failed.
+    /// Why it was rejected or failed, in words (`license_not_allowed: GPL-3.0`, or the error).
     pub reason: Option<String>,
+    /// Why it was rejected or failed, as a code (set with [`RepoRow::set_reason`]).
+    #[serde(default)]
+    pub reason_code: Option<RepoReason>,
     /// True when the pinned commit differs from the previous crawl (or it is new).
     pub changed: bool,
     /// Folder holding the accepted Python files, relative to the work directory.
@@ -79,7 +142,7 @@ pub struct RepoRow {
 impl RepoRow {
     /// A row for a repository that could not be fetched.
     pub fn failed(repo: &str, url: &str, reason: &str) -> Self {
-        RepoRow {
+        let mut row = RepoRow {
             repo: repo.to_string(),
             url: url.to_string(),
             source_kind: SourceKind::Git,
@@ -90,17 +153,31 @@ impl RepoRow {
             stars: None,
             fetched_at: String::new(),
             status: RepoStatus::Failed,
-            reason: Some(reason.to_string()),
+            reason: None,
+            reason_code: None,
             changed: false,
             snapshot: None,
             files: Vec::new(),
             skipped: Vec::new(),
             python_bytes: 0,
-        }
+        };
+        row.set_reason(RepoReason::Failed, Some(reason));
+        row
+    }
+
+    /// Records why the repository is not `ok`: `reason_code`, and `reason` in words, which is
+    /// the code followed by `: detail` (for [`RepoReason::Failed`], the detail alone: the error).
+    pub fn set_reason(&mut self, code: RepoReason, detail: Option<&str>) {
+        self.reason_code = Some(code);
+        self.reason = Some(match (code, detail) {
+            (RepoReason::Failed, Some(error)) => error.to_string(),
+            (code, Some(detail)) => format!("{code}: {detail}"),
+            (code, None) => code.to_string(),
+        });
     }
 }
 
 impl Table for RepoRow {
     const NAME: &'static str = "repos";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

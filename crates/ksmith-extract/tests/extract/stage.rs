@@ -29,6 +29,7 @@ fn repo_row(name: &str, snapshot: &str, files: &[&str], status: RepoStatus) -> R
         fetched_at: "2026-11-21T00:00:00Z".into(),
         status,
         reason: None,
+        reason_code: None,
         changed: true,
         snapshot: Some(snapshot.into()),
         files: files.iter().map(|s| s.to_string()).collect(),
