@@ -81,6 +81,7 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             line: 1,
             status: ModuleStatus::Ok,
             reason: None,
+            reason_code: None,
             program: Some(if via_probe {
                 "stale".into()
             } else {

@@ -108,8 +108,8 @@ mod tests {
     use super::Vocabulary;
     use crate::evaluation::{EvalStatus, HackKind, TimingMethod};
     use crate::tables::{
-        DedupMethod, EditFormat, EditOutcome, GrpoSelection, ModuleStatus, ProbeStatus, RepoReason,
-        RepoStatus, SftKind, SkipReason, SourceKind, Split, StepKind,
+        DedupMethod, EditFormat, EditOutcome, GrpoSelection, ModuleReason, ModuleStatus,
+        ProbeStatus, RepoReason, RepoStatus, SftKind, SkipReason, SourceKind, Split, StepKind,
     };
 
     /// Each name is unique, parses back, and is the serde form of its variant.
@@ -142,6 +142,7 @@ mod tests {
         check::<SkipReason>();
         check::<SourceKind>();
         check::<ModuleStatus>();
+        check::<ModuleReason>();
         check::<DedupMethod>();
         check::<StepKind>();
         check::<EditOutcome>();

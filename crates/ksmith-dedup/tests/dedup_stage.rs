@@ -25,6 +25,7 @@ fn module(id: &str, program: &str, license: Option<&str>, stars: Option<i64>) ->
         line: 1,
         status: ModuleStatus::Ok,
         reason: None,
+        reason_code: None,
         program: Some(program.into()),
         deps: vec![],
         imports: vec![],

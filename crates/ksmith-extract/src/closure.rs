@@ -19,6 +19,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use ksmith_core::tables::ModuleReason;
+
 use crate::imports::{Binding, ImportKinds, Target, is_allowed, read_only_use};
 use crate::index::StmtKind;
 use crate::names::{Guard, NestedImport, Owner};
@@ -130,6 +132,20 @@ impl Problem {
     /// True when this is a rule refusing the module rather than a failure.
     pub(crate) fn is_rejection(&self) -> bool {
         matches!(self, Problem::NotAllowed(_))
+    }
+
+    /// The reason's code.
+    pub(crate) fn code(&self) -> ModuleReason {
+        match self {
+            Problem::SyntaxError { .. } => ModuleReason::SyntaxError,
+            Problem::TooDeep { .. } => ModuleReason::TooDeeplyNested,
+            Problem::NotAllowed(_) => ModuleReason::ImportNotAllowed,
+            Problem::MissingImport(_) => ModuleReason::UnresolvedImport,
+            Problem::Undefined(_) => ModuleReason::UndefinedName,
+            Problem::NameConflict(_) => ModuleReason::NameConflict,
+            Problem::ModuleReference(_) => ModuleReason::ModuleReference,
+            Problem::Cycle(_) => ModuleReason::DependencyCycle,
+        }
     }
 
     /// The reason recorded in the row.

@@ -4,6 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use ksmith_core::tables::ModuleReason;
+
 use crate::builtins::is_builtin;
 use crate::closure::{NodeId, Plan};
 use crate::imports::Standalone;
@@ -228,7 +230,7 @@ pub(crate) fn validate_pieces(
     entry: NodeId,
     cache: &PieceCache,
     limits: &Limits,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let text = &emitted.text;
     let mut bound: HashSet<&str> = HashSet::new();
     let mut star = false;
@@ -239,7 +241,7 @@ pub(crate) fn validate_pieces(
             Some((node, false)) => {
                 let stmt = &repo.files[node.0].stmts[node.1];
                 if let Some(line) = stmt.error_line {
-                    return Err(format!("emitted_syntax_error at line {line}"));
+                    return Err(Invalid::syntax_error(line));
                 }
                 let renamed = match (&stmt.kind, node == entry && emitted.entry_renamed) {
                     (StmtKind::Class(info), true) => Some(info.name.as_str()),
@@ -258,11 +260,11 @@ pub(crate) fn validate_pieces(
                 let piece = text.get(part.range.clone()).unwrap_or("");
                 let check = cache.get(piece, limits);
                 if let Some(problem) = &check.problem {
-                    return Err(format!("emitted_program_unparsable: {problem}"));
+                    return Err(Invalid::unparsable(problem));
                 }
                 if let Some(line) = check.error_line {
                     let offset = text[..part.range.start].matches('\n').count() as u32;
-                    return Err(format!("emitted_syntax_error at line {}", offset + line));
+                    return Err(Invalid::syntax_error(offset + line));
                 }
                 checks.push(check);
             }
@@ -280,10 +282,13 @@ fn undefined_check<'a>(
     bound: &HashSet<&str>,
     reads: impl Iterator<Item = &'a String>,
     star: bool,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     for name in ["Model", "get_inputs", "get_init_inputs"] {
         if !bound.contains(name) {
-            return Err(format!("emitted_program_lacks: {name}"));
+            return Err(Invalid {
+                code: ModuleReason::EmittedProgramLacks,
+                text: format!("emitted_program_lacks: {name}"),
+            });
         }
     }
     if star {
@@ -295,7 +300,10 @@ fn undefined_check<'a>(
         .collect();
     undefined.sort_unstable();
     match undefined.first() {
-        Some(first) => Err(format!("undefined_name: {first}")),
+        Some(first) => Err(Invalid {
+            code: ModuleReason::UndefinedName,
+            text: format!("undefined_name: {first}"),
+        }),
         None => Ok(()),
     }
 }
@@ -313,14 +321,39 @@ pub(crate) fn import_lines(plan: &Plan) -> Vec<String> {
     lines
 }
 
+/// Why an emitted program is refused: the row's reason code and words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    /// The code.
+    pub(crate) code: ModuleReason,
+    /// The reason in words.
+    pub(crate) text: String,
+}
+
+impl Invalid {
+    fn syntax_error(line: u32) -> Self {
+        Invalid {
+            code: ModuleReason::EmittedSyntaxError,
+            text: format!("emitted_syntax_error at line {line}"),
+        }
+    }
+
+    fn unparsable(problem: impl std::fmt::Display) -> Self {
+        Invalid {
+            code: ModuleReason::EmittedProgramUnparsable,
+            text: format!("emitted_program_unparsable: {problem}"),
+        }
+    }
+}
+
 /// Checks a whole emitted program with one re-parse; the error is the row's reason.
-pub(crate) fn validate(program: &str, limits: &Limits) -> Result<(), String> {
+pub(crate) fn validate(program: &str, limits: &Limits) -> Result<(), Invalid> {
     let check = PieceCheck::new(program, limits);
     if let Some(problem) = &check.problem {
-        return Err(format!("emitted_program_unparsable: {problem}"));
+        return Err(Invalid::unparsable(problem));
     }
     if let Some(line) = check.error_line {
-        return Err(format!("emitted_syntax_error at line {line}"));
+        return Err(Invalid::syntax_error(line));
     }
     let bound: HashSet<&str> = check.bound.iter().map(|s| s.as_str()).collect();
     undefined_check(&bound, check.reads.iter(), check.star)
@@ -356,19 +389,20 @@ mod tests {
             "import torch\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return helper(x)\n\n\n{INPUTS}"
         );
         assert_eq!(
-            validate(&p, &limits()),
-            Err("undefined_name: helper".into())
+            validate(&p, &limits()).map_err(|e| (e.code, e.text)),
+            Err((ModuleReason::UndefinedName, "undefined_name: helper".into()))
         );
         let p = format!("import torch\n\n\nclass Model(torch.nn.Module:\n    pass\n\n\n{INPUTS}");
-        assert!(
-            validate(&p, &limits())
-                .unwrap_err()
-                .starts_with("emitted_syntax_error")
-        );
+        let err = validate(&p, &limits()).unwrap_err();
+        assert!(err.text.starts_with("emitted_syntax_error"));
+        assert_eq!(err.code, ModuleReason::EmittedSyntaxError);
         let p = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n".to_string();
         assert_eq!(
-            validate(&p, &limits()),
-            Err("emitted_program_lacks: get_inputs".into())
+            validate(&p, &limits()).map_err(|e| (e.code, e.text)),
+            Err((
+                ModuleReason::EmittedProgramLacks,
+                "emitted_program_lacks: get_inputs".into()
+            ))
         );
     }
 }

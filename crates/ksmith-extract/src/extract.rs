@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use ksmith_core::ids::{IdHasher, content_id};
-use ksmith_core::tables::{ModuleRow, ModuleStatus};
+use ksmith_core::tables::{ModuleReason, ModuleRow, ModuleStatus};
 use rayon::prelude::*;
 
 use crate::closure::{self, NodeId};
@@ -30,15 +30,17 @@ pub struct RepoInfo {
 
 impl RepoInfo {
     /// The row of the class `class_name` at `path:line` of this repository, without a program
-    /// (no id yet: [`assign_ids`] gives them). Every `ModuleRow` extract writes starts here.
+    /// (no id yet: [`assign_ids`] gives them), with why it is not ok as a code and in words.
+    /// Every `ModuleRow` extract writes starts here.
     pub fn module_row(
         &self,
         path: &str,
         class_name: &str,
         line: u32,
         status: ModuleStatus,
-        reason: Option<String>,
+        reason: Option<(ModuleReason, String)>,
     ) -> ModuleRow {
+        let (reason_code, reason) = reason.unzip();
         ModuleRow {
             id: String::new(),
             repo: self.repo.clone(),
@@ -48,6 +50,7 @@ impl RepoInfo {
             line,
             status,
             reason,
+            reason_code,
             program: None,
             deps: Vec::new(),
             imports: Vec::new(),
@@ -138,6 +141,7 @@ pub fn extract_repo_with_stats(
                 "",
                 1,
                 ModuleStatus::Failed,
+                problem.code(),
                 problem.reason(&file.path),
             ));
             continue;
@@ -157,6 +161,7 @@ pub fn extract_repo_with_stats(
                 "",
                 line,
                 ModuleStatus::Failed,
+                ModuleReason::SyntaxError,
                 format!("syntax_error at {}:{line}", file.path),
             ));
         }
@@ -178,6 +183,7 @@ pub fn extract_repo_with_stats(
                     name,
                     stmt.line,
                     ModuleStatus::Failed,
+                    ModuleReason::InternalError,
                     reason,
                 )
             })
@@ -195,9 +201,10 @@ fn bare_row(
     class_name: &str,
     line: u32,
     status: ModuleStatus,
+    code: ModuleReason,
     reason: String,
 ) -> ModuleRow {
-    info.module_row(path, class_name, line, status, Some(reason))
+    info.module_row(path, class_name, line, status, Some((code, reason)))
 }
 
 fn class_row(
@@ -211,17 +218,28 @@ fn class_row(
     let file = &repo.files[node.0];
     let stmt = &file.stmts[node.1];
     let class_name = stmt.class_name().to_string();
-    let fail =
-        |status, reason: String| bare_row(info, &file.path, &class_name, stmt.line, status, reason);
+    let fail = |status, code, reason: String| {
+        bare_row(
+            info,
+            &file.path,
+            &class_name,
+            stmt.line,
+            status,
+            code,
+            reason,
+        )
+    };
     if let Some(line) = stmt.error_line {
         return fail(
             ModuleStatus::Failed,
+            ModuleReason::SyntaxError,
             format!("syntax_error at {}:{line}", file.path),
         );
     }
     if stmt.names.too_deep {
         return fail(
             ModuleStatus::Failed,
+            ModuleReason::TooDeeplyNested,
             format!("too_deeply_nested at {}:{}", file.path, stmt.line),
         );
     }
@@ -229,7 +247,11 @@ fn class_row(
     let has_forward = facts.forward.as_ref().is_some_and(|f| !f.is_abstract)
         || (facts.forward.is_none() && facts.torch_base.is_some());
     if !has_forward || facts.abstract_class {
-        return fail(ModuleStatus::Rejected, "no_forward".to_string());
+        return fail(
+            ModuleStatus::Rejected,
+            ModuleReason::NoForward,
+            "no_forward".to_string(),
+        );
     }
     let plan = match closure::plan(repo, node) {
         Ok(p) => p,
@@ -239,7 +261,7 @@ fn class_row(
             } else {
                 ModuleStatus::Failed
             };
-            return fail(status, problem.reason());
+            return fail(status, problem.code(), problem.reason());
         }
     };
     let deps: Vec<String> = plan
@@ -256,7 +278,13 @@ fn class_row(
     };
     let inputs = match guess::input_functions(&facts) {
         Ok(text) => text,
-        Err(problem) => return with_lists(fail(ModuleStatus::Rejected, problem.reason())),
+        Err(problem) => {
+            return with_lists(fail(
+                ModuleStatus::Rejected,
+                problem.code(),
+                problem.reason(),
+            ));
+        }
     };
     let wrapper = guess::keyword_wrapper(&facts, &class_name);
     let emitted = emit::program(repo, node, &plan, &inputs, wrapper.as_deref());
@@ -264,6 +292,7 @@ fn class_row(
     if lines > cfg.max_lines {
         let mut row = with_lists(fail(
             ModuleStatus::Rejected,
+            ModuleReason::TooLarge,
             format!("too_large: {lines} lines > {}", cfg.max_lines),
         ));
         row.lines = lines;
@@ -274,8 +303,8 @@ fn class_row(
     } else {
         emit::validate_pieces(&emitted, repo, node, cache, limits)
     };
-    if let Err(reason) = verdict {
-        let mut row = with_lists(fail(ModuleStatus::Failed, reason));
+    if let Err(invalid) = verdict {
+        let mut row = with_lists(fail(ModuleStatus::Failed, invalid.code, invalid.text));
         row.lines = lines;
         return row;
     }

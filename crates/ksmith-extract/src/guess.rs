@@ -3,6 +3,8 @@
 //! few hints from the class (`b, c, h, w = x.shape`, `Conv1d`, `LSTM`, `Embedding`). The probe
 //! stage repairs them by running; they are kept simple and deterministic.
 
+use ksmith_core::tables::ModuleReason;
+
 use crate::index::{Param, ParamKind};
 use crate::resolve::ClassFacts;
 
@@ -14,6 +16,13 @@ pub(crate) enum GuessProblem {
 }
 
 impl GuessProblem {
+    /// The reason's code.
+    pub(crate) fn code(&self) -> ModuleReason {
+        match self {
+            GuessProblem::ForwardKeywordOnly(_) => ModuleReason::ForwardKeywordOnlyArg,
+        }
+    }
+
     /// The reason recorded in the row.
     pub(crate) fn reason(&self) -> String {
         match self {

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tree_sitter::Node;
 
+use ksmith_core::tables::ModuleReason;
+
 use crate::imports::{Binding, ImportKinds, Target, bindings_of};
 use crate::names::{Analyzer, StmtNames};
 use crate::python_rules::first_violation;
@@ -28,6 +30,17 @@ pub(crate) enum FileProblem {
 }
 
 impl FileProblem {
+    /// The reason's code.
+    pub(crate) fn code(&self) -> ModuleReason {
+        match self {
+            FileProblem::TooLarge(_) => ModuleReason::FileTooLarge,
+            FileProblem::Binary => ModuleReason::BinaryFile,
+            FileProblem::NotUtf8 => ModuleReason::NotUtf8,
+            FileProblem::ParseTimeout => ModuleReason::ParseTimeout,
+            FileProblem::Unparsable => ModuleReason::Unparsable,
+        }
+    }
+
     /// The reason recorded in a row.
     pub(crate) fn reason(&self, path: &str) -> String {
         match self {

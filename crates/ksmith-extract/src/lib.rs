@@ -36,7 +36,8 @@
 //!
 //! Invariants: rows are sorted by (repo, path, line); every `ok` row has a program that parses
 //! and defines or imports every global name it reads; a bad file or class is a row with a
-//! status and a reason (`syntax_error at path:line`, `undefined_name: foo`,
+//! status, a typed `reason_code` ([`ModuleReason`](ksmith_core::tables::ModuleReason)) and the
+//! reason in words starting with it (`syntax_error at path:line`, `undefined_name: foo`,
 //! `import_not_allowed: scipy`, `no_forward`, `too_large: ...`), never an error, and a panic
 //! inside one class or repository is its `internal_error: ...` row, so no input can fail the
 //! stage; ids are unique in the table (see [`assign_ids`]). Entry point: [`run`]; table-free:
@@ -94,4 +95,4 @@ pub use stage::{module_order, run};
 pub const STAGE: &str = "extract";
 
 /// Bumped whenever the output for the same input changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;

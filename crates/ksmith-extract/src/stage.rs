@@ -9,7 +9,7 @@ use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::{StagePlan, StageRun};
 use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
-use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus};
+use ksmith_core::tables::{ModuleReason, ModuleRow, ModuleStatus, RepoRow, RepoStatus};
 use rayon::prelude::*;
 
 use crate::config::ExtractConfig;
@@ -107,9 +107,9 @@ fn extract_all(
     rows.sort_by(module_order);
     assign_ids(&mut rows);
     for row in &rows {
-        match (&row.status, &row.reason) {
-            (ModuleStatus::Ok, _) => report.count("modules_ok", 1),
-            (_, reason) => report.drop_row(&reason_category(reason.as_deref().unwrap_or(""))),
+        match row.status {
+            ModuleStatus::Ok => report.count("modules_ok", 1),
+            _ => report.drop_row(&report_reason(row)),
         }
     }
     report.count("repos", accepted.len() as u64);
@@ -152,17 +152,15 @@ pub fn module_order(a: &ModuleRow, b: &ModuleRow) -> std::cmp::Ordering {
     (&a.repo, &a.path, a.line, &a.class_name).cmp(&(&b.repo, &b.path, b.line, &b.class_name))
 }
 
-/// The category of a reason for the report: `import_not_allowed: scipy` stays whole, others
-/// lose their details (`syntax_error at a.py:3` -> `syntax_error`).
-fn reason_category(reason: &str) -> String {
-    if reason.starts_with("import_not_allowed") {
-        return reason.to_string();
+/// What the report counts a row that is not ok under: its reason code, except that an
+/// `import_not_allowed` row counts under its words (`import_not_allowed: scipy`), so the report
+/// says which packages cost modules.
+fn report_reason(row: &ModuleRow) -> String {
+    match (row.reason_code, &row.reason) {
+        (Some(ModuleReason::ImportNotAllowed), Some(words)) => words.clone(),
+        (Some(code), _) => code.as_str().to_string(),
+        (None, _) => row.status.as_str().to_string(),
     }
-    reason
-        .split([':', ' '])
-        .next()
-        .unwrap_or(reason)
-        .to_string()
 }
 
 /// True for a relative path that stays inside its folder.
@@ -180,7 +178,7 @@ fn extract_one(
 ) -> (Vec<ModuleRow>, ExtractStats) {
     let what = format!("extracting repository {}", repo.repo);
     contained(&what, || extract_snapshot(repo, workdir, cfg)).unwrap_or_else(|reason| {
-        let row = failed_row(repo, "", reason);
+        let row = failed_row(repo, "", ModuleReason::InternalError, reason);
         (vec![row], ExtractStats::default())
     })
 }
@@ -196,8 +194,8 @@ fn repo_info(repo: &RepoRow) -> RepoInfo {
 }
 
 /// A `failed` row of `repo` for `path` (empty for the whole repository).
-fn failed_row(repo: &RepoRow, path: &str, reason: String) -> ModuleRow {
-    repo_info(repo).module_row(path, "", 1, ModuleStatus::Failed, Some(reason))
+fn failed_row(repo: &RepoRow, path: &str, code: ModuleReason, reason: String) -> ModuleRow {
+    repo_info(repo).module_row(path, "", 1, ModuleStatus::Failed, Some((code, reason)))
 }
 
 fn extract_snapshot(
@@ -206,25 +204,37 @@ fn extract_snapshot(
     cfg: &ExtractConfig,
 ) -> (Vec<ModuleRow>, ExtractStats) {
     let info = repo_info(repo);
-    let failed = |path: &str, reason: String| failed_row(repo, path, reason);
+    let failed =
+        |path: &str, code: ModuleReason, reason: String| failed_row(repo, path, code, reason);
     let Some(snapshot) = repo.snapshot.as_deref().filter(|s| is_contained(s)) else {
         let reason = format!(
             "no_snapshot: repository {} has no usable snapshot folder ({:?})",
             repo.repo, repo.snapshot
         );
-        return (vec![failed("", reason)], ExtractStats::default());
+        return (
+            vec![failed("", ModuleReason::NoSnapshot, reason)],
+            ExtractStats::default(),
+        );
     };
     let root = workdir.join(snapshot);
     let mut files = Vec::with_capacity(repo.files.len());
     let mut unreadable = Vec::new();
     for path in &repo.files {
         if !is_contained(path) {
-            unreadable.push(failed(path, format!("unsafe_path: {path}")));
+            unreadable.push(failed(
+                path,
+                ModuleReason::UnsafePath,
+                format!("unsafe_path: {path}"),
+            ));
             continue;
         }
         match std::fs::read(root.join(path)) {
             Ok(bytes) => files.push(SourceFile::new(path.clone(), bytes)),
-            Err(e) => unreadable.push(failed(path, format!("unreadable_file: {path}: {e}"))),
+            Err(e) => unreadable.push(failed(
+                path,
+                ModuleReason::UnreadableFile,
+                format!("unreadable_file: {path}: {e}"),
+            )),
         }
     }
     let (mut rows, stats) = extract_repo_with_stats(&info, &files, cfg);

@@ -23,6 +23,7 @@ fn module(i: usize) -> ModuleRow {
         line: 1,
         status: ModuleStatus::Ok,
         reason: None,
+        reason_code: None,
         program: Some("class Model: pass".into()),
         deps: vec![],
         imports: vec![],

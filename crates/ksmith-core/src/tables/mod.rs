@@ -17,7 +17,7 @@ mod tasks;
 pub use clusters::ClusterRow;
 pub use dedup::{DedupMethod, DedupRow};
 pub use grpo::{GrpoRow, GrpoSelection};
-pub use modules::{ModuleRow, ModuleStatus};
+pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};

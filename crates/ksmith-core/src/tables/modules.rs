@@ -17,6 +17,59 @@ crate::vocabulary! {
     }
 }
 
+crate::vocabulary! {
+    /// Why an extracted module is not `ok` (the `reason` column says it in words, with details).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum ModuleReason {
+        /// The repository has no usable snapshot folder.
+        NoSnapshot = "no_snapshot",
+        /// A listed file path would leave the snapshot folder.
+        UnsafePath = "unsafe_path",
+        /// A listed file could not be read.
+        UnreadableFile = "unreadable_file",
+        /// The file is larger than `max_file_bytes`.
+        FileTooLarge = "file_too_large",
+        /// The file holds NUL bytes.
+        BinaryFile = "binary_file",
+        /// The file is not valid UTF-8.
+        NotUtf8 = "not_utf8",
+        /// The parser ran past its time budget.
+        ParseTimeout = "parse_timeout",
+        /// The parser gave up.
+        Unparsable = "unparsable",
+        /// The class or a statement it needs has a syntax error.
+        SyntaxError = "syntax_error",
+        /// A statement nests deeper than `max_nesting`.
+        TooDeeplyNested = "too_deeply_nested",
+        /// The class has no usable `forward` (or is abstract).
+        NoForward = "no_forward",
+        /// It needs a package off the allow-list.
+        ImportNotAllowed = "import_not_allowed",
+        /// A repository-local import leads nowhere.
+        UnresolvedImport = "unresolved_import",
+        /// It reads a global name nothing defines.
+        UndefinedName = "undefined_name",
+        /// Two definitions would bind one name in the flattened program.
+        NameConflict = "name_conflict",
+        /// A repository module object is used as a value.
+        ModuleReference = "module_reference",
+        /// Definitions need each other while the program is being defined.
+        DependencyCycle = "dependency_cycle",
+        /// `forward` has a required keyword-only parameter.
+        ForwardKeywordOnlyArg = "forward_keyword_only_arg",
+        /// The program is longer than `max_lines`.
+        TooLarge = "too_large",
+        /// The emitted program has a syntax error.
+        EmittedSyntaxError = "emitted_syntax_error",
+        /// The emitted program could not be parsed.
+        EmittedProgramUnparsable = "emitted_program_unparsable",
+        /// The emitted program lacks `Model`, `get_inputs` or `get_init_inputs`.
+        EmittedProgramLacks = "emitted_program_lacks",
+        /// Extraction of the class or repository panicked (a bug; the others finish).
+        InternalError = "internal_error",
+    }
+}
+
 /// One extracted module and its self-contained KernelBench-format program.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModuleRow {
@@ -35,8 +88,11 @@ pub struct ModuleRow {
     pub line: u32,
     /// Whether it goes downstream.
     pub status: ModuleStatus,
-    /// Why it was rejected or failed (e.g. `import_not_allowed: scipy`).
+    /// Why it was rejected or failed, in words (e.g. `import_not_allowed: scipy`).
     pub reason: Option<String>,
+    /// Why it was rejected or failed, as a code.
+    #[serde(default)]
+    pub reason_code: Option<ModuleReason>,
     /// The emitted program: the class as `Model`, its dependencies inlined,
     /// `get_init_inputs()` and `get_inputs()`.
     pub program: Option<String>,
@@ -54,5 +110,5 @@ pub struct ModuleRow {
 
 impl Table for ModuleRow {
     const NAME: &'static str = "modules";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

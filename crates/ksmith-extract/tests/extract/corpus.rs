@@ -40,6 +40,10 @@ fn the_corpus_rows_that_do_not_pass_are_the_planted_ones() {
     for repo in REPOS {
         for r in extract(repo, &ExtractConfig::default()) {
             if r.status != ModuleStatus::Ok {
+                // Every row that does not pass has a code, and its words start with it.
+                let code = r.reason_code.expect("a reason code");
+                let words = r.reason.as_deref().unwrap_or("");
+                assert!(words.starts_with(code.as_str()), "{code}: {words}");
                 not_ok.push((
                     format!("{repo}/{}::{}", r.path, r.class_name),
                     r.reason.unwrap(),

@@ -7,7 +7,7 @@ use std::path::Path;
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table, write_table};
-use ksmith_core::tables::{ModuleRow, ModuleStatus, RepoRow, RepoStatus, SourceKind};
+use ksmith_core::tables::{ModuleReason, ModuleRow, ModuleStatus, RepoRow, RepoStatus, SourceKind};
 use ksmith_extract::{ExtractConfig, run};
 
 fn write(dir: &Path, rel: &str, text: &str) {
@@ -124,6 +124,17 @@ fn run_writes_sorted_modules_and_a_report_and_skips_when_up_to_date() {
             .as_deref()
             .unwrap()
             .starts_with("syntax_error at model.py:")
+    );
+    let codes: Vec<Option<ModuleReason>> = rows.iter().map(|r| r.reason_code).collect();
+    assert_eq!(
+        codes,
+        [
+            None,
+            Some(ModuleReason::ImportNotAllowed),
+            Some(ModuleReason::UnreadableFile),
+            None,
+            Some(ModuleReason::SyntaxError),
+        ]
     );
     let mut ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
     ids.sort_unstable();

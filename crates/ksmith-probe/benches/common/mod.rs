@@ -322,6 +322,7 @@ fn module(id: String, program: String) -> ModuleRow {
         line: 1,
         status: ModuleStatus::Ok,
         reason: None,
+        reason_code: None,
         lines: program.lines().count() as u32,
         program: Some(program),
         deps: vec![],

@@ -38,6 +38,7 @@ pub(crate) fn module(id: &str, program: String) -> ModuleRow {
         line: 1,
         status: ModuleStatus::Ok,
         reason: None,
+        reason_code: None,
         lines: program.lines().count() as u32,
         program: Some(program),
         deps: vec![],
