@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
-use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, TaskRow};
+use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, Split, TaskRow};
 use rayon::prelude::*;
 
 use crate::balance::{Member, balance};
@@ -57,7 +57,16 @@ fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, String)> {
     out.into_iter().map(|(k, v)| (k, (v.2, v.3))).collect()
 }
 
+/// A step taken for SFT, before its row is built.
+type SftCandidate<'a> = (SftKind, &'a StepView, &'a TaskRow, Parent<'a>);
+/// A step taken for GRPO, before its row is built.
+type GrpoCandidate<'a> = (&'a StepView, &'a TaskRow, Parent<'a>);
+
 /// Selects SFT and GRPO samples from `steps`, counting every drop in `report`.
+///
+/// Phases: `judge` every step once for each set, build the rows (`sft_row`, `grpo_row`), drop
+/// SFT samples over the token budget, `keep_balanced` per set (per kind for SFT), sort, and
+/// count what was kept.
 pub fn select(
     steps: &[StepView],
     tasks: &[TaskRow],
@@ -65,10 +74,69 @@ pub fn select(
     report: &mut StageReport,
 ) -> Selection {
     let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
+    let (sft_candidates, grpo_candidates) = judge(steps, &tasks, cfg, report);
+    let eager = eager_by_task(steps);
+    let selection = grpo_selection(cfg.grpo_rule);
+    let mut sft: Vec<SftRow> = sft_candidates
+        .par_iter()
+        .map(|&(kind, step, task, parent)| sft_row(kind, step, task, parent, cfg))
+        .collect();
+    let grpo: Vec<GrpoRow> = grpo_candidates
+        .par_iter()
+        .map(|&(step, task, parent)| grpo_row(selection, step, task, parent, &eager, cfg))
+        .collect();
+
+    sft.retain(|r| {
+        let ok = r.tokens <= cfg.max_tokens;
+        if !ok {
+            count_drop(report, SampleSet::Sft, DropReason::OverTokenBudget);
+        }
+        ok
+    });
+    let mut kept_sft = Vec::new();
+    for kind in [SftKind::Correctness, SftKind::Performance] {
+        let rows: Vec<SftRow> = sft.iter().filter(|r| r.kind == kind).cloned().collect();
+        let member = |r: &SftRow| (r.level, r.family.clone(), r.sample_id.clone());
+        kept_sft.extend(keep_balanced(rows, member, SampleSet::Sft, cfg, report));
+    }
+    let member = |r: &GrpoRow| (r.level, r.family.clone(), r.sample_id.clone());
+    let mut kept_grpo = keep_balanced(grpo, member, SampleSet::Grpo, cfg, report);
+
+    kept_sft.sort_by(|a, b| {
+        (a.split, a.kind, &a.task_id, a.iteration, &a.step_id).cmp(&(
+            b.split,
+            b.kind,
+            &b.task_id,
+            b.iteration,
+            &b.step_id,
+        ))
+    });
+    kept_grpo.sort_by(|a, b| {
+        (a.split, &a.task_id, a.iteration, &a.step_id).cmp(&(
+            b.split,
+            &b.task_id,
+            b.iteration,
+            &b.step_id,
+        ))
+    });
+    count_kept(&kept_sft, &kept_grpo, report);
+    Selection {
+        sft: kept_sft,
+        grpo: kept_grpo,
+    }
+}
+
+/// Judges every step once for SFT and once for GRPO, in a fixed order (so "earliest"
+/// decisions do not depend on the input order); returns the steps taken for each set and
+/// counts the others by reason.
+fn judge<'a>(
+    steps: &'a [StepView],
+    tasks: &HashMap<&str, &'a TaskRow>,
+    cfg: &SelectConfig,
+    report: &mut StageReport,
+) -> (Vec<SftCandidate<'a>>, Vec<GrpoCandidate<'a>>) {
     let traj = Trajectories::new(steps);
     let best = BestSoFar::new(steps, cfg.grpo_best_scope == BestScope::Island);
-    let eager = eager_by_task(steps);
-    // Steps in a fixed order, so "earliest" decisions do not depend on the input order.
     let mut order: Vec<&StepView> = steps.iter().collect();
     order.sort_by(|a, b| {
         (a.task_id.as_str(), a.iteration, a.step_id.as_str()).cmp(&(
@@ -78,8 +146,8 @@ pub fn select(
         ))
     });
     let mut untimed_correct = 0u64;
-    let mut sft_candidates: Vec<(SftKind, &StepView, &TaskRow, Parent<'_>)> = Vec::new();
-    let mut grpo_candidates: Vec<(&StepView, &TaskRow, Parent<'_>)> = Vec::new();
+    let mut sft_candidates: Vec<SftCandidate<'a>> = Vec::new();
+    let mut grpo_candidates: Vec<GrpoCandidate<'a>> = Vec::new();
     let mut answers_seen: HashSet<(String, String)> = HashSet::new();
     let mut prompts_per_parent: HashMap<String, u32> = HashMap::new();
     for step in order {
@@ -124,180 +192,162 @@ pub fn select(
         }
     }
     report.count("steps_correct_untimed", untimed_correct);
+    (sft_candidates, grpo_candidates)
+}
 
-    let split = |task: &TaskRow| {
-        split_of(
-            &cfg.seed,
-            cfg.validation_fraction,
-            task.cluster,
-            &task.task_id,
-        )
-    };
-    let mut sft: Vec<SftRow> = sft_candidates
-        .par_iter()
-        .map(|&(kind, step, task, parent)| {
-            let mut messages = step.prompt.clone();
-            messages.push(ChatMessage::new("assistant", step.response.clone()));
-            let tokens = approx_conversation_tokens(&messages);
-            SftRow {
-                sample_id: sample_id("sft", kind.as_str(), &step.step_id),
-                kind,
-                split: split(task),
-                task_id: step.task_id.clone(),
-                step_id: step.step_id.clone(),
-                parent_step_id: step.parent_id.clone(),
-                iteration: step.iteration,
-                island: step.island,
-                family: task.family.clone(),
-                level: task.level,
-                cluster: task.cluster,
-                messages,
-                tokens,
-                token_counter: APPROX_CHARS_DIV_4.to_string(),
-                speedup: step.speedup(),
-                parent_speedup: match parent {
-                    Parent::Step(p) => p.speedup(),
-                    _ => None,
-                },
-                teacher: step.teacher.clone(),
-                repo: task.repo.clone(),
-                license: task.license.clone(),
-            }
-        })
-        .collect();
-    let selection = grpo_selection(cfg.grpo_rule);
-    let grpo: Vec<GrpoRow> = grpo_candidates
-        .par_iter()
-        .map(|&(step, task, parent)| {
-            let task_eager = eager.get(step.task_id.as_str());
-            let (stored_parent, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
-                Parent::Step(p) => (
-                    p.program.clone().unwrap_or_default(),
-                    p.speedup(),
-                    p.runtime_ms(),
-                    p.eager_ms().or(task_eager.map(|e| e.0)),
-                    p.device(),
-                ),
-                _ => (
-                    task.program.clone(),
-                    task_eager.map(|_| 1.0),
-                    task_eager.map(|e| e.0),
-                    task_eager.map(|e| e.0),
-                    task_eager
-                        .map(|e| e.1.clone())
-                        .unwrap_or_else(|| step.device()),
-                ),
-            };
-            // The program exactly as the prompt showed it (the answer edits that text).
-            let parent_program = if step.parent_program.is_empty() {
-                stored_parent
-            } else {
-                step.parent_program.clone()
-            };
-            GrpoRow {
-                sample_id: sample_id("grpo", selection.as_str(), &step.step_id),
-                selection,
-                split: split(task),
-                task_id: step.task_id.clone(),
-                step_id: step.step_id.clone(),
-                parent_step_id: step.parent_id.clone(),
-                iteration: step.iteration,
-                island: step.island,
-                family: task.family.clone(),
-                level: task.level,
-                cluster: task.cluster,
-                prompt: step.prompt.clone(),
-                prompt_tokens: approx_conversation_tokens(&step.prompt),
-                token_counter: APPROX_CHARS_DIV_4.to_string(),
-                reference_program: task.program.clone(),
-                parent_program,
-                parent_speedup,
-                parent_runtime_ms: parent_ms,
-                eager_runtime_ms: eager_ms,
-                hardware,
-                repo: task.repo.clone(),
-                license: task.license.clone(),
-            }
-        })
-        .collect();
+/// The train/validation split of `task` (by its cluster).
+fn split(task: &TaskRow, cfg: &SelectConfig) -> Split {
+    split_of(
+        &cfg.seed,
+        cfg.validation_fraction,
+        task.cluster,
+        &task.task_id,
+    )
+}
 
-    sft.retain(|r| {
-        let ok = r.tokens <= cfg.max_tokens;
-        if !ok {
-            count_drop(report, SampleSet::Sft, DropReason::OverTokenBudget);
-        }
-        ok
-    });
-
-    let mut kept_sft = Vec::new();
-    for kind in [SftKind::Correctness, SftKind::Performance] {
-        let rows: Vec<SftRow> = sft.iter().filter(|r| r.kind == kind).cloned().collect();
-        let members: Vec<Member> = rows
-            .iter()
-            .map(|r| Member {
-                level: r.level,
-                family: r.family.clone(),
-                rank: unit_hash(&cfg.seed, &r.sample_id),
-            })
-            .collect();
-        let verdicts = balance(&members, cfg.max_family_share, |l| cfg.level_share(l));
-        for (row, v) in rows.into_iter().zip(verdicts) {
-            match v.reason() {
-                None => kept_sft.push(row),
-                Some(reason) => count_drop(report, SampleSet::Sft, reason),
-            }
-        }
+/// The SFT sample of a step: its prompt and the teacher's answer.
+fn sft_row(
+    kind: SftKind,
+    step: &StepView,
+    task: &TaskRow,
+    parent: Parent<'_>,
+    cfg: &SelectConfig,
+) -> SftRow {
+    let mut messages = step.prompt.clone();
+    messages.push(ChatMessage::new("assistant", step.response.clone()));
+    let tokens = approx_conversation_tokens(&messages);
+    SftRow {
+        sample_id: sample_id("sft", kind.as_str(), &step.step_id),
+        kind,
+        split: split(task, cfg),
+        task_id: step.task_id.clone(),
+        step_id: step.step_id.clone(),
+        parent_step_id: step.parent_id.clone(),
+        iteration: step.iteration,
+        island: step.island,
+        family: task.family.clone(),
+        level: task.level,
+        cluster: task.cluster,
+        messages,
+        tokens,
+        token_counter: APPROX_CHARS_DIV_4.to_string(),
+        speedup: step.speedup(),
+        parent_speedup: match parent {
+            Parent::Step(p) => p.speedup(),
+            _ => None,
+        },
+        teacher: step.teacher.clone(),
+        repo: task.repo.clone(),
+        license: task.license.clone(),
     }
-    let members: Vec<Member> = grpo
+}
+
+/// The GRPO prompt of a step, with what the reward needs: the program the prompt showed, its
+/// speedup and runtimes, and the eager runtime of the task.
+fn grpo_row(
+    selection: GrpoSelection,
+    step: &StepView,
+    task: &TaskRow,
+    parent: Parent<'_>,
+    eager: &HashMap<&str, (f64, String)>,
+    cfg: &SelectConfig,
+) -> GrpoRow {
+    let task_eager = eager.get(step.task_id.as_str());
+    let (stored_parent, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
+        Parent::Step(p) => (
+            p.program.clone().unwrap_or_default(),
+            p.speedup(),
+            p.runtime_ms(),
+            p.eager_ms().or(task_eager.map(|e| e.0)),
+            p.device(),
+        ),
+        _ => (
+            task.program.clone(),
+            task_eager.map(|_| 1.0),
+            task_eager.map(|e| e.0),
+            task_eager.map(|e| e.0),
+            task_eager
+                .map(|e| e.1.clone())
+                .unwrap_or_else(|| step.device()),
+        ),
+    };
+    // The program exactly as the prompt showed it (the answer edits that text).
+    let parent_program = if step.parent_program.is_empty() {
+        stored_parent
+    } else {
+        step.parent_program.clone()
+    };
+    GrpoRow {
+        sample_id: sample_id("grpo", selection.as_str(), &step.step_id),
+        selection,
+        split: split(task, cfg),
+        task_id: step.task_id.clone(),
+        step_id: step.step_id.clone(),
+        parent_step_id: step.parent_id.clone(),
+        iteration: step.iteration,
+        island: step.island,
+        family: task.family.clone(),
+        level: task.level,
+        cluster: task.cluster,
+        prompt: step.prompt.clone(),
+        prompt_tokens: approx_conversation_tokens(&step.prompt),
+        token_counter: APPROX_CHARS_DIV_4.to_string(),
+        reference_program: task.program.clone(),
+        parent_program,
+        parent_speedup,
+        parent_runtime_ms: parent_ms,
+        eager_runtime_ms: eager_ms,
+        hardware,
+        repo: task.repo.clone(),
+        license: task.license.clone(),
+    }
+}
+
+/// The rows balancing keeps across levels and families (`member` gives a row's level, family
+/// and sample id); the others are counted by reason under `set`.
+fn keep_balanced<R>(
+    rows: Vec<R>,
+    member: impl Fn(&R) -> (u8, String, String),
+    set: SampleSet,
+    cfg: &SelectConfig,
+    report: &mut StageReport,
+) -> Vec<R> {
+    let members: Vec<Member> = rows
         .iter()
-        .map(|r| Member {
-            level: r.level,
-            family: r.family.clone(),
-            rank: unit_hash(&cfg.seed, &r.sample_id),
+        .map(|r| {
+            let (level, family, sample_id) = member(r);
+            Member {
+                level,
+                family,
+                rank: unit_hash(&cfg.seed, &sample_id),
+            }
         })
         .collect();
     let verdicts = balance(&members, cfg.max_family_share, |l| cfg.level_share(l));
-    let mut kept_grpo = Vec::new();
-    for (row, v) in grpo.into_iter().zip(verdicts) {
+    let mut kept = Vec::new();
+    for (row, v) in rows.into_iter().zip(verdicts) {
         match v.reason() {
-            None => kept_grpo.push(row),
-            Some(reason) => count_drop(report, SampleSet::Grpo, reason),
+            None => kept.push(row),
+            Some(reason) => count_drop(report, set, reason),
         }
     }
+    kept
+}
 
-    kept_sft.sort_by(|a, b| {
-        (a.split, a.kind, &a.task_id, a.iteration, &a.step_id).cmp(&(
-            b.split,
-            b.kind,
-            &b.task_id,
-            b.iteration,
-            &b.step_id,
-        ))
-    });
-    kept_grpo.sort_by(|a, b| {
-        (a.split, &a.task_id, a.iteration, &a.step_id).cmp(&(
-            b.split,
-            &b.task_id,
-            b.iteration,
-            &b.step_id,
-        ))
-    });
+/// Kept samples by kind and split (`sft_correctness_train`, `grpo_validation`, ...).
+fn count_kept(sft: &[SftRow], grpo: &[GrpoRow], report: &mut StageReport) {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for r in &kept_sft {
+    for r in sft {
         *counts
             .entry(format!("sft_{}_{}", r.kind.as_str(), r.split.as_str()))
             .or_default() += 1;
     }
-    for r in &kept_grpo {
+    for r in grpo {
         *counts
             .entry(format!("grpo_{}", r.split.as_str()))
             .or_default() += 1;
     }
     for (k, v) in counts {
         report.count(&k, v);
-    }
-    Selection {
-        sft: kept_sft,
-        grpo: kept_grpo,
     }
 }
