@@ -5,4 +5,5 @@ mod corpus;
 mod features;
 mod hostile;
 mod imports;
+mod snapshots;
 mod stage;
