@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use crate::buckets::{bucket_pairs, equal_key_pairs};
 use crate::config::DedupConfig;
 use crate::error::DedupError;
-use crate::groups::{Edge, SurvivorKey, license_rank, resolve};
+use crate::groups::{Edge, Outcome, SurvivorKey, license_rank, resolve};
 use crate::minhash::{MinHasher, band_key, estimated_jaccard, shingle_hashes};
 
 /// A runnable module offered to dedup.
@@ -276,6 +276,8 @@ pub struct DedupStats {
 ///
 /// Returns one row per item, in the order of `items`, and the counts. `embedder` is used when
 /// semantic dedup is on. Contaminated items are dropped first and take no part in the groups.
+/// Phases: features, decontamination, matched pairs per method (`matched_pairs`), union-find
+/// groups with their survivors (`resolve`), one row per item (`dedup_row`).
 pub fn deduplicate(
     items: &[Candidate],
     problems: &[Problem],
@@ -300,69 +302,7 @@ pub fn deduplicate(
         let pf = features(&sources, cfg, true, cfg.contamination_structural, None);
         contamination(&feats, problems, &pf, cfg)
     };
-
-    let mut edges: Vec<Edge> = Vec::new();
-    let clean =
-        |e: &Edge| contaminated[e.a as usize].is_none() && contaminated[e.b as usize].is_none();
-    let mut add = |found: Vec<Edge>, method: DedupMethod, stats: &mut DedupStats| {
-        let found: Vec<Edge> = found.into_iter().filter(clean).collect();
-        stats.pairs.insert(method, found.len() as u64);
-        edges.extend(found);
-    };
-    if cfg.exact {
-        let keys: Vec<([u8; 16], u32)> = feats
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.exact, i as u32))
-            .collect();
-        let e = equal_key_pairs(&keys)
-            .into_iter()
-            .map(|(a, b)| Edge {
-                a,
-                b,
-                method: DedupMethod::Exact,
-                similarity: Some(1.0),
-            })
-            .collect();
-        add(e, DedupMethod::Exact, &mut stats);
-    }
-    if cfg.structural {
-        let keys: Vec<(u128, u32)> = feats
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.structural, i as u32))
-            .collect();
-        let e = equal_key_pairs(&keys)
-            .into_iter()
-            .map(|(a, b)| Edge {
-                a,
-                b,
-                method: DedupMethod::Structural,
-                similarity: None,
-            })
-            .collect();
-        add(e, DedupMethod::Structural, &mut stats);
-    }
-    if cfg.near {
-        add(near_pairs(&feats, cfg), DedupMethod::Near, &mut stats);
-    }
-    if cfg.semantic {
-        let embedder = embedder.ok_or_else(|| {
-            DedupError::Config("semantic dedup is on but no embedder was given".into())
-        })?;
-        let emb = match hashed {
-            Some(h) => {
-                let mut m = Array2::<f32>::zeros((feats.len(), h.dim()));
-                for (mut row, f) in m.outer_iter_mut().zip(&feats) {
-                    row.assign(&ndarray::ArrayView1::from(&f.embedding[..]));
-                }
-                m
-            }
-            None => embedder.embed(&programs)?,
-        };
-        add(semantic_pairs(&emb, cfg), DedupMethod::Semantic, &mut stats);
-    }
-
+    let edges = matched_pairs(&feats, &programs, &contaminated, embedder, cfg, &mut stats)?;
     let keys: Vec<SurvivorKey> = items
         .iter()
         .map(|c| SurvivorKey {
@@ -374,38 +314,8 @@ pub fn deduplicate(
         })
         .collect();
     let outcomes = resolve(&keys, &edges);
-    let rows: Vec<DedupRow> = items
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            if let Some(hit) = &contaminated[i] {
-                return DedupRow {
-                    module_id: c.id.clone(),
-                    kept: false,
-                    method: Some(DedupMethod::Contamination),
-                    duplicate_of: Some(hit.problem.clone()),
-                    similarity: hit.similarity,
-                };
-            }
-            let o = &outcomes[i];
-            if o.survivor as usize == i {
-                DedupRow {
-                    module_id: c.id.clone(),
-                    kept: true,
-                    method: None,
-                    duplicate_of: None,
-                    similarity: None,
-                }
-            } else {
-                DedupRow {
-                    module_id: c.id.clone(),
-                    kept: false,
-                    method: o.method,
-                    duplicate_of: Some(items[o.survivor as usize].id.clone()),
-                    similarity: o.similarity,
-                }
-            }
-        })
+    let rows: Vec<DedupRow> = (0..items.len())
+        .map(|i| dedup_row(items, i, contaminated[i].as_ref(), &outcomes[i]))
         .collect();
     for r in &rows {
         if let Some(m) = r.method {
@@ -413,4 +323,118 @@ pub fn deduplicate(
         }
     }
     Ok((rows, stats))
+}
+
+/// The pairs every enabled method matches among the items that are not contaminated, counted
+/// per method in `stats`.
+fn matched_pairs(
+    feats: &[Features],
+    programs: &[&str],
+    contaminated: &[Option<Contamination>],
+    embedder: Option<&dyn Embedder>,
+    cfg: &DedupConfig,
+    stats: &mut DedupStats,
+) -> Result<Vec<Edge>, DedupError> {
+    let mut edges: Vec<Edge> = Vec::new();
+    let clean =
+        |e: &Edge| contaminated[e.a as usize].is_none() && contaminated[e.b as usize].is_none();
+    let mut add = |found: Vec<Edge>, method: DedupMethod| {
+        let found: Vec<Edge> = found.into_iter().filter(clean).collect();
+        stats.pairs.insert(method, found.len() as u64);
+        edges.extend(found);
+    };
+    if cfg.exact {
+        let keys: Vec<([u8; 16], u32)> = feats
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.exact, i as u32))
+            .collect();
+        add(
+            equal_edges(&keys, DedupMethod::Exact, Some(1.0)),
+            DedupMethod::Exact,
+        );
+    }
+    if cfg.structural {
+        let keys: Vec<(u128, u32)> = feats
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.structural, i as u32))
+            .collect();
+        let method = DedupMethod::Structural;
+        add(equal_edges(&keys, method, None), method);
+    }
+    if cfg.near {
+        add(near_pairs(feats, cfg), DedupMethod::Near);
+    }
+    if cfg.semantic {
+        let embedder = embedder.ok_or_else(|| {
+            DedupError::Config("semantic dedup is on but no embedder was given".into())
+        })?;
+        let emb = match embedder.as_hashed() {
+            Some(h) => {
+                let mut m = Array2::<f32>::zeros((feats.len(), h.dim()));
+                for (mut row, f) in m.outer_iter_mut().zip(feats) {
+                    row.assign(&ndarray::ArrayView1::from(&f.embedding[..]));
+                }
+                m
+            }
+            None => embedder.embed(programs)?,
+        };
+        add(semantic_pairs(&emb, cfg), DedupMethod::Semantic);
+    }
+    Ok(edges)
+}
+
+/// Pairs of items with equal keys, matched by `method`.
+fn equal_edges<K: Ord + Copy>(
+    keys: &[(K, u32)],
+    method: DedupMethod,
+    similarity: Option<f64>,
+) -> Vec<Edge> {
+    equal_key_pairs(keys)
+        .into_iter()
+        .map(|(a, b)| Edge {
+            a,
+            b,
+            method,
+            similarity,
+        })
+        .collect()
+}
+
+/// The row of item `i`: dropped as contaminated, kept as its group's survivor, or dropped as a
+/// duplicate of the survivor.
+fn dedup_row(
+    items: &[Candidate],
+    i: usize,
+    contaminated: Option<&Contamination>,
+    outcome: &Outcome,
+) -> DedupRow {
+    let c = &items[i];
+    if let Some(hit) = contaminated {
+        return DedupRow {
+            module_id: c.id.clone(),
+            kept: false,
+            method: Some(DedupMethod::Contamination),
+            duplicate_of: Some(hit.problem.clone()),
+            similarity: hit.similarity,
+        };
+    }
+    if outcome.survivor as usize == i {
+        DedupRow {
+            module_id: c.id.clone(),
+            kept: true,
+            method: None,
+            duplicate_of: None,
+            similarity: None,
+        }
+    } else {
+        DedupRow {
+            module_id: c.id.clone(),
+            kept: false,
+            method: outcome.method,
+            duplicate_of: Some(items[outcome.survivor as usize].id.clone()),
+            similarity: outcome.similarity,
+        }
+    }
 }
