@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest};
-use ksmith_core::evaluation::{EvalError, EvalRequest, Evaluator};
+use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow};
@@ -309,53 +309,25 @@ impl<'a> TaskRun<'a> {
             seed: Some(request_seed(self.cfg.seed, &task_id, it)),
         };
         let parent = &a.programs[plan.parent];
-        let answer = match teacher.chat(&request) {
-            Ok(r) => Ok(r),
-            Err(ChatError::Unreachable { attempts, message }) => {
-                return Err(StepAbort::Teacher(format!(
-                    "{attempts} attempts: {message}"
-                )));
-            }
-            Err(ChatError::Refused(m)) => Err((EditOutcome::TeacherRefused, m)),
-            Err(e) => Err((EditOutcome::TeacherMalformed, e.to_string())),
-        };
-        let edit = match &answer {
-            Ok(r) => apply_answer(
-                &parent.code,
-                &r.content,
-                r.finish_reason.as_deref(),
-                self.cfg.max_program_chars,
-            ),
-            Err((outcome, m)) => EditResult {
-                format: None,
-                outcome: *outcome,
-                program: None,
-                error: Some(m.clone()),
-            },
-        };
-        let mut outcome = edit.outcome;
+        let answer = ask(teacher, &request)?;
+        let edit = edit_of(&answer, &parent.code, self.cfg);
         let program_id = edit.program.as_deref().map(content_id);
-        let eval = match (&edit.program, &program_id) {
-            (Some(_), Some(id)) if a.find(id).is_some() => {
-                outcome = EditOutcome::Duplicate;
-                a.find(id).and_then(|i| a.programs[i].eval.clone())
-            }
-            (Some(code), Some(_)) => {
-                let req = EvalRequest {
-                    task_id: task_id.clone(),
-                    reference: self.reference.clone(),
-                    candidate: code.clone(),
-                    measure: self.cfg.measure,
-                };
-                match evaluator.evaluate(&req) {
-                    Ok(r) => Some(r),
-                    Err(EvalError::BrokenReference { message, .. }) => {
-                        return Err(StepAbort::BrokenReference(message));
-                    }
-                    Err(e) => return Err(StepAbort::Evaluator(e.to_string())),
-                }
-            }
-            _ => None,
+        let (duplicate, eval) = evaluate_program(
+            a,
+            edit.program.as_deref(),
+            program_id.as_deref(),
+            EvalRequest {
+                task_id: task_id.clone(),
+                reference: self.reference.clone(),
+                candidate: String::new(),
+                measure: self.cfg.measure,
+            },
+            evaluator,
+        )?;
+        let outcome = if duplicate {
+            EditOutcome::Duplicate
+        } else {
+            edit.outcome
         };
         let correct = eval.as_ref().is_some_and(|e| e.is_correct());
         let fit = crate::features::fitness(correct, eval.as_ref().and_then(|e| e.speedup));
@@ -543,6 +515,72 @@ pub fn step_id(seed: u64, task_id: &str, iteration: u32) -> String {
         .part(task_id)
         .part(iteration.to_le_bytes())
         .finish()
+}
+
+/// The teacher's answer, or the edit outcome a failed request is recorded as; a teacher that
+/// cannot be reached aborts the step (it is resumed later).
+fn ask(
+    teacher: &dyn ChatClient,
+    request: &ChatRequest,
+) -> Result<Result<ChatResponse, (EditOutcome, String)>, StepAbort> {
+    match teacher.chat(request) {
+        Ok(r) => Ok(Ok(r)),
+        Err(ChatError::Unreachable { attempts, message }) => Err(StepAbort::Teacher(format!(
+            "{attempts} attempts: {message}"
+        ))),
+        Err(ChatError::Refused(m)) => Ok(Err((EditOutcome::TeacherRefused, m))),
+        Err(e) => Ok(Err((EditOutcome::TeacherMalformed, e.to_string()))),
+    }
+}
+
+/// The candidate the answer makes of the parent's code (or why there is none).
+fn edit_of(
+    answer: &Result<ChatResponse, (EditOutcome, String)>,
+    parent_code: &str,
+    cfg: &RolloutConfig,
+) -> EditResult {
+    match answer {
+        Ok(r) => apply_answer(
+            parent_code,
+            &r.content,
+            r.finish_reason.as_deref(),
+            cfg.max_program_chars,
+        ),
+        Err((outcome, m)) => EditResult {
+            format: None,
+            outcome: *outcome,
+            program: None,
+            error: Some(m.clone()),
+        },
+    }
+}
+
+/// The evaluation of the candidate `program` (with content id `program_id`): the archive's
+/// earlier result when it already holds that program (then `true`, a duplicate), else the
+/// evaluator's answer to `request` with the program as candidate. A broken reference or an
+/// unavailable evaluator aborts the step.
+fn evaluate_program(
+    archive: &Archive,
+    program: Option<&str>,
+    program_id: Option<&str>,
+    request: EvalRequest,
+    evaluator: &dyn Evaluator,
+) -> Result<(bool, Option<EvalResult>), StepAbort> {
+    let (Some(code), Some(id)) = (program, program_id) else {
+        return Ok((false, None));
+    };
+    if let Some(i) = archive.find(id) {
+        return Ok((true, archive.programs[i].eval.clone()));
+    }
+    let request = EvalRequest {
+        candidate: code.to_string(),
+        ..request
+    };
+    match evaluator.evaluate(&request) {
+        Ok(r) => Ok((false, Some(r))),
+        Err(EvalError::BrokenReference { message, .. }) => Err(StepAbort::BrokenReference(message)),
+        Err(e) => Err(StepAbort::Evaluator(e.to_string())),
+    }
 }
 
 #[cfg(test)]
