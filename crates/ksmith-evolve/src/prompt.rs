@@ -337,7 +337,122 @@ fn program_entry(label: &str, p: &Program) -> String {
     )
 }
 
-/// Builds the system and user messages of a planned step, within the token budget.
+/// What a prompt may show besides the reference and the current program, in the order it is
+/// given up when the prompt is over budget: lineage, older attempts (the latest stays),
+/// diverse then top programs, then half the error log at a time (down to 400 characters).
+struct History<'a> {
+    lineage: Vec<String>,
+    recent: Vec<String>,
+    top: Vec<String>,
+    diverse: Vec<String>,
+    full_log: &'a str,
+    log_limit: usize,
+}
+
+impl<'a> History<'a> {
+    /// Everything the plan asks to show.
+    fn gather(plan: &Plan, a: &'a Archive, cfg: &RolloutConfig) -> Self {
+        let lineage = a
+            .lineage(plan.parent, cfg.lineage_depth)
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| {
+                let q = &a.programs[p];
+                format!(
+                    "- ancestor {} (iteration {}): {}, speedup {}\n",
+                    k + 1,
+                    q.iteration,
+                    status_name(q),
+                    fmt_speedup(q.speedup())
+                )
+            })
+            .collect();
+        let recent = a.islands[plan.island]
+            .attempts
+            .iter()
+            .rev()
+            .take(cfg.recent_attempts.max(1))
+            .map(|t| attempt_line(a, t, cfg))
+            .collect();
+        let entries = |label: &str, programs: &[usize]| -> Vec<String> {
+            programs
+                .iter()
+                .enumerate()
+                .map(|(k, &p)| program_entry(&format!("{label} {}", k + 1), &a.programs[p]))
+                .collect()
+        };
+        let full_log = a.programs[plan.parent]
+            .eval
+            .as_ref()
+            .map(|e| e.error_log.as_str())
+            .unwrap_or("");
+        History {
+            lineage,
+            recent,
+            top: entries("Top program", &plan.top),
+            diverse: entries("Diverse program", &plan.diverse),
+            full_log,
+            log_limit: cfg.error_log_chars,
+        }
+    }
+
+    /// The template's values: reference, program, metrics, goal, error log and the sections.
+    fn render(&self, template: &Template, reference: &str, parent: &Program, goal: &str) -> String {
+        let section = |title: &str, items: &[String]| {
+            if items.is_empty() {
+                String::new()
+            } else {
+                format!("\n## {title}\n{}", items.concat())
+            }
+        };
+        let metrics = metrics_of(parent);
+        let error_log = trim_middle(self.full_log, self.log_limit);
+        let lineage = section(
+            "Lineage of the current program (nearest ancestor first)",
+            &self.lineage,
+        );
+        let recent = section(
+            "Latest attempts on this island (most recent first)",
+            &self.recent,
+        );
+        let top = section("Top programs of this task (editable block only)", &self.top);
+        let diverse = section("Diverse programs (editable block only)", &self.diverse);
+        template.render(&[
+            reference.trim_end(),
+            parent.code.trim_end(),
+            metrics.trim_end(),
+            goal,
+            error_log.trim_end(),
+            &lineage,
+            &recent,
+            &top,
+            &diverse,
+        ])
+    }
+
+    /// Gives up the next thing; false when nothing is left to give up.
+    fn trim(&mut self) -> bool {
+        if self.lineage.pop().is_some() {
+            return true;
+        }
+        if self.recent.len() > 1 {
+            self.recent.pop();
+            return true;
+        }
+        if self.diverse.pop().is_some() || self.top.pop().is_some() {
+            return true;
+        }
+        if self.log_limit > 400 && self.full_log.len() > 400 {
+            self.log_limit = (self.log_limit.min(self.full_log.len()) / 2).max(400);
+            return true;
+        }
+        false
+    }
+}
+
+/// Builds the system and user messages of a planned step, within the token budget: history
+/// is given up before code (see `History`); the reference and the current program are never
+/// cut.
 pub fn build_prompt(
     prompts: &Prompts,
     plan: &Plan,
@@ -346,119 +461,29 @@ pub fn build_prompt(
     cfg: &RolloutConfig,
 ) -> BuiltPrompt {
     let parent = &a.programs[plan.parent];
-    let mut lineage: Vec<String> = a
-        .lineage(plan.parent, cfg.lineage_depth)
-        .iter()
-        .enumerate()
-        .map(|(k, &p)| {
-            let q = &a.programs[p];
-            format!(
-                "- ancestor {} (iteration {}): {}, speedup {}\n",
-                k + 1,
-                q.iteration,
-                status_name(q),
-                fmt_speedup(q.speedup())
-            )
-        })
-        .collect();
-    let attempts = &a.islands[plan.island].attempts;
-    let mut recent: Vec<String> = attempts
-        .iter()
-        .rev()
-        .take(cfg.recent_attempts.max(1))
-        .map(|t| attempt_line(a, t, cfg))
-        .collect();
-    let mut top: Vec<String> = plan
-        .top
-        .iter()
-        .enumerate()
-        .map(|(k, &p)| program_entry(&format!("Top program {}", k + 1), &a.programs[p]))
-        .collect();
-    let mut diverse: Vec<String> = plan
-        .diverse
-        .iter()
-        .enumerate()
-        .map(|(k, &p)| program_entry(&format!("Diverse program {}", k + 1), &a.programs[p]))
-        .collect();
-    let metrics = metrics_of(parent);
     let goal = goal_of(parent, a.best_fitness());
-    let full_log = parent
-        .eval
-        .as_ref()
-        .map(|e| e.error_log.as_str())
-        .unwrap_or("");
-    let mut log_limit = cfg.error_log_chars;
     let system = prompts.system.render(&[""; 9]);
     let template = match plan.kind {
         StepKind::Translate => &prompts.translate,
         StepKind::Optimize => &prompts.improve,
         StepKind::Repair => &prompts.repair,
     };
+    let mut history = History::gather(plan, a, cfg);
     let mut trimmed = 0;
     loop {
-        let section = |title: &str, items: &[String]| {
-            if items.is_empty() {
-                String::new()
-            } else {
-                format!("\n## {title}\n{}", items.concat())
-            }
-        };
-        let error_log = trim_middle(full_log, log_limit);
-        let lineage_s = section(
-            "Lineage of the current program (nearest ancestor first)",
-            &lineage,
-        );
-        let recent_s = section(
-            "Latest attempts on this island (most recent first)",
-            &recent,
-        );
-        let top_s = section("Top programs of this task (editable block only)", &top);
-        let diverse_s = section("Diverse programs (editable block only)", &diverse);
-        let values: [&str; 9] = [
-            reference.trim_end(),
-            parent.code.trim_end(),
-            metrics.trim_end(),
-            &goal,
-            error_log.trim_end(),
-            &lineage_s,
-            &recent_s,
-            &top_s,
-            &diverse_s,
-        ];
-        let user = template.render(&values);
+        let user = history.render(template, reference, parent, &goal);
         let approx = (approx_message_tokens(&system) + approx_message_tokens(&user)) as usize;
-        if approx <= cfg.prompt_token_budget {
+        let over_budget = approx > cfg.prompt_token_budget;
+        if !over_budget || !history.trim() {
             return BuiltPrompt {
                 system,
                 user,
                 approx_tokens: approx,
                 trimmed,
-                over_budget: false,
+                over_budget,
             };
         }
         trimmed += 1;
-        if lineage.pop().is_some() {
-            continue;
-        }
-        if recent.len() > 1 {
-            recent.pop();
-            continue;
-        }
-        if diverse.pop().is_some() || top.pop().is_some() {
-            continue;
-        }
-        if log_limit > 400 && full_log.len() > 400 {
-            log_limit = (log_limit.min(full_log.len()) / 2).max(400);
-            continue;
-        }
-        trimmed -= 1;
-        return BuiltPrompt {
-            system,
-            user,
-            approx_tokens: approx,
-            trimmed,
-            over_budget: true,
-        };
     }
 }
 
