@@ -1,5 +1,6 @@
 //! The report page.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::collect::ReportData;
@@ -11,9 +12,31 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-
 th:first-child,td:first-child{text-align:left}svg text{font-size:12px}.note{color:#a33}\
 .muted{color:#777}";
 
-/// Renders the report as one self-contained HTML page.
+/// Renders the report as one self-contained HTML page: a header, then one section each for
+/// the funnel, families and levels, rollouts, metrics per level, the evaluator and the teacher.
 pub fn render_html(data: &ReportData) -> String {
     let mut h = String::new();
+    header(&mut h, data);
+    funnel(&mut h, data);
+    families_and_levels(&mut h, data);
+    rollouts(&mut h, data);
+    level_metrics(&mut h, data);
+    evaluator(&mut h, data);
+    let (prompt, completion, cached) = data.tokens;
+    let _ = write!(
+        h,
+        "<h2>Teacher</h2><table><tr><th>prompt tokens</th><th>completion tokens</th><th>steps answered from cache</th></tr><tr><td>{prompt}</td><td>{completion}</td><td>{cached}</td></tr></table>"
+    );
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// Counts as chart bars, labelled with `label`.
+fn bars<K>(counts: &BTreeMap<K, u64>, label: impl Fn(&K) -> String) -> Vec<(String, f64)> {
+    counts.iter().map(|(k, v)| (label(k), *v as f64)).collect()
+}
+
+fn header(h: &mut String, data: &ReportData) {
     let _ = write!(
         h,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ksmith report</title><style>{STYLE}</style></head><body><h1>ksmith report</h1><p class=\"muted\">work directory: {}</p>",
@@ -26,7 +49,9 @@ pub fn render_html(data: &ReportData) -> String {
             escape(note)
         );
     }
+}
 
+fn funnel(h: &mut String, data: &ReportData) {
     h.push_str("<h2>Funnel</h2>");
     let funnel: Vec<(String, f64)> = data
         .funnel
@@ -47,25 +72,23 @@ pub fn render_html(data: &ReportData) -> String {
             escape(&not_run.join(", "))
         );
     }
+}
 
+fn families_and_levels(h: &mut String, data: &ReportData) {
     h.push_str("<h2>Families and levels</h2>");
-    let families: Vec<(String, f64)> = data
-        .families
-        .iter()
-        .map(|(k, v)| (k.clone(), *v as f64))
-        .collect();
     h.push_str(&bar_chart(
         "families",
         "Unique modules per family",
-        &families,
+        &bars(&data.families, String::clone),
     ));
-    let levels: Vec<(String, f64)> = data
-        .levels
-        .iter()
-        .map(|(k, v)| (format!("level {k}"), *v as f64))
-        .collect();
-    h.push_str(&bar_chart("levels", "Unique modules per level", &levels));
+    h.push_str(&bar_chart(
+        "levels",
+        "Unique modules per level",
+        &bars(&data.levels, |k| format!("level {k}")),
+    ));
+}
 
+fn rollouts(h: &mut String, data: &ReportData) {
     h.push_str("<h2>Rollouts</h2>");
     if !data.timed && !data.trajectories.is_empty() {
         h.push_str("<p class=\"muted\">No step has a measured speedup (the evaluator ran without a GPU, in the Triton interpreter): speedups are not measured, only correctness.</p>");
@@ -97,7 +120,9 @@ pub fn render_html(data: &ReportData) -> String {
         "mean best speedup",
         &[("mean".to_string(), aggregate(&series))],
     ));
+}
 
+fn level_metrics(h: &mut String, data: &ReportData) {
     h.push_str("<h2>Metrics per level</h2><table><tr><th>level</th><th>tasks</th><th>correctness</th><th>fast_1</th><th>avg speedup (sub-1x as 0)</th></tr>");
     for m in &data.level_metrics {
         let opt = |v: Option<f64>| v.map_or("not measured".to_string(), |v| format!("{v:.3}"));
@@ -116,28 +141,20 @@ pub fn render_html(data: &ReportData) -> String {
         );
     }
     h.push_str("</table>");
+}
 
+fn evaluator(h: &mut String, data: &ReportData) {
     h.push_str("<h2>Evaluator</h2>");
-    let statuses: Vec<(String, f64)> = data
-        .statuses
-        .iter()
-        .map(|(k, v)| (k.clone(), *v as f64))
-        .collect();
-    h.push_str(&bar_chart("statuses", "Steps per verdict", &statuses));
-    let hacks: Vec<(String, f64)> = data
-        .hacks
-        .iter()
-        .map(|(k, v)| (k.clone(), *v as f64))
-        .collect();
-    h.push_str(&bar_chart("hacks", "Hacked steps per kind", &hacks));
-
-    let (prompt, completion, cached) = data.tokens;
-    let _ = write!(
-        h,
-        "<h2>Teacher</h2><table><tr><th>prompt tokens</th><th>completion tokens</th><th>steps answered from cache</th></tr><tr><td>{prompt}</td><td>{completion}</td><td>{cached}</td></tr></table>"
-    );
-    h.push_str("</body></html>\n");
-    h
+    h.push_str(&bar_chart(
+        "statuses",
+        "Steps per verdict",
+        &bars(&data.statuses, String::clone),
+    ));
+    h.push_str(&bar_chart(
+        "hacks",
+        "Hacked steps per kind",
+        &bars(&data.hacks, String::clone),
+    ));
 }
 
 /// The mean over series at each x where at least one series has a value.
