@@ -155,9 +155,31 @@ fn usage(format: Format) -> &'static str {
     }
 }
 
-/// The card's text.
+/// The card's text: the YAML header the `datasets` library reads, the description and counts,
+/// the provenance table, then the selection rules and what identifies the export.
 pub fn render(c: &CardInput) -> String {
     let mut s = String::new();
+    front_matter(&mut s, c);
+    description(&mut s, c);
+    provenance_table(&mut s, c);
+    let _ = writeln!(s, "\n## Selection rules\n");
+    for rule in &c.rules {
+        let _ = writeln!(s, "- {rule}");
+    }
+    let _ = writeln!(
+        s,
+        "\n## Reproducibility\n\n- `[select]` config hash: `{}`\n- `[export]` config hash: \
+         `{}`\n- export fingerprint: `{}`\n- written by ksmith {}",
+        c.select_config_hash,
+        c.export_config_hash,
+        c.fingerprint,
+        env!("CARGO_PKG_VERSION")
+    );
+    s
+}
+
+/// The YAML header: license, tags, the splits' files and `dataset_info`.
+fn front_matter(s: &mut String, c: &CardInput) {
     let _ = writeln!(s, "---");
     let _ = writeln!(s, "license: {}", c.license);
     let _ = writeln!(s, "pretty_name: {}", quoted(&c.pretty_name));
@@ -189,6 +211,10 @@ pub fn render(c: &CardInput) -> String {
         let _ = writeln!(s, "  - name: {split}\n    num_examples: {rows}");
     }
     let _ = writeln!(s, "---\n");
+}
+
+/// The title, what the data is, and the counts by split, selection, level and family.
+fn description(s: &mut String, c: &CardInput) {
     let _ = writeln!(s, "# {} ({})\n", c.pretty_name, c.format.folder());
     let _ = writeln!(
         s,
@@ -212,17 +238,17 @@ pub fn render(c: &CardInput) -> String {
         let _ = writeln!(s);
     };
     table(
-        &mut s,
+        s,
         "selection",
         &mut c.by_kind.iter().map(|(k, v)| (k.clone(), *v)),
     );
     table(
-        &mut s,
+        s,
         "level",
         &mut c.by_level.iter().map(|(k, v)| (k.to_string(), *v)),
     );
     table(
-        &mut s,
+        s,
         "family",
         &mut c.by_family.iter().map(|(k, v)| (k.clone(), *v)),
     );
@@ -233,6 +259,10 @@ pub fn render(c: &CardInput) -> String {
         "Reward routing key (`data_source`): `{}`.\n",
         c.data_source
     );
+}
+
+/// Which repositories the samples come from, with license and pinned commit.
+fn provenance_table(s: &mut String, c: &CardInput) {
     let _ = writeln!(
         s,
         "## Provenance\n\nEvery sample derives from a module of one of these repositories \
@@ -255,20 +285,6 @@ pub fn render(c: &CardInput) -> String {
             p.samples
         );
     }
-    let _ = writeln!(s, "\n## Selection rules\n");
-    for rule in &c.rules {
-        let _ = writeln!(s, "- {rule}");
-    }
-    let _ = writeln!(
-        s,
-        "\n## Reproducibility\n\n- `[select]` config hash: `{}`\n- `[export]` config hash: \
-         `{}`\n- export fingerprint: `{}`\n- written by ksmith {}",
-        c.select_config_hash,
-        c.export_config_hash,
-        c.fingerprint,
-        env!("CARGO_PKG_VERSION")
-    );
-    s
 }
 
 #[cfg(test)]
