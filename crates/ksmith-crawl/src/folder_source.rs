@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ksmith_core::tables::{RepoReason, SkipReason};
+use ksmith_core::tables::SkipReason;
 
 use crate::config::CrawlConfig;
 use crate::error::Error;
@@ -106,13 +106,7 @@ pub fn walk(root: &Path, cfg: &CrawlConfig) -> Result<Result<Walk, Rejection>, E
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
             entries += 1;
             if entries > cfg.max_tree_entries {
-                return Ok(Err(Rejection::new(
-                    RepoReason::TreeTooLarge,
-                    Some(format!(
-                        "more than max_tree_entries = {} entries",
-                        cfg.max_tree_entries
-                    )),
-                )));
+                return Ok(Err(Rejection::tree_too_large(cfg.max_tree_entries)));
             }
             let os_name = entry.file_name();
             let Some(name) = os_name.to_str() else {

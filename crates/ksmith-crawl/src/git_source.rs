@@ -14,7 +14,7 @@ use git2::{
     RepositoryOpenFlags,
 };
 
-use ksmith_core::tables::{RepoReason, SkipReason};
+use ksmith_core::tables::SkipReason;
 
 use crate::config::CrawlConfig;
 use crate::error::Error;
@@ -498,13 +498,7 @@ pub fn walk(
         for entry in tree.iter() {
             entries += 1;
             if entries > cfg.max_tree_entries {
-                return Ok(Err(Rejection::new(
-                    RepoReason::TreeTooLarge,
-                    Some(format!(
-                        "more than max_tree_entries = {} entries",
-                        cfg.max_tree_entries
-                    )),
-                )));
+                return Ok(Err(Rejection::tree_too_large(cfg.max_tree_entries)));
             }
             let raw = entry.name_bytes();
             if !is_safe_component(raw) {

@@ -93,6 +93,12 @@ impl Rejection {
     pub fn new(code: RepoReason, detail: Option<String>) -> Self {
         Rejection { code, detail }
     }
+
+    /// A tree with more than `max_tree_entries` entries.
+    pub fn tree_too_large(max_tree_entries: u64) -> Self {
+        let detail = format!("more than max_tree_entries = {max_tree_entries} entries");
+        Rejection::new(RepoReason::TreeTooLarge, Some(detail))
+    }
 }
 
 /// The files of a repository after reading and applying the limits.
