@@ -59,7 +59,7 @@ impl Session {
         })
     }
 
-    /// Runs a command that is not a stage (discover, merge, import-tasks) under the stage contract, which
+    /// Runs a command that is not a stage (merge, import-tasks) under the stage contract, which
     /// times it and saves its report as `reports/<name>.json`, and prints the summary.
     fn finish(
         &self,
@@ -126,9 +126,11 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
         Command::Discover(c) if c.shard.is_some() => Err(Failure::Usage(anyhow::anyhow!(
             "discover writes one manifest for every shard: run it without --shard"
         ))),
-        Command::Discover(_) => session.finish(ksmith_discover::STAGE, || {
-            crate::stages::run_discover(&session)
-        }),
+        Command::Discover(_) => {
+            let report = crate::stages::run_discover(&session).map_err(Failure::Stage)?;
+            session.ctx.info(report.summary());
+            Ok(())
+        }
         Command::Merge { from, .. } => session.finish(crate::merge::STAGE, || {
             crate::merge::merge(from, &session.ctx.workdir)
         }),

@@ -54,7 +54,7 @@ impl Discovery<'_> {
     }
 
     fn drop_repo(&mut self, reason: DropReason) {
-        *self.dropped.entry(reason.name()).or_default() += 1;
+        *self.dropped.entry(reason.as_str()).or_default() += 1;
     }
 
     /// Runs every search, then filters, pins and writes the manifest. The manifest is written

@@ -8,65 +8,44 @@ use ksmith_core::timestamp::parse_rfc3339;
 
 use crate::config::{DiscoverConfig, LicensePolicy};
 
-/// Why a repository is not (or no longer) in the manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum DropReason {
-    /// A private repository (visible through the token).
-    Private,
-    /// Disabled by GitHub.
-    Disabled,
-    /// A fork, and `include_forks` is off.
-    Fork,
-    /// Archived, and `include_archived` is off.
-    Archived,
-    /// Fewer than `min_stars` stars.
-    Stars,
-    /// A license not on the list.
-    License,
-    /// No license file, and unlicensed repositories are not kept.
-    Unlicensed,
-    /// Not pushed to within `pushed_within_days`.
-    Stale,
-    /// Larger than `max_size_kb`.
-    TooLarge,
-    /// Primary language not in `languages`.
-    Language,
-    /// None of `topics`.
-    Topic,
-    /// Deleted, made private or blocked since it was found (404, 451).
-    Gone,
-    /// An empty repository (no commit to pin).
-    Empty,
-    /// Another repository now has its name (it was renamed or deleted and the name reused).
-    NameTaken,
-    /// No longer returned by the searches of a complete run (deleted, made private, or no
-    /// longer matching a qualifier such as `min_stars`).
-    NotFound,
-    /// GitHub's description of it could not be read.
-    MalformedItem,
-}
-
-impl DropReason {
-    /// The reason's name in reports.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            DropReason::Private => "private",
-            DropReason::Disabled => "disabled",
-            DropReason::Fork => "fork",
-            DropReason::Archived => "archived",
-            DropReason::Stars => "stars",
-            DropReason::License => "license",
-            DropReason::Unlicensed => "unlicensed",
-            DropReason::Stale => "stale",
-            DropReason::TooLarge => "too_large",
-            DropReason::Language => "language",
-            DropReason::Topic => "topic",
-            DropReason::Gone => "gone",
-            DropReason::Empty => "empty",
-            DropReason::NameTaken => "name_taken",
-            DropReason::NotFound => "not_found",
-            DropReason::MalformedItem => "malformed_item",
-        }
+ksmith_core::vocabulary! {
+    /// Why a repository is not (or no longer) in the manifest (one vocabulary: the names are
+    /// those of the reports).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+    pub(crate) enum DropReason {
+        /// A private repository (visible through the token).
+        Private = "private",
+        /// Disabled by GitHub.
+        Disabled = "disabled",
+        /// A fork, and `include_forks` is off.
+        Fork = "fork",
+        /// Archived, and `include_archived` is off.
+        Archived = "archived",
+        /// Fewer than `min_stars` stars.
+        Stars = "stars",
+        /// A license not on the list.
+        License = "license",
+        /// No license file, and unlicensed repositories are not kept.
+        Unlicensed = "unlicensed",
+        /// Not pushed to within `pushed_within_days`.
+        Stale = "stale",
+        /// Larger than `max_size_kb`.
+        TooLarge = "too_large",
+        /// Primary language not in `languages`.
+        Language = "language",
+        /// None of `topics`.
+        Topic = "topic",
+        /// Deleted, made private or blocked since it was found (404, 451).
+        Gone = "gone",
+        /// An empty repository (no commit to pin).
+        Empty = "empty",
+        /// Another repository now has its name (it was renamed or deleted and the name reused).
+        NameTaken = "name_taken",
+        /// No longer returned by the searches of a complete run (deleted, made private, or no
+        /// longer matching a qualifier such as `min_stars`).
+        NotFound = "not_found",
+        /// GitHub's description of it could not be read.
+        MalformedItem = "malformed_item",
     }
 }
 
