@@ -36,6 +36,15 @@ pub struct ProbeConfig {
     pub llm_max_tokens: u32,
     /// Sampling temperature of the LLM repair.
     pub llm_temperature: f64,
+    /// A Ray cluster to probe on instead of local workers: `auto` (the cluster of this node),
+    /// an address (`ray://host:10001`, `host:6379`), or `local` (a private one-node cluster with
+    /// `workers` CPUs); empty: local workers. The table is the same either way.
+    pub ray_address: String,
+    /// Actors (one sandboxed worker each) on the Ray cluster; 0: one per CPU of the cluster.
+    pub ray_actors: usize,
+    /// Times a module whose Ray actor died is run again on another actor before its row says
+    /// `crashed` (`WorkerDied`).
+    pub ray_requeue: u32,
     /// The shared `[sandbox]` section (not a `[probe]` key: the CLI copies it in and checks it).
     #[serde(skip)]
     pub sandbox: ksmith_sandbox::SandboxConfig,
@@ -58,6 +67,9 @@ impl Default for ProbeConfig {
             llm_repair: false,
             llm_max_tokens: 2048,
             llm_temperature: 0.0,
+            ray_address: String::new(),
+            ray_actors: 0,
+            ray_requeue: 2,
             sandbox: Default::default(),
         }
     }
@@ -102,6 +114,12 @@ impl ProbeConfig {
         if self.llm_max_tokens == 0 {
             return bad("llm_max_tokens", "must be at least 1");
         }
+        if self.ray_requeue > 100 {
+            return bad("ray_requeue", "must be at most 100");
+        }
+        if self.ray_address.trim() != self.ray_address {
+            return bad("ray_address", "must not start or end with spaces");
+        }
         if !(self.llm_temperature.is_finite() && (0.0..=2.0).contains(&self.llm_temperature)) {
             return bad("llm_temperature", "must be in [0, 2]");
         }
@@ -116,6 +134,9 @@ impl ProbeConfig {
             workers: 0,
             startup_timeout_s: 0.0,
             watchdog_grace_s: 0.0,
+            ray_address: String::new(),
+            ray_actors: 0,
+            ray_requeue: 0,
             ..self.clone()
         }
     }

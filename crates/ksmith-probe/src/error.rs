@@ -30,6 +30,17 @@ pub enum Error {
         /// What happened, with the end of the worker's stderr.
         message: String,
     },
+    /// The Ray driver (`[probe] ray_address`) could not start or stopped answering.
+    #[error(
+        "probe on Ray (ray_address = {address:?}): {message}. Check that the cluster is up (`ray \
+         status`) and that its nodes have this Python environment, or unset [probe].ray_address"
+    )]
+    Ray {
+        /// The configured address.
+        address: String,
+        /// What happened, with the end of the driver's stderr.
+        message: String,
+    },
     /// The private runtime directory (embedded runner files, temporary directories) failed.
     #[error("probe runtime directory {}: {source}", path.display())]
     Runtime {

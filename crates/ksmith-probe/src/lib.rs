@@ -24,6 +24,7 @@ pub mod error;
 pub mod llm_repair;
 pub mod pool;
 pub mod protocol;
+pub mod ray;
 pub mod reuse;
 pub mod rows;
 pub mod runtime;
@@ -143,6 +144,7 @@ fn probe_table(
     report.count("workers_started", output.workers_started);
     report.count("llm_asked", output.llm_asked);
     report.count("llm_fixed", output.llm_fixed);
+    report.count("requeued", output.requeued);
     Ok(output)
 }
 
@@ -163,6 +165,7 @@ pub fn probe_programs(
             hello: None,
             llm_asked: 0,
             llm_fixed: 0,
+            requeued: 0,
         });
     }
     let configured = (!cfg.python.is_empty()).then(|| Path::new(&cfg.python));
@@ -178,5 +181,9 @@ pub fn probe_programs(
         sandbox: cfg.sandbox.clone(),
     };
     let workers = workers.clamp(1, modules.len());
-    pool::probe_all(modules, cfg, &spec, workers, chat, tracker)
+    if cfg.ray_address.is_empty() {
+        pool::probe_all(modules, cfg, &spec, workers, chat, tracker)
+    } else {
+        ray::probe_all(modules, cfg, &spec, workers, chat, tracker)
+    }
 }

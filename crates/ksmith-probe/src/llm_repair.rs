@@ -2,8 +2,8 @@
 //! when the rules could not make a module run. The answer is only a proposal: it is run in the
 //! sandbox like any program (with the rules' repair on top) and kept only if it runs.
 
-use ksmith_core::chat::{ChatMessage, ChatRequest};
-use ksmith_core::tables::ProbeRow;
+use ksmith_core::chat::{ChatClient, ChatMessage, ChatRequest};
+use ksmith_core::tables::{ProbeRow, ProbeStatus};
 
 use crate::config::ProbeConfig;
 
@@ -40,6 +40,59 @@ pub fn build_request(program: &str, row: &ProbeRow, cfg: &ProbeConfig) -> Option
         max_tokens: cfg.llm_max_tokens,
         seed: Some(cfg.seed),
     })
+}
+
+/// Asks `chat` for new input functions for the module of the `failed` row: the code to run
+/// as the override, or the failed row with a repair step saying why there is none.
+pub fn ask(
+    program: &str,
+    failed: &ProbeRow,
+    cfg: &ProbeConfig,
+    chat: &dyn ChatClient,
+) -> Result<String, Box<ProbeRow>> {
+    let mut kept = Box::new(failed.clone());
+    let Some(request) = build_request(program, failed, cfg) else {
+        kept.repair_steps
+            .push("llm: program too long to ask".into());
+        return Err(kept);
+    };
+    let answer = match chat.chat(&request) {
+        Ok(a) => a,
+        Err(e) => {
+            kept.repair_steps.push(format!("llm: no answer ({e})"));
+            return Err(kept);
+        }
+    };
+    extract_code(&answer.content).ok_or_else(|| {
+        kept.repair_steps
+            .push("llm: the answer defines neither get_inputs nor get_init_inputs".into());
+        kept
+    })
+}
+
+/// The module's row once the LLM's override ran as `row`: that row when it runs (after the
+/// failed run's repair steps), else the `failed` row with why the answer did not help. Attempts
+/// and CPU time add up.
+pub fn merge(failed: &ProbeRow, mut row: ProbeRow) -> ProbeRow {
+    row.attempts += failed.attempts;
+    row.cpu_time_ms += failed.cpu_time_ms;
+    if row.status == ProbeStatus::Ok || row.status == ProbeStatus::Nondeterministic {
+        let mut steps = failed.repair_steps.clone();
+        steps.push("llm: replaced get_inputs/get_init_inputs".into());
+        steps.extend(row.repair_steps);
+        row.repair_steps = steps;
+        row
+    } else {
+        let mut kept = failed.clone();
+        kept.attempts = row.attempts;
+        kept.cpu_time_ms = row.cpu_time_ms;
+        kept.repair_steps.push(format!(
+            "llm: the answer did not run ({}: {})",
+            row.status.as_str(),
+            row.error_message.unwrap_or_default()
+        ));
+        kept
+    }
 }
 
 /// The code of an answer: its fenced code blocks that define one of the two functions (or the

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::llm_repair;
 use crate::protocol::{Hello, PROTOCOL_VERSION, Request};
 use crate::rows::{self, RunnerFault};
-use crate::worker::{Worker, WorkerFailure, WorkerSpec};
+use crate::worker::{Worker, WorkerSpec};
 
 /// What a pool run produced.
 #[derive(Debug)]
@@ -33,6 +33,8 @@ pub struct PoolOutput {
     pub llm_asked: u64,
     /// Modules that ran thanks to the LLM's answer.
     pub llm_fixed: u64,
+    /// Modules run again because their Ray actor died (0 for local workers).
+    pub requeued: u64,
 }
 
 /// The request for one module.
@@ -168,6 +170,7 @@ pub fn probe_all(
         hello: hello.into_inner().ok().flatten(),
         llm_asked: llm_asked.load(Ordering::SeqCst) as u64,
         llm_fixed: llm_fixed.load(Ordering::SeqCst) as u64,
+        requeued: 0,
     })
 }
 
@@ -199,26 +202,7 @@ fn probe_one(
         Ok(response) => rows::from_response(module, response),
         Err(failure) => {
             *worker = None;
-            match failure {
-                WorkerFailure::Timeout => rows::without_response(
-                    module,
-                    ProbeStatus::Timeout,
-                    RunnerFault::Timeout,
-                    format!(
-                        "the worker did not answer within {:.0} s; it was killed and replaced",
-                        deadline.as_secs_f64()
-                    ),
-                ),
-                WorkerFailure::Died(msg) => rows::without_response(
-                    module,
-                    ProbeStatus::Crashed,
-                    RunnerFault::WorkerDied,
-                    msg,
-                ),
-                WorkerFailure::Protocol(msg) => {
-                    rows::without_response(module, ProbeStatus::Crashed, RunnerFault::Protocol, msg)
-                }
-            }
+            rows::from_failure(module, failure, deadline)
         }
     })
 }
@@ -236,25 +220,11 @@ fn llm_attempt(
     started: &AtomicUsize,
     hello: &Mutex<Option<Hello>>,
 ) -> Result<ProbeRow, Error> {
-    let mut kept = failed.clone();
-    let Some(request) = llm_repair::build_request(program, failed, cfg) else {
-        kept.repair_steps
-            .push("llm: program too long to ask".into());
-        return Ok(kept);
+    let code = match llm_repair::ask(program, failed, cfg, chat) {
+        Ok(code) => code,
+        Err(kept) => return Ok(*kept),
     };
-    let answer = match chat.chat(&request) {
-        Ok(a) => a,
-        Err(e) => {
-            kept.repair_steps.push(format!("llm: no answer ({e})"));
-            return Ok(kept);
-        }
-    };
-    let Some(code) = llm_repair::extract_code(&answer.content) else {
-        kept.repair_steps
-            .push("llm: the answer defines neither get_inputs nor get_init_inputs".into());
-        return Ok(kept);
-    };
-    let mut row = probe_one(
+    let row = probe_one(
         worker,
         spec,
         module,
@@ -265,22 +235,5 @@ fn llm_attempt(
         started,
         hello,
     )?;
-    row.attempts += failed.attempts;
-    row.cpu_time_ms += failed.cpu_time_ms;
-    if row.status == ProbeStatus::Ok || row.status == ProbeStatus::Nondeterministic {
-        let mut steps = failed.repair_steps.clone();
-        steps.push("llm: replaced get_inputs/get_init_inputs".into());
-        steps.extend(row.repair_steps);
-        row.repair_steps = steps;
-        Ok(row)
-    } else {
-        kept.attempts = row.attempts;
-        kept.cpu_time_ms = row.cpu_time_ms;
-        kept.repair_steps.push(format!(
-            "llm: the answer did not run ({}: {})",
-            row.status.as_str(),
-            row.error_message.unwrap_or_default()
-        ));
-        Ok(kept)
-    }
+    Ok(llm_repair::merge(failed, row))
 }

@@ -47,6 +47,18 @@ pub struct Hello {
     pub torch: String,
     /// Which isolation is active (network/pid/mount namespace, pids cgroup).
     pub sandbox: serde_json::Map<String, serde_json::Value>,
+    /// The cluster, when the hello comes from the Ray driver (`ksmith.probe_ray`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray: Option<RayInfo>,
+}
+
+/// The Ray cluster the driver probes on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RayInfo {
+    /// Actors, one sandboxed worker each.
+    pub actors: usize,
+    /// Nodes the actors run on.
+    pub nodes: usize,
 }
 
 /// The result of one module.
@@ -54,7 +66,9 @@ pub struct Hello {
 pub struct Response {
     /// The protocol version of the worker.
     pub v: u32,
-    /// `result` (or `error` for a request the worker could not read).
+    /// `result` (or `error` for a request the worker could not read); the Ray driver also
+    /// answers `fault` (the actor's worker failed the request: `error_class` is the
+    /// `RunnerFault`) and ends with `stats`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The request's id.
@@ -92,4 +106,10 @@ pub struct Response {
     /// Runs made.
     #[serde(default)]
     pub attempts: u32,
+    /// Workers the Ray driver's actors started (its `stats` line).
+    #[serde(default)]
+    pub workers_started: Option<u64>,
+    /// Requests the Ray driver ran again after their actor died (its `stats` line).
+    #[serde(default)]
+    pub requeued: Option<u64>,
 }

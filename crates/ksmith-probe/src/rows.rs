@@ -2,7 +2,10 @@
 
 use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
 
+use std::time::Duration;
+
 use crate::protocol::Response;
+use crate::worker::WorkerFailure;
 
 ksmith_core::vocabulary! {
     /// The `error_class` of a row the runner could not answer for (rows it answered carry the
@@ -50,6 +53,27 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         cpu_time_ms: r.cpu_time_ms.unwrap_or(0.0),
         repair_steps: r.repair_steps,
         attempts: r.attempts,
+    }
+}
+
+/// The row of a module whose worker failed it (`deadline` is the watchdog's limit).
+pub fn from_failure(module: &ModuleRow, failure: WorkerFailure, deadline: Duration) -> ProbeRow {
+    match failure {
+        WorkerFailure::Timeout => without_response(
+            module,
+            ProbeStatus::Timeout,
+            RunnerFault::Timeout,
+            format!(
+                "the worker did not answer within {:.0} s; it was killed and replaced",
+                deadline.as_secs_f64()
+            ),
+        ),
+        WorkerFailure::Died(msg) => {
+            without_response(module, ProbeStatus::Crashed, RunnerFault::WorkerDied, msg)
+        }
+        WorkerFailure::Protocol(msg) => {
+            without_response(module, ProbeStatus::Crashed, RunnerFault::Protocol, msg)
+        }
     }
 }
 

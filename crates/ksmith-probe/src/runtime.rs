@@ -49,7 +49,14 @@ pub const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Every file written to the runtime directory: the runner's and the sandbox's.
+/// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing
+/// about a module's row and so is not part of [`runner_hash`].
+pub const RAY_DRIVER: (&str, &str) = (
+    "ksmith/probe_ray.py",
+    include_str!("../../../python/ksmith/probe_ray.py"),
+);
+
+/// Every file of the runner written to the runtime directory: the runner's and the sandbox's.
 pub fn all_files() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     FILES.iter().chain(ksmith_sandbox::PYTHON_FILES)
 }
@@ -80,7 +87,7 @@ impl Runtime {
             .unwrap_or(0);
         let root = base.join(format!("ksmith-probe-{}-{nanos}", std::process::id()));
         make_private_dir(&root)?;
-        for (rel, text) in all_files() {
+        for (rel, text) in all_files().chain(std::iter::once(&RAY_DRIVER)) {
             let path = root.join("py").join(rel);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -60,6 +60,18 @@ pub struct WorkerSpec {
     pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
+impl WorkerSpec {
+    /// The sandbox a worker of this spec runs in.
+    pub fn launch(&self) -> ksmith_sandbox::Launch<'_> {
+        ksmith_sandbox::Launch {
+            config: &self.sandbox,
+            scratch: &self.tmp_root,
+            max_processes: self.max_processes,
+            gpu: false,
+        }
+    }
+}
+
 impl Worker {
     /// Starts a worker and waits for its hello.
     pub fn start(spec: &WorkerSpec) -> Result<Worker, Error> {
@@ -67,23 +79,33 @@ impl Worker {
             python: spec.python.clone(),
             message,
         };
-        let launch = ksmith_sandbox::Launch {
-            config: &spec.sandbox,
-            scratch: &spec.tmp_root,
-            max_processes: spec.max_processes,
-            gpu: false,
-        };
+        let launch = spec.launch();
         // Module code must not see the parent's environment (API keys of the teacher, tokens):
         // the launcher gets the allow-listed variables only.
         let mut command = launch
             .command(&spec.python, &["-m", "ksmith.probe.worker"])
             .map_err(|e| fail(format!("cannot make the scratch folder: {e}")))?;
-        let mut child = command
+        command
             .env("PYTHONPATH", &spec.python_path)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONNOUSERSITE", "1")
             .env("PYTHONUNBUFFERED", "1")
-            .current_dir(&spec.tmp_root)
+            .current_dir(&spec.tmp_root);
+        Worker::spawn(command, &spec.python, spec.startup_timeout)
+    }
+
+    /// Runs `command` (a program that speaks the worker protocol) with piped stdio and waits
+    /// up to `startup_timeout` for its hello.
+    pub fn spawn(
+        mut command: Command,
+        python: &Path,
+        startup_timeout: Duration,
+    ) -> Result<Worker, Error> {
+        let fail = |message: String| Error::WorkerStart {
+            python: python.to_path_buf(),
+            message,
+        };
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -142,6 +164,7 @@ impl Worker {
             pid: child.id(),
             torch: String::new(),
             sandbox: Default::default(),
+            ray: None,
         };
         let mut worker = Worker {
             child,
@@ -151,7 +174,7 @@ impl Worker {
             stderr_closed,
             hello: placeholder,
         };
-        let line = match worker.lines.recv_timeout(spec.startup_timeout) {
+        let line = match worker.lines.recv_timeout(startup_timeout) {
             Ok(Ok(line)) => line,
             Ok(Err(e)) => {
                 let tail = worker.kill_and_tail();
@@ -160,8 +183,7 @@ impl Worker {
             Err(RecvTimeoutError::Timeout) => {
                 let tail = worker.kill_and_tail();
                 return Err(fail(format!(
-                    "no hello within {:?}; stderr: {tail}",
-                    spec.startup_timeout
+                    "no hello within {startup_timeout:?}; stderr: {tail}"
                 )));
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -197,6 +219,27 @@ impl Worker {
         request: &Request,
         deadline: Duration,
     ) -> Result<Response, WorkerFailure> {
+        self.send(request)?;
+        let response = self.receive(deadline)?;
+        if response.kind == "error" {
+            self.kill_and_tail();
+            return Err(WorkerFailure::Protocol(format!(
+                "the worker refused the request: {}",
+                response.error_message.unwrap_or_default()
+            )));
+        }
+        if response.id.as_deref() != Some(request.id.as_str()) {
+            self.kill_and_tail();
+            return Err(WorkerFailure::Protocol(format!(
+                "response for {:?} while waiting for {}",
+                response.id, request.id
+            )));
+        }
+        Ok(response)
+    }
+
+    /// Writes one request line.
+    pub fn send(&mut self, request: &Request) -> Result<(), WorkerFailure> {
         let mut line = serde_json::to_string(request)
             .map_err(|e| WorkerFailure::Protocol(format!("cannot encode the request: {e}")))?;
         line.push('\n');
@@ -204,61 +247,55 @@ impl Worker {
             Some(stdin) => stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()),
             None => Err(std::io::Error::other("stdin closed")),
         };
-        if let Err(e) = sent {
-            return Err(WorkerFailure::Died(format!(
+        sent.map_err(|e| {
+            WorkerFailure::Died(format!(
                 "cannot send the request: {e}; stderr: {}",
                 self.kill_and_tail()
-            )));
-        }
-        {
-            match self.lines.recv_timeout(deadline) {
-                Ok(Ok(text)) => {
-                    let response: Response = match serde_json::from_str(&text) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            self.kill_and_tail();
-                            return Err(WorkerFailure::Protocol(format!(
-                                "unreadable response ({e}): {}",
-                                truncate(&text, 200)
-                            )));
-                        }
-                    };
-                    if response.v != PROTOCOL_VERSION {
+            ))
+        })
+    }
+
+    /// Closes the worker's stdin: the end of its requests.
+    pub fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits up to `deadline` for the next line and reads it as a [`Response`] of this
+    /// protocol version; the worker is killed when there is none or it is unreadable.
+    pub fn receive(&mut self, deadline: Duration) -> Result<Response, WorkerFailure> {
+        match self.lines.recv_timeout(deadline) {
+            Ok(Ok(text)) => {
+                let response: Response = match serde_json::from_str(&text) {
+                    Ok(r) => r,
+                    Err(e) => {
                         self.kill_and_tail();
                         return Err(WorkerFailure::Protocol(format!(
-                            "response with protocol version {}",
-                            response.v
+                            "unreadable response ({e}): {}",
+                            truncate(&text, 200)
                         )));
                     }
-                    if response.kind == "error" {
-                        self.kill_and_tail();
-                        return Err(WorkerFailure::Protocol(format!(
-                            "the worker refused the request: {}",
-                            response.error_message.unwrap_or_default()
-                        )));
-                    }
-                    if response.id.as_deref() != Some(request.id.as_str()) {
-                        self.kill_and_tail();
-                        return Err(WorkerFailure::Protocol(format!(
-                            "response for {:?} while waiting for {}",
-                            response.id, request.id
-                        )));
-                    }
-                    Ok(response)
-                }
-                Ok(Err(e)) => Err(WorkerFailure::Died(format!(
-                    "reading its output: {e}; stderr: {}",
-                    self.kill_and_tail()
-                ))),
-                Err(RecvTimeoutError::Timeout) => {
+                };
+                if response.v != PROTOCOL_VERSION {
                     self.kill_and_tail();
-                    Err(WorkerFailure::Timeout)
+                    return Err(WorkerFailure::Protocol(format!(
+                        "response with protocol version {}",
+                        response.v
+                    )));
                 }
-                Err(RecvTimeoutError::Disconnected) => Err(WorkerFailure::Died(format!(
-                    "the worker exited; stderr: {}",
-                    self.kill_and_tail()
-                ))),
+                Ok(response)
             }
+            Ok(Err(e)) => Err(WorkerFailure::Died(format!(
+                "reading its output: {e}; stderr: {}",
+                self.kill_and_tail()
+            ))),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill_and_tail();
+                Err(WorkerFailure::Timeout)
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(WorkerFailure::Died(format!(
+                "the worker exited; stderr: {}",
+                self.kill_and_tail()
+            ))),
         }
     }
 
