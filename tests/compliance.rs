@@ -316,6 +316,7 @@ fn a_rollout_without_a_teacher_keeps_its_last_report() {
         quiet: true,
         force: false,
         shard: None,
+        set: Vec::new(),
     })
     .expect("config loads");
     if ksmith_teacher::url_override().is_some() {

@@ -102,6 +102,7 @@ fn session(dir: &Path, config: &str) -> Session {
         quiet: true,
         force: false,
         shard: None,
+        set: Vec::new(),
     })
     .expect("config loads")
 }
@@ -509,6 +510,7 @@ fn sharded_run_merges_to_the_unsharded_result() {
             quiet: true,
             force: false,
             shard: shard.map(|s| s.parse().expect("shard")),
+            set: Vec::new(),
         })
         .expect("config loads")
     };
@@ -566,6 +568,32 @@ fn sharded_run_merges_to_the_unsharded_result() {
     open(&merged, None)
         .run(&[Stage::Dedup])
         .expect("dedup on the merged tables");
+
+    // Shards that only crawl and extract (the probe then runs once on the merged modules, as on
+    // a Ray cluster) merge too, and probing the merged modules gives the same rows.
+    let unprobed: Vec<std::path::PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("unprobed-{i}")))
+        .collect();
+    for (i, shard_dir) in unprobed.iter().enumerate() {
+        open(shard_dir, Some(&format!("{i}/2")))
+            .run(&[Stage::Crawl, Stage::Extract])
+            .expect("shard run");
+    }
+    let mixed = [shards[0].clone(), unprobed[1].clone()];
+    let err = ksmith_cli::merge::merge(&mixed, &dir.path().join("mixed")).unwrap_err();
+    assert!(err.to_string().contains("probe every shard"), "{err}");
+    let merged_late = dir.path().join("merged-late");
+    ksmith_cli::merge::merge(&unprobed, &merged_late).expect("merge of unprobed shards");
+    assert!(!ProbeRow::path_in(&merged_late).exists());
+    open(&merged_late, None)
+        .run(&[Stage::Probe])
+        .expect("probe of the merged modules");
+    let c: Vec<_> = read_table::<ProbeRow>(&ProbeRow::path_in(&merged_late))
+        .expect("probes")
+        .iter()
+        .map(probe_key)
+        .collect();
+    assert_eq!(a, c);
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -40,6 +40,10 @@ pub struct Common {
     /// extract and probe one shard per work directory, then `ksmith merge` them.
     #[arg(long, global = true, value_name = "INDEX/COUNT")]
     pub shard: Option<ksmith_core::shard::Shard>,
+    /// Override one configuration key: `--set probe.ray_address=auto` (repeatable; the value is
+    /// TOML, or a string when it does not parse as TOML).
+    #[arg(long = "set", global = true, value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// The subcommands.

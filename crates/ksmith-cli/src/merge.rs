@@ -5,7 +5,9 @@
 //! `probes` tables into the target work directory, where the global stages (dedup onwards) run.
 //! Module ids are re-assigned over the merged rows by extract's own rule, in extract's own
 //! order, so the merged tables equal those of an unsharded run (probe rows follow their module's
-//! new id).
+//! new id). Shards that were not probed (the probe then runs once on the merged modules, for
+//! example on a Ray cluster) merge their `repos` and `modules` only; a mix of probed and
+//! unprobed shards is an error.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,15 +32,33 @@ pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> 
     let mut modules: Vec<(usize, ModuleRow)> = Vec::new();
     let mut probes: Vec<(usize, ProbeRow)> = Vec::new();
     let mut fingerprint = Fingerprint::new(STAGE, 1);
+    let probed: Vec<&PathBuf> = shards
+        .iter()
+        .filter(|dir| ProbeRow::path_in(dir).exists())
+        .collect();
+    let with_probes = probed.len() == shards.len();
+    if !probed.is_empty() && !with_probes {
+        bail!(
+            "shard {} has probes.parquet but shard {} has none: probe every shard, or none and \
+             probe the merged work directory",
+            probed[0].display(),
+            shards
+                .iter()
+                .find(|dir| !ProbeRow::path_in(dir).exists())
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_default()
+        );
+    }
     for (i, dir) in shards.iter().enumerate() {
-        for path in [
-            RepoRow::path_in(dir),
-            ModuleRow::path_in(dir),
-            ProbeRow::path_in(dir),
-        ] {
+        let mut tables = vec![RepoRow::path_in(dir), ModuleRow::path_in(dir)];
+        if with_probes {
+            tables.push(ProbeRow::path_in(dir));
+        }
+        for path in tables {
             let fp = read_fingerprint(&path).with_context(|| {
                 format!(
-                    "shard {}: {} is missing or unreadable; run crawl, extract and probe there first",
+                    "shard {}: {} is missing or unreadable; run crawl and extract (and probe) \
+                     there first",
                     dir.display(),
                     path.display()
                 )
@@ -51,11 +71,13 @@ pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> 
                 .into_iter()
                 .map(|m| (i, m)),
         );
-        probes.extend(
-            read_table::<ProbeRow>(&ProbeRow::path_in(dir))?
-                .into_iter()
-                .map(|p| (i, p)),
-        );
+        if with_probes {
+            probes.extend(
+                read_table::<ProbeRow>(&ProbeRow::path_in(dir))?
+                    .into_iter()
+                    .map(|p| (i, p)),
+            );
+        }
     }
     report.rows_read = (repos.len() + modules.len() + probes.len()) as u64;
 
@@ -102,7 +124,9 @@ pub fn merge(shards: &[PathBuf], workdir: &Path) -> anyhow::Result<StageReport> 
         .with_context(|| format!("cannot create {}", workdir.display()))?;
     write_table(&RepoRow::path_in(workdir), &repos, &fp)?;
     write_table(&ModuleRow::path_in(workdir), &rows, &fp)?;
-    write_table(&ProbeRow::path_in(workdir), &probes, &fp)?;
+    if with_probes {
+        write_table(&ProbeRow::path_in(workdir), &probes, &fp)?;
+    }
     report.rows_written = (repos.len() + rows.len() + probes.len()) as u64;
     report.count("shards", shards.len() as u64);
     report.fingerprint = fp;

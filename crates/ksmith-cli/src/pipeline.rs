@@ -38,10 +38,13 @@ impl Session {
     /// Loads the configuration named by `common` (or the embedded default), validates every
     /// stage's section and builds the context. Does no other I/O.
     pub fn open(common: &Common) -> anyhow::Result<Session> {
-        let config = match &common.config {
+        let mut config = match &common.config {
             Some(path) => Config::load(path)?,
             None => Config::parse(DEFAULT_CONFIG, "embedded default (configs/default.toml)")?,
         };
+        for assignment in &common.set {
+            config.set(assignment)?;
+        }
         let stages = StageConfigs::from_config(&config)
             .with_context(|| format!("invalid configuration {}", config.origin))?;
         let workdir: PathBuf = common

@@ -164,6 +164,51 @@ impl Config {
         }
     }
 
+    /// Applies one `SECTION.KEY=VALUE` override (the CLI's `--set`) on top of the file: VALUE
+    /// is read as a TOML value (`8`, `true`, `"x"`, `[1, 2]`) and otherwise taken as a string
+    /// (`probe.ray_address=auto`). The section must be a stage's; the typed check of the value
+    /// happens when the section is read, as for a value in the file.
+    pub fn set(&mut self, assignment: &str) -> Result<()> {
+        let bad = |message: String| Error::Config {
+            origin: format!("--set {assignment}"),
+            message,
+        };
+        let (path, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| bad("expected SECTION.KEY=VALUE".into()))?;
+        let (section, key) = path
+            .trim()
+            .split_once('.')
+            .ok_or_else(|| bad("expected SECTION.KEY=VALUE".into()))?;
+        if !STAGE_SECTIONS.contains(&section) {
+            return Err(bad(format!(
+                "unknown table `[{section}]`; --set takes {}",
+                STAGE_SECTIONS.join(", ")
+            )));
+        }
+        if key.is_empty() || key.contains('.') {
+            return Err(bad(format!("`{key}` is not a key of [{section}]")));
+        }
+        let value = value.trim();
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        let table = self
+            .sections
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(Default::default()));
+        let toml::Value::Table(table) = table else {
+            return Err(bad(format!(
+                "[{section}] is not a table in {}",
+                self.origin
+            )));
+        };
+        table.insert(key.to_string(), parsed);
+        self.origin = format!("{} with --set {assignment}", self.origin);
+        Ok(())
+    }
+
     /// True when the file's `[section]` table sets `key` (as opposed to taking its default).
     pub fn section_has_key(&self, section: &str, key: &str) -> bool {
         self.sections
@@ -213,6 +258,52 @@ mod tests {
         let err = cfg.section::<Demo>("crawl").expect_err("typo must fail");
         assert!(err.to_string().contains("[crawl]"), "{err}");
         assert!(err.to_string().contains("limt"), "{err}");
+    }
+
+    #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Overridden {
+        limit: u32,
+        address: String,
+        on: bool,
+    }
+
+    #[test]
+    fn set_overrides_the_file_with_typed_values_or_strings() {
+        let mut cfg = Config::parse(
+            "[probe]
+limit = 3
+on = true
+",
+            "cfg.toml",
+        )
+        .unwrap();
+        cfg.set("probe.limit=8").unwrap();
+        cfg.set("probe.address=auto").unwrap();
+        cfg.set("probe.on = false").unwrap();
+        let got: Overridden = cfg.section("probe").unwrap();
+        assert_eq!(
+            got,
+            Overridden {
+                limit: 8,
+                address: "auto".into(),
+                on: false
+            }
+        );
+        // A section the file lacks is created; a wrongly typed value fails when read, naming
+        // the override.
+        cfg.set("dedup.limit=many").unwrap();
+        let err = cfg.section::<Overridden>("dedup").unwrap_err().to_string();
+        assert!(err.contains("--set dedup.limit=many"), "{err}");
+    }
+
+    #[test]
+    fn set_rejects_what_is_not_a_stage_key() {
+        let mut cfg = Config::parse("", "t").unwrap();
+        for bad in ["probe", "probe.x.y=1", "nope.x=1", "run.threads=2", ".x=1"] {
+            let err = cfg.set(bad).expect_err(bad).to_string();
+            assert!(err.contains(bad), "{err}");
+        }
     }
 
     #[test]
