@@ -3,3 +3,4 @@
 mod cli;
 mod default_config;
 mod discover;
+mod ray_refresh;
