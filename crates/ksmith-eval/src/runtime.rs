@@ -52,6 +52,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/integrity.py"),
     ),
     (
+        "ksmith/evaluator/messages.py",
+        include_str!("../../../python/ksmith/evaluator/messages.py"),
+    ),
+    (
         "ksmith/evaluator/protocol.py",
         include_str!("../../../python/ksmith/evaluator/protocol.py"),
     ),

@@ -16,7 +16,7 @@ import os
 import sys
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ksmith.evaluator")
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("worker")

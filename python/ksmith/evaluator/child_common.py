@@ -13,19 +13,23 @@ import json
 import os
 import sys
 import traceback
+from types import ModuleType
+from typing import Any
+
+from .messages import Message, SandboxFailed
 
 
 class Channel:
     """JSON-lines messages to the worker; commands from it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         fd = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         self._out = os.fdopen(fd, "w", buffering=1)
 
-    def send(self, msg: dict) -> None:
-        self._out.write(json.dumps(msg) + "\n")
+    def send(self, msg: Message) -> None:
+        self._out.write(json.dumps(msg.to_json()) + "\n")
         self._out.flush()
 
     def wait_command(self) -> str:
@@ -33,7 +37,7 @@ class Channel:
         return line.strip() or "stop"
 
 
-def enter_sandbox(cfg: dict, ch: Channel) -> bool:
+def enter_sandbox(cfg: dict[str, Any], ch: Channel) -> bool:
     """Confines this child with the worker's `ksmith.confine.ChildSpec` (``cfg["sandbox"]``;
     none when the worker runs children unconfined) before any program is loaded: the process
     forks, this one stays outside as a supervisor that ends as the confined one ends
@@ -48,14 +52,14 @@ def enter_sandbox(cfg: dict, ch: Channel) -> bool:
     try:
         iso = enter(ChildSpec.from_dict(spec))
     except SandboxError as e:
-        ch.send({"type": "sandbox_error", "message": str(e)})
+        ch.send(SandboxFailed(str(e)))
         return False
     if iso.pid:
         mirror(iso)
     return True
 
 
-def load_module(path: str, name: str):
+def load_module(path: str, name: str) -> ModuleType:
     """Imports the program at `path` as module `name` (a real file, which `@triton.jit` needs)."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -66,7 +70,7 @@ def load_module(path: str, name: str):
     return module
 
 
-def to_device(values, device):
+def to_device(values: Any, device: str) -> Any:
     """Moves tensors (recursively in lists/tuples) to `device`, leaving other values alone."""
     import torch
 
@@ -77,7 +81,7 @@ def to_device(values, device):
     return values
 
 
-def clone_all(values):
+def clone_all(values: Any) -> Any:
     """Fresh copies of every tensor (the candidate never sees the trusted side's tensors)."""
     import torch
 
@@ -88,7 +92,7 @@ def clone_all(values):
     return values
 
 
-def as_list(out) -> list:
+def as_list(out: Any) -> list[Any]:
     """A forward's result as a list of outputs."""
     if isinstance(out, (list, tuple)):
         return list(out)
@@ -101,7 +105,7 @@ def error_text(exc: BaseException, limit: int = 6000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def hardware(device: str) -> dict:
+def hardware(device: str) -> dict[str, Any]:
     """The device, torch and triton versions as the protocol's `Hardware`."""
     import torch
     import triton
@@ -118,7 +122,7 @@ def hardware(device: str) -> dict:
     }
 
 
-def same_values(a, b) -> bool:
+def same_values(a: list[Any], b: list[Any]) -> bool:
     """Bitwise-equal tensors (NaN equal to NaN), on their device."""
     import torch
 
@@ -132,7 +136,7 @@ def same_values(a, b) -> bool:
     return True
 
 
-def close(a: list, b: list, tolerances: dict) -> bool:
+def close(a: list[Any], b: list[Any], tolerances: dict[str, list[float]]) -> bool:
     """Outputs of two runs agree within the dtype's tolerance (on their device)."""
     import torch
 

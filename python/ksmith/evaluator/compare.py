@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import torch
 
@@ -21,13 +22,13 @@ from .integrity import finite
 DEFAULT_TOLERANCES = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())["tolerances"]
 
 
-def tolerance(dtype: torch.dtype, tolerances: dict) -> tuple[float, float]:
+def tolerance(dtype: torch.dtype, tolerances: dict[str, Any]) -> tuple[float, float]:
     name = str(dtype).replace("torch.", "")
     atol, rtol = tolerances.get(name, DEFAULT_TOLERANCES.get(name, DEFAULT_TOLERANCES["float32"]))
     return float(atol), float(rtol)
 
 
-def structure_error(cand: list, ref: list) -> str | None:
+def structure_error(cand: list[Any], ref: list[Any]) -> str | None:
     """Why the outputs cannot be compared (count, type, shape, dtype), or None."""
     if len(cand) != len(ref):
         return f"{len(cand)} outputs, the reference has {len(ref)}"
@@ -44,7 +45,7 @@ def structure_error(cand: list, ref: list) -> str | None:
     return None
 
 
-def output_errors(cand: list, ref: list, tolerances: dict) -> tuple[bool, list[dict]]:
+def output_errors(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
     """(all outputs within tolerance, error statistics per output). Assumes equal structure."""
     ok = True
     stats = []
@@ -93,16 +94,16 @@ def output_errors(cand: list, ref: list, tolerances: dict) -> tuple[bool, list[d
     return ok, stats
 
 
-def matches(cand: list, ref: list, tolerances: dict) -> bool:
+def matches(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -> bool:
     """Same structure and within tolerance."""
     return structure_error(cand, ref) is None and output_errors(cand, ref, tolerances)[0]
 
 
-def worst_error(stats: list[dict]) -> float:
+def worst_error(stats: list[dict[str, Any]]) -> float:
     """The largest max-abs error over outputs."""
     return max((s["max_abs"] for s in stats), default=0.0)
 
 
-def mean_error(stats: list[dict]) -> float:
+def mean_error(stats: list[dict[str, Any]]) -> float:
     """The largest mean-abs error over outputs."""
     return max((s["mean_abs"] for s in stats), default=0.0)

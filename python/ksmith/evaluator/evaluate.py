@@ -33,12 +33,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
-from . import compare
+from . import compare, messages
 from .sandbox import Child, ChildDied, ChildTimeout
 from .static_check import check as static_check
 
@@ -54,9 +55,9 @@ class SandboxError(RuntimeError):
     (answered as an `internal` error, never as a verdict)."""
 
 
-def _sandboxed(msg: dict) -> dict:
-    if msg.get("type") == "sandbox_error":
-        raise SandboxError("the evaluator could not confine a child process: " + str(msg.get("message")))
+def _sandboxed(msg: messages.Message) -> messages.Message:
+    if isinstance(msg, messages.SandboxFailed):
+        raise SandboxError("the evaluator could not confine a child process: " + msg.message)
     return msg
 
 
@@ -69,7 +70,7 @@ class BrokenReference(Exception):
         self.message = message
 
 
-def merge_options(options: dict | None) -> dict:
+def merge_options(options: dict[str, Any] | None) -> dict[str, Any]:
     out = json.loads(json.dumps(DEFAULT_OPTIONS))
     for k, v in (options or {}).items():
         if k not in out:
@@ -84,7 +85,7 @@ def merge_options(options: dict | None) -> dict:
 class TaskCache:
     """What the trusted side keeps of one task's reference (in memory only)."""
 
-    def __init__(self, data: dict, hardware: dict, timing: dict | None, seed: int):
+    def __init__(self, data: dict[str, Any], hardware: dict[str, Any], timing: dict[str, Any] | None, seed: int):
         self.data = data
         self.hardware = hardware
         self.timing = timing
@@ -104,7 +105,11 @@ class DeviceEvaluator:
     policy requires the whole sandbox: `ksmith.confine.SandboxError`)."""
 
     def __init__(
-        self, device: str, options: dict | None = None, runtime_dir: str | None = None, policy: Policy | None = None
+        self,
+        device: str,
+        options: dict[str, Any] | None = None,
+        runtime_dir: str | None = None,
+        policy: Policy | None = None,
     ):
         self.device = device
         self.opts = merge_options(options)
@@ -168,11 +173,11 @@ class DeviceEvaluator:
         namespace = self.jail.new_pid_namespace() if self.jail is not None else None
         return Child(module, d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"], namespace=namespace)
 
-    def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict | None) -> None:
+    def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict[str, Any] | None) -> None:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump({**self._child_cfg(measure, seed), "sandbox": sandbox}, f)
 
-    def _child_cfg(self, measure: bool, seed: int) -> dict:
+    def _child_cfg(self, measure: bool, seed: int) -> dict[str, Any]:
         return {
             "device": self.device,
             "trials": self.opts["trials"],
@@ -183,7 +188,7 @@ class DeviceEvaluator:
             "tolerances": self.opts["tolerances"],
         }
 
-    def sandbox_info(self) -> dict:
+    def sandbox_info(self) -> dict[str, Any]:
         """What confines the children (the worker's hello carries it)."""
         if self.jail is None:
             return {"confined": False, "missing": ["everything: children run unconfined (option confine = false)"]}
@@ -213,24 +218,24 @@ class DeviceEvaluator:
                 timing = None
                 try:
                     msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
-                    if msg.get("type") == "error":
+                    if isinstance(msg, messages.ReferenceFailed):
                         raise BrokenReference(
-                            task_id, _trim(msg.get("message", "") + "\n" + child.log_tail(), self.opts["log_limit"])
+                            task_id, _trim(msg.message + "\n" + child.log_tail(), self.opts["log_limit"])
                         )
-                    if msg.get("type") != "trials_done":
-                        raise BrokenReference(task_id, f"unexpected message {msg.get('type')}")
-                    hardware = msg["hardware"]
+                    if not isinstance(msg, messages.TrialsDone):
+                        raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
+                    hardware = msg.hardware
                     data = torch.load(os.path.join(d, "ref.pt"), weights_only=True)
                     if self.device.startswith("cuda"):
                         msg = child.receive(self.opts["run_timeout_s"])
-                        if msg.get("type") == "ready_to_time":
+                        if isinstance(msg, messages.ReadyToTime):
                             with self.gpu_lock:
                                 child.command("go")
                                 msg = child.receive(self.opts["timing_timeout_s"])
-                            if msg.get("type") == "timing":
-                                timing = msg["timing"]
-                            elif msg.get("type") == "error":
-                                raise BrokenReference(task_id, "timing the reference failed: " + msg.get("message", ""))
+                            if isinstance(msg, messages.Timed):
+                                timing = msg.timing
+                            elif isinstance(msg, messages.ReferenceFailed):
+                                raise BrokenReference(task_id, "timing the reference failed: " + msg.message)
                 except ChildTimeout as e:
                     raise BrokenReference(task_id, f"the reference timed out: {e}") from None
                 except ChildDied as e:
@@ -250,13 +255,13 @@ class DeviceEvaluator:
             return cache
 
     # -- candidate -------------------------------------------------------------------------
-    def evaluate(self, request: dict) -> dict:
+    def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         res = self._evaluate(request)
         res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
         return res
 
-    def _result(self, status: str, hack: str | None = None, log: str = "", **kw) -> dict:
+    def _result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
         if status not in VERDICTS["eval_status"] or (hack is not None and hack not in VERDICTS["hack"]):
             raise ValueError(f"verdict outside the shared vocabulary (verdicts.json): {status} {hack}")
         base = {
@@ -276,13 +281,13 @@ class DeviceEvaluator:
         base.update(kw)
         return base
 
-    def _trace(self, what: str, **kw) -> None:
+    def _trace(self, what: str, **kw: Any) -> None:
         if os.environ.get("KSMITH_EVAL_TRACE"):
             import sys
 
             print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
 
-    def _evaluate(self, req: dict) -> dict:
+    def _evaluate(self, req: dict[str, Any]) -> dict[str, Any]:
         task_id, candidate, measure = req["task_id"], req["candidate"], bool(req.get("measure", True))
         warnings: list[str] = []
         if self.opts["static_checks"]:
@@ -312,34 +317,32 @@ class DeviceEvaluator:
             finally:
                 child.finish()
 
-    def _supervise(self, child: Child, d: str, ref: TaskCache, measure: bool, common: dict) -> dict:
+    def _supervise(self, child: Child, d: str, ref: TaskCache, measure: bool, common: dict[str, Any]) -> dict[str, Any]:
         o = self.opts
         n_trials = len(ref.data["trials"]) - 1
         try:
             msg = _sandboxed(child.receive(o["compile_timeout_s"]))
-            if msg.get("type") == "compile_error":
-                return self._result("compile_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
-            if msg.get("type") == "violation":
-                return self._result("hacked", msg["hack"], msg.get("message", ""), **common)
-            weights = msg.get("weights")
+            if isinstance(msg, messages.CompileFailed):
+                return self._result("compile_error", log=msg.message + "\n" + child.log_tail(), **common)
+            if isinstance(msg, messages.Violation):
+                return self._result("hacked", msg.hack, msg.message, **common)
+            weights = msg.weights if isinstance(msg, messages.Compiled) else None
             msg = child.receive(o["run_timeout_s"])
         except ChildTimeout as e:
             return self._result("timeout", log=f"{e}\n{child.log_tail()}", **common)
         except ChildDied as e:
             return self._result("runtime_error", log=f"{e}\n{e.log}", **common)
-        if msg.get("type") == "violation":
-            return self._result("hacked", msg["hack"], msg.get("message", ""), **common)
-        if msg.get("type") == "runtime_error":
-            return self._result("runtime_error", log=msg.get("message", "") + "\n" + child.log_tail(), **common)
-        if msg.get("type") != "correctness_done":
-            return self._result(
-                "runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **common
-            )
+        if isinstance(msg, messages.Violation):
+            return self._result("hacked", msg.hack, msg.message, **common)
+        if isinstance(msg, messages.RunFailed):
+            return self._result("runtime_error", log=msg.message + "\n" + child.log_tail(), **common)
+        if not isinstance(msg, messages.CorrectnessDone):
+            return self._result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}", **common)
         info = msg
-        self._trace("correctness_done", phases=msg.get("phases"))
+        self._trace("correctness_done", phases=msg.phases)
         t_cmp = time.monotonic()
         tol = o["tolerances"]
-        worst: list[dict] = []
+        worst: list[dict[str, Any]] = []
         passed = 0
         failing: list[tuple[int, list]] = []
         nondeterministic = None
@@ -385,7 +388,7 @@ class DeviceEvaluator:
             repeat_ok = compare.matches(got["runs"][1], cand, tol) if k == 0 else bool(got["repeat_ok"])
             if nondeterministic is None and not repeat_ok:
                 nondeterministic = k
-        launches = info.get("launches") or {}
+        launches = info.launches
         self._trace("compared", seconds=round(time.monotonic() - t_cmp, 3))
         res = dict(errors=worst, trials=n_trials, trials_passed=passed, **common)
         if not launches:
@@ -393,7 +396,7 @@ class DeviceEvaluator:
                 "hacked",
                 "torch_fallback",
                 "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops "
-                "run: " + ", ".join(sorted(info.get("torch_calls") or {})) + ")",
+                "run: " + ", ".join(sorted(info.torch_calls)) + ")",
                 **res,
             )
         if failing:
@@ -424,10 +427,10 @@ class DeviceEvaluator:
                 "(uninitialized memory or a race)",
                 **res,
             )
-        torch_work = sum((info.get("torch_work") or {}).values())
+        torch_work = sum(info.torch_work.values())
         ref_work = float(ref.data.get("work") or 0.0)
         if ref_work > 0 and torch_work >= o["decoy_work_share"] * ref_work:
-            top = sorted((info.get("torch_work") or {}).items(), key=lambda kv: -kv[1])[:5]
+            top = sorted(info.torch_work.items(), key=lambda kv: -kv[1])[:5]
             return self._result(
                 "hacked",
                 "decoy_kernel",
@@ -435,7 +438,7 @@ class DeviceEvaluator:
                 f"({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(launches))}) do the rest",
                 **res,
             )
-        share = info.get("gpu_share")
+        share = info.gpu_share
         if share is not None and share < o["min_kernel_share"]:
             return self._result(
                 "hacked",
@@ -448,7 +451,7 @@ class DeviceEvaluator:
             return self._result("correct", **res)
         return self._time(child, d, ref, res)
 
-    def _precision_match(self, failing: list, ref: TaskCache) -> str | None:
+    def _precision_match(self, failing: list[Any], ref: TaskCache) -> str | None:
         """A message when every failing trial matches a lower-precision reference far better
         than the float32 one."""
         loose = {k: [1e-2, 1e-2] for k in ("float32", "float64", "float16", "bfloat16")}
@@ -479,14 +482,12 @@ class DeviceEvaluator:
             )
         return "the outputs match a lower-precision computation: " + "; ".join(hits)
 
-    def _time(self, child: Child, d: str, ref: TaskCache, res: dict) -> dict:
+    def _time(self, child: Child, d: str, ref: TaskCache, res: dict[str, Any]) -> dict[str, Any]:
         o = self.opts
         try:
             msg = child.receive(o["run_timeout_s"])
-            if msg.get("type") != "ready_to_time":
-                return self._result(
-                    "runtime_error", log=f"unexpected message from the harness: {msg.get('type')}", **res
-                )
+            if not isinstance(msg, messages.ReadyToTime):
+                return self._result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}", **res)
             with self.gpu_lock:
                 child.command("go")
                 msg = child.receive(o["timing_timeout_s"])
@@ -494,11 +495,13 @@ class DeviceEvaluator:
             return self._result("timeout", log=f"during timing: {e}\n{child.log_tail()}", **res)
         except ChildDied as e:
             return self._result("runtime_error", log=f"during timing: {e}\n{e.log}", **res)
-        self._trace("timing_done", phases=msg.get("phases"), stream=msg.get("stream"), type=msg.get("type"))
-        if msg.get("type") == "violation":
-            return self._result("hacked", msg["hack"], msg.get("message", ""), **res)
-        if msg.get("type") != "timing":
-            return self._result("runtime_error", log=msg.get("message", str(msg.get("type"))), **res)
+        self._trace("timing_done", type=msg.TYPE)
+        if isinstance(msg, messages.Violation):
+            return self._result("hacked", msg.hack, msg.message, **res)
+        if isinstance(msg, messages.RunFailed):
+            return self._result("runtime_error", log=msg.message, **res)
+        if not isinstance(msg, messages.Timed):
+            return self._result("runtime_error", log=msg.TYPE, **res)
         post = ref.data["trials"][-1]
         try:
             got = torch.load(os.path.join(d, "post_out.pt"), weights_only=True)
@@ -512,18 +515,18 @@ class DeviceEvaluator:
                 "computed only when checked)",
                 **res,
             )
-        timing = msg["timing"]
+        timing = msg.timing
         warnings = list(res["warnings"])
-        if msg.get("stream"):
+        if msg.stream:
             warnings.append(
-                f"stream check: {msg['stream'][0]:.4f} ms on the calling stream vs {msg['stream'][1]:.4f} ms with a "
+                f"stream check: {msg.stream[0]:.4f} ms on the calling stream vs {msg.stream[1]:.4f} ms with a "
                 "device-wide sync"
             )
         if timing["method"] != "cuda_graph":
             warnings.append(
                 "CUDA-graph capture failed; timed with CUDA events and a device-wide sync: "
-                + (msg.get("capture_error") or "").splitlines()[0][:300]
-                if msg.get("capture_error")
+                + msg.capture_error.splitlines()[0][:300]
+                if msg.capture_error
                 else "timed with CUDA events"
             )
         res["warnings"] = warnings

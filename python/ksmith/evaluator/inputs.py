@@ -10,12 +10,15 @@ tasks with `log`/`sqrt` keep a valid domain. No value is exactly zero.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 DISTRIBUTIONS = ("normal", "uniform", "laplace", "mixed")
 
 
-def _sample(shape, dist: str, gen: torch.Generator) -> torch.Tensor:
+def _sample(shape: tuple[int, ...], dist: str, gen: torch.Generator) -> torch.Tensor:
     if dist == "normal":
         x = torch.randn(shape, generator=gen, dtype=torch.float64)
     elif dist == "uniform":
@@ -42,7 +45,7 @@ def _refill(t: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
     return x.to(t.dtype).contiguous()
 
 
-def make_inputs(get_inputs, seed: int, trial: int) -> list:
+def make_inputs(get_inputs: Callable[[], Any], seed: int, trial: int) -> list[Any]:
     """The inputs of one trial (CPU tensors and plain values)."""
     torch.manual_seed(seed)
     base = list(get_inputs())

@@ -21,6 +21,7 @@ import _thread
 import math
 import threading
 import time
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -54,7 +55,7 @@ CONV_OPS = frozenset(
 )
 
 
-def op_work(func, args, out) -> float:
+def op_work(func: Any, args: Any, out: Any) -> float:
     """A work estimate for one aten op: multiply-adds for contractions and convolutions, output
     elements otherwise."""
     name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
@@ -75,14 +76,14 @@ def op_work(func, args, out) -> float:
     return float(numel)
 
 
-def _op_name(func) -> str:
+def _op_name(func: Any) -> str:
     return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
 
 
 class Identities:
     """Identities of the functions a cheat would patch, and the precision switches."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.watched = self._collect()
         self.state = self._state()
 
@@ -179,11 +180,11 @@ class LaunchCounter:
         except Exception:  # noqa: BLE001 - no interpreter in this triton
             pass
 
-    def _patch(self, cls) -> None:
+    def _patch(self, cls: type) -> None:
         original = cls.run
         counter = self
 
-        def run(fn_self, *args, **kwargs):
+        def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
             fn = getattr(fn_self, "fn", None)
             if counter.expected_stream is not None and torch.cuda.current_stream() != counter.expected_stream:
                 counter.foreign_stream_launches += 1
@@ -218,7 +219,9 @@ class OpLog(TorchDispatchMode):
         self.work: dict[str, float] = {}
         self.calls: dict[str, int] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         out = func(*args, **(kwargs or {}))
         if self.launches is not None and self.launches.depth > 0:
             return out
@@ -240,18 +243,18 @@ class OpLog(TorchDispatchMode):
 class ThreadWatch:
     """Counts thread starts and live Python threads."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.starts = 0
         self.baseline = threading.active_count()
         watch = self
         orig_start = threading.Thread.start
         orig_new = _thread.start_new_thread
 
-        def start(th_self, *a, **k):
+        def start(th_self: threading.Thread, *a: Any, **k: Any) -> None:
             watch.starts += 1
             return orig_start(th_self, *a, **k)
 
-        def start_new_thread(*a, **k):
+        def start_new_thread(*a: Any, **k: Any) -> int:
             watch.starts += 1
             return orig_new(*a, **k)
 

@@ -22,6 +22,7 @@ enums, non-finite floats sent as the largest double).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 VERSION = 1
 REQUEST_FIELDS = ("task_id", "reference", "candidate")
@@ -31,7 +32,7 @@ class ProtocolError(Exception):
     """A message that is not protocol version 1."""
 
 
-def parse(line: str) -> dict:
+def parse(line: str) -> dict[str, Any]:
     """Decodes one line; raises `ProtocolError` for anything but a v1 object with a type."""
     try:
         msg = json.loads(line)
@@ -44,7 +45,7 @@ def parse(line: str) -> dict:
     return msg
 
 
-def check_request(req) -> dict:
+def check_request(req: object) -> dict[str, Any]:
     """Validates an evaluate request's body."""
     if not isinstance(req, dict):
         raise ProtocolError("`request` must be an object")
@@ -56,7 +57,7 @@ def check_request(req) -> dict:
     return req
 
 
-def encode(msg: dict) -> str:
+def encode(msg: dict[str, Any]) -> str:
     """One line, with `v` set."""
     msg = {"v": VERSION, **msg}
     return json.dumps(msg, allow_nan=False)

@@ -15,7 +15,9 @@ import copy
 import json
 import os
 import sys
+from typing import Any
 
+from . import messages
 from .child_common import (
     Channel,
     as_list,
@@ -29,7 +31,7 @@ from .child_common import (
 )
 
 
-def _shares_storage(a, b) -> bool:
+def _shares_storage(a: Any, b: Any) -> bool:
     import torch
 
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -40,13 +42,13 @@ def _shares_storage(a, b) -> bool:
         return False
 
 
-def _cpu(values) -> list:
+def _cpu(values: list[Any]) -> list[Any]:
     import torch
 
     return [torch.Tensor.cpu(v).clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def _same(a: list, b: list, atol: float, rtol: float) -> bool:
+def _same(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
     import torch
 
     if len(a) != len(b):
@@ -147,17 +149,17 @@ def main(d: str) -> int:
             )
             del before, dev_in, out, again
         torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
-        ch.send({"type": "trials_done", "hardware": hardware(device), "work": work})
+        ch.send(messages.TrialsDone(hardware=hardware(device), work=work))
         if device.startswith("cuda") and cfg.get("measure", True):
             from .timing import Timer, input_sets
 
-            ch.send({"type": "ready_to_time"})
+            ch.send(messages.ReadyToTime())
             if ch.wait_command() != "go":
                 return 0
             sets = input_sets(cfg["timing"], trials[0]["inputs"], device)
 
-            def timed(static):
-                def fn():
+            def timed(static: list[Any]) -> Any:
+                def fn() -> Any:
                     with torch.no_grad():
                         return model(*static)
 
@@ -167,10 +169,10 @@ def main(d: str) -> int:
             timer = Timer(cfg["timing"])
             graphs, err = timer.capture_all(fns)
             stats = timer.measure(fns, graphs)
-            ch.send({"type": "timing", "timing": stats, "capture_error": err})
+            ch.send(messages.Timed(timing=stats, capture_error=err))
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported
-        ch.send({"type": "error", "message": error_text(e)})
+        ch.send(messages.ReferenceFailed(error_text(e)))
         return 3
 
 

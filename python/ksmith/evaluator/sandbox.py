@@ -28,8 +28,10 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from ..confine import passed_env
+from . import messages
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -81,7 +83,7 @@ class Child:
         device: str,
         memory_limit_mb: int,
         log_limit: int,
-        extra_env: dict | None = None,
+        extra_env: dict[str, Any] | None = None,
         namespace: contextlib.AbstractContextManager | None = None,
     ):
         """Starts `module`; `namespace` wraps the spawn (`ksmith.confine.Jail.new_pid_namespace`
@@ -119,7 +121,7 @@ class Child:
                 start_new_session=True,
                 close_fds=True,
             )
-        self.messages: queue.Queue = queue.Queue()
+        self.messages: queue.Queue[messages.Message | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._watch_memory, daemon=True).start()
 
@@ -127,11 +129,11 @@ class Child:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
             try:
-                msg = json.loads(raw.decode("utf-8", "replace"))
-                if isinstance(msg, dict):
-                    self.messages.put(msg)
+                obj = json.loads(raw.decode("utf-8", "replace"))
             except ValueError:
                 continue
+            if isinstance(obj, dict):
+                self.messages.put(messages.read(obj))
         self.messages.put(None)
 
     def _watch_memory(self) -> None:
@@ -143,7 +145,7 @@ class Child:
                 return
             time.sleep(0.02)
 
-    def receive(self, timeout_s: float) -> dict:
+    def receive(self, timeout_s: float) -> messages.Message:
         """The next message; kills the child and raises on timeout or death."""
         try:
             msg = self.messages.get(timeout=max(timeout_s, 0.01))

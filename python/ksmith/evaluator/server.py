@@ -4,7 +4,9 @@ one request per POST, for evaluators on other machines (e.g. one per GPU on a Ra
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from . import protocol
 from .evaluate import BrokenReference, DeviceEvaluator
@@ -13,7 +15,7 @@ from .worker import error_body, hello
 MAX_BODY = 16 * 2**20
 
 
-def make_server(host: str, port: int, device: str, options: dict | None) -> ThreadingHTTPServer:
+def make_server(host: str, port: int, device: str, options: dict[str, Any] | None) -> ThreadingHTTPServer:
     """The HTTP endpoint of one local evaluator on `device`."""
     evaluator = DeviceEvaluator(device, options)
     server = serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator))
@@ -21,13 +23,18 @@ def make_server(host: str, port: int, device: str, options: dict | None) -> Thre
     return server
 
 
-def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
+def serve_with(
+    host: str,
+    port: int,
+    evaluate: Callable[[dict[str, Any]], dict[str, Any]],
+    health: Callable[[], dict[str, Any]],
+) -> ThreadingHTTPServer:
     """An HTTP server speaking the protocol in front of any `evaluate(request) -> result`
     callable (a local `DeviceEvaluator`, or a pool of Ray actors); `health()` answers
     `GET /v1/health`. `evaluate` may raise `BrokenReference` (HTTP 422)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def _answer(self, code: int, body: dict) -> None:
+        def _answer(self, code: int, body: dict[str, Any]) -> None:
             data = protocol.encode(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -35,7 +42,7 @@ def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self):  # noqa: N802 - http.server naming
+        def do_GET(self) -> None:  # noqa: N802 - http.server naming
             if self.path == "/v1/health":
                 self._answer(200, health())
             else:
@@ -47,7 +54,7 @@ def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
                     },
                 )
 
-        def do_POST(self):  # noqa: N802
+        def do_POST(self) -> None:  # noqa: N802
             if self.path != "/v1/evaluate":
                 self._answer(
                     404,
@@ -85,7 +92,7 @@ def serve_with(host: str, port: int, evaluate, health) -> ThreadingHTTPServer:
             except Exception as e:  # noqa: BLE001
                 self._answer(500, {"type": "error", "error": error_body(e, task_id)})
 
-        def log_message(self, fmt, *args):
+        def log_message(self, fmt: str, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer((host, port), Handler)

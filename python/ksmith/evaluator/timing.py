@@ -21,11 +21,13 @@ placements, which is what makes it repeatable across processes.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 
-def trimmed_stats(samples: list[float]) -> dict:
+def trimmed_stats(samples: list[float]) -> dict[str, Any]:
     """Median, IQR, CV and count after dropping samples outside 1.5 IQR."""
     if not samples:
         return {"median_ms": 0.0, "iqr_ms": 0.0, "cv": 0.0, "samples": 0}
@@ -44,7 +46,7 @@ def trimmed_stats(samples: list[float]) -> dict:
     }
 
 
-def buffer_sets(cfg: dict, one_set_bytes: int) -> int:
+def buffer_sets(cfg: dict[str, Any], one_set_bytes: int) -> int:
     """How many copies of the inputs to rotate over: `buffer_sets` at most, and no more than fit
     in `buffer_mb` of extra memory (at least one)."""
     want = max(1, int(cfg.get("buffer_sets", 1)))
@@ -54,7 +56,7 @@ def buffer_sets(cfg: dict, one_set_bytes: int) -> int:
     return max(1, min(want, 1 + int(budget // one_set_bytes)))
 
 
-def input_sets(cfg: dict, inputs, device: str) -> list:
+def input_sets(cfg: dict[str, Any], inputs: list[Any], device: str) -> list[list[Any]]:
     """The buffer sets to time: fresh device copies of `inputs`, as many as `buffer_sets`
     allows for their size."""
     from .child_common import clone_all, to_device
@@ -62,7 +64,7 @@ def input_sets(cfg: dict, inputs, device: str) -> list:
     return [to_device(clone_all(inputs), device) for _ in range(buffer_sets(cfg, tensor_bytes(inputs)))]
 
 
-def tensor_bytes(values) -> int:
+def tensor_bytes(values: Any) -> int:
     """Bytes of the tensors in `values` (lists and tuples searched)."""
     if isinstance(values, torch.Tensor):
         return values.numel() * values.element_size()
@@ -74,7 +76,7 @@ def tensor_bytes(values) -> int:
 class Timer:
     """Times a zero-argument callable on the current CUDA device."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
@@ -83,7 +85,7 @@ class Timer:
     def flush(self) -> None:
         self.flush_buf.zero_()
 
-    def capture(self, fn):
+    def capture(self, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph | None, str]:
         """A CUDA graph of one call of `fn`, or (None, error text)."""
         try:
             side = torch.cuda.Stream()
@@ -105,7 +107,7 @@ class Timer:
                 pass
             return None, f"{type(e).__name__}: {e}"
 
-    def _samples(self, runs: list, n: int, device_sync: bool) -> list[float]:
+    def _samples(self, runs: list[Callable[[], Any]], n: int, device_sync: bool) -> list[float]:
         """`n` samples; sample `i` runs `runs[i % len(runs)]`."""
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
         for i, (start, end) in enumerate(events):
@@ -118,7 +120,7 @@ class Timer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in events]
 
-    def measure(self, fns: list, graphs: list) -> dict:
+    def measure(self, fns: list[Callable[[], Any]], graphs: list[Any]) -> dict[str, Any]:
         """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
         returned: one per set, or none), rotating over them, and returns the stats dict of the
         protocol's `Timing`."""
@@ -150,7 +152,7 @@ class Timer:
         stats["l2_policy"] = "flushed"
         return stats
 
-    def capture_all(self, fns):
+    def capture_all(self, fns: list[Callable[[], Any]]) -> tuple[list[Any], str]:
         """One graph per buffer set: (graphs, "") when every set was captured, else
         ([], the first error): then every set is timed with events."""
         graphs = []
@@ -161,7 +163,7 @@ class Timer:
             graphs.append(g)
         return graphs, ""
 
-    def stream_disagreement(self, fn, n: int = 21) -> tuple[float, float]:
+    def stream_disagreement(self, fn: Callable[[], Any], n: int = 21) -> tuple[float, float]:
         """Median time with the end event on the calling stream vs after a device-wide sync."""
         local = statistics.median(self._samples([fn], n, False))
         full = statistics.median(self._samples([fn], n, True))

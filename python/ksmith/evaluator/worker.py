@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import Any
 
 from ..confine import SandboxError
 from ..confine.policy import EXIT_UNAVAILABLE
@@ -19,7 +20,7 @@ from . import protocol
 from .evaluate import BrokenReference, DeviceEvaluator
 
 
-def hello(device: str, evaluator: DeviceEvaluator | None = None) -> dict:
+def hello(device: str, evaluator: DeviceEvaluator | None = None) -> dict[str, Any]:
     import torch
 
     from .evaluate import _triton_version
@@ -36,7 +37,7 @@ def hello(device: str, evaluator: DeviceEvaluator | None = None) -> dict:
     return out
 
 
-def error_body(e: BaseException, task_id: str | None = None) -> dict:
+def error_body(e: BaseException, task_id: str | None = None) -> dict[str, Any]:
     if isinstance(e, BrokenReference):
         return {"kind": "broken_reference", "message": e.message, "task_id": e.task_id}
     if isinstance(e, protocol.ProtocolError):
@@ -44,14 +45,14 @@ def error_body(e: BaseException, task_id: str | None = None) -> dict:
     return {"kind": "internal", "message": f"{type(e).__name__}: {e}", "task_id": task_id}
 
 
-def run_worker(device: str, options: dict | None) -> int:
+def run_worker(device: str, options: dict[str, Any] | None) -> int:
     out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     out = os.fdopen(out_fd, "w", buffering=1)
     write_lock = threading.Lock()
 
-    def send(msg: dict) -> None:
+    def send(msg: dict[str, Any]) -> None:
         line = protocol.encode(msg)
         with write_lock:
             out.write(line + "\n")
@@ -65,7 +66,7 @@ def run_worker(device: str, options: dict | None) -> int:
     send(hello(device, evaluator))
     threads: list[threading.Thread] = []
 
-    def serve(msg: dict) -> None:
+    def serve(msg: dict[str, Any]) -> None:
         rid = msg.get("id")
         task_id = None
         try:
