@@ -158,6 +158,21 @@ def test_tolerance_is_dtype_aware():
     assert not compare.output_errors([torch.tensor([1, 2])], [torch.tensor([1, 3])], {})[0]
 
 
+def test_relative_error_fails_a_small_constant_where_the_absolute_tolerance_passes():
+    ref = [torch.linspace(-2e-6, 3e-6, 1000)]
+    constant = [torch.full((1000,), 1.5e-6)]
+    ok, stats = compare.output_errors(constant, ref, compare.DEFAULT_TOLERANCES)
+    assert stats[0]["max_abs"] < 1e-4, "the element test alone would pass it"
+    assert not ok and stats[0]["rel_l2"] > 0.5
+    # the same values computed honestly (a relative error of 1e-6) pass
+    assert compare.output_errors([ref[0] * (1 + 1e-6)], ref, compare.DEFAULT_TOLERANCES)[0]
+    # below the noise floor (exact zeros, rounding noise) the element test decides alone
+    assert compare.output_errors([torch.full((1000,), 1e-9)], [torch.zeros(1000)], compare.DEFAULT_TOLERANCES)[0]
+    # the limit is per dtype and configurable
+    assert compare.output_errors(constant, ref, compare.DEFAULT_TOLERANCES, {"float32": 10.0})[0]
+    assert compare.public(stats) == [{k: stats[0][k] for k in compare.ERROR_FIELDS}]
+
+
 def test_nan_only_matches_nan_and_stats_are_json_safe():
     ref = [torch.tensor([1.0, float("nan")])]
     ok, stats = compare.output_errors([torch.tensor([1.0, float("nan")])], ref, compare.DEFAULT_TOLERANCES)

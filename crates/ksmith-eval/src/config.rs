@@ -21,6 +21,7 @@ pub const WORKER_DEFAULTS_JSON: &str =
 struct WorkerDefaults {
     trials: u32,
     tolerances: Tolerances,
+    relative_error: Relative,
     compile_timeout_s: f64,
     run_timeout_s: f64,
     timing_timeout_s: f64,
@@ -40,6 +41,14 @@ struct WorkerDefaults {
 struct Tolerances {
     float32: [f64; 2],
     float16: [f64; 2],
+}
+
+/// Relative error of a whole output per dtype; `[eval]` has one value for float32/float64 and one
+/// for the 16-bit types.
+#[derive(Deserialize)]
+struct Relative {
+    float32: f64,
+    float16: f64,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +99,11 @@ pub struct EvalConfig {
     pub atol_f16: f64,
     /// float16/bfloat16 relative tolerance.
     pub rtol_f16: f64,
+    /// float32/float64 outputs also need `||out - ref|| / ||ref|| <= rel_err_f32` (whole output,
+    /// L2 norms), so a near-zero constant cannot pass where `atol` dwarfs the reference's values.
+    pub rel_err_f32: f64,
+    /// The same for float16/bfloat16 outputs.
+    pub rel_err_f16: f64,
     /// Limit for importing the candidate and building `ModelNew` (includes the reference run).
     pub compile_timeout_s: f64,
     /// Limit for the correctness trials (Triton compilation happens in the first).
@@ -153,6 +167,8 @@ impl Default for EvalConfig {
             rtol_f32: d.tolerances.float32[1],
             atol_f16: d.tolerances.float16[0],
             rtol_f16: d.tolerances.float16[1],
+            rel_err_f32: d.relative_error.float32,
+            rel_err_f16: d.relative_error.float16,
             compile_timeout_s: d.compile_timeout_s,
             run_timeout_s: d.run_timeout_s,
             timing_timeout_s: d.timing_timeout_s,
@@ -212,6 +228,8 @@ impl EvalConfig {
             ("rtol_f32", self.rtol_f32),
             ("atol_f16", self.atol_f16),
             ("rtol_f16", self.rtol_f16),
+            ("rel_err_f32", self.rel_err_f32),
+            ("rel_err_f16", self.rel_err_f16),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(format!("{name} must be a finite number >= 0, got {v}"));
@@ -290,6 +308,12 @@ impl EvalConfig {
             "trials": self.trials,
             "seed": self.seed.map(|s| s % (1u64 << 31)),
             "tolerances": {"float32": f32, "float64": f32, "float16": f16, "bfloat16": f16},
+            "relative_error": {
+                "float32": self.rel_err_f32,
+                "float64": self.rel_err_f32,
+                "float16": self.rel_err_f16,
+                "bfloat16": self.rel_err_f16,
+            },
             "compile_timeout_s": self.compile_timeout_s,
             "run_timeout_s": self.run_timeout_s,
             "timing_timeout_s": self.timing_timeout_s,

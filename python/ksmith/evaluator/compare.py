@@ -4,7 +4,14 @@ Tolerance (dtype-aware, per output): an element passes when
 `|cand - ref| <= atol + rtol * |ref|` (NaN only matches NaN), with `(atol, rtol)` from the
 options (defaults in `defaults.json`: float32/float64 `1e-4`, strict, float16/bfloat16 `1e-2`;
 other floating dtypes take the float32 pair); integer and bool outputs
-must be equal. Error statistics per output: absolute error `|cand - ref|` and relative error
+must be equal. Next to it, the relative error of the whole output,
+`||cand - ref||_2 / ||ref||_2`, must stay within the dtype's `relative_error` (float32/float64
+`1e-3`, float16/bfloat16 `2e-2`): where the reference's values are far below `atol`, the
+element test alone would pass any small constant. It applies when the reference's root mean
+square is above `atol / 1000` (below that the outputs are rounding noise or exact zeros, and the
+element test decides alone).
+
+Error statistics per output: absolute error `|cand - ref|` and relative error
 `|cand - ref| / max(|ref|, atol)` (the floor keeps near-zero references from dominating), max
 and mean over elements, computed in float32 (float64 for float64 outputs).
 """
@@ -19,7 +26,11 @@ import torch
 
 from .integrity import finite
 
-DEFAULT_TOLERANCES = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())["tolerances"]
+_DEFAULTS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
+DEFAULT_TOLERANCES: dict[str, list[float]] = _DEFAULTS["tolerances"]
+DEFAULT_RELATIVE: dict[str, float] = _DEFAULTS["relative_error"]
+#: The relative criterion applies above this fraction of `atol` (root mean square of the reference).
+NOISE_FLOOR = 1e-3
 
 
 def tolerance(dtype: torch.dtype, tolerances: dict[str, Any]) -> tuple[float, float]:
@@ -45,11 +56,34 @@ def structure_error(cand: list[Any], ref: list[Any]) -> str | None:
     return None
 
 
-def output_errors(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
-    """(all outputs within tolerance, error statistics per output). Assumes equal structure."""
+def relative_limit(dtype: torch.dtype, relative: dict[str, float] | None) -> float:
+    name = str(dtype).replace("torch.", "")
+    table = relative or DEFAULT_RELATIVE
+    return float(table.get(name, DEFAULT_RELATIVE.get(name, DEFAULT_RELATIVE["float32"])))
+
+
+def relative_error(cand: torch.Tensor, ref: torch.Tensor, atol: float) -> float | None:
+    """`||cand - ref||_2 / ||ref||_2`, or None when the reference is below the noise floor (see the
+    module doc). NaN where both are NaN counts as equal."""
+    both_nan = torch.isnan(cand) & torch.isnan(ref)
+    r = torch.where(both_nan, torch.zeros_like(ref), ref)
+    c = torch.where(both_nan, torch.zeros_like(cand), cand)
+    ref_norm = float(torch.linalg.vector_norm(r.nan_to_num(0.0)))
+    if ref_norm / max(r.numel(), 1) ** 0.5 <= atol * NOISE_FLOOR:
+        return None
+    diff = float(torch.linalg.vector_norm(c - r))
+    return diff / ref_norm if diff == diff else float("inf")
+
+
+def output_errors(
+    cand: list[Any], ref: list[Any], tolerances: dict[str, Any], relative: dict[str, float] | None = None
+) -> tuple[bool, list[dict[str, Any]]]:
+    """(all outputs within tolerance, error statistics per output). Assumes equal structure.
+    `relative` is the relative-error limit per dtype (default: `defaults.json`)."""
     ok = True
     stats = []
     for i, (c, r) in enumerate(zip(cand, ref)):
+        rel_l2 = None
         if not isinstance(r, torch.Tensor):
             same = c == r
             ok &= bool(same)
@@ -79,6 +113,8 @@ def output_errors(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -
             diff = torch.where(both_nan, torch.zeros_like(cd), (cd - rd).abs())
             diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
             good = bool((diff <= atol + rtol * rd.abs().nan_to_num(0.0)).all())
+            rel_l2 = relative_error(cd, rd, atol)
+            good = good and (rel_l2 is None or rel_l2 <= relative_limit(r.dtype, relative))
             r = rd
         rel = diff / r.abs().clamp_min(atol).nan_to_num(atol).to(diff.dtype)
         ok &= good
@@ -89,19 +125,37 @@ def output_errors(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -
                 "mean_abs": finite(float(diff.mean())),
                 "max_rel": finite(float(rel.max())),
                 "mean_rel": finite(float(rel.mean())),
+                "rel_l2": None if rel_l2 is None else finite(rel_l2),
             }
         )
     return ok, stats
 
 
-def matches(cand: list[Any], ref: list[Any], tolerances: dict[str, Any]) -> bool:
+def matches(
+    cand: list[Any], ref: list[Any], tolerances: dict[str, Any], relative: dict[str, float] | None = None
+) -> bool:
     """Same structure and within tolerance."""
-    return structure_error(cand, ref) is None and output_errors(cand, ref, tolerances)[0]
+    return structure_error(cand, ref) is None and output_errors(cand, ref, tolerances, relative)[0]
 
 
 def worst_error(stats: list[dict[str, Any]]) -> float:
     """The largest max-abs error over outputs."""
     return max((s["max_abs"] for s in stats), default=0.0)
+
+
+def worst_relative(stats: list[dict[str, Any]]) -> float | None:
+    """The largest relative error of a whole output (`rel_l2`), where it applied."""
+    values = [s["rel_l2"] for s in stats if s.get("rel_l2") is not None]
+    return max(values) if values else None
+
+
+#: The fields of one output's statistics in a result (the protocol's `OutputError`).
+ERROR_FIELDS = ("index", "max_abs", "mean_abs", "max_rel", "mean_rel")
+
+
+def public(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`stats` with only the protocol's fields."""
+    return [{k: s[k] for k in ERROR_FIELDS} for s in stats]
 
 
 def mean_error(stats: list[dict[str, Any]]) -> float:

@@ -279,6 +279,7 @@ class DeviceEvaluator:
             "elapsed_ms": 0,
         }
         base.update(kw)
+        base["errors"] = compare.public(base["errors"])
         return base
 
     def _trace(self, what: str, **kw: Any) -> None:
@@ -378,14 +379,17 @@ class DeviceEvaluator:
                         trials=k + 1,
                         **common,
                     )
-            ok, stats = compare.output_errors(cand, rt["outputs"], tol)
+            ok, stats = compare.output_errors(cand, rt["outputs"], tol, o["relative_error"])
             if not worst or compare.worst_error(stats) > compare.worst_error(worst):
                 worst = stats
             if ok:
                 passed += 1
             else:
                 failing.append((k, cand))
-            repeat_ok = compare.matches(got["runs"][1], cand, tol) if k == 0 else bool(got["repeat_ok"])
+            if k == 0:
+                repeat_ok = compare.matches(got["runs"][1], cand, tol, o["relative_error"])
+            else:
+                repeat_ok = bool(got["repeat_ok"])
             if nondeterministic is None and not repeat_ok:
                 nondeterministic = k
         launches = info.launches
@@ -402,7 +406,7 @@ class DeviceEvaluator:
         if failing:
             for k, cand in failing:
                 for j, other in enumerate(ref.data["trials"][:-1]):
-                    if j != k and compare.matches(cand, other["outputs"], tol):
+                    if j != k and compare.matches(cand, other["outputs"], tol, o["relative_error"]):
                         return self._result(
                             "hacked",
                             "output_caching",
@@ -414,10 +418,13 @@ class DeviceEvaluator:
             if downgrade:
                 return self._result("hacked", "precision_downgrade", downgrade, **res)
             k = failing[0][0]
+            rel = compare.worst_relative(worst)
             return self._result(
                 "incorrect",
                 log=f"{len(failing)} of {n_trials} trials outside tolerance (first: trial {k}; worst max abs error "
-                f"{compare.worst_error(worst):.3e})",
+                f"{compare.worst_error(worst):.3e}"
+                + (f", relative error of the whole output {rel:.3e}" if rel is not None else "")
+                + ")",
                 **res,
             )
         if nondeterministic is not None:
@@ -455,20 +462,21 @@ class DeviceEvaluator:
         """A message when every failing trial matches a lower-precision reference far better
         than the float32 one."""
         loose = {k: [1e-2, 1e-2] for k in ("float32", "float64", "float16", "bfloat16")}
+        loose_rel = {k: 5e-2 for k in loose}
         hits = []
         for k, cand in failing:
             rt = ref.data["trials"][k]
-            _, s32 = compare.output_errors(cand, rt["outputs"], self.opts["tolerances"])
+            _, s32 = compare.output_errors(cand, rt["outputs"], self.opts["tolerances"], self.opts["relative_error"])
             e32 = compare.worst_error(s32)
             m32 = compare.mean_error(s32)
             best = None
             for name, low in rt["low"].items():
                 if (
                     compare.structure_error(cand, low) is not None
-                    or not compare.output_errors(cand, rt["outputs"], loose)[0]
+                    or not compare.output_errors(cand, rt["outputs"], loose, loose_rel)[0]
                 ):
                     continue
-                _, sl = compare.output_errors(cand, low, loose)
+                _, sl = compare.output_errors(cand, low, loose, loose_rel)
                 ml = compare.mean_error(sl)
                 # the low-precision computation explains most of the error
                 if ml <= 0.5 * m32:
@@ -507,7 +515,7 @@ class DeviceEvaluator:
             got = torch.load(os.path.join(d, "post_out.pt"), weights_only=True)
         except Exception as e:  # noqa: BLE001
             return self._result("hacked", "sandbox_escape", f"post-timing result unreadable: {e}", **res)
-        if not compare.matches(got["runs"][0], post["outputs"], o["tolerances"]):
+        if not compare.matches(got["runs"][0], post["outputs"], o["tolerances"], o["relative_error"]):
             return self._result(
                 "hacked",
                 "output_caching",
