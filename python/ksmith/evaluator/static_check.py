@@ -10,9 +10,10 @@ The checks read the program with Python's `ast` module. They decide three things
   class (threads and processes: `background_thread`; side streams: `side_stream`; assignments to
   attributes of imported modules: `timer_patch`; tensor subclasses and `__torch_function__`:
   `lazy_output`; `torch.compile`: `torch_fallback`; TF32 / matmul-precision switches:
-  `precision_downgrade`; a `try` around a kernel launch: `try_except_fallback`; imports outside
-  the allow-list, `eval`/`exec`/`open`/`__import__`, dynamic `getattr`/`setattr` and dunder
-  escapes: `sandbox_escape`);
+  `precision_downgrade`; a `try` around a kernel launch: `try_except_fallback`; imports that
+  give a capability (processes, files, the network, native code, interpreter internals) or are
+  outside the allow-list of harmless modules, `eval`/`exec`/`open`/`__import__`, dynamic
+  `getattr`/`setattr` and dunder escapes: `sandbox_escape`);
 - non-fatal warnings (a `try` that does not guard a launch, lower-precision dtypes, PyTorch
   compute calls inside `ModelNew`), which the runtime checks then settle.
 
@@ -25,25 +26,115 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-#: Modules a candidate may import (the root name).
+#: Modules a candidate may import (the root name): the kernel's libraries and standard modules
+#: that give no capability (`time`, `json`, `weakref` as such are harmless; patching or misusing
+#: them is what the other checks and the runtime layer look for).
 ALLOWED_IMPORTS = frozenset(
     {
         "torch",
         "triton",
-        "math",
         "numpy",
+        "math",
+        "cmath",
+        "numbers",
+        "decimal",
+        "fractions",
+        "random",
+        "statistics",
         "functools",
-        "typing",
         "itertools",
         "operator",
-        "dataclasses",
         "collections",
+        "heapq",
+        "bisect",
+        "array",
+        "copy",
         "enum",
         "abc",
-        "numbers",
+        "dataclasses",
+        "typing",
+        "typing_extensions",
+        "contextlib",
+        "warnings",
+        "string",
+        "re",
+        "textwrap",
+        "json",
+        "time",
+        "weakref",
         "__future__",
     }
 )
+#: Modules that give a capability a kernel never needs, by what they give (the verdict names it).
+CAPABILITY_IMPORTS = {
+    "processes": frozenset({"os", "posix", "subprocess", "signal", "pty", "resource", "spawn", "sched", "pwd", "grp"}),
+    "files": frozenset(
+        {
+            "io",
+            "pathlib",
+            "shutil",
+            "tempfile",
+            "glob",
+            "fileinput",
+            "mmap",
+            "sqlite3",
+            "shelve",
+            "dbm",
+            "zipfile",
+            "tarfile",
+            "gzip",
+            "bz2",
+            "lzma",
+            "pickle",
+            "marshal",
+            "csv",
+        }
+    ),
+    "the network": frozenset(
+        {
+            "socket",
+            "ssl",
+            "http",
+            "urllib",
+            "urllib3",
+            "requests",
+            "ftplib",
+            "smtplib",
+            "poplib",
+            "imaplib",
+            "xmlrpc",
+            "socketserver",
+            "select",
+            "selectors",
+            "email",
+        }
+    ),
+    "native code": frozenset({"ctypes", "_ctypes", "cffi"}),
+    "interpreter internals": frozenset(
+        {
+            "sys",
+            "gc",
+            "inspect",
+            "importlib",
+            "builtins",
+            "types",
+            "code",
+            "codeop",
+            "dis",
+            "atexit",
+            "traceback",
+            "faulthandler",
+            "tracemalloc",
+            "sysconfig",
+            "site",
+            "runpy",
+            "pkgutil",
+            "linecache",
+            "ast",
+            "__main__",
+        }
+    ),
+}
 #: Imports that run work outside the measured call.
 THREAD_IMPORTS = frozenset({"threading", "_thread", "multiprocessing", "concurrent", "asyncio"})
 #: Builtins that reach outside the program or run generated code.
@@ -191,6 +282,11 @@ class _Checker:
             root = full.split(".")[0]
             if root in THREAD_IMPORTS:
                 self.fail("hacked", "background_thread", node, f"import of `{full}` (threads/processes) is not allowed")
+            capability = next((c for c, mods in CAPABILITY_IMPORTS.items() if root in mods), None)
+            if capability:
+                self.fail(
+                    "hacked", "sandbox_escape", node, f"import of `{full}` gives access to {capability}, not allowed"
+                )
             if root not in ALLOWED_IMPORTS:
                 self.fail(
                     "hacked",
