@@ -48,6 +48,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/inputs.py"),
     ),
     (
+        "ksmith/evaluator/forkserver.py",
+        include_str!("../../../python/ksmith/evaluator/forkserver.py"),
+    ),
+    (
         "ksmith/evaluator/integrity.py",
         include_str!("../../../python/ksmith/evaluator/integrity.py"),
     ),

@@ -17,7 +17,7 @@ Two layers:
 """
 
 from .child import Limits, mirror
-from .jail import ChildSpec, Jail, enter
+from .jail import ChildSpec, Jail, PidNamespaces, enter
 from .policy import Policy, SandboxError, passed_env
 from .syscalls import die_with_parent, set_undumpable
 
@@ -25,6 +25,7 @@ __all__ = [
     "ChildSpec",
     "Jail",
     "Limits",
+    "PidNamespaces",
     "Policy",
     "SandboxError",
     "die_with_parent",

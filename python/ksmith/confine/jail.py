@@ -43,6 +43,39 @@ from .syscalls import (
 )
 
 
+class PidNamespaces:
+    """Makes the next process a thread forks PID 1 of a new PID namespace, where this process may
+    (it needs ``CAP_SYS_ADMIN`` in its user namespace: inside the launcher's sandbox, or as root).
+    The worker and the evaluator's fork server each hold one."""
+
+    def __init__(self) -> None:
+        # This process's PID namespace, to return to after making each child's.
+        self._own = os.open("/proc/self/ns/pid", os.O_RDONLY) if has_capability(CAP_SYS_ADMIN) else None
+
+    @property
+    def available(self) -> bool:
+        return self._own is not None
+
+    @contextlib.contextmanager
+    def new(self) -> Iterator[None]:
+        """The next process the calling thread forks is PID 1 of a new PID namespace (where this
+        process may make one; elsewhere the child makes its own, see `child.isolate`)."""
+        me = os.getpid()
+        made = self._own is not None and unshare(CLONE_NEWPID) is None
+        try:
+            yield
+        finally:
+            if made and os.getpid() == me:
+                err = setns(self._own, CLONE_NEWPID)  # type: ignore[arg-type]
+                if err:
+                    raise SandboxError(f"cannot return to this process's PID namespace: {err}")
+
+    def close(self) -> None:
+        if self._own is not None:
+            os.close(self._own)
+            self._own = None
+
+
 @dataclasses.dataclass
 class ChildSpec:
     """What one child needs to confine itself (JSON-serializable, for a child that is spawned
@@ -90,9 +123,7 @@ class Jail:
         self.devices = list(BASIC_DEVICES) + (gpu_devices() if policy.gpu else [])
         self.inside = policy.outer == "bwrap"
         self.can_mount = self.inside and has_capability(CAP_SYS_ADMIN)
-        # This process's PID namespace, to return to after making each child's (needs the
-        # capability: inside the sandbox, or as root).
-        self._pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if has_capability(CAP_SYS_ADMIN) else None
+        self.pid_namespaces = PidNamespaces()
         self._counter = 0
         self._own_cgroup = None
         if self.inside and self.can_mount:
@@ -144,19 +175,10 @@ class Jail:
                 umount(d)
             shutil.rmtree(d, ignore_errors=True)
 
-    @contextlib.contextmanager
-    def new_pid_namespace(self) -> Iterator[None]:
-        """The next process the calling thread forks is PID 1 of a new PID namespace (where this
-        worker may make one; elsewhere the child makes its own, see `child.isolate`)."""
-        me = os.getpid()
-        made = self._pid_ns is not None and unshare(CLONE_NEWPID) is None
-        try:
-            yield
-        finally:
-            if made and os.getpid() == me:
-                err = setns(self._pid_ns, CLONE_NEWPID)  # type: ignore[arg-type]
-                if err:
-                    raise SandboxError(f"cannot return to the worker's PID namespace: {err}")
+    def new_pid_namespace(self) -> contextlib.AbstractContextManager[None]:
+        """The next process the calling thread forks is PID 1 of a new PID namespace (see
+        `PidNamespaces.new`)."""
+        return self.pid_namespaces.new()
 
     def spec(self, workdir: str, limits: Limits) -> ChildSpec:
         """What the child working in `workdir` needs; makes its pids cgroup (see `release`)."""
@@ -173,9 +195,7 @@ class Jail:
 
     def close(self) -> None:
         """Removes the cgroup folder this worker made itself."""
-        if self._pid_ns is not None:
-            os.close(self._pid_ns)
-            self._pid_ns = None
+        self.pid_namespaces.close()
         if self._own_cgroup:
             with contextlib.suppress(OSError):
                 for name in os.listdir(self._own_cgroup):

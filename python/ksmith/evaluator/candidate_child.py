@@ -1,9 +1,9 @@
 """The untrusted child: the harness that imports and runs ONE candidate.
 
-`python -m ksmith.evaluator.candidate_child DIR`. `DIR/task.pt` holds what the candidate may see
-(init inputs, the reference's weights, each trial's inputs, the post-timing trial's inputs; never
-a reference output). The harness installs its instruments (see `integrity`) BEFORE importing
-the candidate, then runs its phases (`Harness.run`):
+`main(DIR, secret)`, in a process forked from the fork server (`forkserver`). `DIR/task.pt` holds
+what the candidate may see (init inputs, the reference's weights, each trial's inputs, the post-
+timing trial's inputs; never a reference output). The harness installs its instruments (see
+`integrity`) BEFORE importing the candidate, then runs its phases (`Harness.run`):
 
 1. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
    reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error`
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -325,8 +324,9 @@ class Harness:
             self.ch.send(s.message)
 
 
-def main(d: str) -> int:
-    ch = Channel()
+def main(d: str, secret: bytes) -> int:
+    """The child's entry point (called in a process forked from the fork server)."""
+    ch = Channel(secret)
     cfg = json.load(open(os.path.join(d, "config.json")))
     if not enter_sandbox(cfg, ch):
         return 0
@@ -354,7 +354,3 @@ def _gpu_share(torch: Any, model: Any, inputs: list[Any], kernels: set[str]) -> 
         if any(ev.name == k or ev.name.startswith(k + "_") or ev.name.startswith(k + "(") for k in kernels):
             mine += t
     return mine / total if total > 0 else 1.0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))

@@ -1,36 +1,39 @@
 """What both children (reference and candidate) share: the private message channel to the
 worker, loading a program from a file, moving inputs to the device, normalizing outputs.
 
-The channel: the child duplicates its original stdout to a private descriptor for messages and
-points file descriptor 1 at stderr, so anything the program prints lands in the log, never in
-the channel. Messages are JSON lines; commands from the worker arrive on stdin.
+The channel: the child duplicates its original stdout (the message pipe the fork server gave it)
+to a private descriptor for messages and points file descriptor 1 at stderr, so anything the
+program prints lands in the log, never in the channel. Messages are sealed JSON lines (see
+`messages`); commands from the worker arrive on stdin.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import traceback
 from types import ModuleType
 from typing import Any
 
-from .messages import Message, SandboxFailed
+from .messages import Message, SandboxFailed, seal
 
 
 class Channel:
-    """JSON-lines messages to the worker; commands from it."""
+    """Sealed JSON-lines messages to the worker (see `messages.seal`); commands from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, secret: bytes) -> None:
         fd = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         self._out = os.fdopen(fd, "w", buffering=1)
+        self._secret = secret
+        self._seq = 0
 
     def send(self, msg: Message) -> None:
-        self._out.write(json.dumps(msg.to_json()) + "\n")
+        self._out.write(seal(self._secret, self._seq, msg) + "\n")
         self._out.flush()
+        self._seq += 1
 
     def wait_command(self) -> str:
         line = sys.stdin.readline()

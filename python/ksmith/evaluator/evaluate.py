@@ -40,7 +40,8 @@ import torch
 from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
 from . import compare, messages
-from .sandbox import Child, ChildDied, ChildTimeout
+from .forkserver import ForkServer, ForkServerDied
+from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
@@ -127,6 +128,9 @@ class DeviceEvaluator:
                 )
         set_undumpable()
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
+        self.server_env = server_env(device)
+        self._forks: ForkServer | None = None
+        self._forks_lock = threading.Lock()
         self.tasks: dict[str, TaskCache] = {}
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
@@ -167,11 +171,24 @@ class DeviceEvaluator:
             finally:
                 self.jail.release(spec)
 
+    def forks(self) -> ForkServer:
+        """The fork server, started on first use and again when it has died."""
+        with self._forks_lock:
+            if self._forks is None or not self._forks.alive:
+                if self._forks is not None:
+                    self._forks.close()
+                self._forks = ForkServer(self.server_env, os.path.join(self.root, "forkserver.log"))
+            return self._forks
+
     def _spawn(self, module: str, d: str) -> Child:
-        """Starts the child `module` on workspace `d` (PID 1 of a PID namespace of its own where
-        the worker may make one)."""
-        namespace = self.jail.new_pid_namespace() if self.jail is not None else None
-        return Child(module, d, self.device, self.opts["memory_limit_mb"], self.opts["log_limit"], namespace=namespace)
+        """Forks the child `module` on workspace `d` (PID 1 of a PID namespace of its own where
+        the sandbox may make one)."""
+        env = child_env(self.server_env, d)
+        args = (module, d, env, self.opts["memory_limit_mb"], self.opts["log_limit"], self.jail is not None)
+        try:
+            return Child(self.forks(), *args)
+        except ForkServerDied:
+            return Child(self.forks(), *args)  # once more, on a new server
 
     def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict[str, Any] | None) -> None:
         with open(os.path.join(d, "config.json"), "w") as f:
@@ -195,6 +212,8 @@ class DeviceEvaluator:
         return self.jail.info
 
     def close(self) -> None:
+        if self._forks is not None:
+            self._forks.close()
         shutil.rmtree(self.root, ignore_errors=True)
         if self.jail is not None:
             self.jail.close()
@@ -236,6 +255,8 @@ class DeviceEvaluator:
                                 timing = msg.timing
                             elif isinstance(msg, messages.ReferenceFailed):
                                 raise BrokenReference(task_id, "timing the reference failed: " + msg.message)
+                except ChildForged as e:
+                    raise BrokenReference(task_id, f"the reference wrote on the harness's channel: {e}") from None
                 except ChildTimeout as e:
                     raise BrokenReference(task_id, f"the reference timed out: {e}") from None
                 except ChildDied as e:
@@ -329,6 +350,8 @@ class DeviceEvaluator:
                 return self._result("hacked", msg.hack, msg.message, **common)
             weights = msg.weights if isinstance(msg, messages.Compiled) else None
             msg = child.receive(o["run_timeout_s"])
+        except ChildForged as e:
+            return self._result("hacked", "sandbox_escape", str(e), **common)
         except ChildTimeout as e:
             return self._result("timeout", log=f"{e}\n{child.log_tail()}", **common)
         except ChildDied as e:
@@ -499,6 +522,8 @@ class DeviceEvaluator:
             with self.gpu_lock:
                 child.command("go")
                 msg = child.receive(o["timing_timeout_s"])
+        except ChildForged as e:
+            return self._result("hacked", "sandbox_escape", f"during timing: {e}", **res)
         except ChildTimeout as e:
             return self._result("timeout", log=f"during timing: {e}\n{child.log_tail()}", **res)
         except ChildDied as e:

@@ -1,15 +1,28 @@
 """The messages a child (reference or candidate) sends its worker over the private channel (see
-`child_common.Channel`), as typed records.
+`child_common.Channel`), as typed records, and the seal that tells the harness's lines from
+anything else written there.
 
-Each message is a dataclass with a wire name (`Message.TYPE`); on the wire it is one JSON object
-with its fields and ``"type"``. `decode` turns a received object back into its class and refuses
+Each message is a dataclass with a wire name (`Message.TYPE`); its body is one JSON object with
+its fields and ``"type"``. `decode` turns a received body back into its class and refuses
 anything else (unknown type, missing or extra fields), so the worker reads fields, never dict
 keys that may be absent.
+
+On the wire every line is sealed (`seal`, `Unsealer`): ``{"seq": n, "body": {...}, "mac": hex}``
+where ``mac`` is HMAC-SHA256 over the sequence number and the body under a secret the worker gave
+this child only (through the fork server, never on disk or in the environment). The candidate
+runs in the harness's process and can write to every descriptor it inherited, the channel
+included; a line it writes there (a forged result, or bytes that break the harness's next line)
+fails the seal, and the worker's verdict is `hacked` (`sandbox_escape`). What the seal cannot stop:
+a candidate that finds the secret in the harness's memory (which the static checks and the
+runtime's audit hook refuse the means for).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
+import json
 from typing import Any, ClassVar
 
 
@@ -165,3 +178,38 @@ def decode(obj: object) -> Message:
         return cls(**fields)
     except TypeError as e:
         raise BadMessage(f"`{kind}` message: {e}") from None
+
+
+def _mac(secret: bytes, seq: int, body: str) -> str:
+    return hmac.new(secret, f"{seq}:{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def seal(secret: bytes, seq: int, message: Message) -> str:
+    """The wire line (without newline) of `message`, the `seq`-th this channel carries."""
+    body = json.dumps(message.to_json(), sort_keys=True, separators=(",", ":"))
+    return json.dumps({"seq": seq, "body": body, "mac": _mac(secret, seq, body)})
+
+
+class Unsealer:
+    """Reads a channel's lines in order; any line that is not the next sealed message is a
+    forgery."""
+
+    def __init__(self, secret: bytes):
+        self.secret = secret
+        self.seq = 0
+
+    def open(self, line: bytes) -> Message:
+        """The message of `line`; `BadMessage` (naming what is wrong) for anything else."""
+        try:
+            frame = json.loads(line.decode("utf-8"))
+            seq, body, mac = frame["seq"], frame["body"], frame["mac"]
+        except (ValueError, UnicodeDecodeError, TypeError, KeyError):
+            raise BadMessage(f"a line on the harness's channel that it did not write: {line[:120]!r}") from None
+        if not (isinstance(body, str) and isinstance(mac, str)) or not hmac.compare_digest(
+            mac, _mac(self.secret, seq if isinstance(seq, int) else -1, body)
+        ):
+            raise BadMessage(f"a message on the harness's channel with a wrong seal: {line[:120]!r}")
+        if seq != self.seq:
+            raise BadMessage(f"a sealed message out of order (#{seq}, expected #{self.seq}): replayed")
+        self.seq += 1
+        return read(json.loads(body))

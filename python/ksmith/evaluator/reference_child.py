@@ -1,20 +1,19 @@
 """The trusted child: runs the REFERENCE program of a task (never any candidate code).
 
-`python -m ksmith.evaluator.reference_child DIR` reads `DIR/reference.py` and `DIR/config.json`,
-builds the trials' inputs (see `inputs`), runs `Model` on each (twice: a reference that does not
-repeat itself is a broken task), records outputs, inputs after the call (a reference may mutate its
-inputs on purpose), whether each output aliases an input, lower-precision variants of the outputs
-(float16, bfloat16 and, on GPU, TF32 matmuls: the precision-downgrade check compares against
-them) and the reference's work estimate; writes it all to `DIR/ref.pt` (plain tensors) and, on a
-GPU, times the reference when the worker says `go` (the worker serializes timing on its GPU).
-"""
+`main(DIR, secret)`, in a process forked from the fork server (`forkserver`), reads
+`DIR/reference.py` and `DIR/config.json`, builds the trials' inputs (see `inputs`), runs `Model` on
+each (twice: a reference that does not repeat itself is a broken task), records outputs, inputs
+after the call (a reference may mutate its inputs on purpose), whether each output aliases an
+input, lower-precision variants of the outputs (float16, bfloat16 and, on GPU, TF32 matmuls: the
+precision-downgrade check compares against them) and the reference's work estimate; writes it all
+to `DIR/ref.pt` (plain tensors) and, on a GPU, times the reference when the worker says `go` (the
+worker serializes timing on its GPU)."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
-import sys
 from typing import Any
 
 from . import messages
@@ -67,8 +66,9 @@ def _same(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
     return True
 
 
-def main(d: str) -> int:
-    ch = Channel()
+def main(d: str, secret: bytes) -> int:
+    """The child's entry point (called in a process forked from the fork server)."""
+    ch = Channel(secret)
     cfg = json.load(open(os.path.join(d, "config.json")))
     if not enter_sandbox(cfg, ch):
         return 0
@@ -174,7 +174,3 @@ def main(d: str) -> int:
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported
         ch.send(messages.ReferenceFailed(error_text(e)))
         return 3
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))

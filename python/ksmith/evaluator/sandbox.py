@@ -1,37 +1,34 @@
-"""Spawning and supervising a child process (reference or candidate).
+"""Starting and supervising a child process (reference or candidate).
 
-Each child is a fresh `python -m ...` process (fork + exec: no CUDA state is ever inherited), in a
-new session so the whole process group can be killed, with its own workspace (a tmpfs where the
-worker runs inside the sandbox launcher, see `ksmith.confine.Jail.workspace`), an environment of
-the allow-listed variables only (`ksmith.confine.policy.ENV_PASSED`: no API key or token of the caller)
-plus its own folders, and stdout/stderr going to a log file in its workspace (its messages use a
-private descriptor, see `child_common`). Its first act, before it loads any program, is to confine
-itself with the `ksmith.confine.ChildSpec` the worker wrote into its `config.json`
-(`child_common.enter_sandbox`): its own PID and network namespaces and `/proc`, its workspace as
-the only writable place, the other children's workspaces hidden, a `/dev` with the basic and the
-GPU nodes, its process limit, no capabilities, the child seccomp filter. A watchdog thread polls
-the resident memory of the child's process tree and kills the group past the limit; every wait
-has a deadline after which the group is killed (`timeout`).
+Each child is forked from the worker's warm fork server (`forkserver`: torch and triton imported
+once, no CUDA state), in a new session so the whole process group can be killed, with its own
+workspace (a tmpfs where the worker runs inside the sandbox launcher, see
+`ksmith.confine.Jail.workspace`), an environment of the allow-listed variables only
+(`ksmith.confine.policy.ENV_PASSED`: no API key or token of the caller) plus its own folders, and
+stdout/stderr going to a log file in its workspace (its messages use a private descriptor, see
+`child_common`, sealed with a secret of its own, see `messages`). Its first act, before it loads
+any program, is to confine itself with the `ksmith.confine.ChildSpec` the worker wrote into its
+`config.json` (`child_common.enter_sandbox`): its own PID and network namespaces and `/proc`, its
+workspace as the only writable place, the other children's workspaces hidden, a `/dev` with the
+basic and the GPU nodes, its process limit, no capabilities, the child seccomp filter. A watchdog
+thread polls the resident memory of the child's process tree and kills the group past the limit;
+every wait has a deadline after which the group is killed (`timeout`).
 
-The worker itself is made non-dumpable (`ksmith.confine.set_undumpable`), so a child running
-as the same user cannot ptrace it or read its memory (which holds the reference outputs).
+The worker (and the fork server) are non-dumpable (`ksmith.confine.set_undumpable`), so a child
+running as the same user can neither ptrace them nor read their memory.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import queue
+import secrets
 import signal
-import subprocess
-import sys
 import threading
-import time
-from typing import Any
 
 from ..confine import passed_env
 from . import messages
+from .forkserver import ForkServer
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,6 +43,40 @@ class ChildDied(Exception):
     def __init__(self, message: str, log: str):
         super().__init__(message)
         self.log = log
+
+
+class ChildForged(Exception):
+    """A line on the child's channel that the harness did not write (the child has been killed)."""
+
+
+def server_env(device: str) -> dict[str, str]:
+    """The environment of the fork server (and so of every child): the allow-listed variables,
+    the runtime package on the path, one intra-op thread unless ``KSMITH_CHILD_THREADS`` says
+    otherwise, Triton's interpreter and no GPU on a CPU device."""
+    env = passed_env()
+    path = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["OMP_NUM_THREADS"] = env.get("KSMITH_CHILD_THREADS", "1")
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # asking whether CUDA is there does not initialize it
+    if device.startswith("cuda"):
+        env.pop("TRITON_INTERPRET", None)
+    else:
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def child_env(base: dict[str, str], workdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment: the server's plus its own home, temporary and Triton folders."""
+    env = dict(base)
+    env["HOME"] = workdir
+    env["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
+    env["TRITON_HOME"] = workdir
+    env["TMPDIR"] = os.path.join(workdir, "tmp")
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    env.update(extra or {})
+    return env
 
 
 def _tree_rss_mb(pid: int) -> float:
@@ -74,95 +105,101 @@ def _tree_rss_mb(pid: int) -> float:
 
 
 class Child:
-    """One supervised child process speaking JSON lines."""
+    """One supervised child process speaking sealed JSON lines."""
 
     def __init__(
         self,
+        forks: ForkServer,
         module: str,
         workdir: str,
-        device: str,
+        env: dict[str, str],
         memory_limit_mb: int,
         log_limit: int,
-        extra_env: dict[str, Any] | None = None,
-        namespace: contextlib.AbstractContextManager | None = None,
+        pid_namespace: bool,
     ):
-        """Starts `module`; `namespace` wraps the spawn (`ksmith.confine.Jail.new_pid_namespace`
-        makes the child PID 1 of a PID namespace of its own)."""
+        """Forks `module` on `workdir` from `forks` (PID 1 of a PID namespace of its own when
+        `pid_namespace`)."""
+        self.forks = forks
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "child.log")
         self.log_limit = log_limit
         self.memory_limit_mb = memory_limit_mb
         self.killed_for_memory = 0.0
-        env = passed_env()
-        path = os.environ.get("PYTHONPATH")
-        env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
-        env["HOME"] = workdir
-        env["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
-        env["TRITON_HOME"] = workdir
-        env["TMPDIR"] = os.path.join(workdir, "tmp")
-        os.makedirs(env["TMPDIR"], exist_ok=True)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["OMP_NUM_THREADS"] = env.get("KSMITH_CHILD_THREADS", "1")
-        if device.startswith("cuda"):
-            env.pop("TRITON_INTERPRET", None)
-        else:
-            env["TRITON_INTERPRET"] = "1"
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        env.update(extra_env or {})
-        self._log = open(self.log_path, "wb")
-        with namespace or contextlib.nullcontext():
-            self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", module, workdir],
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                start_new_session=True,
-                close_fds=True,
-            )
+        self.forged: str | None = None
+        self.status: int | None = None
+        secret = secrets.token_bytes(32)
+        self._unsealer = messages.Unsealer(secret)
+        cmd_r, cmd_w = os.pipe()
+        msg_r, msg_w = os.pipe()
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self.pid = forks.fork(module, workdir, env, secret, [cmd_r, msg_w, log], pid_namespace)
+        except BaseException:
+            for fd in (cmd_w, msg_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (cmd_r, msg_w, log):
+                os.close(fd)
+        self._stdin = os.fdopen(cmd_w, "wb", buffering=0)
+        self._stdout = os.fdopen(msg_r, "rb")
         self.messages: queue.Queue[messages.Message | None] = queue.Queue()
+        self._ended = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._watch_memory, daemon=True).start()
+        threading.Thread(target=self._watch, daemon=True).start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            try:
-                obj = json.loads(raw.decode("utf-8", "replace"))
-            except ValueError:
+        for raw in self._stdout:
+            if self.forged:
                 continue
-            if isinstance(obj, dict):
-                self.messages.put(messages.read(obj))
+            try:
+                self.messages.put(self._unsealer.open(raw.rstrip(b"\n")))
+            except messages.BadMessage as e:
+                self.forged = str(e)
+                self.kill()
+                self.messages.put(None)
+        self._stdout.close()
         self.messages.put(None)
 
-    def _watch_memory(self) -> None:
-        while self.proc.poll() is None:
-            rss = _tree_rss_mb(self.proc.pid)
-            if self.memory_limit_mb and rss > self.memory_limit_mb:
-                self.killed_for_memory = rss
-                self.kill()
+    def _watch(self) -> None:
+        """Waits for the end (the fork server reports it), killing the group past the memory
+        limit meanwhile."""
+        while True:
+            status = self.forks.wait(self.pid, 0.02)
+            if status is not None:
+                self.status = status
+                self._ended.set()
                 return
-            time.sleep(0.02)
+            if self.memory_limit_mb and not self.killed_for_memory:
+                rss = _tree_rss_mb(self.pid)
+                if rss > self.memory_limit_mb:
+                    self.killed_for_memory = rss
+                    self.kill()
 
     def receive(self, timeout_s: float) -> messages.Message:
-        """The next message; kills the child and raises on timeout or death."""
+        """The next message; kills the child and raises on timeout, death or forgery."""
         try:
             msg = self.messages.get(timeout=max(timeout_s, 0.01))
         except queue.Empty:
             self.kill()
             raise ChildTimeout(f"no answer within {timeout_s:.0f} s") from None
+        if self.forged:
+            raise ChildForged(self.forged)
         if msg is None:
-            code = self.proc.wait()
-            raise ChildDied(self.describe_exit(code), self.log_tail())
+            self.messages.put(None)  # every later receive sees the end too
+            self._ended.wait(10.0)
+            raise ChildDied(self.describe_exit(self.status), self.log_tail())
         return msg
 
-    def describe_exit(self, code: int) -> str:
+    def describe_exit(self, status: int | None) -> str:
         if self.killed_for_memory:
             return (
                 f"memory limit exceeded: resident memory {self.killed_for_memory:.0f} MiB > {self.memory_limit_mb} "
                 "MiB (process killed)"
             )
+        if status is None:
+            return "the process closed its channel before reporting"
+        code = os.waitstatus_to_exitcode(status)
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -173,33 +210,27 @@ class Child:
 
     def command(self, text: str) -> None:
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write((text + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            self._stdin.write((text + "\n").encode())
+        except (BrokenPipeError, OSError, ValueError):
             pass
 
     def kill(self) -> None:
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 
     def finish(self, timeout_s: float = 10.0) -> None:
-        """Closes its stdin (a waiting child reads `stop`), waits for exit (killing the group
-        after `timeout_s`) and reaps it."""
+        """Closes its stdin (a waiting child reads `stop`), waits for its end (killing the group
+        after `timeout_s`)."""
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-        self.proc.wait()
-        self._log.close()
+        if not self._ended.wait(timeout_s):
+            self.kill()
+            self._ended.wait(30.0)
+        self.kill()  # what is left of its process group
 
     def log_tail(self) -> str:
         try:
