@@ -1,5 +1,6 @@
 """Candidate children have no network: a candidate that connects to a listener on this machine's
-loopback reaches nothing (runtime layer alone, static checks off, so only the sandbox stops it)."""
+loopback reaches nothing (static checks and the audit hook off, so only the sandbox stops it); with
+the audit hook on, the runtime layer names the attempt (`sandbox_escape`)."""
 
 from __future__ import annotations
 
@@ -39,16 +40,22 @@ def test_a_candidate_cannot_reach_a_loopback_listener():
         "timeout=2).sendall(b'secret')",
     )
     assert leak != HONEST
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
+    request = {"task_id": "net", "reference": open(TASK).read(), "candidate": leak, "measure": False}
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False, "audit": False})
+    audited = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
     try:
-        result = ev.evaluate({"task_id": "net", "reference": open(TASK).read(), "candidate": leak, "measure": False})
+        result = ev.evaluate(request)
+        named = audited.evaluate(request)
     finally:
         ev.close()
+        audited.close()
         stop.set()
         thread.join(timeout=5)
         listener.close()
     assert accepted == [], "the candidate reached the loopback listener"
     assert result["status"] in ("compile_error", "runtime_error"), result
+    assert (named["status"], named["hack"]) == ("hacked", "sandbox_escape"), named
+    assert "socket" in named["error_log"], named
     assert "Network is unreachable" in result["error_log"] or "refused" in result["error_log"].lower(), result[
         "error_log"
     ]

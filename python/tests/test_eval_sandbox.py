@@ -1,6 +1,6 @@
 """The evaluator as ksmith runs it (its worker inside the sandbox launcher), as this user and as an
-ordinary user: hostile candidates (runtime layer alone, static checks off, so only the sandbox
-stops them) each followed by an honest one that must still be correct.
+ordinary user: hostile candidates (static checks and the audit hook off, so only the sandbox stops
+them) each followed by an honest one that must still be correct.
 
 - snoop (``candidates/isolation/snoop.py``): no secret of the caller's environment, no network
   (loopback and internet TCP, a unix socket of the host, an abstract socket), no ``/etc/shadow``,
@@ -87,7 +87,9 @@ from ksmith.evaluator.evaluate import DeviceEvaluator
 
 cases = json.loads({cases!r})
 task = {task!r}
-ev = DeviceEvaluator("cpu", {{"trials": 2, "run_timeout_s": 60, "static_checks": False, "memory_limit_mb": 1536}})
+ev = DeviceEvaluator(
+    "cpu", {{"trials": 2, "run_timeout_s": 60, "static_checks": False, "audit": False, "memory_limit_mb": 1536}}
+)
 out = {{"sandbox": ev.sandbox_info()}}
 
 def evaluate(name, source):

@@ -17,9 +17,12 @@ from ksmith.evaluator import (  # noqa: E402
     protocol,
     timing,  # noqa: E402
 )
-from ksmith.evaluator.inputs import make_inputs  # noqa: E402
+from ksmith.evaluator.inputs import (
+    make_inputs,  # noqa: E402
+    tensor_bytes,  # noqa: E402
+)
 from ksmith.evaluator.static_check import check  # noqa: E402
-from ksmith.evaluator.timing import buffer_sets, tensor_bytes, trimmed_stats  # noqa: E402
+from ksmith.evaluator.timing import buffer_sets, trimmed_stats  # noqa: E402
 
 KERNEL = """
 import torch
@@ -242,6 +245,7 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
     monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
     timer = object.__new__(timing.Timer)
     timer.cfg = {"warmup": 3, "warmup_ms": 0.0, "min_samples": 9, "max_samples": 9, "budget_ms": 1.0}
+    timer.cuda = True
     timer.flush = lambda: None
     calls = []
 
@@ -289,3 +293,79 @@ def test_protocol_rejects_other_versions_and_bad_requests():
         protocol.check_request({"task_id": "t", "reference": "r"})
     with pytest.raises(ValueError):
         protocol.encode({"type": "x", "value": float("nan")})
+
+
+def test_verified_samples_are_drawn_from_the_seed_and_not_timed(monkeypatch):
+    import random
+
+    timer = timing.Timer({"warmup": 2, "warmup_ms": 0.0, "min_samples": 20, "max_samples": 20, "budget_ms": 1.0}, "cpu")
+    calls: list[str] = []
+    seen: list[tuple[str, int, int]] = []
+
+    def fn():
+        calls.append("run")
+
+    def before(i, s):
+        seen.append(("before", i, s))
+        calls.append("write")
+
+    def after(i, s):
+        seen.append(("after", i, s))
+
+    stats = timer.measure([fn, fn], [], rng=random.Random(7), checks=3, before=before, after=after)
+    drawn = sorted({i for kind, i, _ in seen})
+    assert len(drawn) == 3 and stats["samples"] <= 20 - 3
+    assert [k for k, _, _ in seen] == ["before", "after"] * 3
+    assert all(s == i % 2 for _, i, s in seen), "the sample's own buffer set"
+    # the same seed draws the same positions and warm-up count; another seed others
+    seen.clear()
+    calls_before = len(calls)
+    timer.measure([fn, fn], [], rng=random.Random(7), checks=3, before=before, after=after)
+    assert sorted({i for _, i, _ in seen}) == drawn
+    n_same = len(calls) - calls_before
+    positions = set()
+    for seed in range(20):
+        seen.clear()
+        timer.measure([fn, fn], [], rng=random.Random(seed), checks=3, before=before, after=after)
+        positions.add(tuple(sorted({i for _, i, _ in seen})))
+    assert len(positions) > 10 and n_same > 20
+
+
+def test_the_gpu_gate_lets_timing_run_alone():
+    import threading
+    import time
+
+    from ksmith.evaluator.gate import GpuGate
+
+    gate = GpuGate(True)
+    log: list[str] = []
+    inside = threading.Event()
+
+    def shared(name):
+        with gate.shared():
+            log.append(f"{name}+")
+            inside.set()
+            time.sleep(0.05)
+            log.append(f"{name}-")
+
+    def exclusive():
+        with gate.exclusive():
+            log.append("X+")
+            time.sleep(0.05)
+            log.append("X-")
+
+    threads = [threading.Thread(target=shared, args=("a",))]
+    threads[0].start()
+    inside.wait()
+    threads.append(threading.Thread(target=exclusive))
+    threads[1].start()
+    time.sleep(0.01)
+    threads.append(threading.Thread(target=shared, args=("b",)))  # arrives while timing waits: after it
+    threads[2].start()
+    for t in threads:
+        t.join()
+    assert log.index("X+") > log.index("a-") and log.index("b+") > log.index("X-"), log
+    # on the CPU the gate admits everyone at once
+    open_gate = GpuGate(False)
+    with open_gate.exclusive(), open_gate.exclusive(), open_gate.shared():
+        pass

@@ -83,7 +83,8 @@ def names_given(path: pathlib.Path, key: str, positions: dict[str, int], compare
 
 
 EVALUATOR = [
-    PACKAGE / "evaluator" / f for f in ("evaluate.py", "static_check.py", "candidate_child.py", "integrity.py")
+    PACKAGE / "evaluator" / f
+    for f in ("evaluate.py", "decide.py", "static_check.py", "candidate_child.py", "integrity.py")
 ]
 PROBE = sorted((PACKAGE / "probe").glob("*.py"))
 
@@ -92,8 +93,10 @@ def test_the_evaluator_writes_only_shared_verdict_names():
     statuses: set[str] = set()
     hacks: set[str] = set()
     for path in EVALUATOR:
-        statuses |= names_given(path, "status", {"_result": 0, "fail": 0, "_Finding": 0})
-        hacks |= names_given(path, "hack", {"_result": 1, "fail": 1, "_Finding": 1, "Violation": 0})
+        statuses |= names_given(path, "status", {"_result": 0, "result": 0, "fail": 0, "_Finding": 0, "Verdict": 0})
+        hacks |= names_given(
+            path, "hack", {"_result": 1, "result": 1, "fail": 1, "_Finding": 1, "Violation": 0, "Verdict": 1}
+        )
     assert {"correct", "incorrect", "hacked", "compile_error"} <= statuses, "the scan finds the verdicts"
     assert {"sandbox_escape", "background_thread"} <= hacks
     assert statuses <= set(VOCABULARY["eval_status"]), statuses - set(VOCABULARY["eval_status"])

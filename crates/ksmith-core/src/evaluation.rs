@@ -128,7 +128,15 @@ pub struct EvalRequest {
     pub candidate: String,
     /// Whether to time (false gives correctness only).
     pub measure: bool,
+    /// The task's alternate size sets (its module-level integer constants by name, see the
+    /// tasks table's `alt_sizes`); empty: the evaluator derives one from the constants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alt_sizes: Vec<SizeSet>,
 }
+
+/// One alternate size set: module-level integer constant names of a task's program and the
+/// values a candidate is also checked at (hidden shapes).
+pub type SizeSet = std::collections::BTreeMap<String, i64>;
 
 /// The structured result, fed back into the next prompt and stored with the step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

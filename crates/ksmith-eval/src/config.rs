@@ -32,6 +32,8 @@ struct WorkerDefaults {
     decoy_work_share: f64,
     min_kernel_share: f64,
     max_cached_tasks: u32,
+    hidden_shapes: u32,
+    memory_budget_mb: u64,
     timing: TimingDefaults,
 }
 
@@ -60,6 +62,7 @@ struct TimingDefaults {
     budget_ms: f64,
     buffer_sets: u32,
     buffer_mb: f64,
+    checks: u32,
 }
 
 fn worker_defaults() -> &'static WorkerDefaults {
@@ -132,12 +135,22 @@ pub struct EvalConfig {
     /// Extra device memory the additional buffer sets may take, in MiB (fewer sets when the
     /// inputs are large; at least one set is always timed).
     pub timing_buffer_mb: f64,
+    /// Timed samples whose outputs are verified (other values written into their buffers first),
+    /// at positions drawn when timing starts, so the candidate cannot tell them from the others.
+    pub timing_checks: u32,
     /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
     pub min_kernel_share: f64,
-    /// References (inputs, outputs, timings) kept per worker.
+    /// Tasks whose reference facts (fingerprints, output shapes, size sets, timing; no tensor)
+    /// each worker keeps.
     pub max_cached_tasks: u32,
+    /// Hidden size sets a candidate is also checked at (the task's recorded `alt_sizes`, else one
+    /// derived from its module-level size constants); 0 turns the check off.
+    pub hidden_shapes: u32,
+    /// Host memory one evaluation of a task may hold (result files, the judge's trial; on the
+    /// CPU also the inputs), MiB; a task needing more is refused with a message saying so.
+    pub memory_budget_mb: u64,
     /// Run the static (AST) checks; off only to test the runtime layer alone.
     pub static_checks: bool,
     /// Error log kept per result, in bytes (the end of the log).
@@ -182,9 +195,12 @@ impl Default for EvalConfig {
             timing_budget_ms: d.timing.budget_ms,
             timing_buffer_sets: d.timing.buffer_sets,
             timing_buffer_mb: d.timing.buffer_mb,
+            timing_checks: d.timing.checks,
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
             max_cached_tasks: d.max_cached_tasks,
+            hidden_shapes: d.hidden_shapes,
+            memory_budget_mb: d.memory_budget_mb,
             static_checks: d.static_checks,
             log_limit: d.log_limit,
             remote_url: None,
@@ -282,6 +298,12 @@ impl EvalConfig {
                 self.memory_limit_mb
             ));
         }
+        if self.memory_budget_mb < 16 {
+            return bad(format!(
+                "memory_budget_mb must be at least 16, got {}",
+                self.memory_budget_mb
+            ));
+        }
         if self.max_cached_tasks == 0 {
             return bad("max_cached_tasks must be at least 1".into());
         }
@@ -324,6 +346,8 @@ impl EvalConfig {
             "decoy_work_share": self.decoy_work_share,
             "min_kernel_share": self.min_kernel_share,
             "max_cached_tasks": self.max_cached_tasks,
+            "hidden_shapes": self.hidden_shapes,
+            "memory_budget_mb": self.memory_budget_mb,
             "timing": {
                 "warmup": self.timing_warmup,
                 "warmup_ms": self.timing_warmup_ms,
@@ -332,6 +356,7 @@ impl EvalConfig {
                 "budget_ms": self.timing_budget_ms,
                 "buffer_sets": self.timing_buffer_sets,
                 "buffer_mb": self.timing_buffer_mb,
+                "checks": self.timing_checks,
             },
         })
     }
@@ -427,14 +452,14 @@ mod tests {
         for (key, value) in sent {
             assert_eq!(Some(value), file.get(key), "{key}");
         }
-        // The only option the worker has that `[eval]` does not set.
+        // The options the worker has that `[eval]` does not set (switches for tests of one layer).
         let unsent: Vec<&String> = file
             .as_object()
             .unwrap()
             .keys()
             .filter(|k| !sent.contains_key(*k))
             .collect();
-        assert_eq!(unsent, ["confine"]);
+        assert_eq!(unsent, ["audit", "confine"]);
     }
 
     #[test]

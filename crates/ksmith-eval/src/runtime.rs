@@ -84,6 +84,26 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/timing.py"),
     ),
     (
+        "ksmith/evaluator/decide.py",
+        include_str!("../../../python/ksmith/evaluator/decide.py"),
+    ),
+    (
+        "ksmith/evaluator/gate.py",
+        include_str!("../../../python/ksmith/evaluator/gate.py"),
+    ),
+    (
+        "ksmith/evaluator/shapes.py",
+        include_str!("../../../python/ksmith/evaluator/shapes.py"),
+    ),
+    (
+        "ksmith/evaluator/task.py",
+        include_str!("../../../python/ksmith/evaluator/task.py"),
+    ),
+    (
+        "ksmith/evaluator/tritoncache.py",
+        include_str!("../../../python/ksmith/evaluator/tritoncache.py"),
+    ),
+    (
         "ksmith/evaluator/worker.py",
         include_str!("../../../python/ksmith/evaluator/worker.py"),
     ),

@@ -20,6 +20,7 @@ fn request(task: &str, candidate: &str) -> EvalRequest {
         reference: std::fs::read_to_string(dir.join(task)).expect("task file"),
         candidate: std::fs::read_to_string(dir.join(candidate)).expect("candidate file"),
         measure: true,
+        alt_sizes: Vec::new(),
     }
 }
 

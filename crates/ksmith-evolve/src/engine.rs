@@ -321,6 +321,9 @@ impl<'a> TaskRun<'a> {
                 reference: self.reference.clone(),
                 candidate: String::new(),
                 measure: self.cfg.measure,
+                // The tasks table does not carry recorded size sets yet: the evaluator derives
+                // one from the reference's size constants.
+                alt_sizes: Vec::new(),
             },
             evaluator,
         )?;

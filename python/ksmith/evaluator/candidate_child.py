@@ -1,22 +1,35 @@
 """The untrusted child: the harness that imports and runs ONE candidate.
 
-`main(DIR, secret)`, in a process forked from the fork server (`forkserver`). `DIR/task.pt` holds
-what the candidate may see (init inputs, the reference's weights, each trial's inputs, the post-
-timing trial's inputs; never a reference output). The harness installs its instruments (see
-`integrity`) BEFORE importing the candidate, then runs its phases (`Harness.run`):
+`main(DIR, secret)`, in a process forked from the fork server (`forkserver`). `DIR/candidate.py`
+is the candidate, `DIR/reference.py` the task's program (the candidate may see it: it is the
+task), `DIR/config.json` the run's settings and the facts the worker keeps of the task (the
+fingerprints of the reference's inputs and weights, the size sets that hold; never a reference
+output). The harness installs its instruments (see `integrity`) BEFORE it loads anything, then
+runs its phases (`Harness.run`):
 
-1. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
-   reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error`
-   on failure;
-2. `trials`: runs every trial twice on fresh clones of the inputs, after poisoning freed memory
-   of the outputs' sizes with NaN, and writes outputs and inputs-after-the-call to
-   `DIR/out_<k>.pt` as plain CPU tensors; the worker compares them (the harness never judges
-   correctness);
-3. `profile`: on a GPU, the share of GPU time of one call in the candidate's Triton kernels;
-4. `time`: on `go` from the worker (which holds the GPU for timing): CUDA-graph capture of every
-   buffer set (see `timing`), the stream check when capture fails, timing, then one call on the
-   post-timing inputs copied into the first set's buffers (`DIR/post_out.pt`), so the timed code
-   path is checked on fresh values too.
+1. `prepare`: builds, from the task's program, the init inputs, the reference's weights and every
+   trial's inputs on the device, at the visible sizes and at each size set, and checks their
+   fingerprints against the reference's (-> `unreproducible`, the task's fault);
+2. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
+   reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error` on
+   failure; on a GPU one untimed call compiles its kernels;
+3. the correctness calls, one result file each, each started by the worker's ``next`` (so the
+   worker holds the GPU's shared gate while it runs, and has judged the previous file): every
+   trial twice on fresh clones of the inputs, after poisoning freed memory of the outputs' sizes
+   with NaN; one call at each hidden size set (the candidate rebuilt there, from its own program
+   rewritten where it defines the size constants, see `shapes`); the identity check: one call, then
+   new values written into the very same input tensors and a second call, whose outputs must be
+   the new values' (a result keyed on the identity of the inputs shows). The harness never judges
+   correctness: the worker hands each file to the judge (`reference_child`);
+4. `profile`: on a GPU, the share of GPU time of one call in the candidate's Triton kernels;
+5. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): CUDA-graph capture
+   of every buffer set (see `timing`), the stream check when capture fails, timing with a number
+   of warm-up calls and samples drawn from SEED, and verified samples at positions drawn from SEED
+   (another trial's values written into the sample's buffers beforehand, its outputs kept), then
+   one call on the post-timing inputs copied into the first set's buffers; each verified call is
+   a result file. On the CPU the same runs as a short rehearsal whose times are not reported (a
+   candidate that counts its calls, or behaves differently once called in a loop, shows there
+   too).
 
 Messages (`messages`) go over the private channel (see `child_common`); violations the harness
 sees end the run with a `Violation` message.
@@ -26,11 +39,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from . import messages
+import torch
+
+from . import messages, shapes
 from .child_common import (
     Channel,
     as_list,
@@ -41,8 +58,9 @@ from .child_common import (
     hardware,
     load_module,
     same_values,
-    to_device,
 )
+from .inputs import fingerprint
+from .task import REFERENCE_MODULE, TaskProgram, init_fingerprint, state_of
 
 CANDIDATE_MODULE = "ksmith_candidate"
 
@@ -64,21 +82,35 @@ class Stop(Exception):
         self.message = message
 
 
+class Shape:
+    """What the harness holds for one size set (None: the visible sizes): init inputs, the
+    reference's weights and every trial's inputs, on the device."""
+
+    def __init__(self, index: int | None, sizes: dict[str, int] | None, init: list[Any], state: dict[str, Any]):
+        self.index = index
+        self.sizes = sizes
+        self.init = init
+        self.state = state
+        self.inputs: list[list[Any]] = []
+
+    @property
+    def label(self) -> str:
+        return "the visible sizes" if self.sizes is None else f"hidden size set {shapes.label(self.sizes)}"
+
+
 class Harness:
     """One candidate's run: the instruments, the task and the model, phase by phase."""
 
     def __init__(self, d: str, ch: Channel, cfg: dict[str, Any]):
-        import torch
         import triton  # noqa: F401 - imported before the candidate so its identities are captured
 
-        from .integrity import Identities, LaunchCounter, OpLog, ThreadWatch
+        from .integrity import AuditWatch, Identities, LaunchCounter, OpLog, ThreadWatch
 
         self.d = d
         self.ch = ch
         self.cfg = cfg
         self.device: str = cfg["device"]
         self.cuda = self.device.startswith("cuda")
-        self.torch = torch
         self.t_start = time.monotonic()
         self.phases: dict[str, float] = {}
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -87,29 +119,45 @@ class Harness:
         self.threads = ThreadWatch()
         self.ids = Identities()
         self.oplog = OpLog(self.launches)
+        self.audit = AuditWatch(CANDIDATE_MODULE, d, enabled=bool(cfg.get("audit", True)))
         self.mark("imports")
-        self.task: dict[str, Any] = torch.load(os.path.join(d, "task.pt"), weights_only=True)
         if self.cuda:
             torch.empty(1, device=self.device)  # CUDA context before arming the thread watch
         self.threads.arm()
         self.model: Any = None
+        self.module: Any = None
+        self.source = open(os.path.join(d, "candidate.py")).read()
+        self.shapes: list[Shape] = []
+        self.files = 0
 
     # -- helpers ---------------------------------------------------------------------------
     def mark(self, name: str) -> None:
         self.phases[name] = round(time.monotonic() - self.t_start, 3)
 
     def check(self, where: str) -> None:
-        """Raises `Violation` for a patched function, a moved precision switch or a thread."""
+        """Raises `Violation` for a patched function, a moved precision switch, a thread or an
+        escape the audit hook saw."""
         hack, msg = self.ids.violations()
         if hack:
             raise Violation(hack, f"{where}: {msg}")
         t = self.threads.violation()
         if t:
             raise Violation("background_thread", f"{where}: {t}")
+        escape = self.audit.violation()
+        if escape:
+            raise Violation("sandbox_escape", f"{where}: {escape}")
+
+    def failed(self, e: BaseException, kind: type[messages.Message], prefix: str = "") -> Stop:
+        """The end of the run for an error the candidate raised: an escape the audit hook saw
+        decides first (the candidate may have caught the hook's error and raised another)."""
+        escape = self.audit.violation()
+        if escape:
+            return Stop(messages.Violation("sandbox_escape", f"{escape}; then it raised:\n{error_text(e)}"))
+        return Stop(kind(prefix + error_text(e)))  # type: ignore[call-arg]
 
     def expect_stream(self) -> None:
         if self.cuda:
-            self.launches.expected_stream = self.torch.cuda.current_stream()
+            self.launches.expected_stream = torch.cuda.current_stream()
 
     def stream_check(self, where: str) -> None:
         if self.launches.foreign_stream_launches:
@@ -119,11 +167,10 @@ class Harness:
                 "forward() was called on",
             )
 
-    def poison(self) -> None:
+    def poison(self, out_meta: list[list[Any]]) -> None:
         """Fills freed memory of the outputs' sizes with NaN (77 for integers), so an output the
         candidate never writes shows."""
-        torch = self.torch
-        for shape, dtype in self.task["out_meta"]:
+        for shape, dtype in out_meta:
             dt = getattr(torch, dtype)
             fill = float("nan") if dt.is_floating_point else 77
             buf = torch.full(shape, fill, dtype=dt, device=self.device)
@@ -132,7 +179,6 @@ class Harness:
     def run_once(self, inputs: list[Any], log: Any = None) -> list[Any]:
         """One forward call (under `log` when given); its outputs as a list, each checked to be a
         plain tensor or number."""
-        torch = self.torch
         self.expect_stream()
         with torch.no_grad():
             if log is not None:
@@ -153,98 +199,234 @@ class Harness:
                 raise Violation("lazy_output", f"output {i} has type {type(o).__qualname__}, not a tensor")
         return outs
 
-    def host_copy(self, outs: list[Any]) -> list[Any]:
-        return [self.torch.Tensor.cpu(o).clone() if isinstance(o, self.torch.Tensor) else o for o in outs]
+    @staticmethod
+    def host_copy(outs: list[Any]) -> list[Any]:
+        return [torch.Tensor.cpu(o).clone() if isinstance(o, torch.Tensor) else o for o in outs]
 
-    # -- phases ----------------------------------------------------------------------------
-    def build(self) -> messages.Compiled:
-        """Imports the candidate and builds `ModelNew` with the reference's weights where they fit."""
-        torch = self.torch
-        try:
-            mod = load_module(os.path.join(self.d, "candidate.py"), CANDIDATE_MODULE)
-            self.check("import")
-            torch.manual_seed(int(self.task["seed"]))
-            model = mod.ModelNew(*self.task["init"])
-            model = model.to(self.device)
-            self.check("construction")
-            ref_state = self.task["state"]
-            weights = "seeded" if ref_state else "none"
-            own = model.state_dict()
-            if (
-                ref_state
-                and set(own) == set(ref_state)
-                and all(tuple(own[k].shape) == tuple(ref_state[k].shape) for k in own)
-            ):
-                model.load_state_dict({k: v.to(self.device) for k, v in ref_state.items()})
-                weights = "reference_state_dict"
-        except Violation as v:
-            raise Stop(messages.Violation(v.hack, v.message)) from None
-        except BaseException as e:  # noqa: BLE001 - the candidate's failure is its verdict
-            raise Stop(messages.CompileFailed(error_text(e))) from None
-        self.model = model
-        self.mark("import_candidate")
-        return messages.Compiled(weights)
-
-    def storage(self, t: Any) -> int | None:
+    @staticmethod
+    def storage(t: Any) -> int | None:
         try:
             return t.untyped_storage().data_ptr() if t.untyped_storage().nbytes() > 0 else None
         except Exception:  # noqa: BLE001
             return None
 
-    def trial(self, k: int, trial: dict[str, Any]) -> None:
-        """Trial `k`: two runs on fresh clones; writes `out_<k>.pt`."""
-        torch = self.torch
+    def wait_next(self) -> None:
+        """Waits for the worker's ``next`` (anything else ends the run)."""
+        if self.ch.wait_command() != "next":
+            raise SystemExit(0)
+
+    def send_result(self, payload: dict[str, Any], label: str, size_set: int | None, trial: int, **kw: bool) -> None:
+        """Writes one result file and tells the worker."""
+        name = f"out_{self.files}.pt"
+        self.files += 1
+        torch.save(payload, os.path.join(self.d, name))
+        self.ch.send(messages.ResultReady(label=label, file=name, size_set=size_set, trial=trial, **kw))
+
+    # -- phases ----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """The task's init inputs, weights and trial inputs at every size, checked against the
+        reference's fingerprints."""
+        task = self.cfg["task"]
+        trials = int(self.cfg["trials"])
+        reference = open(os.path.join(self.d, "reference.py")).read()
+        wanted = [(None, None, task["init_fingerprint"], [t["fingerprint"] for t in task["trials"]])]
+        for i, s in enumerate(task["size_sets"]):
+            wanted.append((i, s["sizes"], s["init_fingerprint"], [s["fingerprint"]]))
+        for index, sizes, init_fp, trial_fps in wanted:
+            program = TaskProgram(reference, self.d, int(self.cfg["seed"]), self.device, sizes, index)
+            model = program.build_model()
+            shape = Shape(index, sizes, program.init, state_of(model))
+            del model
+            if init_fingerprint(shape.init, shape.state) != init_fp:
+                raise Stop(messages.Unreproducible(f"{shape.label}: the init inputs or weights differ"))
+            count = trials + 1 if index is None else 1
+            for k in range(count):
+                inputs = program.inputs(k)
+                if fingerprint(inputs) != trial_fps[k]:
+                    raise Stop(
+                        messages.Unreproducible(
+                            f"{shape.label}, trial {k}: `get_inputs()` gives other inputs in another process than in "
+                            "the reference's (it depends on more than the seed)"
+                        )
+                    )
+                shape.inputs.append(inputs)
+            self.shapes.append(shape)
+        for name in [n for n in sys.modules if n == REFERENCE_MODULE or n.startswith(REFERENCE_MODULE + "_s")]:
+            del sys.modules[name]
+        self.mark("prepare")
+
+    def construct(self, module: Any, shape: Shape) -> Any:
+        """`ModelNew(*init)` on the device, with the reference's weights where names and shapes
+        match; the weights' origin in `self.weights`."""
+        torch.manual_seed(int(self.cfg["seed"]))
+        model = module.ModelNew(*shape.init).to(self.device)
+        own = model.state_dict()
+        ref_state = shape.state
+        self.weights = "seeded" if ref_state else "none"
+        if (
+            ref_state
+            and set(own) == set(ref_state)
+            and all(tuple(own[k].shape) == tuple(ref_state[k].shape) for k in own)
+        ):
+            model.load_state_dict(ref_state)
+            self.weights = "reference_state_dict"
+        return model
+
+    def build(self) -> messages.Compiled:
+        """Imports the candidate and builds `ModelNew`; on a GPU, one untimed call compiles its
+        kernels."""
+        try:
+            self.audit.arm()
+            self.module = load_module(os.path.join(self.d, "candidate.py"), CANDIDATE_MODULE)
+            self.check("import")
+            self.model = self.construct(self.module, self.shapes[0])
+            self.check("construction")
+        except Violation as v:
+            raise Stop(messages.Violation(v.hack, v.message)) from None
+        except BaseException as e:  # noqa: BLE001 - the candidate's failure is its verdict
+            raise self.failed(e, messages.CompileFailed) from None
+        self.mark("import_candidate")
+        return messages.Compiled(self.weights)
+
+    def warm(self) -> None:
+        """On a GPU, one call before the gated ones, so compiling is not done under the gate."""
+        if self.cuda:
+            self.run_once(clone_all(self.shapes[0].inputs[0]))
+            self.check("first call")
+            self.mark("compile")
+
+    def trial(self, k: int) -> None:
+        """Trial `k`: two runs on fresh clones; one result file (both runs for trial 0, whose
+        second run the judge compares; the harness compares the others itself)."""
+        shape = self.shapes[0]
         runs: list[list[Any]] = []
         alias: list[bool] = []
         mutated = False
         first: list[Any] = []
         repeat_ok = None
         for r in range(2):
-            inputs = to_device(clone_all(trial["inputs"]), self.device)
+            inputs = clone_all(shape.inputs[k])
             before = clone_all(inputs)
-            self.poison()
+            self.poison(self.cfg["task"]["out_meta"])
             outs = self.run_once(inputs, self.oplog if (k == 0 and r == 0) else None)
             self.check(f"trial {k}")
             self.stream_check(f"trial {k}")
             if r == 0:
-                in_ptrs = {self.storage(x) for x in inputs if isinstance(x, torch.Tensor)}
-                p_ptrs = {self.storage(p) for p in list(self.model.parameters()) + list(self.model.buffers())}
-                alias = [
-                    isinstance(o, torch.Tensor)
-                    and self.storage(o) is not None
-                    and (self.storage(o) in in_ptrs or self.storage(o) in p_ptrs)
-                    for o in outs
-                ]
+                alias = self.aliases(inputs, outs)
                 mutated = not same_values(inputs, before)
                 first = outs
                 runs.append(self.host_copy(outs))
             elif k == 0:
-                # the worker checks the second run itself on the first trial...
                 runs.append(self.host_copy(outs))
             else:
-                # ...and the harness on the others (a failed check only ever rejects)
                 repeat_ok = close(first, outs, self.cfg["tolerances"])
             del outs, before
-        torch.save(
-            {"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok if k > 0 else None},
-            os.path.join(self.d, f"out_{k}.pt"),
-        )
+        payload = {"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok}
+        self.send_result(payload, f"trial {k}", None, k, repeat=k == 0, diagnose=True)
 
-    def trials(self) -> messages.CorrectnessDone:
-        """Every correctness trial, then (on a GPU) the profile of one call."""
+    def aliases(self, inputs: list[Any], outs: list[Any]) -> list[bool]:
+        in_ptrs = {self.storage(x) for x in inputs if isinstance(x, torch.Tensor)}
+        p_ptrs = {self.storage(p) for p in list(self.model.parameters()) + list(self.model.buffers())}
+        return [
+            isinstance(o, torch.Tensor)
+            and self.storage(o) is not None
+            and (self.storage(o) in in_ptrs or self.storage(o) in p_ptrs)
+            for o in outs
+        ]
+
+    def hidden(self, shape: Shape) -> None:
+        """One call at a hidden size set: the candidate rebuilt there (from its own program with
+        the size constants rewritten, where it defines them) before the worker's ``next`` (so its
+        compiling is not gated), the call after it. Failing there is a finding (`ItemFailed`),
+        not the end of the run."""
+        assert shape.sizes is not None
+        label = shape.label
+        keep = self.model
+        failure = None
         try:
-            for k, trial in enumerate(self.task["trials"]):
-                self.trial(k, trial)
+            module = self.module
+            if shapes.touches(self.source, shape.sizes):
+                path = os.path.join(self.d, f"candidate_s{shape.index}.py")
+                with open(path, "w") as f:
+                    f.write(shapes.rewrite(self.source, shape.sizes))
+                module = load_module(path, f"{CANDIDATE_MODULE}_s{shape.index}")
+                self.check(label)
+            self.model = self.construct(module, shape)
+            self.check(label)
+            if self.cuda:
+                self.run_once(clone_all(shape.inputs[0]))  # compiles for the new sizes
+                self.check(label)
+        except Violation:
+            raise
+        except BaseException as e:  # noqa: BLE001 - failing at a hidden size is being incorrect there
+            self.check(label)
+            failure = error_text(e)
+        self.wait_next()
+        payload = None
+        if failure is None:
+            try:
+                inputs = clone_all(shape.inputs[0])
+                before = clone_all(inputs)
+                outs = self.run_once(inputs)
+                self.check(label)
+                self.stream_check(label)
+                payload = {
+                    "runs": [self.host_copy(outs)],
+                    "mutated": not same_values(inputs, before),
+                    "alias": self.aliases(inputs, outs),
+                    "repeat_ok": None,
+                }
+            except Violation:
+                raise
+            except BaseException as e:  # noqa: BLE001
+                self.check(label)
+                failure = error_text(e)
+        self.model = keep
+        if payload is None:
+            self.ch.send(messages.ItemFailed(label, failure or "failed"))
+            return
+        self.send_result(payload, label, shape.index, 0)
+
+    def identity(self) -> None:
+        """The identity check: the same input tensors, new values written into them between two
+        calls."""
+        shape = self.shapes[0]
+        trials = int(self.cfg["trials"])
+        a, b = (0, 1) if trials >= 2 else (0, trials)
+        inputs = clone_all(shape.inputs[a])
+        self.run_once(inputs)
+        for x, fresh in zip(inputs, shape.inputs[b]):
+            if isinstance(x, torch.Tensor):
+                x.copy_(fresh)
+        outs = self.run_once(inputs)
+        self.check("identity check")
+        payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
+        self.send_result(payload, "identity check (new values in the same input tensors)", None, b)
+
+    def correctness(self) -> messages.CorrectnessDone:
+        """Every correctness call (see the module doc), then (on a GPU) the profile of one call."""
+        try:
+            self.warm()
+            for k in range(int(self.cfg["trials"])):
+                self.wait_next()
+                self.trial(k)
             self.mark("trials")
+            for shape in self.shapes[1:]:
+                self.hidden(shape)
+            self.wait_next()
+            self.identity()
+            self.mark("checks")
+            self.wait_next()
             share = None
             if self.cuda and self.launches.total() > 0:
-                inputs = to_device(clone_all(self.task["trials"][0]["inputs"]), self.device)
-                share = _gpu_share(self.torch, self.model, inputs, set(self.launches.counts))
+                share = _gpu_share(self.model, clone_all(self.shapes[0].inputs[0]), set(self.launches.counts))
                 self.check("profile")
         except Violation as v:
             raise Stop(messages.Violation(v.hack, v.message)) from None
+        except Stop:
+            raise
         except BaseException as e:  # noqa: BLE001
-            raise Stop(messages.RunFailed(error_text(e))) from None
+            raise self.failed(e, messages.RunFailed) from None
         self.mark("profile")
         return messages.CorrectnessDone(
             phases=dict(self.phases),
@@ -255,13 +437,18 @@ class Harness:
             hardware=hardware(self.device),
         )
 
-    def time(self) -> messages.Timed:
-        """Timing over the buffer sets, then the post-timing call on fresh values."""
-        torch = self.torch
+    def time(self, seed: int) -> tuple[messages.Timed, list[tuple[str, int, list[Any]]]]:
+        """Timing over the buffer sets with verified samples, then the post-timing call on fresh
+        values; the verified calls' outputs (label, trial, outputs) to send as result files."""
         from .timing import Timer, input_sets
 
+        shape = self.shapes[0]
+        trials = int(self.cfg["trials"])
+        rng = random.Random(seed)
+        cfg = self.cfg["timing"]
+        checked: list[tuple[str, int, list[Any]]] = []
         try:
-            sets = input_sets(self.cfg["timing"], self.task["trials"][0]["inputs"], self.device)
+            sets = input_sets(cfg, shape.inputs[0], self.device)
             holders: list[dict[str, Any]] = [{} for _ in sets]
 
             def timed(static: list[Any], holder: dict[str, Any]) -> Callable[[], Any]:
@@ -274,11 +461,11 @@ class Harness:
                 return fn
 
             fns = [timed(static, holder) for static, holder in zip(sets, holders)]
-            timer = Timer(self.cfg["timing"])
+            timer = Timer(cfg, self.device)
             graphs, capture_error = timer.capture_all(fns)
             self.check("capture")
             stream = None
-            if not graphs:
+            if self.cuda and not graphs:
                 local, full = timer.stream_disagreement(fns[0])
                 stream = [local, full]
                 if full > 2.0 * local + 0.015:
@@ -288,38 +475,60 @@ class Harness:
                         f"device-wide sync takes {full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes "
                         "the timed stream",
                     )
-            stats = timer.measure(fns, graphs)
+            pending: dict[int, int] = {}
+
+            def before(sample: int, s: int) -> None:
+                j = rng.randrange(trials)
+                pending[sample] = j
+                for x, fresh in zip(sets[s], shape.inputs[j]):
+                    if isinstance(x, torch.Tensor):
+                        x.copy_(fresh)
+
+            def after(sample: int, s: int) -> None:
+                outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in as_list(holders[s]["out"])]
+                checked.append((f"timed sample {sample} (buffer set {s})", pending[sample], outs))
+
+            stats = timer.measure(fns, graphs, rng=rng, checks=int(cfg.get("checks", 0)), before=before, after=after)
             self.check("timing")
             self.stream_check("timing")
-            for s, p in zip(sets[0], self.task["post"]["inputs"]):
+            for s, p in zip(sets[0], shape.inputs[trials]):
                 if isinstance(s, torch.Tensor):
-                    s.copy_(p.to(self.device))
+                    s.copy_(p)
             if graphs:
                 graphs[0].replay()
             else:
                 fns[0]()
-            torch.cuda.synchronize()
-            outs = as_list(holders[0]["out"])
-            torch.save({"runs": [self.host_copy(outs)]}, os.path.join(self.d, "post_out.pt"))
+            timer.synchronize()
+            checked.append(("post-timing call", trials, as_list(holders[0]["out"])))
             self.check("post-timing call")
         except Violation as v:
             raise Stop(messages.Violation(v.hack, v.message)) from None
         except BaseException as e:  # noqa: BLE001
-            raise Stop(messages.RunFailed("during timing: " + error_text(e))) from None
+            raise self.failed(e, messages.RunFailed, "during timing: ") from None
         self.mark("timing")
-        return messages.Timed(timing=stats, capture_error=capture_error, stream=stream, phases=dict(self.phases))
+        timed_msg = messages.Timed(
+            timing=stats, capture_error=capture_error, stream=stream, phases=dict(self.phases), checks=len(checked)
+        )
+        return timed_msg, checked
 
     def run(self) -> None:
         """The phases in order; a `Stop` ends the run with its message."""
         try:
+            self.prepare()
             self.ch.send(self.build())
-            self.ch.send(self.trials())
-            if not (self.cuda and self.cfg.get("measure")):
+            self.ch.send(self.correctness())
+            if not self.cfg.get("steer"):
                 return
             self.ch.send(messages.ReadyToTime())
-            if self.ch.wait_command() != "go":
+            command = self.ch.wait_command().split(" ")
+            if command[0] != "go":
                 return
-            self.ch.send(self.time())
+            timed_msg, checked = self.time(int(command[1]))
+            self.ch.send(timed_msg)
+            for label, trial, outs in checked:
+                self.wait_next()
+                payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
+                self.send_result(payload, label, None, trial)
         except Stop as s:
             self.ch.send(s.message)
 
@@ -334,7 +543,7 @@ def main(d: str, secret: bytes) -> int:
     return 0
 
 
-def _gpu_share(torch: Any, model: Any, inputs: list[Any], kernels: set[str]) -> float:
+def _gpu_share(model: Any, inputs: list[Any], kernels: set[str]) -> float:
     """Share of GPU kernel time spent in the candidate's Triton kernels during one call."""
     from torch.profiler import ProfilerActivity, profile
 

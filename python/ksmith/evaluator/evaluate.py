@@ -1,25 +1,36 @@
-"""The trusted side of one device: evaluates requests, caches references, decides verdicts.
+"""The trusted side of one device: evaluates requests, keeps what it knows of each task, decides
+verdicts.
 
 `DeviceEvaluator(device, options).evaluate(request)` returns a dict shaped like the Rust
-`EvalResult`, or raises `BrokenReference`. Many threads may call it at once: references are
-built once per (task, reference text) under a per-task lock; GPU work that needs the device to
-itself (timing of a reference or of a candidate) is serialized by one lock per device, while
-spawning, importing, compiling and the correctness trials of other candidates go on meanwhile
-(that is how compilation on the CPU overlaps with timing on the GPU).
+`EvalResult`, or raises `BrokenReference`. Many threads may call it at once.
 
-Verdict order (the first that applies): static checks; compile error; harness violations
-(timer patch, precision switch, thread, lazy output) and crashes/timeouts; per trial: input
-mutation, structure (count/shape/dtype -> incorrect), aliasing an input or parameter when the
-reference does not, values; no Triton launch -> torch_fallback; a failing trial whose outputs
-equal another trial's reference -> output_caching, or that match a lower-precision reference
-much better than the float32 one -> precision_downgrade; second run different -> incorrect;
-PyTorch work outside Triton >= `decoy_work_share` of the reference's work, or Triton kernels
-< `min_kernel_share` of GPU time -> decoy_kernel; then timing, whose post-timing call on fresh
-values must be correct again (else output_caching).
+Per task (task id, reference text and size sets), a **build** child (`reference_child`) runs the
+reference once and the worker keeps its facts only (`TaskFacts`: fingerprints, mutation and alias
+facts, output shapes, the work estimate, the size sets that hold, the reference's timing): no
+tensor, so the worker's memory does not grow with the tasks' sizes. A task whose reference fails
+(or does not fit ``memory_budget_mb``, or gives other inputs in another process) is remembered as
+broken: later requests for it are refused at once with the same message.
+
+Per candidate, two children are forked at once (see `forkserver`): the candidate's harness
+(`candidate_child`) and a **judge** (`reference_child` in judge mode). The harness writes one
+result file per correctness call when the worker says ``next``; the worker copies it into the
+judge's workspace and the judge compares it on the device with the reference's outputs for the
+same inputs, computed there and then. One file is in flight at a time, so memory stays bounded
+by one trial. The verdict is decided from the judge's findings and the instruments' report
+(`decide`, whose docstring has the order).
+
+Before those: the static checks (`static_check`, when on), then a compile error, a harness
+violation (timer patch, precision switch, thread, lazy output, an escape the audit hook saw), a
+crash, a timeout, a forged line on the harness's channel (`sandbox_escape`).
+
+The GPU is shared through a gate (`gate`): correctness calls and comparisons run side by side,
+timing runs alone. On a GPU a candidate that passes is timed (with verified samples, see
+`timing`); on the CPU the same runs as a rehearsal whose times are not reported.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -39,8 +50,9 @@ import torch
 
 from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
-from . import compare, messages
+from . import compare, decide, messages, shapes, tritoncache
 from .forkserver import ForkServer, ForkServerDied
+from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
 
@@ -49,6 +61,17 @@ from .static_check import check as static_check
 DEFAULT_OPTIONS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
 # The verdict names, shared with Rust (`EvalStatus`, `HackKind`; tests on both sides check them).
 VERDICTS = json.loads((pathlib.Path(__file__).parent.parent / "verdicts.json").read_text())
+#: The CPU's rehearsal of timing (Triton's interpreter is slow; its times are not reported).
+CPU_REHEARSAL = {
+    "warmup": 1,
+    "warmup_ms": 0.0,
+    "min_samples": 4,
+    "max_samples": 4,
+    "budget_ms": 1.0,
+    "buffer_sets": 1,
+    "buffer_mb": 0.0,
+    "checks": 2,
+}
 
 
 class SandboxError(RuntimeError):
@@ -63,7 +86,7 @@ def _sandboxed(msg: messages.Message) -> messages.Message:
 
 
 class BrokenReference(Exception):
-    """The task's reference program does not run."""
+    """The task's reference program does not run (or the task cannot be evaluated here)."""
 
     def __init__(self, task_id: str, message: str):
         super().__init__(message)
@@ -83,18 +106,42 @@ def merge_options(options: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-class TaskCache:
-    """What the trusted side keeps of one task's reference (in memory only)."""
+@dataclasses.dataclass
+class TaskFacts:
+    """What the worker keeps of one task (no tensor; see `messages.BuildDone`)."""
 
-    def __init__(self, data: dict[str, Any], hardware: dict[str, Any], timing: dict[str, Any] | None, seed: int):
-        self.data = data
-        self.hardware = hardware
-        self.timing = timing
-        self.seed = seed
+    key: str
+    seed: int
+    build: messages.BuildDone
+    timing: dict[str, Any] | None
+    warnings: list[str]
+
+    def child_view(self) -> dict[str, Any]:
+        """What the candidate's harness is told: fingerprints and output shapes, never outputs."""
+        return {
+            "init_fingerprint": self.build.init_fingerprint,
+            "trials": [{"fingerprint": t["fingerprint"]} for t in self.build.trials],
+            "size_sets": [
+                {"sizes": s["sizes"], "init_fingerprint": s["init_fingerprint"], "fingerprint": s["fingerprint"]}
+                for s in self.build.size_sets
+            ],
+            "out_meta": self.build.out_meta,
+        }
 
 
 def _trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _kind(label: str) -> str:
+    """The kind of a result file from its label (see `candidate_child`)."""
+    if label.startswith("trial "):
+        return "trial"
+    if label.startswith("hidden size set"):
+        return "hidden"
+    if label.startswith("identity check"):
+        return "identity"
+    return "timed"
 
 
 class DeviceEvaluator:
@@ -113,10 +160,11 @@ class DeviceEvaluator:
         policy: Policy | None = None,
     ):
         self.device = device
+        self.cuda = device.startswith("cuda")
         self.opts = merge_options(options)
         self.jail = None
         if self.opts["confine"]:
-            policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=device.startswith("cuda"))
+            policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=self.cuda)
             if policy.gpu and policy.outer is None:
                 ensure_gpu_nodes()
             self.jail = Jail(policy)
@@ -128,48 +176,59 @@ class DeviceEvaluator:
                 )
         set_undumpable()
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
+        # outside `root`, whose other folders each child hides: children read it (see `tritoncache`)
+        self.triton_root = tempfile.mkdtemp(prefix="ksmith-triton-", dir=runtime_dir)
         self.server_env = server_env(device)
         self._forks: ForkServer | None = None
         self._forks_lock = threading.Lock()
-        self.tasks: dict[str, TaskCache] = {}
+        self.tasks: collections.OrderedDict[str, TaskFacts] = collections.OrderedDict()
+        self.broken: collections.OrderedDict[str, BrokenReference] = collections.OrderedDict()
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
-        self.gpu_lock = threading.Lock()
+        self.gate = GpuGate(self.cuda)
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
             "torch": torch.__version__,
             "triton": _triton_version(),
         }
-        if device.startswith("cuda"):
+        if self.cuda:
             name, driver = _gpu_name_driver()
             os.environ.setdefault("KSMITH_GPU_DRIVER", driver)
+            self.server_env["KSMITH_GPU_DRIVER"] = os.environ["KSMITH_GPU_DRIVER"]
             self.default_hardware.update(device=name or "cuda", driver=os.environ["KSMITH_GPU_DRIVER"] or None)
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- children --------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _workspace(self, kind: str, measure: bool, seed: int) -> Iterator[str]:
-        """A child's folder with its `config.json` (and its sandbox, when confined); removed
-        afterwards. Confined, it is a tmpfs holding ``disk_mb`` plus the memory limit (the
-        harness writes the trials' inputs and outputs there)."""
+    def _workspace(self, kind: str, config: dict[str, Any], files: dict[str, str]) -> Iterator[str]:
+        """A child's folder with `files` and its `config.json` (and its sandbox, when confined);
+        removed afterwards. Confined, it is a tmpfs holding ``disk_mb`` plus the memory limit (the
+        result files go there, one at a time)."""
         if self.jail is None:
             d = tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root)
             try:
-                self._write_config(d, measure, seed, None)
+                self._write(d, config, files, None)
                 yield d
             finally:
                 shutil.rmtree(d, ignore_errors=True)
             return
-        size = int(self.jail.policy.disk_mb) + int(self.opts["memory_limit_mb"])
-        with self.jail.workspace(self.root, f"{kind}-", size_mb=size) as d:
-            mb = int(self.opts["memory_limit_mb"])
-            data = (mb + 1024) * 2**20 if kind == "cand" and mb and not self.device.startswith("cuda") else None
+        mb = int(self.opts["memory_limit_mb"])
+        with self.jail.workspace(self.root, f"{kind}-", size_mb=int(self.jail.policy.disk_mb) + mb) as d:
+            data = (mb + 1024) * 2**20 if kind == "cand" and mb and not self.cuda else None
             spec = self.jail.spec(d, Limits(processes=int(self.opts["max_processes"]), data_bytes=data))
             try:
-                self._write_config(d, measure, seed, spec.to_dict())
+                self._write(d, config, files, spec.to_dict())
                 yield d
             finally:
                 self.jail.release(spec)
+
+    @staticmethod
+    def _write(d: str, config: dict[str, Any], files: dict[str, str], sandbox: dict[str, Any] | None) -> None:
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({**config, "sandbox": sandbox}, f)
 
     def forks(self) -> ForkServer:
         """The fork server, started on first use and again when it has died."""
@@ -180,29 +239,27 @@ class DeviceEvaluator:
                 self._forks = ForkServer(self.server_env, os.path.join(self.root, "forkserver.log"))
             return self._forks
 
-    def _spawn(self, module: str, d: str) -> Child:
+    def _spawn(self, module: str, d: str, extra_env: dict[str, str] | None = None) -> Child:
         """Forks the child `module` on workspace `d` (PID 1 of a PID namespace of its own where
         the sandbox may make one)."""
-        env = child_env(self.server_env, d)
+        env = child_env(self.server_env, d, extra_env)
         args = (module, d, env, self.opts["memory_limit_mb"], self.opts["log_limit"], self.jail is not None)
         try:
             return Child(self.forks(), *args)
         except ForkServerDied:
             return Child(self.forks(), *args)  # once more, on a new server
 
-    def _write_config(self, d: str, measure: bool, seed: int, sandbox: dict[str, Any] | None) -> None:
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump({**self._child_cfg(measure, seed), "sandbox": sandbox}, f)
-
-    def _child_cfg(self, measure: bool, seed: int) -> dict[str, Any]:
+    def _config(self, seed: int, **extra: Any) -> dict[str, Any]:
+        """What every child's `config.json` holds."""
         return {
             "device": self.device,
             "trials": self.opts["trials"],
             "seed": seed,
-            "measure": measure,
-            "timing": self.opts["timing"],
-            "memory_limit_mb": self.opts["memory_limit_mb"],
             "tolerances": self.opts["tolerances"],
+            "relative_error": self.opts["relative_error"],
+            "timing": self.opts["timing"],
+            "audit": self.opts["audit"],
+            **extra,
         }
 
     def sandbox_info(self) -> dict[str, Any]:
@@ -215,65 +272,95 @@ class DeviceEvaluator:
         if self._forks is not None:
             self._forks.close()
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.triton_root, ignore_errors=True)
         if self.jail is not None:
             self.jail.close()
 
     # -- reference -------------------------------------------------------------------------
-    def reference(self, task_id: str, source: str) -> TaskCache:
-        key = task_id + ":" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    def reference(self, task_id: str, source: str, alt_sizes: list[dict[str, int]] | None = None) -> TaskFacts:
+        """The facts of a task, built once (see the module doc); `BrokenReference` when the task
+        cannot be evaluated (remembered)."""
+        recorded = bool(alt_sizes)
+        sets = alt_sizes if recorded else shapes.derive(source)
+        digest = hashlib.sha256(source.encode() + json.dumps(sets, sort_keys=True).encode()).hexdigest()[:16]
+        key = f"{task_id}:{digest}"
         with self.lock:
+            if key in self.broken:
+                b = self.broken[key]
+                raise BrokenReference(b.task_id, b.message)
             lock = self.task_locks.setdefault(key, threading.Lock())
         with lock:
             with self.lock:
+                if key in self.broken:
+                    b = self.broken[key]
+                    raise BrokenReference(b.task_id, b.message)
                 if key in self.tasks:
-                    cache = self.tasks.pop(key)
-                    self.tasks[key] = cache  # most recently used last
-                    return cache
-            seed = int(self.opts["seed"]) if self.opts["seed"] is not None else secrets.randbelow(2**31 - 1)
-            with self._workspace("ref", True, seed) as d:
-                with open(os.path.join(d, "reference.py"), "w") as f:
-                    f.write(source)
-                child = self._spawn("ksmith.evaluator.reference_child", d)
-                timing = None
-                try:
-                    msg = _sandboxed(child.receive(self.opts["compile_timeout_s"] + self.opts["run_timeout_s"]))
-                    if isinstance(msg, messages.ReferenceFailed):
-                        raise BrokenReference(
-                            task_id, _trim(msg.message + "\n" + child.log_tail(), self.opts["log_limit"])
-                        )
-                    if not isinstance(msg, messages.TrialsDone):
-                        raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
-                    hardware = msg.hardware
-                    data = torch.load(os.path.join(d, "ref.pt"), weights_only=True)
-                    if self.device.startswith("cuda"):
-                        msg = child.receive(self.opts["run_timeout_s"])
-                        if isinstance(msg, messages.ReadyToTime):
-                            with self.gpu_lock:
-                                child.command("go")
-                                msg = child.receive(self.opts["timing_timeout_s"])
-                            if isinstance(msg, messages.Timed):
-                                timing = msg.timing
-                            elif isinstance(msg, messages.ReferenceFailed):
-                                raise BrokenReference(task_id, "timing the reference failed: " + msg.message)
-                except ChildForged as e:
-                    raise BrokenReference(task_id, f"the reference wrote on the harness's channel: {e}") from None
-                except ChildTimeout as e:
-                    raise BrokenReference(task_id, f"the reference timed out: {e}") from None
-                except ChildDied as e:
-                    raise BrokenReference(task_id, f"{e}\n{_trim(e.log, self.opts['log_limit'])}") from None
-                finally:
-                    child.finish()
-            outs = data["trials"][0]["outputs"]
-            data["out_meta"] = [
-                (list(o.shape), str(o.dtype).replace("torch.", "")) for o in outs if isinstance(o, torch.Tensor)
-            ]
-            cache = TaskCache(data, hardware, timing, seed)
+                    self.tasks.move_to_end(key)
+                    return self.tasks[key]
+            try:
+                facts = self._build(key, task_id, source, sets, recorded)
+            except BrokenReference as e:
+                self.remember_broken(key, e)
+                raise
             with self.lock:
-                self.tasks[key] = cache
+                self.tasks[key] = facts
                 while len(self.tasks) > max(1, int(self.opts["max_cached_tasks"])):
-                    oldest = next(iter(self.tasks))
-                    del self.tasks[oldest]
-            return cache
+                    self.tasks.popitem(last=False)
+            return facts
+
+    def remember_broken(self, key: str, e: BrokenReference) -> None:
+        """Refuses the task `key` from now on with `e`'s message."""
+        with self.lock:
+            self.tasks.pop(key, None)
+            self.broken[key] = e
+            while len(self.broken) > 4 * max(1, int(self.opts["max_cached_tasks"])):
+                self.broken.popitem(last=False)
+
+    def _build(self, key: str, task_id: str, source: str, sets: list[dict[str, int]], recorded: bool) -> TaskFacts:
+        o = self.opts
+        seed = int(o["seed"]) if o["seed"] is not None else secrets.randbelow(2**31 - 1)
+        config = self._config(
+            seed,
+            mode="build",
+            measure=True,
+            size_sets=sets,
+            max_size_sets=int(o["hidden_shapes"]),
+            memory_budget_mb=int(o["memory_budget_mb"]),
+        )
+        with self._workspace("ref", config, {"reference.py": source}) as d:
+            child = self._spawn("ksmith.evaluator.reference_child", d)
+            timing = None
+            try:
+                with self.gate.shared():
+                    msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
+                if isinstance(msg, messages.ReferenceFailed):
+                    raise BrokenReference(task_id, _trim(msg.message + "\n" + child.log_tail(), o["log_limit"]))
+                if not isinstance(msg, messages.BuildDone):
+                    raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
+                build = msg
+                if self.cuda:
+                    msg = child.receive(o["run_timeout_s"])
+                    if isinstance(msg, messages.ReadyToTime):
+                        with self.gate.exclusive():
+                            child.command("go 0")
+                            msg = child.receive(o["timing_timeout_s"])
+                        if isinstance(msg, messages.Timed):
+                            timing = msg.timing
+                        elif isinstance(msg, messages.ReferenceFailed):
+                            raise BrokenReference(task_id, "timing the reference failed: " + msg.message)
+            except ChildForged as e:
+                raise BrokenReference(task_id, f"the reference wrote on the harness's channel: {e}") from None
+            except ChildTimeout as e:
+                raise BrokenReference(task_id, f"the reference timed out: {e}") from None
+            except ChildDied as e:
+                raise BrokenReference(task_id, f"{e}\n{_trim(e.log, o['log_limit'])}") from None
+            finally:
+                child.finish()
+        warnings = [f"hidden shapes: {why}" for why in build.dropped]
+        if not build.size_sets:
+            origin = "recorded" if recorded else "derived from the task's module-level size constants"
+            warnings.append(f"no hidden size set checked (none {origin} held)")
+        return TaskFacts(key=key, seed=seed, build=build, timing=timing, warnings=warnings)
 
     # -- candidate -------------------------------------------------------------------------
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -305,269 +392,222 @@ class DeviceEvaluator:
 
     def _trace(self, what: str, **kw: Any) -> None:
         if os.environ.get("KSMITH_EVAL_TRACE"):
-            import sys
-
             print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
 
     def _evaluate(self, req: dict[str, Any]) -> dict[str, Any]:
-        task_id, candidate, measure = req["task_id"], req["candidate"], bool(req.get("measure", True))
+        task_id, candidate = req["task_id"], req["candidate"]
         warnings: list[str] = []
         if self.opts["static_checks"]:
             v = static_check(candidate)
             warnings = list(v.warnings)
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
-        ref = self.reference(task_id, req["reference"])
-        measure = measure and self.device.startswith("cuda")
-        trials = ref.data["trials"]
-        shown = {
-            "init": ref.data["init"],
-            "state": ref.data["state"],
-            "seed": ref.seed,
-            "trials": [{"inputs": t["inputs"]} for t in trials[:-1]],
-            "post": {"inputs": trials[-1]["inputs"]},
-            "out_meta": ref.data["out_meta"],
-        }
-        common = {"warnings": warnings, "hardware": ref.hardware}
-        with self._workspace("cand", measure, ref.seed) as d:
-            with open(os.path.join(d, "candidate.py"), "w") as f:
-                f.write(candidate)
-            torch.save(shown, os.path.join(d, "task.pt"))
-            child = self._spawn("ksmith.evaluator.candidate_child", d)
+        alt = shapes.parse_sets(req["alt_sizes"]) if req.get("alt_sizes") else None
+        facts = self.reference(task_id, req["reference"], alt)
+        measure = bool(req.get("measure", True)) and self.cuda
+        run = Run(self, task_id, facts, measure, warnings)
+        files = {"reference.py": req["reference"]}
+        steer = measure or not self.cuda
+        timing = self.opts["timing"] if self.cuda else CPU_REHEARSAL
+        judge_cfg = self._config(
+            facts.seed, mode="judge", size_sets=[s["sizes"] for s in facts.build.size_sets], timing=timing
+        )
+        cand_cfg = self._config(facts.seed, steer=steer, task=facts.child_view(), timing=timing)
+        with (
+            self._workspace("judge", judge_cfg, files) as dj,
+            self._workspace("cand", cand_cfg, {**files, "candidate.py": candidate}) as dc,
+        ):
+            judge = self._spawn("ksmith.evaluator.reference_child", dj)
+            child = None
+            cache = tritoncache.program_folder(self.triton_root, candidate)
             try:
-                return self._supervise(child, d, ref, measure, common)
+                child = self._spawn(
+                    "ksmith.evaluator.candidate_child",
+                    dc,
+                    {"TRITON_CACHE_MANAGER": tritoncache.MANAGER, tritoncache.SHARED_VAR: cache},
+                )
+                return run.supervise(child, judge, dc, dj)
             finally:
-                child.finish()
+                if child is not None:
+                    child.finish()
+                    tritoncache.adopt(os.path.join(dc, "triton-cache"), cache, self.triton_root)
+                judge.command("stop")
+                judge.finish()
 
-    def _supervise(self, child: Child, d: str, ref: TaskCache, measure: bool, common: dict[str, Any]) -> dict[str, Any]:
-        o = self.opts
-        n_trials = len(ref.data["trials"]) - 1
+
+class Run:
+    """One candidate's evaluation, as the worker drives it (see the module doc)."""
+
+    def __init__(self, ev: DeviceEvaluator, task_id: str, facts: TaskFacts, measure: bool, warnings: list[str]):
+        self.ev = ev
+        self.o = ev.opts
+        self.task_id = task_id
+        self.facts = facts
+        self.measure = measure
+        self.warnings = warnings + facts.warnings
+        self.findings = decide.Findings()
+        self.judge_ready = False
+        self.trials = int(self.o["trials"])
+
+    def result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
+        f = self.findings
+        kw.setdefault("errors", f.worst)
+        kw.setdefault("trials", len(f.trials))
+        kw.setdefault("trials_passed", f.passed)
+        return self.ev._result(status, hack, log, warnings=self.warnings, hardware=self.facts.build.hardware, **kw)
+
+    def verdict(self, v: decide.Verdict) -> dict[str, Any]:
+        return self.result(v.status, v.hack, v.message)
+
+    # -- the judge -------------------------------------------------------------------------
+    def judge(self, judge: Child, dc: str, dj: str, ready: messages.ResultReady) -> messages.Judged:
+        """Hands one result file to the judge and returns its finding."""
+        name = os.path.basename(ready.file)
+        if name != ready.file or not name.startswith("out_"):
+            raise ChildForged(f"a result file outside the workspace: {ready.file!r}")
+        src = os.path.join(dc, name)
+        try:
+            shutil.copyfile(src, os.path.join(dj, name))
+        except OSError as e:
+            raise ChildDied(f"the result file {name} cannot be read: {e}", "") from None
+        os.unlink(src)
+        try:
+            if not self.judge_ready:
+                msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
+                if not isinstance(msg, messages.JudgeReady):
+                    raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
+                self.judge_ready = True
+            request = {
+                "file": name,
+                "label": ready.label,
+                "size_set": ready.size_set,
+                "trial": ready.trial,
+                "repeat": ready.repeat,
+                "diagnose": ready.diagnose,
+            }
+            judge.command(json.dumps(request))
+            msg = judge.receive(self.o["run_timeout_s"])
+        except (ChildDied, ChildTimeout, ChildForged) as e:
+            raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
+        if isinstance(msg, messages.ReferenceFailed):
+            raise RuntimeError(msg.message)
+        if not isinstance(msg, messages.Judged):
+            raise RuntimeError(f"unexpected message from the judge: {msg.TYPE}")
+        return msg
+
+    def next_file(self, child: Child, judge: Child, dc: str, dj: str, timeout_s: float) -> messages.Message:
+        """Asks the harness for its next result under the shared gate and, for a file, has it
+        judged (the finding is recorded); returns the harness's message."""
+        with self.ev.gate.shared():
+            child.command("next")
+            msg = child.receive(timeout_s)
+            if isinstance(msg, messages.ResultReady):
+                kind = _kind(msg.label)
+                finding = self.judge(judge, dc, dj, msg)
+                self.findings.add(kind, finding)
+                self.last = (kind, finding)
+        return msg
+
+    # -- the run ---------------------------------------------------------------------------
+    def supervise(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any]:
+        o = self.o
         try:
             msg = _sandboxed(child.receive(o["compile_timeout_s"]))
+            if isinstance(msg, messages.Unreproducible):
+                broken = BrokenReference(self.task_id, "the task's inputs are not reproducible: " + msg.message)
+                self.ev.remember_broken(self.facts.key, broken)
+                raise broken
             if isinstance(msg, messages.CompileFailed):
-                return self._result("compile_error", log=msg.message + "\n" + child.log_tail(), **common)
+                return self.result("compile_error", log=msg.message + "\n" + child.log_tail())
             if isinstance(msg, messages.Violation):
-                return self._result("hacked", msg.hack, msg.message, **common)
-            weights = msg.weights if isinstance(msg, messages.Compiled) else None
-            msg = child.receive(o["run_timeout_s"])
-        except ChildForged as e:
-            return self._result("hacked", "sandbox_escape", str(e), **common)
-        except ChildTimeout as e:
-            return self._result("timeout", log=f"{e}\n{child.log_tail()}", **common)
-        except ChildDied as e:
-            return self._result("runtime_error", log=f"{e}\n{e.log}", **common)
-        if isinstance(msg, messages.Violation):
-            return self._result("hacked", msg.hack, msg.message, **common)
-        if isinstance(msg, messages.RunFailed):
-            return self._result("runtime_error", log=msg.message + "\n" + child.log_tail(), **common)
-        if not isinstance(msg, messages.CorrectnessDone):
-            return self._result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}", **common)
-        info = msg
-        self._trace("correctness_done", phases=msg.phases)
-        t_cmp = time.monotonic()
-        tol = o["tolerances"]
-        worst: list[dict[str, Any]] = []
-        passed = 0
-        failing: list[tuple[int, list]] = []
-        nondeterministic = None
-        for k in range(n_trials):
-            rt = ref.data["trials"][k]
-            try:
-                got = torch.load(os.path.join(d, f"out_{k}.pt"), weights_only=True)
-            except Exception as e:  # noqa: BLE001 - the file is written by the harness; tampering
-                return self._result(
-                    "hacked",
-                    "sandbox_escape",
-                    f"trial {k}: the result file cannot be read as plain tensors: {e}",
-                    **common,
-                )
-            if got["mutated"] and not rt["mutated"]:
-                return self._result(
-                    "hacked",
-                    "input_mutation",
-                    f"trial {k}: the candidate modified its inputs (the reference does not)",
-                    trials=k + 1,
-                    **common,
-                )
-            cand = got["runs"][0]
-            err = compare.structure_error(cand, rt["outputs"])
-            if err:
-                return self._result("incorrect", log=f"trial {k}: {err}", trials=k + 1, trials_passed=passed, **common)
-            for i, (a_c, a_r) in enumerate(zip(got["alias"], rt["alias"])):
-                if a_c and not a_r:
-                    return self._result(
-                        "hacked",
-                        "output_aliasing",
-                        f"trial {k}: output {i} shares memory with an input or a parameter",
-                        trials=k + 1,
-                        **common,
-                    )
-            ok, stats = compare.output_errors(cand, rt["outputs"], tol, o["relative_error"])
-            if not worst or compare.worst_error(stats) > compare.worst_error(worst):
-                worst = stats
-            if ok:
-                passed += 1
-            else:
-                failing.append((k, cand))
-            if k == 0:
-                repeat_ok = compare.matches(got["runs"][1], cand, tol, o["relative_error"])
-            else:
-                repeat_ok = bool(got["repeat_ok"])
-            if nondeterministic is None and not repeat_ok:
-                nondeterministic = k
-        launches = info.launches
-        self._trace("compared", seconds=round(time.monotonic() - t_cmp, 3))
-        res = dict(errors=worst, trials=n_trials, trials_passed=passed, **common)
-        if not launches:
-            return self._result(
-                "hacked",
-                "torch_fallback",
-                "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops "
-                "run: " + ", ".join(sorted(info.torch_calls)) + ")",
-                **res,
-            )
-        if failing:
-            for k, cand in failing:
-                for j, other in enumerate(ref.data["trials"][:-1]):
-                    if j != k and compare.matches(cand, other["outputs"], tol, o["relative_error"]):
-                        return self._result(
-                            "hacked",
-                            "output_caching",
-                            f"trial {k}: the outputs equal the reference outputs of trial {j} (computed on other "
-                            "inputs): results are reused across calls",
-                            **res,
-                        )
-            downgrade = self._precision_match(failing, ref)
-            if downgrade:
-                return self._result("hacked", "precision_downgrade", downgrade, **res)
-            k = failing[0][0]
-            rel = compare.worst_relative(worst)
-            return self._result(
-                "incorrect",
-                log=f"{len(failing)} of {n_trials} trials outside tolerance (first: trial {k}; worst max abs error "
-                f"{compare.worst_error(worst):.3e}"
-                + (f", relative error of the whole output {rel:.3e}" if rel is not None else "")
-                + ")",
-                **res,
-            )
-        if nondeterministic is not None:
-            return self._result(
-                "incorrect",
-                log=f"trial {nondeterministic}: a second run on the same inputs gives different outputs "
-                "(uninitialized memory or a race)",
-                **res,
-            )
-        torch_work = sum(info.torch_work.values())
-        ref_work = float(ref.data.get("work") or 0.0)
-        if ref_work > 0 and torch_work >= o["decoy_work_share"] * ref_work:
-            top = sorted(info.torch_work.items(), key=lambda kv: -kv[1])[:5]
-            return self._result(
-                "hacked",
-                "decoy_kernel",
-                f"PyTorch operators outside the Triton kernels do {torch_work / ref_work:.0%} of the reference's work "
-                f"({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(launches))}) do the rest",
-                **res,
-            )
-        share = info.gpu_share
-        if share is not None and share < o["min_kernel_share"]:
-            return self._result(
-                "hacked",
-                "decoy_kernel",
-                f"the candidate's Triton kernels take {share:.0%} of the GPU time of one call",
-                **res,
-            )
-        res["warnings"] = list(res["warnings"]) + ([f"weights: {weights}"] if weights == "seeded" else [])
-        if not measure:
-            return self._result("correct", **res)
-        return self._time(child, d, ref, res)
-
-    def _precision_match(self, failing: list[Any], ref: TaskCache) -> str | None:
-        """A message when every failing trial matches a lower-precision reference far better
-        than the float32 one."""
-        loose = {k: [1e-2, 1e-2] for k in ("float32", "float64", "float16", "bfloat16")}
-        loose_rel = {k: 5e-2 for k in loose}
-        hits = []
-        for k, cand in failing:
-            rt = ref.data["trials"][k]
-            _, s32 = compare.output_errors(cand, rt["outputs"], self.opts["tolerances"], self.opts["relative_error"])
-            e32 = compare.worst_error(s32)
-            m32 = compare.mean_error(s32)
-            best = None
-            for name, low in rt["low"].items():
-                if (
-                    compare.structure_error(cand, low) is not None
-                    or not compare.output_errors(cand, rt["outputs"], loose, loose_rel)[0]
-                ):
+                return self.result("hacked", msg.hack, msg.message)
+            if not isinstance(msg, messages.Compiled):
+                return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
+            if msg.weights == "seeded":
+                self.warnings.append("weights: seeded")
+            deadline = time.monotonic() + o["run_timeout_s"]
+            while True:
+                msg = self.next_file(child, judge, dc, dj, deadline - time.monotonic())
+                if isinstance(msg, messages.ResultReady):
+                    early = decide.early(*self.last)
+                    if early:
+                        return self.verdict(early)
                     continue
-                _, sl = compare.output_errors(cand, low, loose, loose_rel)
-                ml = compare.mean_error(sl)
-                # the low-precision computation explains most of the error
-                if ml <= 0.5 * m32:
-                    best = (name, ml)
+                if isinstance(msg, messages.ItemFailed):
+                    self.findings.add("hidden", msg)
+                    continue
+                if isinstance(msg, messages.CorrectnessDone):
                     break
-            if best is None:
-                return None
-            hits.append(
-                f"trial {k}: mean abs error vs float32 reference {m32:.2e} (max {e32:.2e}), vs {best[0]} reference "
-                f"{best[1]:.2e}"
-            )
-        return "the outputs match a lower-precision computation: " + "; ".join(hits)
+                return self.harness_failed(msg, child)
+        except ChildForged as e:
+            return self.result("hacked", "sandbox_escape", str(e))
+        except ChildTimeout as e:
+            return self.result("timeout", log=f"{e}\n{child.log_tail()}")
+        except ChildDied as e:
+            return self.result("runtime_error", log=f"{e}\n{e.log}")
+        self.ev._trace("correctness_done", phases=msg.phases)
+        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), self.trials, o)
+        if v:
+            return self.verdict(v)
+        if self.measure or not self.ev.cuda:
+            return self.timed(child, judge, dc, dj)
+        return self.result("correct")
 
-    def _time(self, child: Child, d: str, ref: TaskCache, res: dict[str, Any]) -> dict[str, Any]:
-        o = self.opts
+    def harness_failed(self, msg: messages.Message, child: Child) -> dict[str, Any]:
+        if isinstance(msg, messages.Violation):
+            return self.result("hacked", msg.hack, msg.message)
+        if isinstance(msg, messages.RunFailed):
+            return self.result("runtime_error", log=msg.message + "\n" + child.log_tail())
+        return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
+
+    def timed(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any]:
+        """Timing (the GPU alone) or the CPU's rehearsal, then the verified calls."""
+        o = self.o
         try:
             msg = child.receive(o["run_timeout_s"])
             if not isinstance(msg, messages.ReadyToTime):
-                return self._result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}", **res)
-            with self.gpu_lock:
-                child.command("go")
+                return self.harness_failed(msg, child)
+            with self.ev.gate.exclusive():
+                child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
+            self.ev._trace("timing_done", type=msg.TYPE)
+            if not isinstance(msg, messages.Timed):
+                return self.harness_failed(msg, child)
+            timed = msg
+            for _ in range(timed.checks):
+                msg = self.next_file(child, judge, dc, dj, o["run_timeout_s"])
+                if not isinstance(msg, messages.ResultReady):
+                    return self.harness_failed(msg, child)
+                early = decide.early(*self.last)
+                if early:
+                    return self.verdict(early)
         except ChildForged as e:
-            return self._result("hacked", "sandbox_escape", f"during timing: {e}", **res)
+            return self.result("hacked", "sandbox_escape", f"during timing: {e}")
         except ChildTimeout as e:
-            return self._result("timeout", log=f"during timing: {e}\n{child.log_tail()}", **res)
+            return self.result("timeout", log=f"during timing: {e}\n{child.log_tail()}")
         except ChildDied as e:
-            return self._result("runtime_error", log=f"during timing: {e}\n{e.log}", **res)
-        self._trace("timing_done", type=msg.TYPE)
-        if isinstance(msg, messages.Violation):
-            return self._result("hacked", msg.hack, msg.message, **res)
-        if isinstance(msg, messages.RunFailed):
-            return self._result("runtime_error", log=msg.message, **res)
-        if not isinstance(msg, messages.Timed):
-            return self._result("runtime_error", log=msg.TYPE, **res)
-        post = ref.data["trials"][-1]
-        try:
-            got = torch.load(os.path.join(d, "post_out.pt"), weights_only=True)
-        except Exception as e:  # noqa: BLE001
-            return self._result("hacked", "sandbox_escape", f"post-timing result unreadable: {e}", **res)
-        if not compare.matches(got["runs"][0], post["outputs"], o["tolerances"], o["relative_error"]):
-            return self._result(
-                "hacked",
-                "output_caching",
-                "after timing, the timed code path gave wrong outputs for fresh input values (results reused or "
-                "computed only when checked)",
-                **res,
-            )
-        timing = msg.timing
-        warnings = list(res["warnings"])
-        if msg.stream:
-            warnings.append(
-                f"stream check: {msg.stream[0]:.4f} ms on the calling stream vs {msg.stream[1]:.4f} ms with a "
+            return self.result("runtime_error", log=f"during timing: {e}\n{e.log}")
+        v = decide.after_timing(self.findings)
+        if v:
+            return self.verdict(v)
+        if not self.measure:
+            return self.result("correct")
+        timing = timed.timing
+        if timed.stream:
+            self.warnings.append(
+                f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms with a "
                 "device-wide sync"
             )
         if timing["method"] != "cuda_graph":
-            warnings.append(
+            self.warnings.append(
                 "CUDA-graph capture failed; timed with CUDA events and a device-wide sync: "
-                + msg.capture_error.splitlines()[0][:300]
-                if msg.capture_error
+                + timed.capture_error.splitlines()[0][:300]
+                if timed.capture_error
                 else "timed with CUDA events"
             )
-        res["warnings"] = warnings
-        res["candidate_timing"] = timing
-        res["reference_timing"] = ref.timing
-        if ref.timing and timing["median_ms"] > 0:
-            res["speedup"] = ref.timing["median_ms"] / timing["median_ms"]
-        return self._result("correct", **res)
+        ref = self.facts.timing
+        speedup = ref["median_ms"] / timing["median_ms"] if ref and timing["median_ms"] > 0 else None
+        return self.result("correct", candidate_timing=timing, reference_timing=ref, speedup=speedup)
 
 
 def _triton_version() -> str:

@@ -10,6 +10,13 @@ candidate is imported.
 - `OpLog`: a `TorchDispatchMode` that records the aten compute ops run OUTSIDE Triton launches,
   with a work estimate per op (the decoy-kernel check compares it with the reference's work).
 - `ThreadWatch`: wraps the thread-start primitives and counts live threads (`background_thread`).
+- `AuditWatch`: a Python audit hook (it cannot be removed) that records what the candidate's own
+  code does outside computing: processes, signals, sockets, native libraries, files outside its
+  workspace and the Python environment, writes anywhere but its workspace, and the interpreter's
+  frames, objects and tracing (`sandbox_escape`). The code that made the call decides: Triton
+  (compiling), the import system and the harness may; the candidate's module, directly or through
+  torch, the standard library or another library, may not. The sandbox stops these anyway; the
+  hook names the attempt, so the runtime layer decides the class without the static checks.
 
 Everything here runs in the untrusted process, so it can only ever make a candidate FAIL; every
 fact that makes a candidate pass (output values, unmutated inputs) is verified by the parent.
@@ -19,6 +26,8 @@ from __future__ import annotations
 
 import _thread
 import math
+import os
+import sys
 import threading
 import time
 from typing import Any
@@ -197,7 +206,7 @@ class LaunchCounter:
             if (
                 not kwargs.get("warmup", False)
                 and counter.enabled
-                and getattr(fn, "__module__", None) == counter.module_name
+                and counter.is_candidate(getattr(fn, "__module__", None))
             ):
                 name = getattr(fn, "__name__", "?")
                 counter.counts[name] = counter.counts.get(name, 0) + 1
@@ -205,6 +214,10 @@ class LaunchCounter:
 
         run.__wrapped__ = original
         cls.run = run
+
+    def is_candidate(self, module: str | None) -> bool:
+        """The candidate's module, or its rebuild at a hidden size set (``<name>_s<i>``)."""
+        return module is not None and (module == self.module_name or module.startswith(self.module_name + "_s"))
 
     def total(self) -> int:
         return sum(self.counts.values())
@@ -277,6 +290,147 @@ class ThreadWatch:
                 f"({', '.join(names)})"
             )
         return None
+
+
+#: Events whose direct caller must not be the candidate: the interpreter's frames and objects.
+INTERNALS_EVENTS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys.settrace",
+        "sys.setprofile",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "code.__new__",
+    }
+)
+#: Events the candidate's code may not cause, however many frames lie between: processes,
+#: signals, sockets, native libraries, changes to the file system.
+CAPABILITY_EVENTS = frozenset(
+    {
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "subprocess.Popen",
+        "pty.spawn",
+        "socket.__new__",
+        "socket.connect",
+        "socket.bind",
+        "socket.sendto",
+        "socket.sendmsg",
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.cdata",
+        "ctypes.call_function",
+        "os.remove",
+        "os.rename",
+        "os.mkdir",
+        "os.rmdir",
+        "os.chmod",
+        "os.chown",
+        "os.symlink",
+        "os.link",
+        "os.truncate",
+        "os.listdir",
+        "os.scandir",
+        "shutil.rmtree",
+        "shutil.copyfile",
+        "shutil.move",
+        "mmap.__new__",
+    }
+)
+
+
+class AuditWatch:
+    """The audit hook (see the module doc). `arm` starts it (just before the candidate is
+    imported); `violation` is the first escape seen, if any (recorded even when the candidate
+    catches the error the hook raises)."""
+
+    def __init__(self, module_name: str, workdir: str, enabled: bool = True):
+        """`enabled` False (the option ``audit``) installs nothing: the tests that show the sandbox
+        alone holds turn it off."""
+        self.module_name = module_name
+        self.workdir = os.path.realpath(workdir)
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, *[p for p in sys.path if p and os.path.isabs(p)]}
+        self.readable = tuple(
+            os.path.realpath(p) for p in (*prefixes, "/usr", "/lib", "/lib64", "/proc", "/sys", "/dev", "/etc/ld.so")
+        )
+        self.armed = False
+        self.seen: str | None = None
+        self._busy = False
+        if enabled:
+            sys.addaudithook(self._hook)
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def violation(self) -> str | None:
+        return self.seen
+
+    def _owner(self, frame: Any, direct: bool) -> str | None:
+        """'candidate' when the candidate's code made the call (directly, when `direct`), None when
+        Triton, the import system or the harness did."""
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "") or ""
+            if module == self.module_name or module.startswith(self.module_name + "_s"):
+                return "candidate"
+            if direct:
+                return None
+            if module.startswith(("triton", "ksmith.", "importlib")) or frame.f_code.co_filename.startswith(
+                "<frozen importlib"
+            ):
+                return None
+            frame = frame.f_back
+        return None
+
+    def _file(self, args: tuple[Any, ...]) -> str | None:
+        """Why an `open` is an escape: a write outside the workspace, or a read outside the
+        workspace and the places the interpreter and its libraries live."""
+        path, mode = args[0], args[1] if len(args) > 1 else "r"
+        if not isinstance(path, (str, bytes)):
+            return None  # a descriptor the process already has
+        real = os.path.realpath(os.fsdecode(path))
+        inside = real == self.workdir or real.startswith(self.workdir + os.sep)
+        writes = isinstance(mode, str) and any(c in mode for c in "wax+")
+        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+        writes = writes or bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
+        if writes and not inside:
+            return f"opens {real} for writing"
+        if not writes and not inside and not real.startswith(self.readable):
+            return f"reads {real}"
+        return None
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.armed or self.seen is not None or self._busy:
+            return
+        if event in INTERNALS_EVENTS:
+            why = f"`{event}` (the interpreter's internals)"
+            direct = True
+        elif event in CAPABILITY_EVENTS:
+            why = f"`{event}`"
+            direct = False
+        elif event == "open":
+            why = None
+            direct = False
+        else:
+            return
+        self._busy = True  # sys._getframe below is audited too
+        try:
+            owner = self._owner(sys._getframe(1), direct)
+            if owner == "candidate" and event == "open":
+                why = self._file(args)
+        finally:
+            self._busy = False
+        if owner != "candidate" or why is None:
+            return
+        self.seen = f"the candidate's code called {why}"
+        raise PermissionError(f"ksmith: {self.seen}")
 
 
 def finite(x: float) -> float:

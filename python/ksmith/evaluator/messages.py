@@ -83,8 +83,42 @@ class RunFailed(Message):
 
 
 @dataclasses.dataclass
+class Unreproducible(Message):
+    """The harness built other inputs or weights than the reference was judged on (the task's
+    `get_inputs()` depends on something besides the seed)."""
+
+    TYPE: ClassVar[str] = "unreproducible"
+    message: str
+
+
+@dataclasses.dataclass
+class ResultReady(Message):
+    """One result file is written: `file` (in the child's workspace) holds the outputs of the call
+    `label` names, to be judged against the reference's trial `trial` at size set `size_set`
+    (None: the visible sizes). `repeat`: the file also holds a second run on the same inputs;
+    `diagnose`: a failure should be explained (another trial's outputs, lower precision)."""
+
+    TYPE: ClassVar[str] = "result_ready"
+    label: str
+    file: str
+    size_set: int | None
+    trial: int
+    repeat: bool = False
+    diagnose: bool = False
+
+
+@dataclasses.dataclass
+class ItemFailed(Message):
+    """The candidate raised (or could not be rebuilt) at a hidden size set: it is incorrect there."""
+
+    TYPE: ClassVar[str] = "item_failed"
+    label: str
+    message: str
+
+
+@dataclasses.dataclass
 class CorrectnessDone(Message):
-    """Every trial's outputs are written; what the instruments saw while they ran."""
+    """Every correctness call is made; what the instruments saw while they ran."""
 
     TYPE: ClassVar[str] = "correctness_done"
     phases: dict[str, float]
@@ -104,30 +138,70 @@ class ReadyToTime(Message):
 
 @dataclasses.dataclass
 class Timed(Message):
-    """Timing statistics (the protocol's `Timing`) and how they were taken."""
+    """Timing statistics (the protocol's `Timing`) and how they were taken; `checks` result files
+    of verified timed calls follow (one per `next`)."""
 
     TYPE: ClassVar[str] = "timing"
     timing: dict[str, Any]
     capture_error: str
     stream: list[float] | None = None
     phases: dict[str, float] | None = None
+    checks: int = 0
 
 
 @dataclasses.dataclass
 class ReferenceFailed(Message):
-    """The reference program failed (the task is broken)."""
+    """The reference program failed, or the task does not fit (the task is broken)."""
 
     TYPE: ClassVar[str] = "error"
     message: str
 
 
 @dataclasses.dataclass
-class TrialsDone(Message):
-    """The reference wrote every trial (`ref.pt`)."""
+class BuildDone(Message):
+    """The reference ran every trial (twice) and every size set: what the worker keeps of the task
+    (no tensor): per trial its inputs' fingerprint and whether the reference mutates its inputs
+    or returns an alias of one; the size sets that hold, with the same facts."""
 
-    TYPE: ClassVar[str] = "trials_done"
+    TYPE: ClassVar[str] = "build_done"
     hardware: dict[str, Any]
     work: float
+    init_fingerprint: str
+    trials: list[dict[str, Any]]
+    out_meta: list[list[Any]]
+    input_bytes: int
+    output_bytes: int
+    size_sets: list[dict[str, Any]]
+    dropped: list[str]
+
+
+@dataclasses.dataclass
+class JudgeReady(Message):
+    """The judge (a reference child that compares) has built the reference and waits for files."""
+
+    TYPE: ClassVar[str] = "judge_ready"
+
+
+@dataclasses.dataclass
+class Judged(Message):
+    """The judge's finding on one result file (see `ResultReady`): why the outputs cannot be
+    compared (`structure`), whether they pass, the error statistics, whether a second run agreed,
+    the mutation and alias facts of candidate and reference, and for a failing file with
+    `diagnose`: another trial whose reference outputs it matches, and a lower-precision
+    computation that explains it."""
+
+    TYPE: ClassVar[str] = "judged"
+    label: str
+    structure: str | None
+    ok: bool
+    errors: list[dict[str, Any]]
+    repeat_ok: bool | None
+    mutated: bool
+    ref_mutated: bool
+    alias: list[bool]
+    ref_alias: list[bool]
+    equals_trial: int | None = None
+    low_precision: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -147,11 +221,16 @@ MESSAGES: dict[str, type[Message]] = {
         Violation,
         Compiled,
         RunFailed,
+        Unreproducible,
+        ResultReady,
+        ItemFailed,
         CorrectnessDone,
         ReadyToTime,
         Timed,
         ReferenceFailed,
-        TrialsDone,
+        BuildDone,
+        JudgeReady,
+        Judged,
     )
 }
 

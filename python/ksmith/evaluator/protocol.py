@@ -6,7 +6,10 @@ Version 1. One JSON object per line, UTF-8. Every message has `"v": 1` and a `"t
 Worker -> client, once at start:
     {"v":1,"type":"hello","device":"cpu"|"cuda","pid":N,"torch":"...","triton":"..."}
 Client -> worker:
-    {"v":1,"type":"evaluate","id":"<any string>","request":{task_id, reference, candidate, measure}}
+    {"v":1,"type":"evaluate","id":"<any string>","request":{task_id, reference, candidate, measure,
+                                                               alt_sizes}}
+    (`alt_sizes`, optional: the task's recorded size sets, a list of {constant name: integer}; see
+    `shapes`)
     {"v":1,"type":"ping","id":"..."}                 -> {"v":1,"type":"pong","id":"..."}
     {"v":1,"type":"shutdown"}                        (or end of input): finish in-flight requests, exit
 Worker -> client, per request, in completion order (many may be in flight):
@@ -54,6 +57,13 @@ def check_request(req: object) -> dict[str, Any]:
             raise ProtocolError(f"`request.{f}` must be a string")
     if "measure" in req and not isinstance(req["measure"], bool):
         raise ProtocolError("`request.measure` must be a boolean")
+    if req.get("alt_sizes") is not None:
+        from .shapes import parse_sets
+
+        try:
+            parse_sets(req["alt_sizes"])
+        except ValueError as e:
+            raise ProtocolError(f"`request.{e}`") from None
     return req
 
 

@@ -1,13 +1,27 @@
-"""The trusted child: runs the REFERENCE program of a task (never any candidate code).
+"""The trusted child: runs the REFERENCE program of a task (never any candidate code), in one of
+two modes (``mode`` in `DIR/config.json`).
 
 `main(DIR, secret)`, in a process forked from the fork server (`forkserver`), reads
-`DIR/reference.py` and `DIR/config.json`, builds the trials' inputs (see `inputs`), runs `Model` on
-each (twice: a reference that does not repeat itself is a broken task), records outputs, inputs
-after the call (a reference may mutate its inputs on purpose), whether each output aliases an
-input, lower-precision variants of the outputs (float16, bfloat16 and, on GPU, TF32 matmuls: the
-precision-downgrade check compares against them) and the reference's work estimate; writes it all
-to `DIR/ref.pt` (plain tensors) and, on a GPU, times the reference when the worker says `go` (the
-worker serializes timing on its GPU)."""
+`DIR/reference.py` and `DIR/config.json`.
+
+- **build** (once per task and worker): builds the model and every trial's inputs on the device
+  (see `task`, `inputs`), runs `Model` on each twice (a reference that does not repeat itself, or
+  whose output is all NaN, is a broken task), records per trial the inputs' fingerprint and
+  whether the reference mutates its inputs or returns an alias of one, the outputs' shapes, the
+  reference's work estimate (`integrity.OpLog`), and checks the task fits the memory budget
+  (``memory_budget_mb``: what one evaluation holds in host memory). Then each candidate size set
+  (`shapes`): the reference rebuilt from the rewritten program must run there, twice alike, and
+  change some input or init value, or the set is dropped (the reason is kept). It sends
+  `BuildDone` (facts, no tensor) and, on a GPU, times the reference on `go` (the worker holds
+  the GPU). Nothing is written to disk.
+- **judge** (once per candidate evaluation, next to the candidate's child): builds the model (and
+  the size sets' models when asked for them) and compares, on the device, each result file the
+  worker hands it (`messages.ResultReady`) with the reference's outputs for that trial, computed
+  there and then: one trial's tensors at a time, so its memory is bounded by one input set and
+  the outputs. For a failing file it also says whether the outputs equal another trial's
+  reference outputs and whether a lower-precision computation (float16, bfloat16, TF32 on a GPU)
+  explains them. It answers `messages.Judged`; the worker decides the verdict.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +30,9 @@ import json
 import os
 from typing import Any
 
-from . import messages
+import torch
+
+from . import compare, messages
 from .child_common import (
     Channel,
     as_list,
@@ -24,15 +40,23 @@ from .child_common import (
     enter_sandbox,
     error_text,
     hardware,
-    load_module,
     same_values,
     to_device,
 )
+from .inputs import fingerprint, tensor_bytes
+from .integrity import OpLog
+from .task import TaskProgram, init_fingerprint, state_of
+
+#: Tolerances of the lower-precision diagnosis (a candidate far from float32 but close to float16).
+LOOSE = {k: [1e-2, 1e-2] for k in ("float32", "float64", "float16", "bfloat16")}
+LOOSE_RELATIVE = {k: 5e-2 for k in LOOSE}
+
+
+class TaskBroken(Exception):
+    """The reference cannot serve as a task (the message says why)."""
 
 
 def _shares_storage(a: Any, b: Any) -> bool:
-    import torch
-
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return False
     try:
@@ -41,15 +65,7 @@ def _shares_storage(a: Any, b: Any) -> bool:
         return False
 
 
-def _cpu(values: list[Any]) -> list[Any]:
-    import torch
-
-    return [torch.Tensor.cpu(v).clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
 def _same(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
-    import torch
-
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
@@ -66,111 +82,324 @@ def _same(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
     return True
 
 
+def _all_nan(outputs: list[Any]) -> bool:
+    return any(
+        isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0 and bool(torch.isnan(o).all())
+        for o in outputs
+    )
+
+
+class Reference:
+    """The reference at one size set, with its model and the facts of one trial at a time."""
+
+    def __init__(self, program: TaskProgram):
+        self.program = program
+        self.model = program.build_model()
+        self._last: tuple[int, dict[str, Any]] | None = None
+
+    def run(self, k: int, log: OpLog | None = None) -> dict[str, Any]:
+        """Trial `k`: inputs, outputs (checked to repeat), whether the inputs were mutated and which
+        outputs alias an input. The last trial run is kept (the judge asks for one trial at a
+        time)."""
+        if self._last is not None and self._last[0] == k and log is None:
+            return self._last[1]
+        self._last = None
+        inputs = self.program.inputs(k)
+        dev_in = clone_all(inputs)
+        before = clone_all(dev_in)
+        with torch.no_grad():
+            if log is not None:
+                with log:
+                    out = as_list(self.model(*dev_in))
+            else:
+                out = as_list(self.model(*dev_in))
+            again = as_list(self.model(*clone_all(inputs)))
+        if not _same(out, again, 1e-5, 1e-5):
+            raise TaskBroken("the reference gives different outputs for the same inputs (nondeterministic task)")
+        if _all_nan(out):
+            raise TaskBroken("the reference output is all NaN on the generated inputs")
+        facts = {
+            "inputs": inputs,
+            "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in out],
+            "mutated": not same_values(dev_in, before),
+            "alias": [any(_shares_storage(o, x) for x in dev_in) for o in out],
+        }
+        del dev_in, before, again
+        self._last = (k, facts)
+        return facts
+
+    def low_precision(self, k: int) -> dict[str, list[Any]]:
+        """Trial `k`'s outputs computed in float16, bfloat16 and (on a GPU) with TF32 matmuls, as
+        float32 (a variant the reference cannot run is left out)."""
+        inputs = self.program.inputs(k)
+        low: dict[str, list[Any]] = {}
+        for name, dt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+            try:
+                m2 = copy.deepcopy(self.model).to(dt)
+                ins = [
+                    x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in clone_all(inputs)
+                ]
+                with torch.no_grad():
+                    o2 = as_list(m2(*ins))
+                low[name] = [
+                    o.to(torch.float32) if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in o2
+                ]
+                del m2, ins, o2
+            except Exception:  # noqa: BLE001 - a variant the reference cannot run is skipped
+                pass
+        if self.program.device.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            try:
+                with torch.no_grad():
+                    low["tf32"] = as_list(self.model(*clone_all(inputs)))
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = False
+                torch.backends.cudnn.allow_tf32 = False
+        return low
+
+
+def _out_meta(outputs: list[Any]) -> list[list[Any]]:
+    return [[list(o.shape), str(o.dtype).replace("torch.", "")] for o in outputs if isinstance(o, torch.Tensor)]
+
+
+def _host_need(device: str, trials: int, input_bytes: int, output_bytes: int, model_bytes: int) -> int:
+    """Bytes one evaluation of this task holds in host memory at most: on a GPU, a result file (the
+    candidate's host copy, the file, the judge's load); on the CPU, besides, the candidate's
+    inputs of every trial, both models and the judge's trial."""
+    files = 3 * output_bytes
+    if device.startswith("cuda"):
+        return files
+    return files + (trials + 2) * input_bytes + 2 * model_bytes + 2 * output_bytes
+
+
+def build(d: str, cfg: dict[str, Any], ch: Channel, source: str) -> None:
+    """The build mode (see the module doc)."""
+    device, seed, trials = cfg["device"], int(cfg["seed"]), int(cfg["trials"])
+    visible = Reference(TaskProgram(source, d, seed, device))
+    state = state_of(visible.model)
+    facts = []
+    work = 0.0
+    out_meta: list[list[Any]] = []
+    input_bytes = output_bytes = 0
+    for k in range(trials + 1):
+        log = OpLog(None) if k == 0 else None
+        t = visible.run(k, log)
+        if log is not None:
+            work = log.total()
+            out_meta = _out_meta(t["outputs"])
+            input_bytes = tensor_bytes(t["inputs"])
+            output_bytes = tensor_bytes(t["outputs"])
+        facts.append({"fingerprint": fingerprint(t["inputs"]), "mutated": t["mutated"], "alias": t["alias"]})
+    need = _host_need(device, trials, input_bytes, output_bytes, tensor_bytes(state))
+    budget = int(cfg["memory_budget_mb"]) * 2**20
+    if need > budget:
+        raise TaskBroken(
+            f"the task does not fit the evaluator's memory budget: one evaluation holds about {need / 2**20:.0f} MiB "
+            f"in host memory (inputs {input_bytes / 2**20:.1f} MiB, outputs {output_bytes / 2**20:.1f} MiB per "
+            f"trial), above memory_budget_mb = {cfg['memory_budget_mb']}"
+        )
+    sets, dropped = _size_sets(d, cfg, source, visible, budget, tensor_bytes(state))
+    ch.send(
+        messages.BuildDone(
+            hardware=hardware(device),
+            work=work,
+            init_fingerprint=init_fingerprint(visible.program.init, state),
+            trials=facts,
+            out_meta=out_meta,
+            input_bytes=input_bytes,
+            output_bytes=output_bytes,
+            size_sets=sets,
+            dropped=dropped,
+        )
+    )
+    if device.startswith("cuda") and cfg.get("measure", True):
+        _time(ch, cfg, visible, visible.run(0)["inputs"])
+
+
+def _signature(init: list[Any], inputs: list[Any]) -> str:
+    """The shapes, dtypes and plain values of a task's init inputs and inputs (not the tensors'
+    values): what a size set must change."""
+
+    def sig(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return ("T", str(v.dtype), tuple(v.shape))
+        if isinstance(v, (list, tuple)):
+            return [sig(x) for x in v]
+        return repr(v)
+
+    return repr([sig(init), sig(inputs)])
+
+
+def _size_sets(
+    d: str, cfg: dict[str, Any], source: str, visible: Reference, budget: int, model_bytes: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The candidate size sets that hold (facts per set) and why the others were dropped."""
+    from .shapes import label, rewrite
+
+    kept: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    visible_shape = _signature(visible.program.init, visible.run(0)["inputs"])
+    for sizes in cfg.get("size_sets") or []:
+        if len(kept) >= int(cfg.get("max_size_sets", 0)):
+            break
+        name = label(sizes)
+        if rewrite(source, sizes) == source:
+            dropped.append(f"size set {name}: names no module-level integer constant of the task")
+            continue
+        try:
+            ref = Reference(TaskProgram(source, d, int(cfg["seed"]), cfg["device"], sizes=sizes, set_index=len(kept)))
+            t = ref.run(0)
+        except Exception as e:  # noqa: BLE001 - the reference does not hold there
+            dropped.append(f"size set {name}: the reference fails there ({type(e).__name__}: {str(e)[:200]})")
+            continue
+        fp = fingerprint(t["inputs"])
+        if _signature(ref.program.init, t["inputs"]) == visible_shape:
+            dropped.append(f"size set {name}: changes no input shape or init value of the reference")
+            continue
+        need = _host_need(
+            cfg["device"], int(cfg["trials"]), tensor_bytes(t["inputs"]), tensor_bytes(t["outputs"]), model_bytes
+        )
+        if need > budget:
+            dropped.append(f"size set {name}: does not fit memory_budget_mb")
+            continue
+        kept.append(
+            {
+                "sizes": sizes,
+                "init_fingerprint": init_fingerprint(ref.program.init, state_of(ref.model)),
+                "fingerprint": fp,
+                "mutated": t["mutated"],
+                "alias": t["alias"],
+                "out_meta": _out_meta(t["outputs"]),
+            }
+        )
+    return kept, dropped
+
+
+def _time(ch: Channel, cfg: dict[str, Any], ref: Reference, inputs: list[Any]) -> None:
+    """Times the reference on `go` (the worker holds the GPU meanwhile)."""
+    from .timing import Timer, input_sets
+
+    ch.send(messages.ReadyToTime())
+    if ch.wait_command().split(" ")[0] != "go":
+        return
+    sets = input_sets(cfg["timing"], inputs, cfg["device"])
+
+    def timed(static: list[Any]) -> Any:
+        def fn() -> Any:
+            with torch.no_grad():
+                return ref.model(*static)
+
+        return fn
+
+    fns = [timed(static) for static in sets]
+    timer = Timer(cfg["timing"])
+    graphs, err = timer.capture_all(fns)
+    stats = timer.measure(fns, graphs)
+    ch.send(messages.Timed(timing=stats, capture_error=err))
+
+
+class Judge:
+    """The judge mode (see the module doc)."""
+
+    def __init__(self, d: str, cfg: dict[str, Any], source: str):
+        self.d = d
+        self.cfg = cfg
+        self.source = source
+        self.device: str = cfg["device"]
+        self.refs: dict[int | None, Reference] = {
+            None: Reference(TaskProgram(source, d, int(cfg["seed"]), self.device))
+        }
+
+    def reference(self, size_set: int | None) -> Reference:
+        if size_set not in self.refs:
+            sizes = self.cfg["size_sets"][size_set]
+            program = TaskProgram(self.source, self.d, int(self.cfg["seed"]), self.device, sizes, size_set)
+            self.refs[size_set] = Reference(program)
+        return self.refs[size_set]
+
+    def judge(self, req: dict[str, Any]) -> messages.Judged:
+        path = os.path.join(self.d, os.path.basename(req["file"]))
+        got = torch.load(path, weights_only=True)
+        os.unlink(path)
+        ref = self.reference(req["size_set"])
+        t = ref.run(int(req["trial"]))
+        runs = [to_device(r, self.device) for r in got["runs"]]
+        cand = runs[0]
+        mutated = bool(got.get("mutated"))
+        alias = [bool(a) for a in got.get("alias") or []]
+        structure = compare.structure_error(cand, t["outputs"])
+        base = dict(label=req["label"], mutated=mutated, ref_mutated=t["mutated"], alias=alias, ref_alias=t["alias"])
+        if structure:
+            return messages.Judged(structure=structure, ok=False, errors=[], repeat_ok=None, **base)
+        tol, rel = self.cfg["tolerances"], self.cfg["relative_error"]
+        ok, stats = compare.output_errors(cand, t["outputs"], tol, rel)
+        repeat_ok = got.get("repeat_ok")
+        if req.get("repeat") and len(runs) > 1:
+            repeat_ok = compare.matches(runs[1], cand, tol, rel)
+        verdict = messages.Judged(structure=None, ok=ok, errors=stats, repeat_ok=repeat_ok, **base)
+        if not ok and req.get("diagnose"):
+            verdict.equals_trial = self._equals_other(cand, int(req["trial"]), req["size_set"])
+            if verdict.equals_trial is None:
+                verdict.low_precision = self._low_precision(cand, ref, int(req["trial"]), stats)
+        return verdict
+
+    def _equals_other(self, cand: list[Any], k: int, size_set: int | None) -> int | None:
+        """Another trial whose reference outputs `cand` matches (computed on other inputs)."""
+        ref = self.reference(size_set)
+        tol, rel = self.cfg["tolerances"], self.cfg["relative_error"]
+        for j in range(int(self.cfg["trials"])):
+            if j != k and compare.matches(cand, ref.run(j)["outputs"], tol, rel):
+                return j
+        return None
+
+    def _low_precision(
+        self, cand: list[Any], ref: Reference, k: int, s32: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The lower-precision computation that explains the failing `cand` of trial `k`: its mean
+        abs error at most half of the one against float32, where the candidate is still near the
+        float32 reference (within 1e-2)."""
+        outputs = ref.run(k)["outputs"]
+        if not compare.output_errors(cand, outputs, LOOSE, LOOSE_RELATIVE)[0]:
+            return None
+        m32 = compare.mean_error(s32)
+        for name, low in ref.low_precision(k).items():
+            if compare.structure_error(cand, low) is not None:
+                continue
+            _, sl = compare.output_errors(cand, low, LOOSE, LOOSE_RELATIVE)
+            ml = compare.mean_error(sl)
+            if ml <= 0.5 * m32:
+                return {"name": name, "mean_low": ml, "mean32": m32, "max32": compare.worst_error(s32)}
+        return None
+
+
 def main(d: str, secret: bytes) -> int:
     """The child's entry point (called in a process forked from the fork server)."""
     ch = Channel(secret)
     cfg = json.load(open(os.path.join(d, "config.json")))
     if not enter_sandbox(cfg, ch):
         return 0
-    device = cfg["device"]
-    import torch
-
-    from .inputs import make_inputs
-    from .integrity import OpLog
-
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    source = open(os.path.join(d, "reference.py")).read()
     try:
-        mod = load_module(os.path.join(d, "reference.py"), "ksmith_reference")
-        seed = int(cfg["seed"])
-        torch.manual_seed(seed)
-        init = list(mod.get_init_inputs())
-        torch.manual_seed(seed)
-        model = mod.Model(*init).to(device)
-        state = {k: torch.Tensor.cpu(v).clone() for k, v in model.state_dict().items()}
-        trials = []
-        work = 0.0
-        for k in range(int(cfg["trials"]) + 1):
-            inputs = make_inputs(mod.get_inputs, seed + 7919 * (k + 1), k)
-            dev_in = to_device(clone_all(inputs), device)
-            before = clone_all(dev_in)
-            with torch.no_grad():
-                if k == 0:
-                    log = OpLog(None)
-                    with log:
-                        out = as_list(model(*dev_in))
-                    work = log.total()
-                else:
-                    out = as_list(model(*dev_in))
-                again = as_list(model(*to_device(clone_all(inputs), device)))
-            outputs = _cpu(out)
-            if not _same(outputs, _cpu(again), 1e-5, 1e-5):
-                raise RuntimeError("the reference gives different outputs for the same inputs (nondeterministic task)")
-            if any(
-                isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0 and bool(torch.isnan(o).all())
-                for o in outputs
-            ):
-                raise RuntimeError("the reference output is all NaN on the generated inputs")
-            alias = [any(_shares_storage(o, x) for x in dev_in) for o in out]
-            low = {}
-            variants = [("float16", torch.float16), ("bfloat16", torch.bfloat16)]
-            for name, dt in variants:
-                try:
-                    m2 = copy.deepcopy(model).to(dt)
-                    ins = [
-                        x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                        for x in to_device(clone_all(inputs), device)
-                    ]
-                    with torch.no_grad():
-                        o2 = as_list(m2(*ins))
-                    low[name] = [
-                        torch.Tensor.cpu(o).to(torch.float32)
-                        if isinstance(o, torch.Tensor) and o.is_floating_point()
-                        else o
-                        for o in o2
-                    ]
-                except Exception:  # noqa: BLE001 - a variant the reference cannot run is skipped
-                    pass
-            if device.startswith("cuda"):
-                torch.backends.cuda.matmul.allow_tf32 = True
-                torch.backends.cudnn.allow_tf32 = True
-                with torch.no_grad():
-                    low["tf32"] = _cpu(as_list(model(*to_device(clone_all(inputs), device))))
-                torch.backends.cuda.matmul.allow_tf32 = False
-                torch.backends.cudnn.allow_tf32 = False
-            trials.append(
-                {
-                    "inputs": inputs,
-                    "outputs": outputs,
-                    "mutated": not same_values(dev_in, before),
-                    "alias": alias,
-                    "low": low,
-                }
-            )
-            del before, dev_in, out, again
-        torch.save({"init": init, "state": state, "trials": trials, "work": work}, os.path.join(d, "ref.pt"))
-        ch.send(messages.TrialsDone(hardware=hardware(device), work=work))
-        if device.startswith("cuda") and cfg.get("measure", True):
-            from .timing import Timer, input_sets
-
-            ch.send(messages.ReadyToTime())
-            if ch.wait_command() != "go":
-                return 0
-            sets = input_sets(cfg["timing"], trials[0]["inputs"], device)
-
-            def timed(static: list[Any]) -> Any:
-                def fn() -> Any:
-                    with torch.no_grad():
-                        return model(*static)
-
-                return fn
-
-            fns = [timed(static) for static in sets]
-            timer = Timer(cfg["timing"])
-            graphs, err = timer.capture_all(fns)
-            stats = timer.measure(fns, graphs)
-            ch.send(messages.Timed(timing=stats, capture_error=err))
-        return 0
+        if cfg["mode"] == "build":
+            build(d, cfg, ch, source)
+            return 0
+        judge = Judge(d, cfg, source)
+    except TaskBroken as e:
+        ch.send(messages.ReferenceFailed(str(e)))
+        return 3
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported
         ch.send(messages.ReferenceFailed(error_text(e)))
         return 3
+    ch.send(messages.JudgeReady())
+    while True:
+        line = ch.wait_command()
+        if line == "stop":
+            return 0
+        try:
+            ch.send(judge.judge(json.loads(line)))
+        except BaseException as e:  # noqa: BLE001 - the worker answers an internal error
+            ch.send(messages.ReferenceFailed("the judge failed: " + error_text(e)))
+            return 3

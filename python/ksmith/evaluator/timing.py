@@ -1,4 +1,5 @@
-"""GPU timing, used by both children (reference and candidate) so both are measured the same way.
+"""GPU timing, used by both children (reference and candidate) so both are measured the same way
+(and, on the CPU, the candidate's rehearsal of it, whose times are not reported).
 
 Method: warm-up calls (at least `warmup` calls and `warmup_ms`), then CUDA-graph capture of one
 call; each sample replays the graph once between two CUDA events, after a write of a buffer of
@@ -16,15 +17,27 @@ while it is stable within the process. The children therefore time up to `buffer
 the inputs (each with its own graph, output and workspace, so at different addresses), within
 `buffer_mb` of extra memory, and the samples rotate over them: the median is taken over several
 placements, which is what makes it repeatable across processes.
+
+Samples the candidate cannot steer: the candidate's timing draws, from a seed the worker sends
+only when timing starts, how many warm-up calls beyond `warmup` are made (up to `warmup` more),
+how far the number of samples moves from its estimate (0.8x to 1.25x) and which `checks` samples
+are verified: before such a sample, other values are written into its buffer set (untimed), and
+its outputs are kept for the worker to judge. A candidate that counts its calls, detects the
+timing loop, or does its work during warm-up and returns remembered results in the samples is
+wrong at a verified sample it cannot foresee.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from .inputs import tensor_bytes
 
 
 def trimmed_stats(samples: list[float]) -> dict[str, Any]:
@@ -64,26 +77,44 @@ def input_sets(cfg: dict[str, Any], inputs: list[Any], device: str) -> list[list
     return [to_device(clone_all(inputs), device) for _ in range(buffer_sets(cfg, tensor_bytes(inputs)))]
 
 
-def tensor_bytes(values: Any) -> int:
-    """Bytes of the tensors in `values` (lists and tuples searched)."""
-    if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(tensor_bytes(v) for v in values)
-    return 0
+class _CpuEvent:
+    """A CUDA event's interface on the host clock (the CPU rehearsal)."""
+
+    def __init__(self, enable_timing: bool = True):
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other: _CpuEvent) -> float:
+        return (other.t - self.t) * 1000.0
+
+
+Hook = Callable[[int, int], None]
 
 
 class Timer:
-    """Times a zero-argument callable on the current CUDA device."""
+    """Times zero-argument callables on the current CUDA device (or rehearses it on the CPU)."""
 
-    def __init__(self, cfg: dict[str, Any]):
+    def __init__(self, cfg: dict[str, Any], device: str = "cuda"):
         self.cfg = cfg
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
-        self.flush_buf = torch.empty(max(4 * l2, 256 * 2**20) // 4, dtype=torch.int32, device="cuda")
+        self.cuda = device.startswith("cuda")
+        self.flush_buf = None
+        if self.cuda:
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+            self.flush_buf = torch.empty(max(4 * l2, 256 * 2**20) // 4, dtype=torch.int32, device="cuda")
+
+    def event(self) -> Any:
+        return torch.cuda.Event(enable_timing=True) if self.cuda else _CpuEvent()
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
 
     def flush(self) -> None:
-        self.flush_buf.zero_()
+        if self.flush_buf is not None:
+            self.flush_buf.zero_()
 
     def capture(self, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph | None, str]:
         """A CUDA graph of one call of `fn`, or (None, error text)."""
@@ -107,46 +138,75 @@ class Timer:
                 pass
             return None, f"{type(e).__name__}: {e}"
 
-    def _samples(self, runs: list[Callable[[], Any]], n: int, device_sync: bool) -> list[float]:
-        """`n` samples; sample `i` runs `runs[i % len(runs)]`."""
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    def _samples(
+        self,
+        runs: list[Callable[[], Any]],
+        n: int,
+        device_sync: bool,
+        verified: set[int] | None = None,
+        before: Hook | None = None,
+        after: Hook | None = None,
+    ) -> list[float]:
+        """`n` samples; sample `i` runs `runs[i % len(runs)]`; around the samples in `verified`,
+        `before(i, set)` and `after(i, set)` run outside the timed events."""
+        events = [(self.event(), self.event()) for _ in range(n)]
         for i, (start, end) in enumerate(events):
+            check = verified is not None and i in verified
+            if check and before is not None:
+                before(i, i % len(runs))
             self.flush()
             start.record()
             runs[i % len(runs)]()
             if device_sync:
-                torch.cuda.synchronize()
+                self.synchronize()
             end.record()
-        torch.cuda.synchronize()
+            if check and after is not None:
+                after(i, i % len(runs))
+        self.synchronize()
         return [s.elapsed_time(e) for s, e in events]
 
-    def measure(self, fns: list[Callable[[], Any]], graphs: list[Any]) -> dict[str, Any]:
+    def measure(
+        self,
+        fns: list[Callable[[], Any]],
+        graphs: list[Any],
+        rng: random.Random | None = None,
+        checks: int = 0,
+        before: Hook | None = None,
+        after: Hook | None = None,
+    ) -> dict[str, Any]:
         """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
         returned: one per set, or none), rotating over them, and returns the stats dict of the
-        protocol's `Timing`."""
+        protocol's `Timing`. With `rng`, the extra warm-up calls, the number of samples and the
+        `checks` verified samples (see the module doc) are drawn from it."""
         cfg = self.cfg
         runs = [g.replay for g in graphs] if graphs else fns
-        device_sync = not graphs
-        torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        device_sync = self.cuda and not graphs
+        warmup = int(cfg["warmup"]) + (rng.randint(0, int(cfg["warmup"])) if rng else 0)
+        self.synchronize()
+        start = self.event()
+        end = self.event()
         start.record()
         n_warm = 0
         while True:
             runs[n_warm % len(runs)]()
             n_warm += 1
-            if n_warm >= cfg["warmup"]:
+            if n_warm >= warmup:
                 end.record()
-                torch.cuda.synchronize()
+                self.synchronize()
                 if start.elapsed_time(end) >= cfg["warmup_ms"] or n_warm >= 10_000:
                     break
                 start.record()
         est = statistics.median(self._samples(runs, 5, device_sync))
         flush_est = statistics.median(self._samples([lambda: None], 3, False))
         n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
+        if rng is not None:
+            n = int(n * rng.uniform(0.8, 1.25))
         n = max(cfg["min_samples"], min(cfg["max_samples"], n))
         n = max(n, len(runs))
-        samples = self._samples(runs, n, device_sync)
+        verified = set(rng.sample(range(n), min(checks, n))) if rng is not None and checks > 0 else set()
+        samples = self._samples(runs, n, device_sync, verified, before, after)
+        if verified:
+            samples = [x for i, x in enumerate(samples) if i not in verified]
         stats = trimmed_stats(samples)
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
@@ -154,7 +214,9 @@ class Timer:
 
     def capture_all(self, fns: list[Callable[[], Any]]) -> tuple[list[Any], str]:
         """One graph per buffer set: (graphs, "") when every set was captured, else
-        ([], the first error): then every set is timed with events."""
+        ([], the first error): then every set is timed with events (on the CPU: no graphs)."""
+        if not self.cuda:
+            return [], "no CUDA graphs on the CPU"
         graphs = []
         for fn in fns:
             g, err = self.capture(fn)
