@@ -1,18 +1,30 @@
 #!/usr/bin/env python3
-"""GPU bench of the ksmith evaluator (issue 5): verdicts, speedup stability, throughput.
+"""GPU bench of the ksmith evaluator: verdicts, reference builds, throughput, speedup stability.
 
-Usage (on a machine with a GPU, from the repository root):
-    python3 scripts/eval_gpu_bench.py [--smoke] [--repeats 10] [--concurrency 4] [--out FILE]
+Usage (from the folder holding `python/` and `scripts/`, or anywhere: paths are the script's):
+    python3 scripts/eval_gpu_bench.py [--device cuda|cpu] [--out DIR] [--deadline-s 450]
+                                      [--phases builds,verdicts,throughput,stability] [--smoke]
 
-It evaluates the project's own candidates (python/tests/candidates, listed in manifest.json)
-with GPU-sized tasks (module constants enlarged, see GPU_SIZES):
-1. every honest, adversarial, garbage and isolation candidate, `--concurrency` at a time through
-   one DeviceEvaluator (as a worker serves them), prints each verdict against the expected one
-   (adversarial candidates both with the static checks on and with the runtime layer alone),
-   and candidates evaluated per GPU-minute including spawn, compile and timing;
-2. `--repeats` evaluations of each honest candidate, and reports the spread of the speedup: with
-   the reference cached (what the pipeline sees) and with the reference re-timed each time (a
-   fresh task id per repeat), as coefficient of variation and min/max.
+It drives `DeviceEvaluator` (what a worker serves) over the project's own candidates
+(python/tests/candidates, listed in manifest.json) with the tasks enlarged to GPU sizes (module
+constants, see GPU_SIZES), in four phases, each written out as soon as it is done:
+
+1. builds: the reference of each task of data/gpu-tasks built with a fresh task id (after one
+   build that starts the fork server), seconds each (target: <= 10 s);
+2. verdicts: every honest, adversarial (static checks on and off), garbage and isolation
+   candidate, `--concurrency` at a time, against its expected verdict (manifest), references
+   cached; the isolation cases one by one, then an honest candidate that must still be correct;
+3. throughput: `--throughput` distinct honest candidates (each kernel with a unique comment, so
+   every one is compiled), references cached, `--concurrency` in flight, timing included:
+   candidates per GPU-minute (target: >= 30);
+4. stability: `--repeats` evaluations of each honest kernel, references cached, `--stability-
+   concurrency` in flight: the speedup's coefficient of variation (target: <= 0.5 % for every
+   kernel of >= 10 us).
+
+Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same.
+Phases that would run past `--deadline-s` are skipped and say so. On `--device cpu` (Triton's
+interpreter) the tasks keep their small sizes, the data/gpu-tasks ones are shrunk 64x per
+constant, nothing is timed and the stability phase is skipped: it checks the bench itself.
 """
 
 from __future__ import annotations
@@ -25,214 +37,336 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 CAND = os.path.join(ROOT, "python", "tests", "candidates")
+GPU_TASKS = os.path.join(ROOT, "data", "gpu-tasks")
 
 GPU_SIZES = {
     "tasks/elementwise.py": {"N": "2**24"},
+    "tasks/tiny_scale.py": {"N": "2**24"},
     "tasks/softmax.py": {"ROWS": "8192", "COLS": "2048"},
     "tasks/layernorm.py": {"ROWS": "8192", "COLS": "2048"},
     "tasks/matmul.py": {"M": "2048", "K": "2048", "N": "2048"},
     "tasks/fused_linear.py": {"BATCH": "4096", "IN": "1024", "OUT": "1024"},
 }
+#: Candidates specialized to a task's visible shape follow it to the GPU size.
+CANDIDATE_GPU_EDITS = {"adversarial/shape_hardcoded.py": [("WIDTH = 256", "WIDTH = 2048"), ("256.0", "2048.0")]}
+#: Honest kernels timed in the stability phase (stdlib_imports is elementwise's kernel again).
+STABILITY = ("honest/elementwise.py", "honest/softmax.py", "honest/layernorm.py", "honest/matmul.py")
+STABILITY_MORE = ("honest/fused_linear.py", "honest/tiny_scale.py")
 
 
-def task_source(task: str) -> str:
+def task_source(task: str, gpu: bool) -> str:
     src = open(os.path.join(CAND, task)).read()
-    for name, value in GPU_SIZES.get(task, {}).items():
+    for name, value in (GPU_SIZES.get(task, {}) if gpu else {}).items():
         src = re.sub(rf"^{name} = .*$", f"{name} = {value}", src, flags=re.M)
     return src
 
 
+def candidate_source(candidate: str, gpu: bool) -> str:
+    src = open(os.path.join(CAND, candidate)).read()
+    for old, new in CANDIDATE_GPU_EDITS.get(candidate, []) if gpu else []:
+        src = src.replace(old, new)
+    return src
+
+
+class Report:
+    """The bench's output: printed, and written to DIR/bench.md and DIR/bench.json as it grows."""
+
+    def __init__(self, out: str | None):
+        self.out = out
+        self.lines: list[str] = []
+        self.data: dict[str, Any] = {}
+        if out:
+            os.makedirs(out, exist_ok=True)
+
+    def say(self, s: str = "") -> None:
+        print(s, flush=True)
+        self.lines.append(s)
+
+    def put(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        self.flush()
+
+    def flush(self) -> None:
+        if not self.out:
+            return
+        with open(os.path.join(self.out, "bench.md"), "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+        with open(os.path.join(self.out, "bench.json"), "w") as f:
+            json.dump(self.data, f, indent=1)
+
+
+def cv(x: list[float]) -> float:
+    return statistics.pstdev(x) / statistics.fmean(x) if len(x) > 1 else float("nan")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", default=os.environ.get("OUT"))
+    ap.add_argument("--deadline-s", type=float, default=450.0, help="skip phases that would end after this")
+    ap.add_argument("--phases", default="builds,verdicts,throughput,stability")
+    ap.add_argument("--smoke", action="store_true", help="a few candidates per phase")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--throughput", type=int, default=32, help="distinct candidates in the throughput phase")
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument(
-        "--stability-concurrency",
-        type=int,
-        default=2,
-        help="evaluations in flight in the stability part (the pool's default inflight_per_worker is 2)",
-    )
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--skip-verdicts", action="store_true")
-    ap.add_argument("--skip-stability", action="store_true")
-    ap.add_argument("--stability", default="", help="comma-separated honest candidates (default: all)")
-    ap.add_argument(
-        "--buffer-sets", type=int, default=None, help="timing buffer sets to rotate over (default: the evaluator's)"
-    )
-    ap.add_argument(
-        "--fresh-ref", default="", help="comma-separated honest candidates whose reference is also re-timed each repeat"
-    )
+    ap.add_argument("--stability-concurrency", type=int, default=2, help="the pool's inflight_per_worker default")
+    ap.add_argument("--all-honest", action="store_true", help="stability of fused_linear and tiny_scale too")
+    ap.add_argument("--buffer-sets", type=int, default=None, help="timing buffer sets (default: the evaluator's)")
     a = ap.parse_args()
+    t_start = time.monotonic()
+    gpu = a.device.startswith("cuda")
+    phases = a.phases.split(",")
+    rep = Report(a.out)
 
+    def left() -> float:
+        return a.deadline_s - (time.monotonic() - t_start)
+
+    from ksmith.evaluator import shapes
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
-    opts = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
+    opts: dict[str, Any] = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     if a.buffer_sets is not None:
         opts["timing"] = {"buffer_sets": a.buffer_sets}
-    ev = DeviceEvaluator("cuda", opts)
-    ev_rt = DeviceEvaluator("cuda", dict(opts, static_checks=False))
+    ev = DeviceEvaluator(a.device, opts)
+    ev_rt = DeviceEvaluator(a.device, dict(opts, static_checks=False))
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))
-    lines: list[str] = []
-
-    def say(s: str = "") -> None:
-        print(s, flush=True)
-        lines.append(s)
-
-    say(f"# ksmith evaluator on GPU ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
-    say()
-    say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
-    say(
-        f"children confined (private mount namespace, read-only, no capabilities): {ev.confine}; timing buffer sets: "
-        f"{ev.opts['timing']['buffer_sets']}"
+    rep.say(f"# ksmith evaluator bench on {a.device} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    rep.say()
+    rep.say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
+    rep.say(f"hardware: {json.dumps(ev.default_hardware)}; sandbox: {json.dumps(ev.sandbox_info())}")
+    rep.say(
+        f"options: trials {ev.opts['trials']}, hidden_shapes {ev.opts['hidden_shapes']}, timing {ev.opts['timing']}"
     )
-    jobs = []
+    rep.put("meta", {"device": a.device, "argv": sys.argv[1:], "hardware": ev.default_hardware})
+
+    def request(task: str, candidate: str, task_id: str | None = None, src: str | None = None) -> dict[str, Any]:
+        return {
+            "task_id": task_id or task,
+            "reference": task_source(task, gpu),
+            "candidate": src if src is not None else candidate_source(candidate, gpu),
+            "measure": True,
+        }
+
+    # -- 1. reference builds ------------------------------------------------------------------
+    if "builds" in phases:
+        rep.say()
+        rep.say("## Reference builds (data/gpu-tasks, fresh task ids, fork server already up)")
+        rep.say()
+        t0 = time.monotonic()
+        ev.reference("warm-up", task_source("tasks/elementwise.py", False))
+        rep.say(f"first build (starts the fork server: torch, triton imported once): {time.monotonic() - t0:.1f} s")
+        rep.say()
+        rep.say("| task | build s | trials | size sets | reference ms | input MiB |")
+        rep.say("|---|---|---|---|---|---|")
+        builds = []
+        for name in sorted(f for f in os.listdir(GPU_TASKS) if f.endswith(".py")):
+            src = open(os.path.join(GPU_TASKS, name)).read()
+            if not gpu:
+                src = shapes.rewrite(src, {k: max(1, v // 64) for k, v in shapes.int_constants(src).items()})
+            t0 = time.monotonic()
+            facts = ev.reference(f"gpu-tasks/{name}#{time.time()}", src)
+            dt = time.monotonic() - t0
+            ref_ms = facts.timing["median_ms"] if facts.timing else None
+            sets = [s["sizes"] for s in facts.build.size_sets]
+            builds.append({"task": name, "seconds": dt, "reference_ms": ref_ms, "size_sets": sets})
+            rep.say(
+                f"| {name} | {dt:.2f} | {len(facts.build.trials)} | {json.dumps(sets)} | "
+                f"{'-' if ref_ms is None else f'{ref_ms:.4f}'} | {facts.build.input_bytes / 2**20:.0f} |"
+            )
+        rep.put("builds", builds)
+
+    # -- 2. verdicts --------------------------------------------------------------------------
+    jobs: list[tuple[str, dict[str, Any], str | None, list[Any]]] = []
     for e in manifest["honest"]:
         jobs.append(("honest", e, None, ["correct", None]))
     for e in manifest["adversarial"]:
         jobs.append(("adversarial", e, "static", e["expect"]))
-        if "runtime" in e:
+        if "runtime" in e and (gpu or not e.get("gpu_only")):
             jobs.append(("adversarial", e, "runtime", e["runtime"]))
     for grp in ("garbage", "isolation"):
         for e in manifest[grp]:
             jobs.append((grp, e, "runtime" if e.get("static_off") else "static", e["expect"]))
     jobs.append(("isolation", manifest["honest"][0], "after-isolation", ["correct", None]))
     if a.smoke:
-        keep = {
-            "honest/elementwise.py",
-            "honest/matmul.py",
-            "adversarial/side_stream.py",
-            "adversarial/decoy_matmul.py",
-            "isolation/illegal_address.py",
-        }
+        keep = {"honest/elementwise.py", "honest/matmul.py", "adversarial/side_stream.py", "adversarial/call_count.py"}
         jobs = [j for j in jobs if j[1]["candidate"] in keep]
 
-    def run(job):
-        grp, e, layer, exp = job
+    def run(job: tuple[str, dict[str, Any], str | None, list[Any]]) -> tuple[Any, dict[str, Any], float]:
+        grp, e, layer, _ = job
         evaluator = ev_rt if layer == "runtime" else ev
-        t = time.time()
-        r = evaluator.evaluate(
-            {
-                "task_id": e["task"],
-                "reference": task_source(e["task"]),
-                "candidate": open(os.path.join(CAND, e["candidate"])).read(),
-                "measure": True,
-            }
-        )
-        return job, r, time.time() - t
+        t = time.monotonic()
+        try:
+            r = evaluator.evaluate(request(e["task"], e["candidate"]))
+        except Exception as ex:  # noqa: BLE001 - reported as a row
+            r = {"status": "error", "hack": None, "error_log": f"{type(ex).__name__}: {ex}", "speedup": None}
+        return job, r, time.monotonic() - t
 
-    hw = None
-    if not a.skip_verdicts:
-        # warm the reference cache first so the throughput counts candidates only
-        for task in sorted({j[1]["task"] for j in jobs}):
-            for x in (ev, ev_rt):
-                x.reference(task, task_source(task))
-        t0 = time.time()
+    if "verdicts" in phases and left() > 90:
+        tasks = sorted({j[1]["task"] for j in jobs})
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(a.concurrency) as pool:
+            list(
+                pool.map(
+                    lambda tx: tx[0].reference(tx[1], task_source(tx[1], gpu)),
+                    [(x, t) for t in tasks for x in (ev, ev_rt)],
+                )
+            )
+        t_refs = time.monotonic() - t0
+        t0 = time.monotonic()
         isolation = [j for j in jobs if j[0] == "isolation"]
         rest = [j for j in jobs if j[0] != "isolation"]
         with ThreadPoolExecutor(a.concurrency) as pool:
             results = list(pool.map(run, rest))
-        results += [run(j) for j in isolation]  # in order: the honest run comes after the crashes
-        wall = time.time() - t0
-        say()
-        say("## Verdicts")
-        say()
-        say("| group | candidate | layer | expected | got | speedup | cand median ms (cv) | time s | ok |")
-        say("|---|---|---|---|---|---|---|---|---|")
+        wall_rest = time.monotonic() - t0
+        results += [run(j) for j in isolation]
+        wall = time.monotonic() - t0
+        rep.say()
+        rep.say("## Verdicts (static checks on, and the runtime layer alone: static checks off)")
+        rep.say()
+        rep.say(
+            f"references of {len(tasks)} tasks built for both evaluators in {t_refs:.1f} s ({a.concurrency} at a time)"
+        )
+        rep.say()
+        rep.say("| group | candidate | layer | expected | got | speedup | cand median ms (cv) | time s | ok |")
+        rep.say("|---|---|---|---|---|---|---|---|---|")
+        rows = []
         n_ok = 0
         for (grp, e, layer, exp), r, dt in results:
-            hw = hw or r["hardware"]
             got = [r["status"], r["hack"]]
             ok = got == list(exp)
             n_ok += ok
             ct = r.get("candidate_timing")
             tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
             sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
-            say(
+            rep.say(
                 f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
                 f"{sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
             )
             if not ok:
-                say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
-        say()
-        say(
-            f"{n_ok}/{len(results)} verdicts as expected. {len(rest)} candidates (concurrency {a.concurrency}, "
-            f"references cached) in {wall:.1f} s wall in total with the isolation runs; throughput of the concurrent "
-            "part: see below."
+                rep.say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
+            rows.append(
+                {
+                    "group": grp,
+                    "candidate": e["candidate"],
+                    "layer": layer,
+                    "expected": exp,
+                    "got": got,
+                    "ok": ok,
+                    "speedup": r.get("speedup"),
+                    "timing": ct,
+                    "seconds": dt,
+                    "log": None if ok else r["error_log"][-2000:],
+                    "warnings": r.get("warnings"),
+                }
+            )
+        rep.say()
+        rep.say(
+            f"{n_ok}/{len(results)} verdicts as expected. {len(rest)} candidates ({a.concurrency} in flight, "
+            f"references cached) in {wall_rest:.1f} s, then {len(isolation)} isolation runs one by one "
+            f"({wall - wall_rest:.1f} s, a {opts['run_timeout_s']} s hang among them)."
         )
-        say(
-            f"Candidates evaluated per GPU-minute (all {len(results)} runs incl. spawn, compile, correctness, timing, "
-            f"crashes and the hang timeout): {len(results) / (wall / 60):.1f}"
+        rep.say(f"Candidates per GPU-minute over the concurrent part: {len(rest) / (wall_rest / 60):.1f}")
+        rep.put(
+            "verdicts",
+            {"ok": n_ok, "total": len(results), "concurrent_per_minute": len(rest) / (wall_rest / 60), "rows": rows},
         )
-    if not a.skip_stability:
-        say()
-        say("## Speedup stability (repeated evaluations of the same candidate)")
-        say()
-        say(
-            f"{a.repeats} evaluations per candidate, {a.stability_concurrency} in flight (timing serialized on the "
-            "GPU, other candidates compile and run correctness meanwhile). 'ref cached': the reference timed once "
-            "per task (what the pipeline sees); 'ref re-timed': a fresh task id per repeat, so the reference is "
-            "rebuilt and re-timed each time."
+    elif "verdicts" in phases:
+        rep.say("\n(verdicts skipped: past the deadline)")
+
+    # -- 3. throughput ------------------------------------------------------------------------
+    honest = manifest["honest"]
+    if "throughput" in phases and left() > 60:
+        n = 8 if a.smoke else a.throughput
+        reqs = []
+        for i in range(n):
+            e = honest[i % len(honest)]
+            src = candidate_source(e["candidate"], gpu) + f"\n# distinct program {i} {time.time()}\n"
+            reqs.append(request(e["task"], e["candidate"], src=src))
+        for task in {r["task_id"] for r in reqs}:
+            ev.reference(task, task_source(task, gpu))
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(a.concurrency) as pool:
+            rs = list(pool.map(ev.evaluate, reqs))
+        wall = time.monotonic() - t0
+        statuses: dict[str, int] = {}
+        for r in rs:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        per_min = n / (wall / 60)
+        elapsed = [r["elapsed_ms"] / 1000 for r in rs]
+        rep.say()
+        rep.say("## Throughput (distinct honest candidates, each compiled, references cached, timed)")
+        rep.say()
+        rep.say(
+            f"{n} candidates, {a.concurrency} in flight: {wall:.1f} s wall, **{per_min:.1f} candidates per "
+            f"GPU-minute**; per candidate median {statistics.median(elapsed):.2f} s (max {max(elapsed):.2f} s); "
+            f"verdicts {statuses}"
         )
-        say()
-        say(
-            "| candidate | ref cached: speedup median | cv | min..max | ref re-timed: speedup median | cv | min..max "
-            "| cand median ms | cand cv within run | samples | method |"
+        bad = [r for r in rs if r["status"] != "correct"]
+        for r in bad[:3]:
+            rep.say(f"  not correct: {r['status']} {r['hack']} {r['error_log'][-400:]!r}")
+        rep.put(
+            "throughput",
+            {
+                "candidates": n,
+                "concurrency": a.concurrency,
+                "wall_s": wall,
+                "per_gpu_minute": per_min,
+                "median_s": statistics.median(elapsed),
+                "statuses": statuses,
+            },
         )
-        say("|---|---|---|---|---|---|---|---|---|---|---|")
-        honest = manifest["honest"] if not a.smoke else manifest["honest"][:1]
-        if a.stability:
-            honest = [e for e in honest if e["candidate"] in a.stability.split(",")]
-        for e in honest:
-            src = task_source(e["task"])
-            cand = open(os.path.join(CAND, e["candidate"])).read()
-            t0 = time.time()
-            ev.reference(e["task"], src)
-            reqs = [
-                {"task_id": e["task"], "reference": src, "candidate": cand, "measure": True} for _ in range(a.repeats)
-            ]
-            if e["candidate"] in a.fresh_ref.split(","):
-                reqs += [
-                    {"task_id": f"{e['task']}#{i}", "reference": src, "candidate": cand, "measure": True}
-                    for i in range(a.repeats)
-                ]
+    elif "throughput" in phases:
+        rep.say("\n(throughput skipped: past the deadline)")
+
+    # -- 4. stability -------------------------------------------------------------------------
+    if "stability" in phases and gpu:
+        rep.say()
+        rep.say(
+            f"## Speedup stability ({a.repeats} evaluations per kernel, {a.stability_concurrency} in flight, "
+            "reference cached)"
+        )
+        rep.say()
+        rep.say(
+            "| candidate | speedup median | cv | min..max | cand median ms | cand cv within run | samples | method |"
+        )
+        rep.say("|---|---|---|---|---|---|---|---|")
+        chosen = STABILITY + (STABILITY_MORE if a.all_honest else ())
+        rows = []
+        for e in [x for x in honest if x["candidate"] in chosen]:
+            if left() < 25:
+                rep.say(f"| {e['candidate']} | skipped: past the deadline |")
+                continue
+            req = request(e["task"], e["candidate"])
+            ev.reference(req["task_id"], req["reference"])
             with ThreadPoolExecutor(a.stability_concurrency) as pool:
-                rs = list(pool.map(ev.evaluate, reqs))
-            cached = [r["speedup"] for r in rs[: a.repeats] if r["speedup"]]
-            fresh = [r["speedup"] for r in rs[a.repeats :] if r["speedup"]]
-            last = rs[0]
-            hw = hw or (last or {}).get("hardware")
-
-            def cv(x):
-                return statistics.pstdev(x) / statistics.fmean(x) if len(x) > 1 else float("nan")
-
-            ct = (last or {}).get("candidate_timing") or {}
-            if cached:
-                fr = (
-                    f"{statistics.median(fresh):.4f} | {cv(fresh):.2%} | {min(fresh):.4f}..{max(fresh):.4f}"
-                    if fresh
-                    else "- | - | -"
-                )
-                say(
-                    f"| {e['candidate']} | {statistics.median(cached):.4f} | {cv(cached):.2%} | "
-                    f"{min(cached):.4f}..{max(cached):.4f} | {fr} | {ct.get('median_ms', 0):.4f} | "
-                    f"{ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |"
+                rs = list(pool.map(ev.evaluate, [req] * (2 if a.smoke else a.repeats)))
+            sp = [r["speedup"] for r in rs if r.get("speedup")]
+            ct = rs[0].get("candidate_timing") or {}
+            if sp:
+                rep.say(
+                    f"| {e['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | {min(sp):.4f}..{max(sp):.4f} | "
+                    f"{ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |"
                 )
             else:
-                say(
-                    f"| {e['candidate']} | failed: {last['status'] if last else '?'} "
-                    f"{last['error_log'][-300:] if last else ''!r} |"
-                )
-            print(f"  ({e['candidate']}: {len(reqs)} evaluations in {time.time() - t0:.0f} s)", flush=True)
-    say()
-    say(f"hardware: {json.dumps(hw)}")
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+                rep.say(f"| {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
+            rows.append(
+                {
+                    "candidate": e["candidate"],
+                    "speedups": sp,
+                    "cv": cv(sp) if sp else None,
+                    "cand_median_ms": [(r.get("candidate_timing") or {}).get("median_ms") for r in rs],
+                    "ref_median_ms": (rs[0].get("reference_timing") or {}).get("median_ms"),
+                }
+            )
+            rep.put("stability", rows)
+    rep.say()
+    rep.say(f"total {time.monotonic() - t_start:.0f} s")
+    rep.flush()
     ev.close()
     ev_rt.close()
     return 0
