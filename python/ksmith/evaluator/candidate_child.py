@@ -210,8 +210,10 @@ class Harness:
         except Exception:  # noqa: BLE001
             return None
 
-    def wait_next(self) -> None:
-        """Waits for the worker's ``next`` (anything else ends the run)."""
+    def wait_next(self, label: str) -> None:
+        """Says the next call (`label`) is ready and waits for the worker's ``next`` (anything
+        else ends the run)."""
+        self.ch.send(messages.Ready(label))
         if self.ch.wait_command() != "next":
             raise SystemExit(0)
 
@@ -361,30 +363,31 @@ class Harness:
         except BaseException as e:  # noqa: BLE001 - failing at a hidden size is being incorrect there
             self.check(label)
             failure = error_text(e)
-        self.wait_next()
-        payload = None
-        if failure is None:
-            try:
-                inputs = clone_all(shape.inputs[0])
-                before = clone_all(inputs)
-                outs = self.run_once(inputs)
-                self.check(label)
-                self.stream_check(label)
-                payload = {
-                    "runs": [self.host_copy(outs)],
-                    "mutated": not same_values(inputs, before),
-                    "alias": self.aliases(inputs, outs),
-                    "repeat_ok": None,
-                }
-            except Violation:
-                raise
-            except BaseException as e:  # noqa: BLE001
-                self.check(label)
-                failure = error_text(e)
-        self.model = keep
-        if payload is None:
-            self.ch.send(messages.ItemFailed(label, failure or "failed"))
+        if failure is not None:
+            self.model = keep
+            self.ch.send(messages.ItemFailed(label, failure))
             return
+        self.wait_next(label)
+        try:
+            inputs = clone_all(shape.inputs[0])
+            before = clone_all(inputs)
+            outs = self.run_once(inputs)
+            self.check(label)
+            self.stream_check(label)
+            payload = {
+                "runs": [self.host_copy(outs)],
+                "mutated": not same_values(inputs, before),
+                "alias": self.aliases(inputs, outs),
+                "repeat_ok": None,
+            }
+        except Violation:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            self.check(label)
+            self.model = keep
+            self.ch.send(messages.ItemFailed(label, error_text(e)))
+            return
+        self.model = keep
         self.send_result(payload, label, shape.index, 0)
 
     def identity(self) -> None:
@@ -408,15 +411,15 @@ class Harness:
         try:
             self.warm()
             for k in range(int(self.cfg["trials"])):
-                self.wait_next()
+                self.wait_next(f"trial {k}")
                 self.trial(k)
             self.mark("trials")
             for shape in self.shapes[1:]:
                 self.hidden(shape)
-            self.wait_next()
+            self.wait_next("identity check")
             self.identity()
             self.mark("checks")
-            self.wait_next()
+            self.wait_next("profile")
             share = None
             if self.cuda and self.launches.total() > 0:
                 share = _gpu_share(self.model, clone_all(self.shapes[0].inputs[0]), set(self.launches.counts))
@@ -526,7 +529,7 @@ class Harness:
             timed_msg, checked = self.time(int(command[1]))
             self.ch.send(timed_msg)
             for label, trial, outs in checked:
-                self.wait_next()
+                self.wait_next(label)
                 payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
                 self.send_result(payload, label, None, trial)
         except Stop as s:

@@ -496,8 +496,12 @@ class Run:
         return msg
 
     def next_file(self, child: Child, judge: Child, dc: str, dj: str, timeout_s: float) -> messages.Message:
-        """Asks the harness for its next result under the shared gate and, for a file, has it
-        judged (the finding is recorded); returns the harness's message."""
+        """The harness's next message; when it is ready for a call (`messages.Ready`, after its
+        ungated work), ``next`` under the shared gate, and a result file judged there (the finding
+        is recorded). Returns the message that answers."""
+        msg = child.receive(timeout_s)
+        if not isinstance(msg, messages.Ready):
+            return msg
         with self.ev.gate.shared():
             child.command("next")
             msg = child.receive(timeout_s)

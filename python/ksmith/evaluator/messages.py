@@ -92,6 +92,15 @@ class Unreproducible(Message):
 
 
 @dataclasses.dataclass
+class Ready(Message):
+    """The harness has done the ungated part of its next call (building, compiling) and waits for
+    the worker's ``next``, which the worker sends under the GPU's shared gate."""
+
+    TYPE: ClassVar[str] = "ready"
+    label: str
+
+
+@dataclasses.dataclass
 class ResultReady(Message):
     """One result file is written: `file` (in the child's workspace) holds the outputs of the call
     `label` names, to be judged against the reference's trial `trial` at size set `size_set`
@@ -222,6 +231,7 @@ MESSAGES: dict[str, type[Message]] = {
         Compiled,
         RunFailed,
         Unreproducible,
+        Ready,
         ResultReady,
         ItemFailed,
         CorrectnessDone,
