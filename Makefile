@@ -55,6 +55,7 @@ test-python:
 bench: venv sandbox
 	$(CARGO) bench --workspace
 	$(PYTHON) scripts/sandbox_bench.py
+	$(PYTHON) scripts/eval_cpu_bench.py
 
 clean:
 	$(CARGO) clean
