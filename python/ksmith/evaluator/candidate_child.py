@@ -129,6 +129,7 @@ class Harness:
         self.source = open(os.path.join(d, "candidate.py")).read()
         self.shapes: list[Shape] = []
         self.files = 0
+        self.weights = "none"
 
     # -- helpers ---------------------------------------------------------------------------
     def mark(self, name: str) -> None:
@@ -217,12 +218,14 @@ class Harness:
         if self.ch.wait_command() != "next":
             raise SystemExit(0)
 
-    def send_result(self, payload: dict[str, Any], label: str, size_set: int | None, trial: int, **kw: bool) -> None:
+    def send_result(
+        self, payload: dict[str, Any], kind: str, label: str, size_set: int | None, trial: int, **kw: bool
+    ) -> None:
         """Writes one result file and tells the worker."""
         name = f"out_{self.files}.pt"
         self.files += 1
         torch.save(payload, os.path.join(self.d, name))
-        self.ch.send(messages.ResultReady(label=label, file=name, size_set=size_set, trial=trial, **kw))
+        self.ch.send(messages.ResultReady(kind=kind, label=label, file=name, size_set=size_set, trial=trial, **kw))
 
     # -- phases ----------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -324,7 +327,7 @@ class Harness:
                 repeat_ok = close(first, outs, self.cfg["tolerances"])
             del outs, before
         payload = {"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok}
-        self.send_result(payload, f"trial {k}", None, k, repeat=k == 0, diagnose=True)
+        self.send_result(payload, "trial", f"trial {k}", None, k, repeat=k == 0, diagnose=True)
 
     def aliases(self, inputs: list[Any], outs: list[Any]) -> list[bool]:
         in_ptrs = {self.storage(x) for x in inputs if isinstance(x, torch.Tensor)}
@@ -388,7 +391,7 @@ class Harness:
             self.ch.send(messages.ItemFailed(label, error_text(e)))
             return
         self.model = keep
-        self.send_result(payload, label, shape.index, 0)
+        self.send_result(payload, "hidden", label, shape.index, 0)
 
     def identity(self) -> None:
         """The identity check: the same input tensors, new values written into them between two
@@ -404,7 +407,7 @@ class Harness:
         outs = self.run_once(inputs)
         self.check("identity check")
         payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
-        self.send_result(payload, "identity check (new values in the same input tensors)", None, b)
+        self.send_result(payload, "identity", "identity check (new values in the same input tensors)", None, b)
 
     def correctness(self) -> messages.CorrectnessDone:
         """Every correctness call (see the module doc), then (on a GPU) the profile of one call."""
@@ -531,7 +534,7 @@ class Harness:
             for label, trial, outs in checked:
                 self.wait_next(label)
                 payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
-                self.send_result(payload, label, None, trial)
+                self.send_result(payload, "timed", label, None, trial)
         except Stop as s:
             self.ch.send(s.message)
 

@@ -50,6 +50,7 @@ class Findings:
     timed: list[messages.Judged] = dataclasses.field(default_factory=list)
 
     def add(self, kind: str, finding: messages.Judged | messages.ItemFailed) -> None:
+        """Records a finding of a call of `kind` (see `messages.ResultReady`)."""
         if kind == "trial" and isinstance(finding, messages.Judged):
             self.trials.append(finding)
         elif kind == "hidden":

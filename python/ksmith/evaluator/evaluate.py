@@ -133,17 +133,6 @@ def _trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def _kind(label: str) -> str:
-    """The kind of a result file from its label (see `candidate_child`)."""
-    if label.startswith("trial "):
-        return "trial"
-    if label.startswith("hidden size set"):
-        return "hidden"
-    if label.startswith("identity check"):
-        return "identity"
-    return "timed"
-
-
 class DeviceEvaluator:
     """Evaluates candidates on one device (`cpu` = Triton interpreter, or `cuda`).
 
@@ -448,6 +437,8 @@ class Run:
         self.findings = decide.Findings()
         self.judge_ready = False
         self.trials = int(self.o["trials"])
+        #: The last judged file: its kind and the judge's finding.
+        self.last: tuple[str, messages.Judged] | None = None
 
     def result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
         f = self.findings
@@ -506,10 +497,9 @@ class Run:
             child.command("next")
             msg = child.receive(timeout_s)
             if isinstance(msg, messages.ResultReady):
-                kind = _kind(msg.label)
                 finding = self.judge(judge, dc, dj, msg)
-                self.findings.add(kind, finding)
-                self.last = (kind, finding)
+                self.findings.add(msg.kind, finding)
+                self.last = (msg.kind, finding)
         return msg
 
     # -- the run ---------------------------------------------------------------------------
@@ -532,7 +522,7 @@ class Run:
             deadline = time.monotonic() + o["run_timeout_s"]
             while True:
                 msg = self.next_file(child, judge, dc, dj, deadline - time.monotonic())
-                if isinstance(msg, messages.ResultReady):
+                if isinstance(msg, messages.ResultReady) and self.last:
                     early = decide.early(*self.last)
                     if early:
                         return self.verdict(early)
@@ -580,7 +570,7 @@ class Run:
             timed = msg
             for _ in range(timed.checks):
                 msg = self.next_file(child, judge, dc, dj, o["run_timeout_s"])
-                if not isinstance(msg, messages.ResultReady):
+                if not isinstance(msg, messages.ResultReady) or not self.last:
                     return self.harness_failed(msg, child)
                 early = decide.early(*self.last)
                 if early:

@@ -103,11 +103,13 @@ class Ready(Message):
 @dataclasses.dataclass
 class ResultReady(Message):
     """One result file is written: `file` (in the child's workspace) holds the outputs of the call
-    `label` names, to be judged against the reference's trial `trial` at size set `size_set`
+    `label` names (of the `kind` of calls), to be judged against the reference's trial `trial` at size set `size_set`
     (None: the visible sizes). `repeat`: the file also holds a second run on the same inputs;
     `diagnose`: a failure should be explained (another trial's outputs, lower precision)."""
 
     TYPE: ClassVar[str] = "result_ready"
+    #: "trial", "hidden" (a size set), "identity" or "timed" (a verified timed call).
+    kind: str
     label: str
     file: str
     size_set: int | None
