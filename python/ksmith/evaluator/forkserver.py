@@ -70,7 +70,7 @@ class ForkServer:
         self._answers: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
         self._next_id = 0
-        self.alive = True
+        self._alive = True
         threading.Thread(target=self._read, daemon=True, name="forkserver-reader").start()
 
     def _read(self) -> None:
@@ -92,8 +92,13 @@ class ForkServer:
                     self._answers[int(msg["id"])] = msg
                 self._cond.notify_all()
         with self._cond:
-            self.alive = False
+            self._alive = False
             self._cond.notify_all()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the server is up (its reader has not seen the socket close, and the process runs)."""
+        return self._alive and self.proc.poll() is None
 
     def fork(self, module: str, workdir: str, env: dict[str, str], secret: bytes, fds: list[int], pid_ns: bool) -> int:
         """Forks `module` for `workdir`, handing it `fds` (stdin, message pipe, log); returns its
@@ -117,6 +122,9 @@ class ForkServer:
             try:
                 socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
             except OSError as e:
+                with self._cond:
+                    self._alive = False
+                    self._cond.notify_all()
                 raise ForkServerDied(f"the fork server does not answer: {e}") from None
         with self._cond:
             while rid not in self._answers and self.alive:
