@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,6 +168,8 @@ class DeviceEvaluator:
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
         # outside `root`, whose other folders each child hides: children read it (see `tritoncache`)
         self.triton_root = tempfile.mkdtemp(prefix="ksmith-triton-", dir=runtime_dir)
+        # removed at exit too when the owner never calls `close` (the reward function's evaluators)
+        weakref.finalize(self, _remove, [self.root, self.triton_root])
         self.server_env = server_env(device)
         self._forks: ForkServer | None = None
         self._forks_lock = threading.Lock()
@@ -602,6 +605,11 @@ class Run:
         ref = self.facts.timing
         speedup = ref["median_ms"] / timing["median_ms"] if ref and timing["median_ms"] > 0 else None
         return self.result("correct", candidate_timing=timing, reference_timing=ref, speedup=speedup)
+
+
+def _remove(folders: list[str]) -> None:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _triton_version() -> str:
