@@ -369,3 +369,39 @@ def test_the_gpu_gate_lets_timing_run_alone():
     open_gate = GpuGate(False)
     with open_gate.exclusive(), open_gate.exclusive(), open_gate.shared():
         pass
+
+
+def test_warm_up_fills_warmup_ms_once_not_call_by_call(monkeypatch):
+    # A fake clock in place of CUDA events, each call 1 ms: 10 calls, then 40 more to reach
+    # 50 ms (the old loop re-started its clock after each call and so ran 10,000 calls of any
+    # kernel shorter than warmup_ms, e.g. 6 s of a 0.6 ms matmul under the GPU's gate).
+    clock = [0.0]
+    syncs = []
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = 0.0
+
+        def record(self):
+            self.t = clock[0]
+
+        def elapsed_time(self, other):
+            return other.t - self.t
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: syncs.append(1))
+    timer = object.__new__(timing.Timer)
+    timer.cfg = {"warmup": 10, "warmup_ms": 50.0}
+    timer.cuda = True
+
+    def call():
+        clock[0] += 1.0
+
+    assert timer.warm_up([call], 10) == 50
+    assert clock[0] == 50.0 and len(syncs) == 3
+    # a call longer than warmup_ms: the counted calls only
+    timer.cfg["warmup_ms"] = 0.5
+    assert timer.warm_up([call], 10) == 10
+    # a call of almost nothing stops at MAX_WARMUP
+    timer.cfg["warmup_ms"] = 50.0
+    assert timer.warm_up([lambda: None], 10) == timing.MAX_WARMUP

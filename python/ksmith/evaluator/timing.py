@@ -29,6 +29,7 @@ wrong at a verified sample it cannot foresee.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -92,6 +93,10 @@ class _CpuEvent:
 
 Hook = Callable[[int, int], None]
 
+#: The most warm-up calls one measurement makes (a kernel of a few microseconds reaches
+#: `warmup_ms` long before).
+MAX_WARMUP = 10_000
+
 
 class Timer:
     """Times zero-argument callables on the current CUDA device (or rehearses it on the CPU)."""
@@ -138,6 +143,28 @@ class Timer:
                 pass
             return None, f"{type(e).__name__}: {e}"
 
+    def warm_up(self, runs: list[Callable[[], Any]], calls: int) -> int:
+        """`calls` calls rotating over `runs`, then, where those took less than `warmup_ms`, as
+        many more as fill it at their pace (one batch, one sync), at most `MAX_WARMUP` in all.
+        Returns the number of calls made."""
+        self.synchronize()
+        start, end = self.event(), self.event()
+        start.record()
+        n = 0
+        while n < max(calls, 1):
+            runs[n % len(runs)]()
+            n += 1
+        end.record()
+        self.synchronize()
+        took = start.elapsed_time(end)
+        if took < self.cfg["warmup_ms"]:
+            more = min(MAX_WARMUP - n, math.ceil((self.cfg["warmup_ms"] - took) / max(took / n, 1e-4)))
+            for _ in range(max(more, 0)):
+                runs[n % len(runs)]()
+                n += 1
+            self.synchronize()
+        return n
+
     def _samples(
         self,
         runs: list[Callable[[], Any]],
@@ -182,20 +209,7 @@ class Timer:
         runs = [g.replay for g in graphs] if graphs else fns
         device_sync = self.cuda and not graphs
         warmup = int(cfg["warmup"]) + (rng.randint(0, int(cfg["warmup"])) if rng else 0)
-        self.synchronize()
-        start = self.event()
-        end = self.event()
-        start.record()
-        n_warm = 0
-        while True:
-            runs[n_warm % len(runs)]()
-            n_warm += 1
-            if n_warm >= warmup:
-                end.record()
-                self.synchronize()
-                if start.elapsed_time(end) >= cfg["warmup_ms"] or n_warm >= 10_000:
-                    break
-                start.record()
+        self.warm_up(runs, warmup)
         est = statistics.median(self._samples(runs, 5, device_sync))
         flush_est = statistics.median(self._samples([lambda: None], 3, False))
         n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
