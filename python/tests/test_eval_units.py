@@ -405,3 +405,53 @@ def test_warm_up_fills_warmup_ms_once_not_call_by_call(monkeypatch):
     # a call of almost nothing stops at MAX_WARMUP
     timer.cfg["warmup_ms"] = 50.0
     assert timer.warm_up([lambda: None], 10) == timing.MAX_WARMUP
+
+
+def test_waiting_for_the_gpu_gate_is_not_the_candidates_time():
+    # The worker's budget for a child's correctness calls must not run out while other
+    # candidates hold the GPU's gate (on the H200 bench a candidate ended `timeout` with
+    # "no answer within -0 s" after waiting there), and an exhausted budget names itself.
+    import threading
+    import time as _time
+
+    from ksmith.evaluator import messages
+    from ksmith.evaluator.evaluate import Budget, Run
+    from ksmith.evaluator.gate import GpuGate
+    from ksmith.evaluator.sandbox import ChildTimeout
+
+    class Child:
+        def __init__(self):
+            self.queue = [messages.Ready("trial 0"), messages.RunFailed("boom")]
+            self.timeouts = []
+
+        def receive(self, timeout_s):
+            self.timeouts.append(timeout_s)
+            return self.queue.pop(0)
+
+        def command(self, line):
+            pass
+
+    class Ev:
+        gate = GpuGate(True)
+
+    run = object.__new__(Run)
+    run.ev = Ev()
+    held = threading.Event()
+
+    def timing():
+        with Ev.gate.exclusive():
+            held.set()
+            _time.sleep(0.6)
+
+    t = threading.Thread(target=timing)
+    t.start()
+    held.wait()
+    child = Child()
+    budget = Budget(0.4, "the correctness calls (run_timeout_s)")
+    msg = run.next_file(child, None, "", "", budget)
+    t.join()
+    assert isinstance(msg, messages.RunFailed)
+    assert all(0 < x <= 0.4 for x in child.timeouts), child.timeouts
+    spent = Budget(0.0, "the verified calls (run_timeout_s)")
+    with pytest.raises(ChildTimeout, match=r"the verified calls \(run_timeout_s\): no answer within 0 s in all"):
+        spent.left()

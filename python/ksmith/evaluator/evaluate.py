@@ -427,6 +427,26 @@ class DeviceEvaluator:
                 judge.finish()
 
 
+class Budget:
+    """Seconds a child has for a series of answers, waits for the GPU's gate excluded: the gate
+    is held by other candidates, so its wait must not turn into this candidate's timeout."""
+
+    def __init__(self, seconds: float, what: str):
+        self.seconds = float(seconds)
+        self.what = what
+        self.deadline = time.monotonic() + self.seconds
+
+    def extend(self, seconds: float) -> None:
+        self.deadline += seconds
+
+    def left(self) -> float:
+        """The seconds left; raises `ChildTimeout` naming the budget once none is."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ChildTimeout(f"{self.what}: no answer within {self.seconds:.0f} s in all")
+        return left
+
+
 class Run:
     """One candidate's evaluation, as the worker drives it (see the module doc)."""
 
@@ -489,16 +509,19 @@ class Run:
             raise RuntimeError(f"unexpected message from the judge: {msg.TYPE}")
         return msg
 
-    def next_file(self, child: Child, judge: Child, dc: str, dj: str, timeout_s: float) -> messages.Message:
+    def next_file(self, child: Child, judge: Child, dc: str, dj: str, budget: Budget) -> messages.Message:
         """The harness's next message; when it is ready for a call (`messages.Ready`, after its
         ungated work), ``next`` under the shared gate, and a result file judged there (the finding
-        is recorded). Returns the message that answers."""
-        msg = child.receive(timeout_s)
+        is recorded). Returns the message that answers. Time spent waiting for the gate is not
+        the candidate's: `budget` is extended by it."""
+        msg = child.receive(budget.left())
         if not isinstance(msg, messages.Ready):
             return msg
+        waited = time.monotonic()
         with self.ev.gate.shared():
+            budget.extend(time.monotonic() - waited)
             child.command("next")
-            msg = child.receive(timeout_s)
+            msg = child.receive(budget.left())
             if isinstance(msg, messages.ResultReady):
                 finding = self.judge(judge, dc, dj, msg)
                 self.findings.add(msg.kind, finding)
@@ -522,9 +545,9 @@ class Run:
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
                 self.warnings.append("weights: seeded")
-            deadline = time.monotonic() + o["run_timeout_s"]
+            budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)")
             while True:
-                msg = self.next_file(child, judge, dc, dj, deadline - time.monotonic())
+                msg = self.next_file(child, judge, dc, dj, budget)
                 if isinstance(msg, messages.ResultReady) and self.last:
                     early = decide.early(*self.last)
                     if early:
@@ -571,8 +594,9 @@ class Run:
             if not isinstance(msg, messages.Timed):
                 return self.harness_failed(msg, child)
             timed = msg
+            budget = Budget(o["run_timeout_s"], "the verified calls (run_timeout_s)")
             for _ in range(timed.checks):
-                msg = self.next_file(child, judge, dc, dj, o["run_timeout_s"])
+                msg = self.next_file(child, judge, dc, dj, budget)
                 if not isinstance(msg, messages.ResultReady) or not self.last:
                     return self.harness_failed(msg, child)
                 early = decide.early(*self.last)

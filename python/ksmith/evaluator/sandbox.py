@@ -182,7 +182,7 @@ class Child:
             msg = self.messages.get(timeout=max(timeout_s, 0.01))
         except queue.Empty:
             self.kill()
-            raise ChildTimeout(f"no answer within {timeout_s:.0f} s") from None
+            raise ChildTimeout(f"no answer within {max(timeout_s, 0.01):.2f} s") from None
         if self.forged:
             raise ChildForged(self.forged)
         if msg is None:
