@@ -140,6 +140,11 @@ def main() -> int:
     rep.say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
     rep.say(f"hardware: {json.dumps(ev.default_hardware)}; sandbox: {json.dumps(ev.sandbox_info())}")
     rep.say(
+        "(the bench runs the evaluator in its own process, so the worker's outer sandbox, which the pool "
+        "gets from `python -m ksmith.confine`, is absent here: launcher none; every child is confined by "
+        "itself as in the pool. The outer sandbox changes what the worker sees, not the work per candidate.)"
+    )
+    rep.say(
         f"options: trials {ev.opts['trials']}, hidden_shapes {ev.opts['hidden_shapes']}, timing {ev.opts['timing']}"
     )
     rep.put("meta", {"device": a.device, "argv": sys.argv[1:], "hardware": ev.default_hardware})
@@ -289,10 +294,12 @@ def main() -> int:
             reqs.append(request(e["task"], e["candidate"], src=src))
         for task in {r["task_id"] for r in reqs}:
             ev.reference(task, task_source(task, gpu))
+        held0, timings0 = ev.gate.exclusive_s, ev.gate.exclusive_n
         t0 = time.monotonic()
         with ThreadPoolExecutor(a.concurrency) as pool:
             rs = list(pool.map(ev.evaluate, reqs))
         wall = time.monotonic() - t0
+        held, timings = ev.gate.exclusive_s - held0, ev.gate.exclusive_n - timings0
         statuses: dict[str, int] = {}
         for r in rs:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -302,9 +309,23 @@ def main() -> int:
         rep.say("## Throughput (distinct honest candidates, each compiled, references cached, timed)")
         rep.say()
         rep.say(
+            "What this measures: one worker (this process's evaluator, as one pool worker) on one GPU, "
+            f"{n} programs that differ by a comment (so each is imported and its Triton kernels compiled "
+            "afresh: no shared Triton cache entry), their task references already built, every phase "
+            "of an evaluation included (static checks, correctness trials, hidden shapes, identity "
+            "check, profile, timing with the GPU held alone, verified calls); candidates per "
+            "GPU-minute = candidates / wall minutes from the first request to the last answer."
+        )
+        rep.say()
+        rep.say(
             f"{n} candidates, {a.concurrency} in flight: {wall:.1f} s wall, **{per_min:.1f} candidates per "
             f"GPU-minute**; per candidate median {statistics.median(elapsed):.2f} s (max {max(elapsed):.2f} s); "
             f"verdicts {statuses}"
+        )
+        rep.say(
+            f"GPU held alone (timing) {held:.1f} s over {timings} timings ({held / max(timings, 1):.2f} s each, "
+            f"{held / wall:.0%} of the wall): the part that serializes candidates"
+            + ("" if gpu else " (none on the CPU, whose gate admits everyone)")
         )
         bad = [r for r in rs if r["status"] != "correct"]
         for r in bad[:3]:
@@ -317,6 +338,8 @@ def main() -> int:
                 "wall_s": wall,
                 "per_gpu_minute": per_min,
                 "median_s": statistics.median(elapsed),
+                "exclusive_s": held,
+                "timings": timings,
                 "statuses": statuses,
             },
         )

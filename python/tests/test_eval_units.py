@@ -365,6 +365,7 @@ def test_the_gpu_gate_lets_timing_run_alone():
     for t in threads:
         t.join()
     assert log.index("X+") > log.index("a-") and log.index("b+") > log.index("X-"), log
+    assert gate.exclusive_n == 1 and 0.04 < gate.exclusive_s < 1.0  # what the bench reports
     # on the CPU the gate admits everyone at once
     open_gate = GpuGate(False)
     with open_gate.exclusive(), open_gate.exclusive(), open_gate.shared():

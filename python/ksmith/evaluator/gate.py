@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 
 
@@ -25,6 +26,10 @@ class GpuGate:
         self._shared = 0
         self._exclusive = False
         self._waiting = 0
+        #: Seconds the GPU was held alone (timing), and how many times: what serializes
+        #: candidates (the bench reports it per candidate).
+        self.exclusive_s = 0.0
+        self.exclusive_n = 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -53,9 +58,12 @@ class GpuGate:
             self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
             self._waiting -= 1
             self._exclusive = True
+        start = time.monotonic()
         try:
             yield
         finally:
             with self._cond:
+                self.exclusive_s += time.monotonic() - start
+                self.exclusive_n += 1
                 self._exclusive = False
                 self._cond.notify_all()
