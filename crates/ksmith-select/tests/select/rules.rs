@@ -521,3 +521,33 @@ fn balance_applies_level_proportions_and_family_caps() {
         Some(&40)
     );
 }
+
+#[test]
+fn a_correct_repair_of_a_failed_translation_is_a_correctness_sample_without_timings() {
+    // A CPU-interpreter rollout: the first translation fails, a repair of it is correct, then an
+    // untimed optimization of the repaired program.
+    let steps = vec![
+        step("r0", "A", 0, None, Incorrect, None),
+        step("r1", "A", 1, Some("r0"), CompileError, None),
+        step("r2", "A", 2, Some("r1"), Correct, None),
+        step("r3", "A", 3, Some("r2"), Correct, None),
+    ];
+    let mut report = StageReport::new("select");
+    let out = select(
+        &steps,
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    let kinds: Vec<(String, SftKind)> = out
+        .sft
+        .iter()
+        .map(|r| (r.step_id.clone(), r.kind))
+        .collect();
+    assert_eq!(kinds, [("r2".to_string(), SftKind::Correctness)]);
+    let r2 = &out.sft[0];
+    assert_eq!(r2.parent_step_id.as_deref(), Some("r1"));
+    assert_eq!((r2.speedup, r2.parent_speedup), (None, None));
+    assert_eq!(report.dropped.get("sft/not_correct"), Some(&2), "r0, r1");
+    assert_eq!(report.dropped.get("sft/not_timed"), Some(&1), "r3");
+}

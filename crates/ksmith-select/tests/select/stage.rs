@@ -143,6 +143,20 @@ fn run_writes_tables_manifest_and_report_then_skips() {
     assert_eq!(manifest.config, cfg);
     assert_eq!(manifest.fingerprint, report.fingerprint);
     assert!(manifest.rules.iter().any(|r| r.contains("best_steps")));
+    // What each set kept and why the rest was dropped, for export to explain empty datasets.
+    assert_eq!(manifest.outcome["sft"].kept, 3);
+    assert_eq!(manifest.outcome["grpo"].kept, 1);
+    assert_eq!(
+        manifest.outcome["grpo"].dropped.get("first_step"),
+        Some(&1),
+        "{:?}",
+        manifest.outcome
+    );
+    assert_eq!(
+        manifest.outcome["grpo"].dropped.values().sum::<u64>()
+            + manifest.outcome["sft"].dropped.values().sum::<u64>(),
+        report.dropped_total()
+    );
 
     // Nothing changed: skipped. A config change: re-run.
     assert!(run(&cfg, &ctx).unwrap().skipped);
