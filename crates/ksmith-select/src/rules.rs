@@ -31,6 +31,9 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
     if step.response.trim().is_empty() {
         return SftVerdict::Drop(DropReason::EmptyResponse);
     }
+    if step.response_cut {
+        return SftVerdict::Drop(DropReason::AnswerCut);
+    }
     if step.prompt.is_empty() {
         return SftVerdict::Drop(DropReason::EmptyPrompt);
     }

@@ -21,5 +21,5 @@ pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};
-pub use steps::{EditFormat, EditOutcome, StepKind, StepRow};
+pub use steps::{EditFormat, EditOutcome, StepKind, StepRow, stored_text};
 pub use tasks::TaskRow;

@@ -71,6 +71,7 @@ fn step(
             ),
         ],
         response: format!("```python\n# answer of {id}\nclass ModelNew: pass\n```"),
+        response_cut: false,
         program: Some(format!("# program of {id}\nclass ModelNew: pass\n")),
         eval: Some(eval(status, speedup)),
         teacher: "teacher-a".into(),
@@ -550,4 +551,19 @@ fn a_correct_repair_of_a_failed_translation_is_a_correctness_sample_without_timi
     assert_eq!((r2.speedup, r2.parent_speedup), (None, None));
     assert_eq!(report.dropped.get("sft/not_correct"), Some(&2), "r0, r1");
     assert_eq!(report.dropped.get("sft/not_timed"), Some(&1), "r3");
+}
+
+#[test]
+fn a_cut_answer_is_never_an_sft_sample() {
+    let mut cut = step("x0", "A", 0, None, Correct, Some(0.9));
+    cut.response_cut = true;
+    let mut report = StageReport::new("select");
+    let out = select(
+        &[cut],
+        &[task("A", "act", 1, 0)],
+        &no_balance(),
+        &mut report,
+    );
+    assert!(out.sft.is_empty());
+    assert_eq!(report.dropped.get("sft/answer_cut"), Some(&1));
 }
