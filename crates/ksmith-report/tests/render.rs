@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use ksmith_core::evaluation::{EvalStatus, HackKind};
@@ -200,38 +200,12 @@ fn metrics_follow_the_papers_definitions() {
     assert_eq!(data.tokens, (500, 250, 0));
 }
 
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("KSMITH_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("chromium"));
-    let ok = Command::new(&path)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "headless Chromium not found ({}): run scripts/setup-chromium.sh (make test does)",
-        path.display()
-    );
-    path
-}
+#[path = "support/chromium.rs"]
+mod chromium;
 
 fn headless(dir: &Path) -> Command {
-    let mut cmd = Command::new(chromium());
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ])
-    .arg(format!(
-        "--user-data-dir={}",
-        dir.join("chrome-profile").display()
-    ));
+    let mut cmd = Command::new(chromium::chromium());
+    cmd.args(chromium::headless_args(dir));
     cmd
 }
 
