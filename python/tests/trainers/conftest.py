@@ -4,7 +4,10 @@ Every test here is marked `trainers`; `pytest python/tests` in the ksmith enviro
 collect this folder (see python/tests/conftest.py). Nothing is downloaded: the Hugging Face
 libraries run offline with private caches, the model and tokenizer are made in the test, and
 the datasets come from the real export stage (`export_fixture`), or from a work directory of a
-real run when `KSMITH_TRAINERS_DATASETS` names its `datasets/` folder.
+real run when `KSMITH_TRAINERS_DATASETS` names its `datasets/` folder (then set
+`KSMITH_TRAINERS_MODEL` to a model folder made by `support.make_tiny_model` whose
+`tokenizer.json` that export counted with, or expect the cards' settings to fit a real model's
+tokenizer only).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
-    return make_tiny_model(str(tmp_path_factory.mktemp("tiny-model")))
+    return os.environ.get("KSMITH_TRAINERS_MODEL") or make_tiny_model(str(tmp_path_factory.mktemp("tiny-model")))
 
 
 @pytest.fixture(scope="session")
