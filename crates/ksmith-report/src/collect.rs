@@ -39,6 +39,8 @@ pub struct Trajectory {
 pub struct TaskSummary {
     /// The task.
     pub task_id: String,
+    /// Its module's class name and repository (empty when `tasks.parquet` does not name them).
+    pub name: String,
     /// Its functional family (empty when `tasks.parquet` does not name it).
     pub family: String,
     /// Its difficulty level (0 when unknown).
@@ -285,6 +287,10 @@ fn entry<'a>(
         .entry(task.to_string())
         .or_insert_with(|| TaskSummary {
             task_id: task.to_string(),
+            name: known
+                .get(task)
+                .map(|t| format!("{} ({})", t.class_name, t.repo))
+                .unwrap_or_default(),
             family: known
                 .get(task)
                 .map(|t| t.family.clone())

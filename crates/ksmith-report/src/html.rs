@@ -181,15 +181,17 @@ fn tasks(h: &mut String, data: &ReportData) {
             (None, 0) => "none correct".to_string(),
             (None, _) => "not measured".to_string(),
         };
-        let ending = match (&t.ending, t.reason.is_empty()) {
-            (Some(e), true) => escape(e),
-            (Some(e), false) => format!("{}: {}", escape(e), escape(&t.reason)),
-            (None, _) => "not recorded".to_string(),
+        let ending = match &t.ending {
+            Some(e) if t.reason.is_empty() => escape(e),
+            Some(e) => format!("<span title=\"{}\">{}</span>", escape(&t.reason), escape(e)),
+            None => "not recorded".to_string(),
         };
+        let short: String = t.task_id.chars().take(8).collect();
         let _ = write!(
             h,
-            "<tr class=\"task\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{best}</td><td>{}</td><td>{ending}</td></tr>",
-            escape(&t.task_id),
+            "<tr class=\"task\"><td>{} <span class=\"muted\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{best}</td><td>{}</td><td>{ending}</td></tr>",
+            escape(&t.name),
+            escape(&short),
             escape(&t.family),
             if t.level == 0 {
                 "?".to_string()
@@ -210,13 +212,30 @@ fn tasks(h: &mut String, data: &ReportData) {
     if !stopped.is_empty() {
         h.push_str("<p id=\"aborted\">Tasks that did not finish in the last rollout (a rerun resumes them):</p><ul>");
         for t in stopped {
+            // A traceback's last line says what went wrong; the whole text is one click away.
+            let last = t
+                .reason
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or_default()
+                .trim();
             let _ = write!(
                 h,
-                "<li class=\"aborted\">{} ({}): {}</li>",
+                "<li class=\"aborted\">{} {} ({}): {}",
+                escape(&t.name),
                 escape(&t.task_id),
                 escape(t.ending.as_deref().unwrap_or_default()),
-                escape(&t.reason)
+                escape(last)
             );
+            if t.reason.trim() != last {
+                let _ = write!(
+                    h,
+                    "<details><summary>details</summary><pre>{}</pre></details>",
+                    escape(&t.reason)
+                );
+            }
+            h.push_str("</li>");
         }
         h.push_str("</ul>");
     }

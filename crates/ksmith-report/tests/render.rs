@@ -312,7 +312,9 @@ fn write_cpu_workdir(dir: &Path) {
     std::fs::write(
         dir.join("rollout/endings.json"),
         r#"{"m0": {"ending": "done", "reason": ""},
-            "m1": {"ending": "aborted", "reason": "teacher unavailable: 503 overloaded"}}"#,
+            "m1": {"ending": "aborted", "reason": "teacher unavailable: 503 overloaded"},
+            "m9": {"ending": "broken_reference",
+                   "reason": "Traceback (most recent call last):\n  File \"x.py\"\nRuntimeError: nondeterministic task\n\n"}}"#,
     )
     .unwrap();
     std::fs::create_dir_all(dir.join("datasets")).unwrap();
@@ -364,12 +366,24 @@ fn a_cpu_run_tells_its_story_without_empty_charts() {
     // No bare "no data": every empty chart is a titled line with its reason.
     assert!(!dom.contains(">no data<"));
     // The per-task table, with the aborted task and its reason.
-    assert_eq!(dom.matches("class=\"task\"").count(), 2);
+    assert_eq!(
+        dom.matches("class=\"task\"").count(),
+        3,
+        "m9 has an ending, no step"
+    );
     assert!(
-        dom.contains("aborted: teacher unavailable: 503 overloaded"),
+        dom.contains("C1 (r)"),
+        "tasks are named by class and repository"
+    );
+    assert!(
+        dom.contains("(aborted): teacher unavailable: 503 overloaded"),
         "{dom}"
     );
-    assert!(dom.contains("class=\"aborted\""));
+    assert!(
+        dom.contains("(broken_reference): RuntimeError: nondeterministic task"),
+        "{dom}"
+    );
+    assert_eq!(dom.matches("class=\"aborted\"").count(), 2);
     assert!(dom.contains("none correct") || dom.contains("not measured"));
     // Teacher retries and failures over both processes, select's drop reasons, the datasets.
     for text in [
