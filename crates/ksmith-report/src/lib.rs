@@ -23,6 +23,7 @@ mod svg;
 
 pub use collect::{ExportedDataset, LevelMetrics, ReportData, TaskSummary, Trajectory, collect};
 pub use html::render_html;
+pub use svg::escape;
 
 use std::path::{Path, PathBuf};
 

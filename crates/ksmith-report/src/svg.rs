@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 /// A named line of `(x, y)` points; `y` is `None` where the series has no value.
 pub(crate) type Series = (String, Vec<(f64, Option<f64>)>);
 
-/// Escapes text for HTML and SVG.
-pub(crate) fn escape(s: &str) -> String {
+/// Escapes text for HTML and SVG (also the review page's).
+pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use ksmith_core::tables::ReviewVerdict;
 use ksmith_core::vocabulary::Vocabulary;
 
+use ksmith_report::escape;
+
 use crate::centers::{Catalog, Center};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
@@ -14,22 +16,6 @@ section{border:1px solid #ccc;border-radius:6px;padding:0.5em 1em;margin:1em 0}\
 section.reviewed{border-color:#5a5}pre{background:#f6f6f6;padding:0.5em;overflow:auto;max-height:30em}\
 .saved{color:#262}.muted{color:#777}label{margin-right:1em}textarea{width:100%;height:3em}\
 .error{color:#a33}";
-
-/// Escapes text for HTML.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
 
 /// The whole page; `token` goes into every form (the server refuses forms without it).
 pub fn render(catalog: &Catalog, workdir: &str, token: &str) -> String {
