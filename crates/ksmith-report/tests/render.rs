@@ -209,16 +209,11 @@ fn headless(dir: &Path) -> Command {
     cmd
 }
 
-#[test]
-fn report_renders_in_headless_chromium_with_every_plot() {
-    let dir = tempfile::tempdir().unwrap();
-    write_workdir(dir.path());
-    let html = ksmith_report::write_report(dir.path(), None).unwrap();
-    let url = format!("file://{}", html.display());
-
-    let out = headless(dir.path())
+/// The DOM of `url` after Chromium rendered it.
+fn dump_dom(dir: &Path, url: &str) -> String {
+    let out = headless(dir)
         .arg("--dump-dom")
-        .arg(&url)
+        .arg(url)
         .output()
         .expect("chromium runs");
     assert!(
@@ -226,7 +221,17 @@ fn report_renders_in_headless_chromium_with_every_plot() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dom = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn report_renders_in_headless_chromium_with_every_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workdir(dir.path());
+    let html = ksmith_report::write_report(dir.path(), None).unwrap();
+    let url = format!("file://{}", html.display());
+
+    let dom = dump_dom(dir.path(), &url);
     for id in [
         "funnel",
         "families",
@@ -348,17 +353,7 @@ fn a_cpu_run_tells_its_story_without_empty_charts() {
     assert!(!data.teacher.contains_key("steps_new"));
 
     let html = ksmith_report::write_report(dir.path(), None).unwrap();
-    let out = headless(dir.path())
-        .arg("--dump-dom")
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = dump_dom(dir.path(), &format!("file://{}", html.display()));
     // No empty speedup charts: one line says why.
     assert!(!dom.contains("id=\"best-so-far\""), "empty chart rendered");
     assert!(!dom.contains("id=\"best-so-far-mean\""));

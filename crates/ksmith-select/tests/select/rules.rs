@@ -140,6 +140,13 @@ fn no_balance() -> SelectConfig {
     }
 }
 
+/// Selects from `steps` of task A (activation, level 1) without balancing.
+fn select_a(steps: &[StepView]) -> (ksmith_select::Selection, StageReport) {
+    let mut report = StageReport::new("select");
+    let out = select(steps, &[task("A", "act", 1, 0)], &no_balance(), &mut report);
+    (out, report)
+}
+
 #[test]
 fn sft_takes_correct_first_steps_and_faster_triton_steps() {
     let steps = trajectory_a();
@@ -533,13 +540,7 @@ fn a_correct_repair_of_a_failed_translation_is_a_correctness_sample_without_timi
         step("r2", "A", 2, Some("r1"), Correct, None),
         step("r3", "A", 3, Some("r2"), Correct, None),
     ];
-    let mut report = StageReport::new("select");
-    let out = select(
-        &steps,
-        &[task("A", "act", 1, 0)],
-        &no_balance(),
-        &mut report,
-    );
+    let (out, report) = select_a(&steps);
     let kinds: Vec<(String, SftKind)> = out
         .sft
         .iter()
@@ -557,13 +558,7 @@ fn a_correct_repair_of_a_failed_translation_is_a_correctness_sample_without_timi
 fn a_cut_answer_is_never_an_sft_sample() {
     let mut cut = step("x0", "A", 0, None, Correct, Some(0.9));
     cut.response_cut = true;
-    let mut report = StageReport::new("select");
-    let out = select(
-        &[cut],
-        &[task("A", "act", 1, 0)],
-        &no_balance(),
-        &mut report,
-    );
+    let (out, report) = select_a(&[cut]);
     assert!(out.sft.is_empty());
     assert_eq!(report.dropped.get("sft/answer_cut"), Some(&1));
 }
