@@ -6,6 +6,8 @@ CONFIG   ?= configs/default.toml
 WORKDIR  ?= work
 KSMITH_VENV ?= $(HOME)/.cache/ksmith/venv
 export KSMITH_VENV
+KSMITH_TRAINERS_VENV ?= $(HOME)/.cache/ksmith/trainers-venv
+export KSMITH_TRAINERS_VENV
 # No incremental state for the test and lint builds: on a fresh clone it would add gigabytes that
 # are never reused. Set CARGO_INCREMENTAL=1 in the environment to keep it while iterating.
 CARGO_INCREMENTAL ?= 0
@@ -13,13 +15,18 @@ export CARGO_INCREMENTAL
 PYTHON   := $(KSMITH_VENV)/bin/python
 KSMITH   := target/release/ksmith
 
-.PHONY: all build venv chromium sandbox dataset test test-rust test-python lint bench clean
+.PHONY: all build venv trainers chromium sandbox dataset test test-rust test-python test-trainers lint bench clean
 
 all: build
 
 ## The Python environment (torch, triton), cached outside the clone and reused.
 venv:
 	scripts/setup-python.sh
+
+## verl, TRL and OpenRLHF at the releases the dataset cards target, on top of the venv's torch
+## (python/requirements-trainers.txt; about 45 s from scratch, cached and reused).
+trainers: venv
+	scripts/setup-trainers.sh
 
 ## Headless Chromium for the report test (Debian package; needs root or sudo once).
 chromium:
@@ -36,8 +43,9 @@ build:
 dataset: venv sandbox build
 	$(KSMITH) run --config $(CONFIG) --workdir $(WORKDIR)
 
-## Every test: formatting, lints, Rust unit and integration tests, Python tests.
-test: venv chromium sandbox lint test-rust test-python
+## Every test: formatting, lints, Rust unit and integration tests, Python tests, and the
+## trainer tests (the `trainers` marker: the trainers build their datasets from each card).
+test: venv trainers chromium sandbox lint test-rust test-python test-trainers
 
 lint: venv
 	$(CARGO) fmt --all --check
@@ -50,6 +58,9 @@ test-rust:
 
 test-python:
 	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; fi
+
+test-trainers: trainers
+	$(KSMITH_TRAINERS_VENV)/bin/python -m pytest -q -m trainers python/tests/trainers
 
 ## Benchmarks; each prints a table.
 bench: venv sandbox

@@ -455,9 +455,12 @@ cpu_workers = 1
         "the correct translation is a correctness SFT sample"
     );
     let datasets = s.ctx.workdir.join("datasets");
+    // The dataset folders (besides them: export.json).
     let names: Vec<String> = std::fs::read_dir(&datasets)
         .expect("datasets written")
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert!(!names.is_empty());
     for name in &names {
@@ -471,16 +474,48 @@ cpu_workers = 1
         );
     }
 
-    // A second run with nothing changed asks the teacher nothing and re-runs nothing.
+    // On CPU nothing is timed: the performance-based GRPO rule gives no rows, so the RL formats
+    // are left out (no empty dataset), and export.json says why.
+    for rl in ["verl-rl", "trl-grpo", "openrlhf-rl"] {
+        assert!(
+            !names.contains(&rl.to_string()),
+            "{rl} written without rows"
+        );
+    }
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(datasets.join("export.json")).expect("export.json"))
+            .expect("json");
+    let why = record["omitted"]["verl-rl"]
+        .as_str()
+        .expect("verl-rl left out");
+    assert!(
+        why.contains("best_steps") && why.contains("no timings"),
+        "{why}"
+    );
+    assert!(names.contains(&"verl-sft".to_string()));
+    let first_reports: Vec<StageReport> = [
+        "extract", "probe", "dedup", "cluster", "rollout", "select", "export",
+    ]
+    .iter()
+    .map(|stage| report(dir.path(), stage))
+    .collect();
+
+    // A second run with nothing changed asks the teacher nothing and re-runs nothing; every
+    // skipped stage keeps its last real report, marked skipped.
     let s = session(dir.path(), &config);
     s.run(&ksmith_cli::stages::Stage::ALL).expect("second run");
     assert_eq!(teacher.received().len(), 5, "nothing re-asked");
-    for stage in [
-        "extract", "probe", "dedup", "cluster", "rollout", "select", "export",
-    ] {
-        assert!(
-            report(dir.path(), stage).skipped,
-            "{stage} re-ran with nothing changed"
+    for first in first_reports {
+        let again = report(dir.path(), &first.stage);
+        assert!(again.skipped, "{} re-ran with nothing changed", first.stage);
+        assert_eq!(
+            StageReport {
+                skipped: false,
+                skip_reason: None,
+                ..again
+            },
+            first,
+            "the skipped report keeps the real counts"
         );
     }
 }

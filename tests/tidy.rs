@@ -13,6 +13,7 @@ const STAGE_CRATES: &[&str] = &[
     "ksmith-evolve",
     "ksmith-select",
     "ksmith-export",
+    "ksmith-review",
 ];
 
 fn root() -> PathBuf {

@@ -4,12 +4,12 @@ Entry points (one per trainer; all share `score_answer`):
 
 - verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)` and the
   batch form `compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)`
-  (point `custom_reward_function.path` at this file; verl loads it by path, so the module works
-  both as `ksmith.reward` and as a loose file).
+  (point verl 0.9's `reward.custom_reward_function.path` at this file; verl loads it by path, so
+  the module works both as `ksmith.reward` and as a loose file).
 - TRL: `trl_reward_func(prompts, completions, ground_truth, **kwargs) -> list[float]` (the dataset's
   `ground_truth` column arrives as a keyword argument).
-- OpenRLHF: `reward_func(queries, prompts, labels, **kwargs) -> dict` (`--remote_rm_url` pointing
-  at this file imports `reward_func`).
+- OpenRLHF: `reward_func(queries, prompts, labels, **kwargs) -> dict` (OpenRLHF 0.11's
+  `--reward.remote_url` pointing at this file imports `reward_func`).
 
 What a score means (`RewardConfig`, overridable by keyword arguments, e.g. verl `reward_kwargs`):
 
@@ -51,7 +51,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 if __package__ in (None, ""):
-    # Loaded by path (verl `custom_reward_function.path`): make the `ksmith` package importable.
+    # Loaded by path (verl `reward.custom_reward_function.path`): make the `ksmith` package importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 GROUND_TRUTH_VERSION = 1
@@ -434,7 +434,8 @@ def _workers(kwargs: dict) -> int:
 
 
 def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, **kwargs) -> list[dict]:
-    """verl's batch reward (`reward_manager=batch`): scores concurrently, in input order."""
+    """Batch form of `compute_score` (verl releases with a `batch` reward manager): scores
+    concurrently, in input order."""
     cfg = RewardConfig.from_kwargs(kwargs)
     with ThreadPoolExecutor(max_workers=_workers(kwargs)) as pool:
         results = list(pool.map(lambda a: score_answer(a[0], a[1], cfg), zip(solution_strs, ground_truths)))
@@ -464,7 +465,7 @@ def trl_reward_func(prompts, completions, ground_truth, **kwargs) -> list[float]
 
 
 def reward_func(queries, prompts, labels, **kwargs) -> dict:
-    """OpenRLHF reward (`--remote_rm_url` pointing at this file). `queries` are prompt plus
+    """OpenRLHF reward (`--reward.remote_url` pointing at this file). `queries` are prompt plus
     response; the label is the ground-truth JSON. Returns `rewards`, `scores` (1 when correct,
     for dynamic filtering) and `extra_logs`."""
     import torch

@@ -81,7 +81,9 @@ def card(exported, folder) -> tuple[dict, str]:
 
 def test_every_format_is_exported_in_the_hf_layout(exported):
     names = sorted(os.listdir(exported["datasets"]))
-    assert names == sorted(FOLDERS), "no temporary folders are left behind"
+    assert names == sorted([*FOLDERS, "export.json"]), "no temporary folders are left behind"
+    record = json.load(open(os.path.join(exported["datasets"], "export.json")))
+    assert sorted(record["written"]) == sorted(FOLDERS) and record["omitted"] == {}
     for folder in FOLDERS:
         for split in ("train", "validation"):
             files = shards(exported, folder, split)
@@ -101,8 +103,8 @@ def test_pyarrow_sees_one_schema_zstd_metadata_and_small_row_groups(exported, fo
     for f in files:
         pf = pq.ParquetFile(f)
         footer = pf.metadata.metadata
-        assert footer[b"ksmith.dataset_schema_version"] == b"1.0.0"
-        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.0.0"
+        assert footer[b"ksmith.dataset_schema_version"] == b"1.1.0"
+        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.1.0"
         assert footer[b"ksmith.format"] == folder.replace("-", "_").encode()
         for g in range(pf.metadata.num_row_groups):
             rg = pf.metadata.row_group(g)
@@ -127,9 +129,9 @@ def test_datasets_loads_each_file_and_the_folder_through_the_card(exported, fold
     config = header["configs"][0]
     assert config["config_name"] == "default"
     assert {d["split"]: d["path"] for d in config["data_files"]} == {
-        "train": "data/train-*.parquet",
-        "validation": "data/validation-*.parquet",
-    }
+        split: [os.path.relpath(f, os.path.join(exported["datasets"], folder)) for f in shards(exported, folder, split)]
+        for split in ("train", "validation")
+    }, "every shard of every split is named"
     dd = datasets.load_dataset(os.path.join(exported["datasets"], folder), cache_dir=exported["cache"])
     assert set(dd.keys()) == {"train", "validation"}
     for split in ("train", "validation"):
@@ -239,3 +241,42 @@ def test_a_re_exported_folder_is_not_answered_from_the_cache_of_an_earlier_expor
         dd = datasets.load_dataset(os.path.join(workdir, "datasets", "verl-rl"), cache_dir=cache)
         counts[name] = (sum(d.num_rows for d in dd.values()), sum(summary["rows"]["grpo"].values()))
     assert counts["first"] == (4, 4) and counts["second"] == (9, 9), counts
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_dataset_info_is_complete_and_loads_without_warnings(exported, folder, caplog):
+    header, body = card(exported, folder)
+    info = header["dataset_info"]
+    files = shards(exported, folder)
+    # The features are the shards' own schema, as `datasets` reads it.
+    assert datasets.Features._from_yaml_list(info["features"]) == datasets.Features.from_arrow_schema(
+        pq.read_schema(files[0])
+    )
+    for split in info["splits"]:
+        assert {"name", "num_bytes", "num_examples"} <= set(split), split
+        assert split["num_bytes"] > 0
+        assert split["num_examples"] == expected_rows(exported, folder, split["name"])
+    assert info["dataset_size"] == sum(s["num_bytes"] for s in info["splits"])
+    with caplog.at_level("WARNING"):
+        load(exported, folder)
+    assert not [r for r in caplog.records if "dataset_info" in r.getMessage() or "malformed" in r.getMessage()], [
+        r.getMessage() for r in caplog.records
+    ]
+    # The usage names every shard file.
+    for f in files:
+        assert os.path.relpath(f, os.path.join(exported["datasets"], folder)) in body
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_card_states_lengths_that_match_the_rows(exported, folder):
+    header, body = card(exported, folder)
+    assert "## Lengths" in body and "## Trainer settings" in body
+    ds = load(exported, folder)
+    meta_key = "extra_info" if folder == "verl-rl" else "meta"
+    rows = [r[meta_key] for split in ds.values() for r in split]
+    if folder in GRPO:
+        longest = max(r["prompt_tokens"] for r in rows)
+    else:
+        longest = max(r["prompt_tokens"] + r["response_tokens"] for r in rows)
+        assert all(r["tokens"] == r["prompt_tokens"] + r["response_tokens"] for r in rows)
+    assert f"| {longest} |" in body, f"the longest sample ({longest} tokens) is in the lengths table"

@@ -89,6 +89,16 @@ pub enum Command {
         #[arg(long = "from", required = true, value_name = "DIR")]
         from: Vec<PathBuf>,
     },
+    /// Serve the review page of the cluster centers on 127.0.0.1 (accept, reject or relabel
+    /// each, with a note): annotations.parquet, which cluster uses for the task selection.
+    Review {
+        /// Options shared by every subcommand.
+        #[command(flatten)]
+        common: Common,
+        /// The port to listen on (127.0.0.1 only; 0 picks a free one).
+        #[arg(long, default_value_t = 8765)]
+        port: u16,
+    },
     /// Write a self-contained HTML report of the work directory (default: DIR/report.html).
     Report {
         /// Options shared by every subcommand.
@@ -116,6 +126,7 @@ impl Command {
             | Command::Run(c)
             | Command::Check(c)
             | Command::Report { common: c, .. }
+            | Command::Review { common: c, .. }
             | Command::Merge { common: c, .. }
             | Command::ImportTasks { common: c, .. } => c,
         }
@@ -136,6 +147,7 @@ impl Command {
             | Command::Run(_)
             | Command::Check(_)
             | Command::Report { .. }
+            | Command::Review { .. }
             | Command::Merge { .. }
             | Command::ImportTasks { .. } => None,
         }

@@ -8,6 +8,8 @@ use ksmith_core::context::StageContext;
 use ksmith_core::progress::ProgressMode;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::{StagePlan, StageRun};
+use ksmith_core::table::Table;
+use ksmith_core::tables::AnnotationRow;
 
 use crate::args::{Cli, Command, Common};
 use crate::stages::{Stage, StageConfigs};
@@ -140,6 +142,17 @@ pub fn execute(cli: &Cli) -> Result<(), Failure> {
         Command::ImportTasks { from, .. } => session.finish(crate::import_tasks::STAGE, || {
             crate::import_tasks::import_tasks(from, &session.ctx.workdir)
         }),
+        Command::Review { port, .. } => {
+            let server = ksmith_review::Server::bind(&session.ctx.workdir, *port)
+                .map_err(|e| Failure::Stage(e.into()))?;
+            print_out(&format!(
+                "review page: {} (answers go to {}; Ctrl-C stops)\n",
+                server.url(),
+                AnnotationRow::path_in(&session.ctx.workdir).display()
+            ));
+            server.serve(&|line| session.ctx.info(line));
+            Ok(())
+        }
         Command::Report { out, .. } => {
             let path = ksmith_report::write_report(&session.ctx.workdir, out.as_deref())
                 .map_err(|e| Failure::Stage(e.into()))?;

@@ -11,7 +11,9 @@
 //! the ORIGINAL embedding space. Noise keeps cluster -1 and is never a center; noise modules
 //! become tasks only with `noise_tasks = true` (they are unusual modules, worth having when the
 //! budget allows, but not representatives of anything). Family and level come from the
-//! operators the program calls ([`family`]).
+//! operators the program calls ([`family`]). An expert's review (`annotations.parquet`, from
+//! `ksmith review`), when present, is applied before tasks are chosen ([`review`]): rejected
+//! modules are no tasks and relabels replace the rules' family and level.
 //!
 //! Invariants: same input and config, same output, whatever the thread count. Entry point:
 //! [`run`].
@@ -22,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod family;
 pub mod pca;
+pub mod review;
 pub mod tasks;
 
 use std::collections::HashMap;
@@ -30,7 +33,7 @@ use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
-use ksmith_core::tables::{ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
+use ksmith_core::tables::{AnnotationRow, ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
 use ksmith_embed::Embedder;
 use rayon::prelude::*;
 
@@ -156,11 +159,13 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
     let probes_path = ProbeRow::path_in(&ctx.workdir);
     let clusters_path = ClusterRow::path_in(&ctx.workdir);
     let tasks_path = TaskRow::path_in(&ctx.workdir);
+    let annotations_path = AnnotationRow::path_in(&ctx.workdir);
     StagePlan::new(ctx, STAGE, CODE_VERSION)
         .config(cfg)
         .input(&dedup_path, "dedup")
         .input(&modules_path, "extract")
         .input(&probes_path, "probe")
+        .optional_input(&annotations_path)
         .output(&clusters_path)
         .output(&tasks_path)
         .run(|run| {
@@ -177,8 +182,13 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
                 .install(|| cluster_units(&units, embedder.as_ref(), cfg))?;
             tracker.inc(units.len() as u64);
             tracker.finish();
-            let rows = cluster_rows(&units, &result);
-            let task_rows = tasks::select(&units, &rows, cfg);
+            let mut rows = cluster_rows(&units, &result);
+            let review = match annotations_path.exists() {
+                true => review::Review::new(read_table(&annotations_path)?),
+                false => review::Review::default(),
+            };
+            review.apply(&mut rows, &mut run.report);
+            let task_rows = tasks::select(&units, &rows, cfg, &review);
             count_clusters(&result, &rows, task_rows.len(), &mut run.report);
             write_table(&clusters_path, &rows, run.fingerprint())?;
             write_table(&tasks_path, &task_rows, run.fingerprint())?;

@@ -7,18 +7,28 @@ use ksmith_embed::hashing::{hash_str, mix};
 
 use crate::Unit;
 use crate::config::ClusterConfig;
+use crate::review::Review;
 
 /// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
 type CellMember = (bool, u64, usize);
 
-/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id.
+/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id; a module
+/// the `review` rejects is never one.
 ///
 /// - `centers`: the medoid of every cluster (`selected_as = "center"`), plus every noise
 ///   module when `noise_tasks` (`"noise"`);
 /// - `all`: every unique module (`"all"`);
 /// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then
 ///   by a seeded hash of the id (`"balanced"`).
-pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<TaskRow> {
+pub fn select(
+    units: &[Unit],
+    rows: &[ClusterRow],
+    cfg: &ClusterConfig,
+    review: &Review,
+) -> Vec<TaskRow> {
+    let candidates: Vec<usize> = (0..units.len())
+        .filter(|&i| !review.rejects(&units[i].id))
+        .collect();
     let task = |i: usize, how: &str| TaskRow {
         task_id: units[i].id.clone(),
         repo: units[i].repo.clone(),
@@ -31,10 +41,11 @@ pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<T
         selected_as: how.to_string(),
     };
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
-        "all" => (0..units.len()).map(|i| task(i, "all")).collect(),
+        "all" => candidates.iter().map(|&i| task(i, "all")).collect(),
         "balanced" => {
             let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
-            for (i, r) in rows.iter().enumerate() {
+            for &i in &candidates {
+                let r = &rows[i];
                 cells
                     .entry((r.family.as_str(), r.level))
                     .or_default()
@@ -53,8 +64,9 @@ pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<T
                 .map(|i| task(i, "balanced"))
                 .collect()
         }
-        _ => (0..units.len())
-            .filter_map(|i| {
+        _ => candidates
+            .iter()
+            .filter_map(|&i| {
                 if rows[i].is_center {
                     Some(task(i, "center"))
                 } else if cfg.noise_tasks && rows[i].cluster < 0 {

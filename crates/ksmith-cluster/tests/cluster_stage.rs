@@ -399,3 +399,74 @@ fn bad_input_and_up_to_date() {
     let (rows, tasks) = run_in(dir.path(), &small_cfg(), 1);
     assert!(rows.is_empty() && tasks.is_empty());
 }
+
+#[test]
+fn an_experts_review_rejects_and_relabels_centers() {
+    use ksmith_core::tables::{AnnotationRow, ReviewVerdict};
+
+    let dir = tempfile::tempdir().unwrap();
+    write_inputs(dir.path(), 20, 3);
+    let cfg = small_cfg();
+    let (rows, tasks) = run_in(dir.path(), &cfg, 1);
+    let centers: Vec<&ClusterRow> = rows.iter().filter(|r| r.is_center).collect();
+    assert!(centers.len() >= 3, "{centers:?}");
+    let (rejected, relabelled, accepted) = (centers[0], centers[1], centers[2]);
+    let answer = |r: &ClusterRow, verdict, family: Option<&str>, level| AnnotationRow {
+        module_id: r.module_id.clone(),
+        verdict,
+        family: family.map(Into::into),
+        level,
+        note: "looked at it".into(),
+        rule_family: r.family.clone(),
+        rule_level: r.level,
+        cluster: r.cluster,
+        reviewed_at: "2026-11-24T00:00:00Z".into(),
+    };
+    let annotations = vec![
+        answer(rejected, ReviewVerdict::Reject, None, None),
+        answer(
+            relabelled,
+            ReviewVerdict::Relabel,
+            Some("expert_family"),
+            Some(3),
+        ),
+        answer(accepted, ReviewVerdict::Accept, None, None),
+    ];
+    write_table(
+        &AnnotationRow::path_in(dir.path()),
+        &annotations,
+        "review-1",
+    )
+    .unwrap();
+    // Not forced: the new annotations make the stage run again.
+    let report = run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
+    assert!(!report.skipped);
+    assert_eq!(report.counters["review_reject"], 1);
+    let after: Vec<TaskRow> = read_table(&TaskRow::path_in(dir.path())).unwrap();
+    assert_eq!(after.len(), tasks.len() - 1);
+    assert!(after.iter().all(|t| t.task_id != rejected.module_id));
+    let t = after
+        .iter()
+        .find(|t| t.task_id == relabelled.module_id)
+        .unwrap();
+    assert_eq!((t.family.as_str(), t.level), ("expert_family", 3));
+    let c: Vec<ClusterRow> = read_table(&ClusterRow::path_in(dir.path())).unwrap();
+    let r = c
+        .iter()
+        .find(|r| r.module_id == relabelled.module_id)
+        .unwrap();
+    assert_eq!(r.family_rule, "expert review");
+    let a = after
+        .iter()
+        .find(|t| t.task_id == accepted.module_id)
+        .unwrap();
+    assert_eq!(
+        (a.family.as_str(), a.level),
+        (accepted.family.as_str(), accepted.level)
+    );
+    assert!(
+        run(&cfg, &StageContext::for_tests(dir.path()))
+            .unwrap()
+            .skipped
+    );
+}

@@ -8,13 +8,13 @@
 //! 3.5 to 4.5 characters per token, so the budget is approximate within roughly 15%; set the
 //! budget with that margin.
 //!
-//! A real tokenizer (`tokenizer.json`) is not built in; a configured `tokenizer` path is refused
-//! with "built without tokenizer support". Measured cost of adding it: the `tokenizers` crate
-//! 0.22 alone (`default-features = false, features = ["onig"]`, 77 crates including the C
-//! Oniguruma build) took 254 s to build from scratch at `-j1` on this project's shared 2-core
-//! machine, before any ksmith code; that is paid on every clean build and in CI for a filter
-//! that trainers re-apply exactly at load time anyway (verl `filter_overlong_prompts`, slime
-//! `--rollout-max-prompt-len`). Exact counts belong to the trainer's own tokenizer.
+//! This counter has no real tokenizer (`tokenizer.json`): select refuses a configured
+//! `tokenizer` path with "built without tokenizer support", and core (which every crate builds)
+//! stays free of the dependency; the `tokenizers` crate with Oniguruma took 254 s to build from
+//! scratch at `-j1` on this project's shared 2-core machine. Export, which states the datasets'
+//! lengths and the trainer settings that fit them, counts with a configured `tokenizer.json`
+//! (`[export] tokenizer`: the pure-Rust build of `tokenizers`, see `ksmith_export::lengths`) and
+//! with this approximation otherwise.
 
 use crate::chat::ChatMessage;
 

@@ -109,7 +109,8 @@ mod tests {
     use crate::evaluation::{EvalStatus, HackKind, TimingMethod};
     use crate::tables::{
         DedupMethod, EditFormat, EditOutcome, GrpoSelection, ModuleReason, ModuleStatus,
-        ProbeStatus, RepoReason, RepoStatus, SftKind, SkipReason, SourceKind, Split, StepKind,
+        ProbeStatus, RepoReason, RepoStatus, ReviewVerdict, SftKind, SkipReason, SourceKind, Split,
+        StepKind,
     };
 
     /// Each name is unique, parses back, and is the serde form of its variant.
@@ -150,5 +151,6 @@ mod tests {
         check::<Split>();
         check::<SftKind>();
         check::<GrpoSelection>();
+        check::<ReviewVerdict>();
     }
 }

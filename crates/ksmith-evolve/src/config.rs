@@ -83,6 +83,11 @@ pub struct RolloutConfig {
     /// Fail the run when no teacher is configured instead of skipping the rollout stage (the
     /// nightly configuration sets it).
     pub required: bool,
+    /// Most bytes of a teacher's answer (and, separately, of its reasoning) kept in a step's
+    /// record; the rest is cut at a character boundary and the full size is recorded
+    /// (`response_bytes`, `reasoning_bytes`). The edit is always read from the whole answer;
+    /// select never makes an SFT sample of a cut answer.
+    pub max_stored_answer_bytes: usize,
 }
 
 impl Default for RolloutConfig {
@@ -121,6 +126,7 @@ impl Default for RolloutConfig {
             token_budget: 0,
             journal_sync_ms: 1000,
             required: false,
+            max_stored_answer_bytes: 262_144,
         }
     }
 }
@@ -195,12 +201,15 @@ impl RolloutConfig {
         if self.checkpoint_every == 0 {
             return bad("checkpoint_every must be at least 1".into());
         }
+        if self.max_stored_answer_bytes < 1024 {
+            return bad("max_stored_answer_bytes must be at least 1024".into());
+        }
         Ok(())
     }
 
     /// Hash of the keys that shape the search (not `iterations`, `parallel_tasks`, `max_tasks`,
-    /// `checkpoint_every`, `token_budget`, `measure`): a stored rollout is resumed only under
-    /// the same search hash.
+    /// `checkpoint_every`, `token_budget`, `measure`, `max_stored_answer_bytes`): a stored
+    /// rollout is resumed only under the same search hash.
     pub fn search_hash(&self) -> String {
         let mut c = self.clone();
         c.iterations = 0;
@@ -209,6 +218,7 @@ impl RolloutConfig {
         c.checkpoint_every = 0;
         c.token_budget = 0;
         c.measure = true;
+        c.max_stored_answer_bytes = 0;
         ksmith_core::config::section_hash(&c)
     }
 }

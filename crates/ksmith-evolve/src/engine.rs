@@ -15,7 +15,7 @@ use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatRes
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
-use ksmith_core::tables::{EditOutcome, StepKind, StepRow};
+use ksmith_core::tables::{EditOutcome, StepKind, StepRow, stored_text};
 use rand::SeedableRng;
 use rand_chacha::ChaCha12Rng;
 use serde::{Deserialize, Serialize};
@@ -346,6 +346,13 @@ impl<'a> TaskRun<'a> {
             ),
             Err(_) => (String::new(), None, None, None, 0, 0, false),
         };
+        // The edit above read the whole answer; the record keeps at most the configured bytes.
+        let cap = self.cfg.max_stored_answer_bytes;
+        let (response, response_bytes) = stored_text(response, cap);
+        let (reasoning, reasoning_bytes) = match reasoning.map(|r| stored_text(r, cap)) {
+            Some((text, bytes)) => (Some(text), bytes),
+            None => (None, 0),
+        };
         let row = StepRow {
             step_id: step_id(self.cfg.seed, &task_id, it),
             task_id: task_id.clone(),
@@ -361,7 +368,9 @@ impl<'a> TaskRun<'a> {
             system_prompt: prompt.system,
             user_prompt: prompt.user,
             response,
+            response_bytes,
             reasoning,
+            reasoning_bytes,
             finish_reason,
             teacher_model: model,
             prompt_tokens: pt,

@@ -1,7 +1,8 @@
 //! The rollout stage: every task's loop on a pool of threads, then compaction into
 //! `steps.parquet`.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -13,6 +14,7 @@ use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
 use ksmith_core::tables::{StepRow, TaskRow};
+use serde::{Deserialize, Serialize};
 
 use crate::config::RolloutConfig;
 use crate::engine::{StepAbort, TaskCounters, TaskRun, task_dir};
@@ -42,6 +44,61 @@ struct TaskOutcome {
 /// Where the per-task journals and checkpoints live.
 pub fn tasks_root(workdir: &Path) -> std::path::PathBuf {
     workdir.join("rollout").join("tasks")
+}
+
+/// The counters of a process's own work that add up over every process that worked on the same
+/// journals (a resumed rollout reports the whole rollout, not its last process).
+pub const ACCUMULATED: [&str; 8] = [
+    "steps_new",
+    "teacher_tokens_new",
+    "teacher_requests",
+    "teacher_cache_hits",
+    "teacher_retries",
+    "teacher_failures",
+    "teacher_prompt_tokens",
+    "teacher_completion_tokens",
+];
+
+/// `rollout/counters.json`: the [`ACCUMULATED`] counters summed over the processes that worked
+/// on the journals under `rollout/tasks/` (removed with them by `--force`). The report gives the
+/// sums under the counters' names, the last process's own under `last_process/<name>`, and the
+/// number of processes as `rollout_processes`. A process killed before it wrote its report adds
+/// nothing here (its steps are in the journals and counted from them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCounters {
+    /// Processes that ran the stage on these journals.
+    pub processes: u64,
+    /// Their counters, summed.
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl RunCounters {
+    /// Where they live in `workdir`.
+    pub fn path_in(workdir: &Path) -> PathBuf {
+        workdir.join("rollout").join("counters.json")
+    }
+
+    fn load(workdir: &Path) -> Self {
+        std::fs::read(Self::path_in(workdir))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// How one task's rollout ended in the last process, with the reason when it did not finish.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskEnding {
+    /// `done`, `broken_reference`, `aborted`, `stopped_by_token_budget` or `failed`.
+    pub ending: String,
+    /// Why it did not finish (empty when done).
+    pub reason: String,
+}
+
+/// `rollout/endings.json`: each task's [`TaskEnding`] in the last process, by task id (the
+/// report lists aborted tasks with the reason).
+pub fn endings_path(workdir: &Path) -> PathBuf {
+    workdir.join("rollout").join("endings.json")
 }
 
 struct Shared<'a> {
@@ -185,8 +242,12 @@ pub fn run_with_identity(
             run.report.rows_read = tasks.len() as u64;
             let root = tasks_root(&ctx.workdir);
             let _lock = lock_workdir(&ctx.workdir)?;
+            let counters_path = RunCounters::path_in(&ctx.workdir);
             if ctx.force && root.exists() {
                 std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+            }
+            if ctx.force && counters_path.exists() {
+                std::fs::remove_file(&counters_path).map_err(|e| Error::io(&counters_path, e))?;
             }
             let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
             let shared = Shared {
@@ -199,11 +260,31 @@ pub fn run_with_identity(
                 root,
             };
             let outcomes = run_tasks(&tasks, &shared, ctx);
-            let ended = collect_steps(&tasks, outcomes, &shared.root, ctx, &mut run.report)?;
+            let mut ended = collect_steps(&tasks, outcomes, &shared.root, ctx, &mut run.report)?;
             count_steps(&ended.rows, &mut run.report);
             for (name, n) in teacher.report_counters() {
-                run.report.count(name, n);
+                if ACCUMULATED.contains(&name) {
+                    *ended.this_process.entry(name.to_string()).or_default() += n;
+                } else {
+                    run.report.count(name, n);
+                }
             }
+            let mut total = RunCounters::load(&ctx.workdir);
+            total.processes += 1;
+            for (name, n) in &ended.this_process {
+                *total.counters.entry(name.clone()).or_default() += n;
+            }
+            let json = serde_json::to_vec_pretty(&total).unwrap_or_default();
+            write_bytes_atomically(&counters_path, &json)?;
+            for (name, n) in &total.counters {
+                run.report.count(name, *n);
+            }
+            for (name, n) in &ended.this_process {
+                run.report.count(&format!("last_process/{name}"), *n);
+            }
+            run.report.count("rollout_processes", total.processes);
+            let json = serde_json::to_vec_pretty(&ended.endings).unwrap_or_default();
+            write_bytes_atomically(&endings_path(&ctx.workdir), &json)?;
             if !ended.complete {
                 let incomplete = format!("{}:incomplete", run.fingerprint());
                 run.set_fingerprint(incomplete);
@@ -262,6 +343,10 @@ struct Ended {
     failure: Option<Error>,
     /// False when a task did not finish, so the output must not look up to date.
     complete: bool,
+    /// This process's [`ACCUMULATED`] counters.
+    this_process: BTreeMap<String, u64>,
+    /// How each task ended.
+    endings: BTreeMap<String, TaskEnding>,
 }
 
 /// Reads back each task's journal and counts how each task ended.
@@ -277,18 +362,38 @@ fn collect_steps(
         aborted: Vec::new(),
         failure: None,
         complete: true,
+        this_process: BTreeMap::new(),
+        endings: BTreeMap::new(),
     };
     for (task, o) in tasks.iter().zip(outcomes) {
         ended.rows.extend(read_journal(
             &task.task_id,
             &task_dir(root, &task.task_id).join("steps.jsonl"),
         )?);
-        report.count("steps_new", o.new_steps);
+        *ended.this_process.entry("steps_new".into()).or_default() += o.new_steps;
+        *ended
+            .this_process
+            .entry("teacher_tokens_new".into())
+            .or_default() += o.new_tokens;
         report.count("steps_replayed", o.replayed);
-        report.count("teacher_tokens_new", o.new_tokens);
         report.count("prompts_trimmed", o.counters.prompts_trimmed);
         report.count("prompts_over_budget", o.counters.prompts_over_budget);
         report.count("programs_migrated", o.counters.migrated);
+        let ending = |name: &str, reason: String| TaskEnding {
+            ending: name.to_string(),
+            reason,
+        };
+        let record = match &o.ending {
+            Ending::Done => ending("done", String::new()),
+            Ending::BrokenReference(m) => ending("broken_reference", m.clone()),
+            Ending::BudgetSpent => ending(
+                "stopped_by_token_budget",
+                "the run's teacher token budget is spent".into(),
+            ),
+            Ending::Aborted(m) => ending("aborted", m.clone()),
+            Ending::Failed(e) => ending("failed", e.to_string()),
+        };
+        ended.endings.insert(task.task_id.clone(), record);
         match o.ending {
             Ending::Done => report.count("tasks_done", 1),
             Ending::BrokenReference(m) => {

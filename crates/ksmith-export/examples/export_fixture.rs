@@ -8,7 +8,9 @@
 //! cargo run -q -p ksmith-export --example export_fixture -- <workdir> [<sft rows> <grpo rows>]
 //! ```
 //!
-//! Prints a JSON summary (rows per dataset and split) on stdout. Every GRPO row carries a real
+//! `KSMITH_FIXTURE_TOKENIZER=<tokenizer.json>` counts tokens with that tokenizer (the trainer
+//! tests pass the one of their test model). Prints a JSON summary (rows per dataset and split)
+//! on stdout. Every GRPO row carries a real
 //! tiny task (a scaled ReLU reference and a correct Triton parent), so the reward function can
 //! evaluate answers against it in the Triton CPU interpreter.
 
@@ -184,6 +186,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Small shards and row groups so the fixture has several of each.
         shard_rows: 6,
         row_group_rows: 4,
+        tokenizer: std::env::var_os("KSMITH_FIXTURE_TOKENIZER")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         ..Default::default()
     };
     let report = run(&cfg, &StageContext::for_tests(&workdir))?;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::formats::{DATASET_SCHEMA_VERSION, Format};
+use crate::lengths::{Fit, Lengths};
 
 /// Where the samples of one repository came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +22,32 @@ pub struct Provenance {
     pub samples: usize,
 }
 
+/// One split of a dataset as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitFiles {
+    /// `train` or `validation`.
+    pub name: String,
+    /// Rows.
+    pub rows: usize,
+    /// Its shard files, relative to the dataset folder (`data/train-00000-of-00002.parquet`).
+    pub files: Vec<String>,
+    /// Uncompressed size of its Arrow data (`dataset_info.splits[].num_bytes`).
+    pub num_bytes: u64,
+}
+
+/// What the length caps did to the samples a dataset is made from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CapsApplied {
+    /// `[export] max_prompt_tokens` (0 = none).
+    pub max_prompt_tokens: u64,
+    /// `[export] max_response_tokens` (0 = none).
+    pub max_response_tokens: u64,
+    /// Samples left out, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Samples whose prompt was cut to fit.
+    pub truncated: u64,
+}
+
 /// What a card says.
 #[derive(Debug, Clone)]
 pub struct CardInput {
@@ -30,8 +57,10 @@ pub struct CardInput {
     pub pretty_name: String,
     /// License for the YAML header.
     pub license: String,
-    /// `(split, rows, shards)`.
-    pub splits: Vec<(String, usize, usize)>,
+    /// The splits that have rows, train first.
+    pub splits: Vec<SplitFiles>,
+    /// The columns as `datasets` features (YAML lines, indented for `dataset_info`).
+    pub features: String,
     /// Rows per difficulty level.
     pub by_level: BTreeMap<i64, usize>,
     /// Rows per family.
@@ -52,6 +81,14 @@ pub struct CardInput {
     pub data_source: String,
     /// Total bytes of the Parquet files.
     pub download_size: u64,
+    /// Token lengths of the samples.
+    pub lengths: Lengths,
+    /// Trainer settings that fit them.
+    pub fit: Fit,
+    /// True when tokens were approximated (`chars / 4`).
+    pub approx: bool,
+    /// What the length caps did.
+    pub caps: CapsApplied,
 }
 
 /// A YAML/Markdown-safe double-quoted string.
@@ -127,34 +164,6 @@ fn columns(format: Format) -> &'static str {
     }
 }
 
-fn usage(format: Format) -> &'static str {
-    match format {
-        Format::VerlRl => {
-            "```bash\npython -m verl.trainer.main_ppo \\\n  data.train_files=$DS/data/train-00000-of-00001.parquet \\\n  data.val_files=$DS/data/validation-00000-of-00001.parquet \\\n  data.filter_overlong_prompts=True \\\n  custom_reward_function.path=python/ksmith/reward.py \\\n  custom_reward_function.name=compute_score\n```\n\
-             Set `KSMITH_EVAL_URL` to score answers on a remote evaluator; otherwise the reward \
-             evaluates locally (GPU when visible, else the Triton CPU interpreter, \
-             correctness-only). `reward_model.reward_manager=batch` with \
-             `custom_reward_function.name=compute_score_batch` scores a batch in one call.\n"
-        }
-        Format::TrlGrpo => {
-            "```python\nfrom datasets import load_dataset\nfrom trl import GRPOTrainer\nfrom ksmith.reward import trl_reward_func\nds = load_dataset(DS)\ntrainer = GRPOTrainer(model=..., reward_funcs=trl_reward_func, train_dataset=ds[\"train\"])\n```\n"
-        }
-        Format::OpenrlhfRl => {
-            "```bash\npython -m openrlhf.cli.train_ppo_ray --prompt_data $DS --input_key input \\\n  --label_key label --apply_chat_template --remote_rm_url python/ksmith/reward.py\n```\n\
-             (OpenRLHF imports `reward_func(queries, prompts, labels)` from that file.)\n"
-        }
-        Format::VerlSft => {
-            "```bash\ntorchrun -m verl.trainer.fsdp_sft_trainer data.multiturn.enable=true \\\n  data.multiturn.messages_key=messages data.train_files=$DS/data/train-00000-of-00001.parquet\n```\n"
-        }
-        Format::TrlSft | Format::TrlSftStandard => {
-            "```python\nfrom datasets import load_dataset\nfrom trl import SFTTrainer\nds = load_dataset(DS)\ntrainer = SFTTrainer(model=..., train_dataset=ds[\"train\"])\n```\n"
-        }
-        Format::OpenrlhfSft => {
-            "```bash\npython -m openrlhf.cli.train_sft --dataset $DS --input_key input --output_key output \\\n  --apply_chat_template\n```\n"
-        }
-    }
-}
-
 /// The card's text: the YAML header the `datasets` library reads, the description and counts,
 /// the provenance table, then the selection rules and what identifies the export.
 pub fn render(c: &CardInput) -> String {
@@ -190,25 +199,33 @@ fn front_matter(s: &mut String, c: &CardInput) {
         c.format.folder()
     );
     let _ = writeln!(s, "configs:\n- config_name: default\n  data_files:");
-    for (split, _, _) in &c.splits {
-        let _ = writeln!(
-            s,
-            "  - split: {split}\n    path: {}",
-            quoted(&format!("data/{split}-*.parquet"))
-        );
+    for split in &c.splits {
+        let _ = writeln!(s, "  - split: {}\n    path:", split.name);
+        for file in &split.files {
+            let _ = writeln!(s, "    - {}", quoted(file));
+        }
     }
     let _ = writeln!(s, "  default: true");
     // `datasets` caches a local folder under a hash of this block and the configs (not of the
     // files), so the block names the export's fingerprint: a re-exported folder is never
-    // answered from the cache of an earlier export.
+    // answered from the cache of an earlier export. Every field `datasets` reads is present
+    // (features, and per split name, num_bytes and num_examples), so no load warns that the
+    // block is malformed.
+    let dataset_size: u64 = c.splits.iter().map(|sp| sp.num_bytes).sum();
     let _ = writeln!(
         s,
-        "dataset_info:\n  config_name: default\n  description: {}\n  download_size: {}\n  splits:",
+        "dataset_info:\n  config_name: default\n  description: {}\n  features:\n{}  \
+         download_size: {}\n  dataset_size: {dataset_size}\n  splits:",
         quoted(&format!("ksmith export {}", c.fingerprint)),
+        c.features,
         c.download_size
     );
-    for (split, rows, _) in &c.splits {
-        let _ = writeln!(s, "  - name: {split}\n    num_examples: {rows}");
+    for split in &c.splits {
+        let _ = writeln!(
+            s,
+            "  - name: {}\n    num_bytes: {}\n    num_examples: {}",
+            split.name, split.num_bytes, split.rows
+        );
     }
     let _ = writeln!(s, "---\n");
 }
@@ -225,9 +242,16 @@ fn description(s: &mut String, c: &CardInput) {
          `ksmith.dataset_schema_version`).\n",
         c.format.key()
     );
-    let _ = writeln!(s, "## Counts\n\n| split | rows | shards |\n|---|---|---|");
-    for (split, rows, shards) in &c.splits {
-        let _ = writeln!(s, "| {split} | {rows} | {shards} |");
+    let _ = writeln!(s, "## Counts\n\n| split | rows | files |\n|---|---|---|");
+    for split in &c.splits {
+        let files: Vec<String> = split.files.iter().map(|f| format!("`{f}`")).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            split.name,
+            split.rows,
+            files.join(", ")
+        );
     }
     let _ = writeln!(s);
     let table = |s: &mut String, title: &str, m: &mut dyn Iterator<Item = (String, usize)>| {
@@ -253,7 +277,7 @@ fn description(s: &mut String, c: &CardInput) {
         &mut c.by_family.iter().map(|(k, v)| (k.clone(), *v)),
     );
     let _ = writeln!(s, "## Columns\n\n{}", columns(c.format));
-    let _ = writeln!(s, "## Usage\n\n{}", usage(c.format));
+    s.push_str(&crate::commands::sections(c));
     let _ = writeln!(
         s,
         "Reward routing key (`data_source`): `{}`.\n",
@@ -288,8 +312,9 @@ fn provenance_table(s: &mut String, c: &CardInput) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::lengths::Stats;
 
     fn prov(license: Option<&str>) -> Provenance {
         Provenance {
@@ -316,13 +341,43 @@ mod tests {
         assert_eq!(card_license("", &[]), "other");
     }
 
-    #[test]
-    fn the_header_lists_one_glob_per_split_and_quotes_free_text() {
-        let c = CardInput {
-            format: Format::VerlRl,
+    /// A card of `format` with `splits` (name, rows, shards).
+    pub(crate) fn card(format: Format, splits: &[(&str, usize, usize)]) -> CardInput {
+        let lengths = Lengths {
+            counter: "approx_chars_div_4".into(),
+            samples: 12,
+            prompt: Stats {
+                median: 900,
+                p99: 1190,
+                max: 1200,
+            },
+            response: Stats {
+                median: 300,
+                p99: 390,
+                max: 400,
+            },
+            total: Stats {
+                median: 1200,
+                p99: 1580,
+                max: 1600,
+            },
+        };
+        CardInput {
+            format,
             pretty_name: "Kernels: \"evolved\"".into(),
             license: "mit".into(),
-            splits: vec![("train".into(), 10, 1), ("validation".into(), 2, 1)],
+            splits: splits
+                .iter()
+                .map(|&(name, rows, shards)| SplitFiles {
+                    name: name.into(),
+                    rows,
+                    files: (0..shards)
+                        .map(|i| format!("data/{}", crate::shards::shard_name(name, i, shards)))
+                        .collect(),
+                    num_bytes: 100 * rows as u64,
+                })
+                .collect(),
+            features: "  - name: prompt\n    dtype: string\n".into(),
             by_level: BTreeMap::new(),
             by_family: BTreeMap::new(),
             by_kind: BTreeMap::new(),
@@ -333,19 +388,38 @@ mod tests {
             fingerprint: "f".into(),
             data_source: "ds".into(),
             download_size: 1234,
-        };
+            fit: if format.source() == crate::formats::Source::Grpo {
+                Fit::rl(&lengths, true)
+            } else {
+                Fit::sft(&lengths, true)
+            },
+            lengths,
+            approx: true,
+            caps: CapsApplied::default(),
+        }
+    }
+
+    #[test]
+    fn the_header_names_every_file_and_a_complete_dataset_info() {
+        let c = card(Format::VerlRl, &[("train", 10, 2), ("validation", 2, 1)]);
         let text = render(&c);
         assert!(text.starts_with("---\nlicense: mit\n"), "{text}");
         assert!(
             text.contains("pretty_name: \"Kernels: \\\"evolved\\\"\""),
             "{text}"
         );
-        assert!(text.contains("  - split: train\n    path: \"data/train-*.parquet\""));
-        assert!(text.contains("  - split: validation\n    path: \"data/validation-*.parquet\""));
+        assert!(text.contains(
+            "  - split: train\n    path:\n    - \"data/train-00000-of-00002.parquet\"\n    - \"data/train-00001-of-00002.parquet\"\n"
+        ));
+        assert!(text.contains(
+            "  - split: validation\n    path:\n    - \"data/validation-00000-of-00001.parquet\"\n"
+        ));
         assert!(text.contains("- rule one"));
-        assert!(text.contains("  description: \"ksmith export f\"\n  download_size: 1234\n"));
+        assert!(text.contains(
+            "  description: \"ksmith export f\"\n  features:\n  - name: prompt\n    dtype: string\n  download_size: 1234\n  dataset_size: 1200\n"
+        ), "{text}");
         assert!(
-            text.contains("  - name: validation\n    num_examples: 2\n---"),
+            text.contains("  - name: validation\n    num_bytes: 200\n    num_examples: 2\n---"),
             "{text}"
         );
     }

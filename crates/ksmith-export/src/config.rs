@@ -1,9 +1,11 @@
 //! The `[export]` section of the configuration.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::caps::OverLength;
 use crate::error::Error;
 use crate::formats::Format;
 
@@ -34,6 +36,23 @@ pub struct ExportConfig {
     /// License in the card's YAML; empty derives it from the samples (one license, or
     /// `other` when they differ).
     pub license: String,
+    /// Formats that must have rows: the stage fails when one of them has none. Any other
+    /// format without rows is left out (no folder), with a warning that says which selection
+    /// rule gave nothing and why.
+    pub required_formats: Vec<Format>,
+    /// A Hugging Face `tokenizer.json` (the target model's) to count tokens with for the
+    /// length statistics, the caps and the cards' trainer settings; empty counts
+    /// `ceil(chars / 4)` plus 4 per message (`approx_chars_div_4`).
+    pub tokenizer: PathBuf,
+    /// Samples whose prompt is over this many tokens are dropped or cut (`over_length`);
+    /// 0 = no cap.
+    pub max_prompt_tokens: u64,
+    /// SFT samples whose answer is over this many tokens are dropped (an answer is never cut);
+    /// 0 = no cap.
+    pub max_response_tokens: u64,
+    /// What happens to a prompt over `max_prompt_tokens`: `drop` the sample, or `truncate`
+    /// (cut its longest message in the middle, with a marker, until it fits).
+    pub over_length: OverLength,
 }
 
 impl Default for ExportConfig {
@@ -54,6 +73,11 @@ impl Default for ExportConfig {
             ]
             .into(),
             license: String::new(),
+            required_formats: Vec::new(),
+            tokenizer: PathBuf::new(),
+            max_prompt_tokens: 0,
+            max_response_tokens: 0,
+            over_length: OverLength::Drop,
         }
     }
 }
@@ -90,6 +114,16 @@ impl ExportConfig {
         }
         if self.data_source.trim().is_empty() {
             return bad("data_source", "must not be empty".to_string());
+        }
+        if let Some(f) = self
+            .required_formats
+            .iter()
+            .find(|f| !self.formats.contains(f))
+        {
+            return bad(
+                "required_formats",
+                format!("`{}` is required but not in `formats`", f.key()),
+            );
         }
         for (dtype, [atol, rtol]) in &self.tolerances {
             if !(atol.is_finite() && rtol.is_finite() && *atol >= 0.0 && *rtol >= 0.0) {
@@ -152,6 +186,14 @@ mod tests {
                 },
                 "tolerances",
             ),
+            (
+                ExportConfig {
+                    formats: vec![Format::VerlSft],
+                    required_formats: vec![Format::VerlRl],
+                    ..Default::default()
+                },
+                "required_formats",
+            ),
         ];
         for (cfg, key) in cases {
             let err = cfg.validate().unwrap_err().to_string();
@@ -171,6 +213,11 @@ row_group_rows = 1000
 zstd_level = 3
 tolerances = { float32 = [1e-4, 1e-4], float64 = [1e-4, 1e-4], float16 = [1e-2, 1e-2], bfloat16 = [1e-2, 1e-2] }
 license = ""
+required_formats = []
+tokenizer = ""
+max_prompt_tokens = 0
+max_response_tokens = 0
+over_length = "drop"
 "#;
 
     #[test]

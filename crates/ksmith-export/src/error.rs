@@ -32,6 +32,22 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The configured tokenizer cannot be loaded.
+    #[error("[export] tokenizer: {}: cannot load the tokenizer: {message}", path.display())]
+    Tokenizer {
+        /// The `tokenizer.json` file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A format listed in `required_formats` has no rows.
+    #[error("dataset {dataset}: required (`[export] required_formats`) but has no rows: {reason}")]
+    RequiredFormatEmpty {
+        /// The dataset (folder name).
+        dataset: String,
+        /// Which rule gave nothing, and why.
+        reason: String,
+    },
     /// A missing input, a thread pool that cannot start, or table, side file or report I/O
     /// (the stage contract's errors).
     #[error(transparent)]

@@ -21,9 +21,10 @@ use ksmith_core::tables::{GrpoRow, SftRow};
 
 use crate::config::ExportConfig;
 use crate::ground_truth::{ENTRY_POINT, GroundTruth};
+use crate::lengths::SampleLength;
 
 /// Version of the exported schemas, written into every file's metadata and every card.
-pub const DATASET_SCHEMA_VERSION: &str = "1.0.0";
+pub const DATASET_SCHEMA_VERSION: &str = "1.1.0";
 
 /// A dataset format (one folder under `<workdir>/datasets/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -159,8 +160,10 @@ pub struct GrpoInfo {
     pub hardware: String,
     /// The class the answer must define.
     pub entry_point: String,
-    /// Prompt tokens.
+    /// Prompt tokens, the chat template's share included.
     pub prompt_tokens: i64,
+    /// Tokens of the current program (an answer rewrites it).
+    pub current_program_tokens: i64,
     /// How tokens were counted.
     pub token_counter: String,
     /// Source repository.
@@ -196,8 +199,12 @@ pub struct SftInfo {
     pub level: i64,
     /// Cluster (-1 = noise).
     pub cluster: i64,
-    /// Tokens of the conversation.
+    /// Tokens of the conversation (prompt and answer).
     pub tokens: i64,
+    /// Tokens of the prompt (system and user messages), the chat template's share included.
+    pub prompt_tokens: i64,
+    /// Tokens of the answer.
+    pub response_tokens: i64,
     /// How tokens were counted.
     pub token_counter: String,
     /// Speedup of the answer's program over eager, when timed.
@@ -298,8 +305,17 @@ pub struct OpenrlhfSftRow {
     pub meta: SftInfo,
 }
 
+/// How a sample was measured: its lengths and the counter's name.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured<'a> {
+    /// The sample's lengths.
+    pub length: SampleLength,
+    /// The counter's name.
+    pub counter: &'a str,
+}
+
 /// The lineage of a GRPO row at `index` within its split.
-pub fn grpo_info(row: &GrpoRow, index: usize) -> GrpoInfo {
+pub fn grpo_info(row: &GrpoRow, index: usize, m: Measured<'_>) -> GrpoInfo {
     GrpoInfo {
         index: index as i64,
         split: row.split.as_str().to_string(),
@@ -318,8 +334,9 @@ pub fn grpo_info(row: &GrpoRow, index: usize) -> GrpoInfo {
         eager_runtime_ms: row.eager_runtime_ms,
         hardware: row.hardware.clone(),
         entry_point: ENTRY_POINT.to_string(),
-        prompt_tokens: row.prompt_tokens as i64,
-        token_counter: row.token_counter.clone(),
+        prompt_tokens: m.length.prompt as i64,
+        current_program_tokens: m.length.response as i64,
+        token_counter: m.counter.to_string(),
         repo: row.repo.clone(),
         license: row.license.clone(),
         schema_version: DATASET_SCHEMA_VERSION.to_string(),
@@ -327,7 +344,7 @@ pub fn grpo_info(row: &GrpoRow, index: usize) -> GrpoInfo {
 }
 
 /// The lineage of an SFT row at `index` within its split.
-pub fn sft_info(row: &SftRow, index: usize) -> SftInfo {
+pub fn sft_info(row: &SftRow, index: usize, m: Measured<'_>) -> SftInfo {
     SftInfo {
         index: index as i64,
         split: row.split.as_str().to_string(),
@@ -340,8 +357,10 @@ pub fn sft_info(row: &SftRow, index: usize) -> SftInfo {
         family: row.family.clone(),
         level: i64::from(row.level),
         cluster: i64::from(row.cluster),
-        tokens: row.tokens as i64,
-        token_counter: row.token_counter.clone(),
+        tokens: (m.length.prompt + m.length.response) as i64,
+        prompt_tokens: m.length.prompt as i64,
+        response_tokens: m.length.response as i64,
+        token_counter: m.counter.to_string(),
         speedup: row.speedup,
         parent_speedup: row.parent_speedup,
         teacher: row.teacher.clone(),
@@ -361,7 +380,7 @@ fn prompt_and_answer(row: &SftRow) -> (Vec<Message>, Vec<Message>) {
 }
 
 /// The verl RL row of `row`.
-pub fn verl_rl(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> VerlRlRow {
+pub fn verl_rl(row: &GrpoRow, meta: GrpoInfo, cfg: &ExportConfig) -> VerlRlRow {
     VerlRlRow {
         data_source: cfg.data_source.clone(),
         prompt: messages(&row.prompt),
@@ -370,50 +389,50 @@ pub fn verl_rl(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> VerlRlRow {
             style: "rule".to_string(),
             ground_truth: GroundTruth::of(row, &cfg.tolerances).to_json(),
         },
-        extra_info: grpo_info(row, index),
+        extra_info: meta,
     }
 }
 
 /// The TRL GRPO row of `row`.
-pub fn trl_grpo(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> TrlGrpoRow {
+pub fn trl_grpo(row: &GrpoRow, meta: GrpoInfo, cfg: &ExportConfig) -> TrlGrpoRow {
     TrlGrpoRow {
         prompt: messages(&row.prompt),
         ground_truth: GroundTruth::of(row, &cfg.tolerances).to_json(),
         data_source: cfg.data_source.clone(),
-        meta: grpo_info(row, index),
+        meta,
     }
 }
 
 /// The OpenRLHF prompt row of `row`.
-pub fn openrlhf_rl(row: &GrpoRow, index: usize, cfg: &ExportConfig) -> OpenrlhfRlRow {
+pub fn openrlhf_rl(row: &GrpoRow, meta: GrpoInfo, cfg: &ExportConfig) -> OpenrlhfRlRow {
     OpenrlhfRlRow {
         input: messages(&row.prompt),
         label: GroundTruth::of(row, &cfg.tolerances).to_json(),
         datasource: cfg.data_source.clone(),
-        meta: grpo_info(row, index),
+        meta,
     }
 }
 
 /// The verl SFT row of `row`.
-pub fn verl_sft(row: &SftRow, index: usize) -> VerlSftRow {
+pub fn verl_sft(row: &SftRow, meta: SftInfo) -> VerlSftRow {
     VerlSftRow {
         messages: messages(&row.messages),
-        meta: sft_info(row, index),
+        meta,
     }
 }
 
 /// The TRL conversational SFT row of `row`.
-pub fn trl_sft(row: &SftRow, index: usize) -> TrlSftRow {
+pub fn trl_sft(row: &SftRow, meta: SftInfo) -> TrlSftRow {
     let (prompt, completion) = prompt_and_answer(row);
     TrlSftRow {
         prompt,
         completion,
-        meta: sft_info(row, index),
+        meta,
     }
 }
 
 /// The TRL standard SFT row of `row`: the prompt messages' texts joined by a blank line.
-pub fn trl_sft_standard(row: &SftRow, index: usize) -> TrlSftStandardRow {
+pub fn trl_sft_standard(row: &SftRow, meta: SftInfo) -> TrlSftStandardRow {
     let (prompt, completion) = prompt_and_answer(row);
     TrlSftStandardRow {
         prompt: prompt
@@ -426,16 +445,16 @@ pub fn trl_sft_standard(row: &SftRow, index: usize) -> TrlSftStandardRow {
             .map(|m| m.content)
             .collect::<Vec<_>>()
             .join("\n\n"),
-        meta: sft_info(row, index),
+        meta,
     }
 }
 
 /// The OpenRLHF SFT row of `row`.
-pub fn openrlhf_sft(row: &SftRow, index: usize) -> OpenrlhfSftRow {
+pub fn openrlhf_sft(row: &SftRow, meta: SftInfo) -> OpenrlhfSftRow {
     let (input, output) = prompt_and_answer(row);
     OpenrlhfSftRow {
         input,
         output,
-        meta: sft_info(row, index),
+        meta,
     }
 }

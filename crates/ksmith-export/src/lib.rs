@@ -1,42 +1,58 @@
 //! Export: writes the selected samples as Parquet datasets in the trainers' own schemas.
 //!
 //! Input: `sft.parquet` (`SftRow`), `grpo.parquet` (`GrpoRow`), `selection.json` (the rules
-//! select applied) and, when present, `repos.parquet` (`RepoRow`, for pinned commits in the
-//! cards). Output: one folder per configured [`Format`] under `<workdir>/datasets/`, in the
-//! Hugging Face layout: `data/train-0000i-of-0000N.parquet`, `data/validation-...` (zstd, one
-//! fixed schema across shards and splits, schema version in the metadata) and a `README.md`
-//! dataset card whose YAML `configs` header lets `datasets.load_dataset(<folder>)` find the
-//! splits. The reward function trainers call lives in `python/ksmith/reward.py` and reads the
-//! [`ground_truth::GroundTruth`] JSON these datasets carry.
+//! select applied and what they kept) and, when present, `repos.parquet` (`RepoRow`, for pinned
+//! commits in the cards). Output: one folder per configured [`Format`] that has rows under
+//! `<workdir>/datasets/`, in the Hugging Face layout: `data/train-0000i-of-0000N.parquet`,
+//! `data/validation-...` (zstd, one fixed schema across shards and splits, schema version in the
+//! metadata) and a `README.md` dataset card whose YAML header (`configs` naming every file, a
+//! complete `dataset_info`) lets `datasets.load_dataset(<folder>)` load the splits; plus
+//! `datasets/export.json` ([`record::ExportRecord`]). Every sample is measured in tokens
+//! ([`lengths`]: a configured `tokenizer.json`, else `chars / 4`), the configured caps drop or cut
+//! over-long samples ([`caps`]), and each card states the lengths and the trainer settings that
+//! fit them with a command line per trainer ([`commands`]). The reward function trainers call
+//! lives in `python/ksmith/reward.py` and reads the [`ground_truth::GroundTruth`] JSON these
+//! datasets carry.
 //!
 //! Invariants: a dataset folder is replaced atomically (written under a temporary name, then
 //! renamed); a re-run with unchanged inputs and config does nothing; a split without rows is
-//! left out of the files and the card (the `datasets` library cannot load an empty split),
-//! except that a dataset with no rows at all keeps one empty train shard for its schema.
-//! Entry point: [`run`].
+//! left out of the files and the card, and a format without rows gets no folder at all (an
+//! earlier one is removed), a warning saying which selection rule gave nothing and why, and a
+//! stage error only when `required_formats` names it. Entry point: [`run`].
 #![deny(missing_docs)]
 
+pub mod caps;
 pub mod card;
+pub mod commands;
 pub mod config;
 pub mod error;
+pub mod features;
 pub mod formats;
 pub mod ground_truth;
 pub mod layout;
+pub mod lengths;
+pub mod record;
 pub mod shards;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
 use ksmith_core::ids::content_id;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
-use ksmith_core::table::{META_FINGERPRINT, Table, read_table};
+use ksmith_core::table::{META_FINGERPRINT, Table, read_table, write_bytes_atomically};
 use ksmith_core::tables::{GrpoRow, RepoRow, SftRow, Split};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::caps::{Capped, cap_grpo, cap_sft};
+use crate::formats::{Measured, Source};
+use crate::lengths::{Fit, Lengths, SampleLength, TokenCounter};
+use crate::record::{ExportRecord, WrittenDataset};
 
 pub use config::ExportConfig;
 pub use error::Error;
@@ -45,18 +61,32 @@ pub use formats::{DATASET_SCHEMA_VERSION, Format};
 /// The stage's name.
 pub const STAGE: &str = "export";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// Metadata key of the exported schema version.
 pub const META_DATASET_SCHEMA_VERSION: &str = "ksmith.dataset_schema_version";
 /// Metadata key of the format.
 pub const META_FORMAT: &str = "ksmith.format";
 
+/// What one set of select kept and dropped, as `selection.json` records it.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+struct SetOutcome {
+    kept: u64,
+    dropped: BTreeMap<String, u64>,
+}
+
 /// The selection manifest written by select (`selection.json`), as far as export reads it.
 #[derive(Debug, Clone, serde::Deserialize)]
 struct Manifest {
     config_hash: String,
     rules: Vec<String>,
+    /// The `[select]` section; export reads `grpo_rule` to name the rule in its messages.
+    #[serde(default)]
+    config: serde_json::Value,
+    #[serde(default)]
+    outcome: BTreeMap<String, SetOutcome>,
+    #[serde(default)]
+    steps_correct_untimed: u64,
 }
 
 /// Where the datasets go in `workdir`.
@@ -81,13 +111,14 @@ fn first_shard(dir: &Path) -> Option<PathBuf> {
     names.into_iter().next()
 }
 
-fn by_split<T>(rows: &[T], split: impl Fn(&T) -> Split) -> [(Split, Vec<&T>); 2] {
+/// The indices of `rows` in each split.
+fn by_split<T>(rows: &[T], split: impl Fn(&T) -> Split) -> [(Split, Vec<usize>); 2] {
     let mut train = Vec::new();
     let mut validation = Vec::new();
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         match split(r) {
-            Split::Train => train.push(r),
-            Split::Validation => validation.push(r),
+            Split::Train => train.push(i),
+            Split::Validation => validation.push(i),
         }
     }
     [(Split::Train, train), (Split::Validation, validation)]
@@ -102,17 +133,17 @@ fn count<K: Ord>(xs: Vec<K>) -> BTreeMap<K, usize> {
     m
 }
 
-/// Converts each split's rows with `f(row, index within the split)`.
-fn map_splits<S, T>(
-    splits: &[(Split, Vec<&S>); 2],
-    f: impl Fn(&S, usize) -> T,
+/// Converts each split's rows with `f(row index, index within the split)`.
+fn map_splits<T>(
+    splits: &[(Split, Vec<usize>); 2],
+    f: impl Fn(usize, usize) -> T,
 ) -> Vec<(Split, Vec<T>)> {
     splits
         .iter()
         .map(|(split, rows)| {
             (
                 *split,
-                rows.iter().enumerate().map(|(i, r)| f(r, i)).collect(),
+                rows.iter().enumerate().map(|(i, &r)| f(r, i)).collect(),
             )
         })
         .collect()
@@ -120,10 +151,12 @@ fn map_splits<S, T>(
 
 /// What one dataset's splits became.
 struct Written {
-    /// `(split, rows, shards)`.
-    splits: Vec<(String, usize, usize)>,
+    /// The splits that have rows, train first.
+    splits: Vec<card::SplitFiles>,
     /// Total bytes of the files.
     bytes: u64,
+    /// The columns as `datasets` features (YAML).
+    features: String,
 }
 
 /// Writes the splits of one dataset into `staged`.
@@ -132,24 +165,38 @@ fn write_splits<T: Serialize + DeserializeOwned>(
     splits: Vec<(Split, Vec<T>)>,
     opts: &shards::ShardOptions,
 ) -> Result<Written, Error> {
+    let fields = shards::fields_of::<T>(&opts.dataset)?;
+    let features = features::yaml(&fields, 2).map_err(|message| Error::Write {
+        dataset: opts.dataset.clone(),
+        path: staged.join("README.md"),
+        message,
+    })?;
     let mut out = Written {
         splits: Vec::new(),
         bytes: 0,
+        features,
     };
     // The `datasets` library refuses a split without rows ("corresponds to no data"), so an
-    // empty split is left out; when every split is empty, an empty train shard keeps the
-    // schema readable.
-    let all_empty = splits.iter().all(|(_, rows)| rows.is_empty());
+    // empty split is left out.
     for (split, rows) in splits {
-        if rows.is_empty() && !(all_empty && split == Split::Train) {
+        if rows.is_empty() {
             continue;
         }
         let files = shards::write_split(&staged.join("data"), split.as_str(), &rows, opts)?;
-        for (path, _) in &files {
-            out.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let mut names = Vec::with_capacity(files.len());
+        let mut num_bytes = 0;
+        for f in &files {
+            out.bytes += std::fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0);
+            num_bytes += f.arrow_bytes;
+            let name = f.path.file_name().map(|n| n.to_string_lossy().into_owned());
+            names.push(format!("data/{}", name.unwrap_or_default()));
         }
-        out.splits
-            .push((split.as_str().to_string(), rows.len(), files.len()));
+        out.splits.push(card::SplitFiles {
+            name: split.as_str().to_string(),
+            rows: rows.len(),
+            files: names,
+            num_bytes,
+        });
     }
     Ok(out)
 }
@@ -175,18 +222,55 @@ fn provenance(rows: &[(String, Option<String>)], repos: &[RepoRow]) -> Vec<card:
         .collect()
 }
 
+/// The samples of one set after the caps, with their statistics and settings.
+struct Measure<T> {
+    capped: Capped<T>,
+    lengths: Lengths,
+    fit: Fit,
+}
+
+impl<T> Measure<T> {
+    fn new(capped: Capped<T>, counter: &TokenCounter, source: Source) -> Self {
+        let lengths = Lengths::of(&counter.name(), &capped.lengths);
+        let fit = match source {
+            Source::Sft => Fit::sft(&lengths, counter.is_approx()),
+            Source::Grpo => Fit::rl(&lengths, counter.is_approx()),
+        };
+        Measure {
+            capped,
+            lengths,
+            fit,
+        }
+    }
+}
+
 /// What every format's dataset is made from.
 struct Inputs<'a> {
     cfg: &'a ExportConfig,
     ctx: &'a StageContext,
-    sft: &'a [SftRow],
-    grpo: &'a [GrpoRow],
+    sft: Measure<SftRow>,
+    grpo: Measure<GrpoRow>,
+    counter: String,
+    approx: bool,
     repos: &'a [RepoRow],
     manifest: &'a Manifest,
     export_hash: &'a str,
-    fingerprint: &'a str,
+    fingerprint: String,
     /// `<workdir>/datasets`.
     datasets: PathBuf,
+}
+
+/// The content hash of the configured tokenizer file ("" when none), so a changed tokenizer
+/// re-runs the export.
+fn tokenizer_hash(cfg: &ExportConfig) -> Result<String, Error> {
+    if cfg.tokenizer.as_os_str().is_empty() {
+        return Ok(String::new());
+    }
+    let bytes = std::fs::read(&cfg.tokenizer).map_err(|e| Error::Tokenizer {
+        path: cfg.tokenizer.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(content_id(bytes))
 }
 
 /// Runs the export stage in `ctx.workdir`.
@@ -196,6 +280,7 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     let grpo_path = GrpoRow::path_in(&ctx.workdir);
     let manifest_path = ctx.workdir.join("selection.json");
     let repos_path = RepoRow::path_in(&ctx.workdir);
+    let datasets = datasets_dir(&ctx.workdir);
     let plan = StagePlan::new(ctx, STAGE, CODE_VERSION)
         .require(&sft_path, "select")
         .require(&grpo_path, "select")
@@ -214,13 +299,25 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
         .optional_input(&sft_path)
         .optional_input(&grpo_path)
         .optional_input(&repos_path)
-        .part("selection.json", &content_id(&manifest_bytes));
-    // Each dataset is up to date when its first shard carries the fingerprint; a dataset
-    // without shards is checked through its folder, which carries none.
+        .part("selection.json", &content_id(&manifest_bytes))
+        .part("tokenizer", &tokenizer_hash(cfg)?);
+    // Each dataset is up to date when its first shard carries the fingerprint (a folder without
+    // shards carries none); a format the last export left out for lack of rows is up to date
+    // when the record of that export carries the fingerprint.
+    let fingerprint = plan.fingerprint();
+    let last = ExportRecord::load(&datasets).filter(|r| r.fingerprint == fingerprint);
     for format in &cfg.formats {
+        let folder = format.folder();
+        if last
+            .as_ref()
+            .is_some_and(|r| r.omitted.contains_key(&folder))
+        {
+            continue;
+        }
         let dir = dataset_dir(&ctx.workdir, *format);
         plan = plan.output(&first_shard(&dir).unwrap_or(dir));
     }
+    plan = plan.output_file(&ExportRecord::path_in(&datasets));
     plan.run(|run| {
         let sft: Vec<SftRow> = read_table(&sft_path)?;
         let grpo: Vec<GrpoRow> = read_table(&grpo_path)?;
@@ -234,23 +331,73 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             Vec::new()
         };
         run.report.rows_read = (sft.len() + grpo.len()) as u64;
-        let datasets = datasets_dir(&ctx.workdir);
         std::fs::create_dir_all(&datasets).map_err(|e| ksmith_core::Error::io(&datasets, e))?;
+        let counter = TokenCounter::load(&cfg.tokenizer)?;
+        let pool = run.pool()?;
+        let started = Instant::now();
+        let (sft, grpo) = pool.install(|| {
+            (
+                Measure::new(cap_sft(&sft, &counter, cfg), &counter, Source::Sft),
+                Measure::new(cap_grpo(&grpo, &counter, cfg), &counter, Source::Grpo),
+            )
+        });
+        run.report
+            .count("token_count_ms", started.elapsed().as_millis() as u64);
+        count_measures(&sft, &grpo, &mut run.report);
         let inputs = Inputs {
             cfg,
             ctx,
-            sft: &sft,
-            grpo: &grpo,
+            sft,
+            grpo,
+            counter: counter.name(),
+            approx: counter.is_approx(),
             repos: &repos,
             manifest: &manifest,
             export_hash: &export_hash,
-            fingerprint: run.fingerprint(),
-            datasets,
+            fingerprint: run.fingerprint().to_string(),
+            datasets: datasets.clone(),
         };
-        let tracker = ctx.tracker(STAGE, Some(cfg.formats.len() as u64));
+        let (to_write, omitted) = plan_formats(&inputs);
+        let mut record = ExportRecord {
+            fingerprint: run.fingerprint().to_string(),
+            token_counter: inputs.counter.clone(),
+            ..Default::default()
+        };
+        let mut required = Vec::new();
+        for (format, reason) in &omitted {
+            let folder = format.folder();
+            ctx.warn(format!(
+                "export: {folder} left out: {reason}{}",
+                if cfg.required_formats.contains(format) {
+                    ""
+                } else {
+                    " (not in [export] required_formats, so the stage goes on)"
+                }
+            ));
+            run.report.count(&format!("omitted/{folder}"), 1);
+            remove_dataset(&inputs, *format)?;
+            if cfg.required_formats.contains(format) {
+                required.push(Error::RequiredFormatEmpty {
+                    dataset: folder.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            record.omitted.insert(folder, reason.clone());
+        }
+        if !required.is_empty() {
+            // The written datasets must not look up to date: a rerun fails the same way.
+            let incomplete = format!("{}:incomplete", run.fingerprint());
+            run.set_fingerprint(incomplete.clone());
+            record.fingerprint = incomplete;
+        }
+        let inputs = Inputs {
+            fingerprint: run.fingerprint().to_string(),
+            ..inputs
+        };
+        let tracker = ctx.tracker(STAGE, Some(to_write.len() as u64));
         // Formats are independent: each is written and published by one thread.
-        let results: Vec<(Format, Result<Written, Error>)> = run.pool()?.install(|| {
-            cfg.formats
+        let results: Vec<(Format, Result<Written, Error>)> = pool.install(|| {
+            to_write
                 .par_iter()
                 .map(|&format| {
                     let result = export_format(&inputs, format);
@@ -262,13 +409,158 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
         tracker.finish();
         for (format, result) in results {
             let written = result?;
-            for (split, rows, _) in &written.splits {
+            let folder = format.folder();
+            let m = measure_of(&inputs, format);
+            let mut entry = WrittenDataset {
+                splits: BTreeMap::new(),
+                files: BTreeMap::new(),
+                lengths: m.0.clone(),
+                fit: m.1,
+            };
+            for split in &written.splits {
                 run.report
-                    .count(&format!("{}/{split}", format.folder()), *rows as u64);
-                run.report.rows_written += *rows as u64;
+                    .count(&format!("{folder}/{}", split.name), split.rows as u64);
+                run.report.rows_written += split.rows as u64;
+                entry.splits.insert(split.name.clone(), split.rows as u64);
+                entry.files.insert(split.name.clone(), split.files.clone());
             }
+            record.written.insert(folder, entry);
+        }
+        let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
+        write_bytes_atomically(&ExportRecord::path_in(&datasets), &json)?;
+        for e in required {
+            run.fail_after_report(e);
         }
         Ok(())
+    })
+}
+
+/// The report's counts of the caps and the lengths: `<set>/<reason>` drops, `<set>_truncated`,
+/// and `<set>_<prompt|response|total>_tokens_<median|p99|max>`.
+fn count_measures(sft: &Measure<SftRow>, grpo: &Measure<GrpoRow>, report: &mut StageReport) {
+    let sets: [(&str, &BTreeMap<&str, u64>, u64, &Lengths); 2] = [
+        (
+            "sft",
+            &sft.capped.dropped,
+            sft.capped.truncated,
+            &sft.lengths,
+        ),
+        (
+            "grpo",
+            &grpo.capped.dropped,
+            grpo.capped.truncated,
+            &grpo.lengths,
+        ),
+    ];
+    for (set, dropped, truncated, lengths) in sets {
+        for (reason, n) in dropped {
+            *report.dropped.entry(format!("{set}/{reason}")).or_default() += n;
+        }
+        report.count(&format!("{set}_truncated"), truncated);
+        for (part, st) in [
+            ("prompt", lengths.prompt),
+            ("response", lengths.response),
+            ("total", lengths.total),
+        ] {
+            report.count(&format!("{set}_{part}_tokens_median"), st.median);
+            report.count(&format!("{set}_{part}_tokens_p99"), st.p99);
+            report.count(&format!("{set}_{part}_tokens_max"), st.max);
+        }
+    }
+}
+
+/// The lengths and settings of the set `format` is made from.
+fn measure_of<'a>(inputs: &'a Inputs<'_>, format: Format) -> (&'a Lengths, Fit) {
+    match format.source() {
+        Source::Sft => (&inputs.sft.lengths, inputs.sft.fit),
+        Source::Grpo => (&inputs.grpo.lengths, inputs.grpo.fit),
+    }
+}
+
+/// The formats to write, and those left out for lack of rows with the reason.
+fn plan_formats(inputs: &Inputs<'_>) -> (Vec<Format>, Vec<(Format, String)>) {
+    let mut write = Vec::new();
+    let mut omitted = Vec::new();
+    for &format in &inputs.cfg.formats {
+        let source = format.source();
+        let rows = match source {
+            Source::Sft => inputs.sft.capped.rows.len(),
+            Source::Grpo => inputs.grpo.capped.rows.len(),
+        };
+        if rows > 0 {
+            write.push(format);
+        } else {
+            omitted.push((format, why_empty(inputs, source)));
+        }
+    }
+    (write, omitted)
+}
+
+/// Which rule gave no rows for `source`, and why.
+fn why_empty(inputs: &Inputs<'_>, source: Source) -> String {
+    let (set, caps) = match source {
+        Source::Sft => ("sft", &inputs.sft.capped.dropped),
+        Source::Grpo => ("grpo", &inputs.grpo.capped.dropped),
+    };
+    let capped: u64 = caps.values().sum();
+    if capped > 0 {
+        let reasons: Vec<String> = caps.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        return format!(
+            "no rows: the [export] length caps left out all {capped} selected samples ({})",
+            reasons.join(", ")
+        );
+    }
+    let m = inputs.manifest;
+    let rule = match source {
+        Source::Sft => "SFT rules (correctness, performance)".to_string(),
+        Source::Grpo => format!(
+            "GRPO rule `{}`",
+            m.config
+                .get("grpo_rule")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+        ),
+    };
+    let Some(outcome) = m.outcome.get(set) else {
+        return format!("no rows: select's {rule} selected nothing");
+    };
+    let mut dropped: Vec<(&String, &u64)> = outcome.dropped.iter().collect();
+    dropped.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let reasons: Vec<String> = dropped.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let mut text = format!(
+        "no rows: select's {rule} kept {} (steps dropped: {})",
+        outcome.kept,
+        if reasons.is_empty() {
+            "none; the rollout recorded no steps".to_string()
+        } else {
+            reasons.join(", ")
+        }
+    );
+    let timing = ["not_timed", "parent_not_timed"];
+    if m.steps_correct_untimed > 0 && outcome.dropped.keys().any(|k| timing.contains(&k.as_str())) {
+        text.push_str(&format!(
+            "; {} correct steps have no timings (CPU evaluator), so the performance-based rules \
+             select nothing",
+            m.steps_correct_untimed
+        ));
+    }
+    text
+}
+
+/// Removes the folder of a format left out, so that no stale dataset of an earlier export stays.
+fn remove_dataset(inputs: &Inputs<'_>, format: Format) -> Result<(), Error> {
+    let dir = dataset_dir(&inputs.ctx.workdir, format);
+    if !dir.exists() {
+        return Ok(());
+    }
+    inputs.ctx.warn(format!(
+        "{}: removed the dataset of an earlier export (it has no rows now)",
+        dir.display()
+    ));
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::Write {
+        dataset: format.folder(),
+        path: dir.clone(),
+        message: format!("cannot remove the dataset of an earlier export: {e}"),
     })
 }
 
@@ -322,42 +614,79 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
                 DATASET_SCHEMA_VERSION.to_string(),
             ),
             (META_FORMAT.to_string(), format.key().to_string()),
-            (META_FINGERPRINT.to_string(), inputs.fingerprint.to_string()),
+            (META_FINGERPRINT.to_string(), inputs.fingerprint.clone()),
             (
                 "ksmith.writer".to_string(),
                 format!("ksmith {}", env!("CARGO_PKG_VERSION")),
             ),
         ],
     };
-    let sft = by_split(inputs.sft, |r| r.split);
-    let grpo = by_split(inputs.grpo, |r| r.split);
+    let counter = inputs.counter.as_str();
+    let (sft, sft_len) = (&inputs.sft.capped.rows, &inputs.sft.capped.lengths);
+    let (grpo, grpo_len) = (&inputs.grpo.capped.rows, &inputs.grpo.capped.lengths);
+    let measured = |length: &SampleLength| Measured {
+        length: *length,
+        counter,
+    };
+    let sft_info = |r: usize, i: usize| formats::sft_info(&sft[r], i, measured(&sft_len[r]));
+    let grpo_info = |r: usize, i: usize| formats::grpo_info(&grpo[r], i, measured(&grpo_len[r]));
+    let sft_splits = by_split(sft, |r| r.split);
+    let grpo_splits = by_split(grpo, |r| r.split);
     match format {
         Format::VerlRl => write_splits(
             staged,
-            map_splits(&grpo, |r, i| formats::verl_rl(r, i, cfg)),
+            map_splits(&grpo_splits, |r, i| {
+                formats::verl_rl(&grpo[r], grpo_info(r, i), cfg)
+            }),
             &opts,
         ),
         Format::TrlGrpo => write_splits(
             staged,
-            map_splits(&grpo, |r, i| formats::trl_grpo(r, i, cfg)),
+            map_splits(&grpo_splits, |r, i| {
+                formats::trl_grpo(&grpo[r], grpo_info(r, i), cfg)
+            }),
             &opts,
         ),
         Format::OpenrlhfRl => write_splits(
             staged,
-            map_splits(&grpo, |r, i| formats::openrlhf_rl(r, i, cfg)),
+            map_splits(&grpo_splits, |r, i| {
+                formats::openrlhf_rl(&grpo[r], grpo_info(r, i), cfg)
+            }),
             &opts,
         ),
-        Format::VerlSft => write_splits(staged, map_splits(&sft, formats::verl_sft), &opts),
-        Format::TrlSft => write_splits(staged, map_splits(&sft, formats::trl_sft), &opts),
-        Format::TrlSftStandard => {
-            write_splits(staged, map_splits(&sft, formats::trl_sft_standard), &opts)
-        }
-        Format::OpenrlhfSft => write_splits(staged, map_splits(&sft, formats::openrlhf_sft), &opts),
+        Format::VerlSft => write_splits(
+            staged,
+            map_splits(&sft_splits, |r, i| {
+                formats::verl_sft(&sft[r], sft_info(r, i))
+            }),
+            &opts,
+        ),
+        Format::TrlSft => write_splits(
+            staged,
+            map_splits(&sft_splits, |r, i| {
+                formats::trl_sft(&sft[r], sft_info(r, i))
+            }),
+            &opts,
+        ),
+        Format::TrlSftStandard => write_splits(
+            staged,
+            map_splits(&sft_splits, |r, i| {
+                formats::trl_sft_standard(&sft[r], sft_info(r, i))
+            }),
+            &opts,
+        ),
+        Format::OpenrlhfSft => write_splits(
+            staged,
+            map_splits(&sft_splits, |r, i| {
+                formats::openrlhf_sft(&sft[r], sft_info(r, i))
+            }),
+            &opts,
+        ),
     }
 }
 
 /// What the dataset card of one format says: counts by level, family and kind, provenance,
-/// the selection rules and the hashes that identify the run.
+/// lengths and settings, the selection rules and the hashes that identify the run.
 fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::CardInput {
     // (level, family, kind, (repo, license)) of every sample the format is made from.
     let fact = |level: u8, family: &str, kind: &str, repo: &str, license: &Option<String>| {
@@ -369,25 +698,37 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
             origin,
         )
     };
-    let facts: Vec<_> = match format.source() {
-        formats::Source::Grpo => inputs
-            .grpo
-            .iter()
-            .map(|r| {
-                fact(
-                    r.level,
-                    &r.family,
-                    r.selection.as_str(),
-                    &r.repo,
-                    &r.license,
-                )
-            })
-            .collect(),
-        formats::Source::Sft => inputs
-            .sft
-            .iter()
-            .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
-            .collect(),
+    let (facts, dropped, truncated): (Vec<_>, _, _) = match format.source() {
+        Source::Grpo => (
+            inputs
+                .grpo
+                .capped
+                .rows
+                .iter()
+                .map(|r| {
+                    fact(
+                        r.level,
+                        &r.family,
+                        r.selection.as_str(),
+                        &r.repo,
+                        &r.license,
+                    )
+                })
+                .collect(),
+            &inputs.grpo.capped.dropped,
+            inputs.grpo.capped.truncated,
+        ),
+        Source::Sft => (
+            inputs
+                .sft
+                .capped
+                .rows
+                .iter()
+                .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
+                .collect(),
+            &inputs.sft.capped.dropped,
+            inputs.sft.capped.truncated,
+        ),
     };
     let mut level = Vec::with_capacity(facts.len());
     let mut family = Vec::with_capacity(facts.len());
@@ -401,11 +742,13 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
     }
     let provenance = provenance(&prov_rows, inputs.repos);
     let cfg = inputs.cfg;
+    let (lengths, fit) = measure_of(inputs, format);
     card::CardInput {
         format,
         pretty_name: cfg.pretty_name.clone(),
         license: card::card_license(&cfg.license, &provenance),
         splits: written.splits.clone(),
+        features: written.features.clone(),
         by_level: count(level),
         by_family: count(family),
         by_kind: count(kind),
@@ -413,8 +756,17 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
         rules: inputs.manifest.rules.clone(),
         select_config_hash: inputs.manifest.config_hash.clone(),
         export_config_hash: inputs.export_hash.to_string(),
-        fingerprint: inputs.fingerprint.to_string(),
+        fingerprint: inputs.fingerprint.clone(),
         data_source: cfg.data_source.clone(),
         download_size: written.bytes,
+        lengths: lengths.clone(),
+        fit,
+        approx: inputs.approx,
+        caps: card::CapsApplied {
+            max_prompt_tokens: cfg.max_prompt_tokens,
+            max_response_tokens: cfg.max_response_tokens,
+            dropped: dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            truncated,
+        },
     }
 }

@@ -3,7 +3,7 @@
 //! Files are `data/<split>-<i:05>-of-<n:05>.parquet`, zstd-compressed, dictionary-encoded,
 //! with row groups of `row_group_rows` rows. The Arrow schema is traced from the row type
 //! (plain `Utf8` strings and `List`s, structs, nullable fields for optional values, never
-//! `Map`), so every shard of every split has the same schema, even an empty one. The
+//! `Map`), so every shard of every split has the same schema. The
 //! metadata (schema version, format, fingerprint) is written both into the Arrow schema
 //! (what pyarrow's `read_schema` shows) and into the Parquet footer (what
 //! `ParquetFile.metadata` shows).
@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{FieldRef, Schema};
-use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -56,14 +55,25 @@ pub fn shard_name(split: &str, i: usize, n: usize) -> String {
     format!("{split}-{i:05}-of-{n:05}.parquet")
 }
 
-/// Writes `rows` as the shards of `split` into `data_dir`; returns each file with its row
-/// count. No rows give one empty shard (with the schema).
+/// One shard file as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its rows.
+    pub rows: usize,
+    /// The in-memory size of its Arrow data (what `datasets` records as `num_bytes`).
+    pub arrow_bytes: u64,
+}
+
+/// Writes `rows` as the shards of `split` into `data_dir`; returns each file. No rows give no
+/// file (the `datasets` library cannot load an empty split).
 pub fn write_split<T: Serialize + DeserializeOwned>(
     data_dir: &Path,
     split: &str,
     rows: &[T],
     opts: &ShardOptions,
-) -> Result<Vec<(PathBuf, usize)>, Error> {
+) -> Result<Vec<ShardFile>, Error> {
     let err = |path: &Path, message: String| Error::Write {
         dataset: opts.dataset.clone(),
         path: path.to_path_buf(),
@@ -73,7 +83,7 @@ pub fn write_split<T: Serialize + DeserializeOwned>(
     let fields = fields_of::<T>(&opts.dataset)?;
     let meta: HashMap<String, String> = opts.metadata.iter().cloned().collect();
     let schema = Arc::new(Schema::new_with_metadata(fields.clone(), meta));
-    let n = rows.len().div_ceil(opts.shard_rows).max(1);
+    let n = rows.len().div_ceil(opts.shard_rows);
     let mut written = Vec::with_capacity(n);
     for i in 0..n {
         let path = data_dir.join(shard_name(split, i, n));
@@ -94,6 +104,7 @@ pub fn write_split<T: Serialize + DeserializeOwned>(
         let file = File::create(&path).map_err(|e| err(&path, e.to_string()))?;
         let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
             .map_err(|e| err(&path, e.to_string()))?;
+        let mut arrow_bytes = 0u64;
         for chunk in part.chunks(opts.row_group_rows) {
             let batch = serde_arrow::to_record_batch(&fields, &chunk)
                 .map_err(|e| err(&path, format!("cannot convert rows: {e}")))?;
@@ -101,19 +112,19 @@ pub fn write_split<T: Serialize + DeserializeOwned>(
             let batch = batch
                 .with_schema(schema.clone())
                 .map_err(|e| err(&path, e.to_string()))?;
+            arrow_bytes += batch.get_array_memory_size() as u64;
             writer
                 .write(&batch)
                 .map_err(|e| err(&path, e.to_string()))?;
             writer.flush().map_err(|e| err(&path, e.to_string()))?;
         }
-        if part.is_empty() {
-            writer
-                .write(&RecordBatch::new_empty(schema.clone()))
-                .map_err(|e| err(&path, e.to_string()))?;
-        }
         let file = writer.into_inner().map_err(|e| err(&path, e.to_string()))?;
         file.sync_all().map_err(|e| err(&path, e.to_string()))?;
-        written.push((path, part.len()));
+        written.push(ShardFile {
+            path,
+            rows: part.len(),
+            arrow_bytes,
+        });
     }
     Ok(written)
 }

@@ -1,5 +1,7 @@
 //! The export stage on small selections: layout, schemas as Arrow types, ground truth, metadata,
-//! skip and re-run, missing inputs, empty tables.
+//! skip and re-run, missing inputs, formats without rows, length caps and token counts.
+
+#![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
 
 use std::fs::File;
 use std::path::Path;
@@ -174,7 +176,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.0.0")
+        Some("1.1.0")
     );
     let batch = &batches[0];
     let rm = batch
@@ -240,33 +242,223 @@ fn re_runs_skip_unless_something_changed() {
     );
 }
 
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut n: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+fn record(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("datasets/export.json")).unwrap()).unwrap()
+}
+
 #[test]
-fn empty_splits_are_left_out_and_an_empty_dataset_keeps_its_schema() {
+fn empty_splits_and_formats_without_rows_are_left_out() {
     let dir = tempfile::tempdir().unwrap();
-    // GRPO: train only. SFT: nothing at all.
+    // GRPO: train only. SFT: nothing at all; an earlier export left a verl-sft folder.
     inputs(dir.path(), &[], &[grpo(0, Split::Train, None)]);
+    let stale = dataset_dir(dir.path(), Format::VerlSft).join("data");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("train-00000-of-00001.parquet"), b"old").unwrap();
     let cfg = ExportConfig {
         formats: vec![Format::VerlRl, Format::VerlSft],
         ..Default::default()
     };
-    run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
-    let names = |f: Format| {
-        let mut n: Vec<String> = std::fs::read_dir(dataset_dir(dir.path(), f).join("data"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        n.sort();
-        n
-    };
-    assert_eq!(names(Format::VerlRl), ["train-00000-of-00001.parquet"]);
+    let ctx = StageContext::for_tests(dir.path());
+    let report = run(&cfg, &ctx).unwrap();
+    assert_eq!(
+        names_in(&dataset_dir(dir.path(), Format::VerlRl).join("data")),
+        ["train-00000-of-00001.parquet"]
+    );
     let card =
         std::fs::read_to_string(dataset_dir(dir.path(), Format::VerlRl).join("README.md")).unwrap();
     assert!(card.contains("split: train") && !card.contains("split: validation"));
-    assert_eq!(names(Format::VerlSft), ["train-00000-of-00001.parquet"]);
-    let (schema, batches) =
-        read(&dataset_dir(dir.path(), Format::VerlSft).join("data/train-00000-of-00001.parquet"));
-    assert!(message_list(schema.field(0).data_type()));
-    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    assert!(
+        !card.contains("validation-"),
+        "no command names a missing file"
+    );
+    assert_eq!(
+        names_in(&dir.path().join("datasets")),
+        ["export.json", "verl-rl"],
+        "no folder for a format without rows; the stale one is gone"
+    );
+    assert_eq!(report.counters.get("omitted/verl-sft"), Some(&1));
+    let rec = record(dir.path());
+    let why = rec["omitted"]["verl-sft"].as_str().unwrap();
+    assert!(why.contains("SFT rules"), "{why}");
+    assert_eq!(rec["written"]["verl-rl"]["splits"]["train"], 1);
+    // Nothing changed: up to date, the left-out format included.
+    assert!(run(&cfg, &ctx).unwrap().skipped);
+}
+
+#[test]
+fn a_required_format_without_rows_fails_the_stage_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path(), &[sft(0, Split::Train)], &[]);
+    let cfg = ExportConfig {
+        formats: vec![Format::VerlRl, Format::VerlSft],
+        required_formats: vec![Format::VerlRl],
+        ..Default::default()
+    };
+    let ctx = StageContext::for_tests(dir.path());
+    for _ in 0..2 {
+        let err = run(&cfg, &ctx).unwrap_err().to_string();
+        assert!(
+            err.contains("verl-rl") && err.contains("required_formats") && err.contains("GRPO"),
+            "{err}"
+        );
+        // The other format is written and the report kept.
+        assert!(
+            dataset_dir(dir.path(), Format::VerlSft)
+                .join("README.md")
+                .exists()
+        );
+        let saved = ksmith_core::report::StageReport::load(dir.path(), "export").unwrap();
+        assert_eq!(saved.counters.get("omitted/verl-rl"), Some(&1));
+    }
+}
+
+#[test]
+fn an_empty_rl_dataset_on_cpu_names_the_rule_and_the_missing_timings() {
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path(), &[sft(0, Split::Train)], &[]);
+    std::fs::write(
+        dir.path().join("selection.json"),
+        r#"{"config_hash": "abc", "rules": ["rule A"], "config": {"grpo_rule": "best_steps"},
+            "outcome": {"grpo": {"kept": 0, "dropped": {"parent_not_timed": 8, "first_step": 4}},
+                        "sft": {"kept": 1, "dropped": {"not_timed": 8}}},
+            "steps_correct_untimed": 9}"#,
+    )
+    .unwrap();
+    let cfg = ExportConfig {
+        formats: vec![Format::VerlRl, Format::TrlSft],
+        ..Default::default()
+    };
+    run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
+    let why = record(dir.path())["omitted"]["verl-rl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("GRPO rule `best_steps` kept 0"), "{why}");
+    assert!(why.contains("parent_not_timed 8, first_step 4"), "{why}");
+    assert!(
+        why.contains("9 correct steps have no timings (CPU evaluator)"),
+        "{why}"
+    );
+}
+
+fn long_sft(i: usize, user_chars: usize, answer_chars: usize) -> SftRow {
+    let mut r = sft(i, Split::Train);
+    r.messages[1].content = "u".repeat(user_chars);
+    r.messages[2].content = "a".repeat(answer_chars);
+    r
+}
+
+#[test]
+fn length_caps_drop_or_cut_by_rule_and_the_card_states_lengths_and_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    // Prompt tokens (chars/4 + 4 per message): sys 1+4, user 25+4 / 250+4; answers 10+4 / 500+4.
+    let rows = vec![
+        long_sft(0, 100, 40),
+        long_sft(1, 1000, 40),
+        long_sft(2, 100, 2000),
+    ];
+    inputs(dir.path(), &rows, &[]);
+    let ctx = StageContext::for_tests(dir.path());
+    let drop = ExportConfig {
+        formats: vec![Format::VerlSft],
+        max_prompt_tokens: 100,
+        max_response_tokens: 200,
+        ..Default::default()
+    };
+    let report = run(&drop, &ctx).unwrap();
+    assert_eq!(report.dropped.get("sft/over_max_prompt_tokens"), Some(&1));
+    assert_eq!(report.dropped.get("sft/over_max_response_tokens"), Some(&1));
+    assert_eq!(report.counters.get("verl-sft/train"), Some(&1));
+    let cut = ExportConfig {
+        over_length: ksmith_export::caps::OverLength::Truncate,
+        ..drop.clone()
+    };
+    let report = run(&cut, &ctx).unwrap();
+    assert_eq!(report.dropped.get("sft/over_max_prompt_tokens"), None);
+    assert_eq!(report.dropped.get("sft/over_max_response_tokens"), Some(&1));
+    assert_eq!(report.counters.get("sft_truncated"), Some(&1));
+    assert_eq!(report.counters.get("verl-sft/train"), Some(&2));
+    assert!(report.counters["sft_prompt_tokens_max"] <= 100);
+    let card = std::fs::read_to_string(dataset_dir(dir.path(), Format::VerlSft).join("README.md"))
+        .unwrap();
+    assert!(card.contains("## Lengths"), "{card}");
+    assert!(card.contains("prompts cut to fit: 1"), "{card}");
+    let max_total = report.counters["sft_total_tokens_max"];
+    let fit = (max_total + max_total / 5).div_ceil(256) * 256;
+    assert!(card.contains(&format!("data.max_length={fit}")), "{card}");
+    assert!(
+        card.contains(&format!("| verl `data.max_length` | {fit} |")),
+        "{card}"
+    );
+}
+
+/// A word-level `tokenizer.json` (whitespace split, one id per word, [UNK] otherwise).
+fn word_tokenizer(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("tok").join("tokenizer.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let json = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+        "decoder": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "answer": 1,
+        "sys": 2, "translate": 3}, "unk_token": "[UNK]"}}"#;
+    std::fs::write(&path, json).unwrap();
+    path
+}
+
+#[test]
+fn a_configured_tokenizer_counts_the_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut row = sft(0, Split::Train);
+    row.messages[1].content = "one two three four five".into();
+    row.messages[2].content = "a b c".into();
+    inputs(dir.path(), &[row], &[]);
+    let cfg = ExportConfig {
+        formats: vec![Format::TrlSft],
+        tokenizer: word_tokenizer(dir.path()),
+        ..Default::default()
+    };
+    let report = run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
+    // sys (1 + 6) + five words (5 + 6); answer 3 + 6.
+    assert_eq!(report.counters["sft_prompt_tokens_max"], 18);
+    assert_eq!(report.counters["sft_response_tokens_max"], 9);
+    let rec = record(dir.path());
+    assert_eq!(rec["token_counter"], "tokenizer:tok/tokenizer.json");
+    let (_, batches) =
+        read(&dataset_dir(dir.path(), Format::TrlSft).join("data/train-00000-of-00001.parquet"));
+    let meta = batches[0]
+        .column_by_name("meta")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow::array::StructArray>()
+        .unwrap();
+    let tokens = meta
+        .column_by_name("tokens")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .unwrap();
+    assert_eq!(tokens.value(0), 27);
+    // A tokenizer that cannot be read is a clear error naming the file.
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{not json").unwrap();
+    let err = run(
+        &ExportConfig {
+            tokenizer: broken.clone(),
+            ..cfg
+        },
+        &StageContext::for_tests(dir.path()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("broken.json"), "{err}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::{
     ClusterRow, DedupRow, GrpoRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus, RepoRow,
@@ -33,6 +34,44 @@ pub struct Trajectory {
     pub best_so_far: Vec<(u32, Option<f64>)>,
 }
 
+/// One task's rollout, for the per-task table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSummary {
+    /// The task.
+    pub task_id: String,
+    /// Its module's class name and repository (empty when `tasks.parquet` does not name them).
+    pub name: String,
+    /// Its functional family (empty when `tasks.parquet` does not name it).
+    pub family: String,
+    /// Its difficulty level (0 when unknown).
+    pub level: u8,
+    /// Steps recorded.
+    pub steps: u64,
+    /// Correct steps.
+    pub correct_steps: u64,
+    /// Best measured speedup of a correct program.
+    pub best_speedup: Option<f64>,
+    /// Hacked steps.
+    pub hacks: u64,
+    /// How its rollout ended in the last process (`done`, `aborted`, ...), when recorded.
+    pub ending: Option<String>,
+    /// Why it did not finish.
+    pub reason: String,
+}
+
+/// A dataset the export wrote or left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportedDataset {
+    /// Folder name.
+    pub folder: String,
+    /// Rows per split (empty when left out).
+    pub splits: BTreeMap<String, u64>,
+    /// Longest prompt and whole sample in tokens, when written.
+    pub longest: Option<(u64, u64)>,
+    /// Why it was left out.
+    pub omitted: Option<String>,
+}
+
 /// Everything the report shows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReportData {
@@ -56,6 +95,17 @@ pub struct ReportData {
     pub tokens: (u64, u64, u64),
     /// True when any step has a measured speedup (a GPU evaluator ran).
     pub timed: bool,
+    /// One row per task with steps (or with a recorded ending).
+    pub tasks: Vec<TaskSummary>,
+    /// The rollout report's teacher counters (`teacher_requests`, `teacher_retries`,
+    /// `teacher_failures`, ...) and `rollout_processes`.
+    pub teacher: BTreeMap<String, u64>,
+    /// Select's drops by `<set>/<reason>`, and export's caps too.
+    pub select_drops: BTreeMap<String, u64>,
+    /// Select's kept samples by set, kind and split (`sft_correctness_train`, `grpo_train`, ...).
+    pub select_kept: BTreeMap<String, u64>,
+    /// The datasets of the last export (`datasets/export.json`).
+    pub exported: Vec<ExportedDataset>,
     /// Tables that could not be read, with the error.
     pub notes: Vec<String>,
 }
@@ -143,6 +193,39 @@ pub fn collect(workdir: &Path) -> ReportData {
         .collect();
     let steps = steps.unwrap_or_default();
     let (trajectories, level_metrics, timed) = rollout_metrics(&steps, &task_level);
+    let tasks = task_summaries(
+        &steps,
+        tasks.as_deref().unwrap_or_default(),
+        workdir,
+        &mut notes,
+    );
+    let rollout = StageReport::load(workdir, "rollout");
+    let teacher = rollout
+        .map(|r| {
+            r.counters
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("teacher_") || k == "rollout_processes")
+                .collect()
+        })
+        .unwrap_or_default();
+    let select = StageReport::load(workdir, "select");
+    let select_kept = select
+        .as_ref()
+        .map(|r| {
+            r.counters
+                .iter()
+                .filter(|(k, _)| k.starts_with("sft_") || k.starts_with("grpo_"))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut select_drops: BTreeMap<String, u64> = select.map(|r| r.dropped).unwrap_or_default();
+    if let Some(r) = StageReport::load(workdir, "export") {
+        for (k, v) in r.dropped {
+            select_drops.insert(format!("export: {k}"), v);
+        }
+    }
+    let exported = exported(workdir, &mut notes);
 
     let mut statuses = BTreeMap::new();
     let mut hacks = BTreeMap::new();
@@ -172,8 +255,132 @@ pub fn collect(workdir: &Path) -> ReportData {
         hacks,
         tokens,
         timed,
+        tasks,
+        teacher,
+        select_drops,
+        select_kept,
+        exported,
         notes,
     }
+}
+
+/// A JSON side file of `workdir`, if it exists; an unreadable one is a note.
+fn side_file(workdir: &Path, rel: &str, notes: &mut Vec<String>) -> Option<serde_json::Value> {
+    let path = workdir.join(rel);
+    let bytes = std::fs::read(&path).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            notes.push(format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// The summary of `task` in `by_task`, made from `tasks.parquet`'s row when first seen.
+fn entry<'a>(
+    by_task: &'a mut BTreeMap<String, TaskSummary>,
+    known: &BTreeMap<&str, &TaskRow>,
+    task: &str,
+) -> &'a mut TaskSummary {
+    by_task
+        .entry(task.to_string())
+        .or_insert_with(|| TaskSummary {
+            task_id: task.to_string(),
+            name: known
+                .get(task)
+                .map(|t| format!("{} ({})", t.class_name, t.repo))
+                .unwrap_or_default(),
+            family: known
+                .get(task)
+                .map(|t| t.family.clone())
+                .unwrap_or_default(),
+            level: known.get(task).map_or(0, |t| t.level),
+            steps: 0,
+            correct_steps: 0,
+            best_speedup: None,
+            hacks: 0,
+            ending: None,
+            reason: String::new(),
+        })
+}
+
+/// One summary per task: its steps from `steps.parquet`, its family and level from
+/// `tasks.parquet`, how it ended from `rollout/endings.json`.
+fn task_summaries(
+    steps: &[StepRow],
+    tasks: &[TaskRow],
+    workdir: &Path,
+    notes: &mut Vec<String>,
+) -> Vec<TaskSummary> {
+    let mut by_task: BTreeMap<String, TaskSummary> = BTreeMap::new();
+    let known: BTreeMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
+    for s in steps {
+        let t = entry(&mut by_task, &known, &s.task_id);
+        t.steps += 1;
+        if s.correct {
+            t.correct_steps += 1;
+            if let Some(sp) = s.speedup {
+                t.best_speedup = Some(t.best_speedup.map_or(sp, |b| b.max(sp)));
+            }
+        }
+        t.hacks += u64::from(s.hack.is_some());
+    }
+    if let Some(endings) = side_file(workdir, "rollout/endings.json", notes)
+        && let Some(map) = endings.as_object()
+    {
+        for (task, e) in map {
+            let t = entry(&mut by_task, &known, task);
+            t.ending = e["ending"].as_str().map(str::to_string);
+            t.reason = e["reason"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    by_task.into_values().collect()
+}
+
+/// The datasets `datasets/export.json` records.
+fn exported(workdir: &Path, notes: &mut Vec<String>) -> Vec<ExportedDataset> {
+    let Some(record) = side_file(workdir, "datasets/export.json", notes) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(written) = record["written"].as_object() {
+        for (folder, w) in written {
+            let splits = w["splits"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let longest = match (
+                w["lengths"]["prompt"]["max"].as_u64(),
+                w["lengths"]["total"]["max"].as_u64(),
+            ) {
+                (Some(p), Some(t)) => Some((p, t)),
+                _ => None,
+            };
+            out.push(ExportedDataset {
+                folder: folder.clone(),
+                splits,
+                longest,
+                omitted: None,
+            });
+        }
+    }
+    if let Some(omitted) = record["omitted"].as_object() {
+        for (folder, why) in omitted {
+            out.push(ExportedDataset {
+                folder: folder.clone(),
+                splits: BTreeMap::new(),
+                longest: None,
+                omitted: Some(why.as_str().unwrap_or_default().to_string()),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.folder.cmp(&b.folder));
+    out
 }
 
 /// `TorchFallback` -> `torch_fallback`, `not evaluated: NoOp` -> `not evaluated: no_op`.

@@ -6,9 +6,14 @@
 //! nightly dataset or opened offline. Shown: the funnel (repos, modules, runnable, unique, tasks,
 //! steps, samples), family and level distributions, the best-so-far speedup per iteration per
 //! task and in aggregate, the paper's metrics per level (correctness, fast_1, average speedup
-//! with sub-1x counted as 0), evaluator verdicts and hack counts, and teacher tokens.
+//! with sub-1x counted as 0), a table per task (family, level, steps, best speedup,
+//! correctness, hacks, how its rollout ended), evaluator verdicts and hack counts, the teacher's
+//! tokens, retries and failures, select's drop reasons and the exported datasets (with the
+//! reason a format was left out). A chart with nothing to show is replaced by one line saying
+//! why (on CPU: no speedups are measured).
 //!
-//! Invariants: reads tables only (no Python, no network); a missing or unreadable table is a
+//! Invariants: reads tables and the stages' reports and side files only (no Python, no
+//! network); a missing or unreadable table is a
 //! note in the report, not an error; the page loads nothing from outside itself.
 #![deny(missing_docs)]
 
@@ -16,8 +21,9 @@ mod collect;
 mod html;
 mod svg;
 
-pub use collect::{LevelMetrics, ReportData, Trajectory, collect};
+pub use collect::{ExportedDataset, LevelMetrics, ReportData, TaskSummary, Trajectory, collect};
 pub use html::render_html;
+pub use svg::escape;
 
 use std::path::{Path, PathBuf};
 

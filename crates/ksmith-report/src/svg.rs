@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 /// A named line of `(x, y)` points; `y` is `None` where the series has no value.
 pub(crate) type Series = (String, Vec<(f64, Option<f64>)>);
 
-/// Escapes text for HTML and SVG.
-pub(crate) fn escape(s: &str) -> String {
+/// Escapes text for HTML and SVG (also the review page's).
+pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -26,7 +26,8 @@ const PALETTE: &[&str] = &[
     "#bab0ac", "#eeca3b",
 ];
 
-/// A horizontal bar chart of `(label, value)`; `id` names the plot for tests and links.
+/// A horizontal bar chart of `(label, value)`; `id` names the plot for tests and links. The
+/// page shows a line instead of a chart without items (`html::chart`).
 pub(crate) fn bar_chart(id: &str, title: &str, items: &[(String, f64)]) -> String {
     let row_h = 22.0;
     let label_w = 220.0;
@@ -44,9 +45,6 @@ pub(crate) fn bar_chart(id: &str, title: &str, items: &[(String, f64)]) -> Strin
         t = escape(title),
         w = label_w + bar_w + 80.0
     );
-    if items.is_empty() {
-        let _ = write!(s, r#"<text x="10" y="20" class="empty">no data</text>"#);
-    }
     for (i, (label, value)) in items.iter().enumerate() {
         let y = 10.0 + row_h * i as f64;
         let w = (value / max * bar_w).max(0.0);

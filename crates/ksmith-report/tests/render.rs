@@ -3,11 +3,12 @@
 
 #![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use ksmith_core::evaluation::{EvalStatus, HackKind};
-use ksmith_core::table::{Table, write_table};
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{
     ClusterRow, DedupRow, EditOutcome, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus, RepoRow,
     RepoStatus, StepKind, StepRow, TaskRow,
@@ -53,7 +54,9 @@ fn step(task: &str, iteration: u32, correct: bool, speedup: Option<f64>) -> Step
         system_prompt: String::new(),
         user_prompt: String::new(),
         response: String::new(),
+        response_bytes: 0,
         reasoning: None,
+        reasoning_bytes: 0,
         finish_reason: None,
         teacher_model: Some("teacher".into()),
         prompt_tokens: 100,
@@ -197,39 +200,28 @@ fn metrics_follow_the_papers_definitions() {
     assert_eq!(data.tokens, (500, 250, 0));
 }
 
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("KSMITH_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("chromium"));
-    let ok = Command::new(&path)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "headless Chromium not found ({}): run scripts/setup-chromium.sh (make test does)",
-        path.display()
-    );
-    path
-}
+#[path = "support/chromium.rs"]
+mod chromium;
 
 fn headless(dir: &Path) -> Command {
-    let mut cmd = Command::new(chromium());
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ])
-    .arg(format!(
-        "--user-data-dir={}",
-        dir.join("chrome-profile").display()
-    ));
+    let mut cmd = Command::new(chromium::chromium());
+    cmd.args(chromium::headless_args(dir));
     cmd
+}
+
+/// The DOM of `url` after Chromium rendered it.
+fn dump_dom(dir: &Path, url: &str) -> String {
+    let out = headless(dir)
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -239,17 +231,7 @@ fn report_renders_in_headless_chromium_with_every_plot() {
     let html = ksmith_report::write_report(dir.path(), None).unwrap();
     let url = format!("file://{}", html.display());
 
-    let out = headless(dir.path())
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .expect("chromium runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = dump_dom(dir.path(), &url);
     for id in [
         "funnel",
         "families",
@@ -297,4 +279,119 @@ fn report_renders_in_headless_chromium_with_every_plot() {
         "screenshot looks blank ({} bytes)",
         bytes.len()
     );
+}
+
+/// A CPU run: nothing timed, one task aborted by the teacher, select and export reports.
+fn write_cpu_workdir(dir: &Path) {
+    write_workdir(dir);
+    let mut steps: Vec<StepRow> = read_table(&StepRow::path_in(dir)).unwrap();
+    for s in &mut steps {
+        s.speedup = None;
+    }
+    write_table(&StepRow::path_in(dir), &steps, "fp").unwrap();
+    let report = |stage: &str, dropped: &[(&str, u64)], counters: &[(&str, u64)]| {
+        let mut r = StageReport::new(stage);
+        r.dropped = dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        r.counters = counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let path = StageReport::path_in(dir, stage);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, serde_json::to_vec(&r).unwrap()).unwrap();
+    };
+    report(
+        "rollout",
+        &[],
+        &[
+            ("teacher_requests", 9),
+            ("teacher_retries", 4),
+            ("teacher_failures", 2),
+            ("rollout_processes", 2),
+            ("steps_new", 5),
+        ],
+    );
+    report(
+        "select",
+        &[("grpo/parent_not_timed", 3), ("sft/not_correct", 2)],
+        &[("sft_correctness_train", 2), ("steps", 5)],
+    );
+    std::fs::create_dir_all(dir.join("rollout")).unwrap();
+    std::fs::write(
+        dir.join("rollout/endings.json"),
+        r#"{"m0": {"ending": "done", "reason": ""},
+            "m1": {"ending": "aborted", "reason": "teacher unavailable: 503 overloaded"},
+            "m9": {"ending": "broken_reference",
+                   "reason": "Traceback (most recent call last):\n  File \"x.py\"\nRuntimeError: nondeterministic task\n\n"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("datasets")).unwrap();
+    std::fs::write(
+        dir.join("datasets/export.json"),
+        r#"{"fingerprint": "f", "token_counter": "approx_chars_div_4",
+            "written": {"verl-sft": {"splits": {"train": 2}, "files": {},
+                "lengths": {"counter": "x", "samples": 2,
+                    "prompt": {"median": 1, "p99": 1, "max": 1100},
+                    "response": {"median": 1, "p99": 1, "max": 300},
+                    "total": {"median": 1, "p99": 1, "max": 1400}},
+                "fit": {"prompt": 1536, "response": 512, "total": 1792}}},
+            "omitted": {"verl-rl": "no rows: select's GRPO rule `best_steps` kept 0"}}"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_cpu_run_tells_its_story_without_empty_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    write_cpu_workdir(dir.path());
+    let data = ksmith_report::collect(dir.path());
+    assert!(!data.timed);
+    let m1 = data.tasks.iter().find(|t| t.task_id == "m1").unwrap();
+    assert_eq!(
+        (m1.steps, m1.correct_steps, m1.hacks, m1.level),
+        (2, 1, 1, 3)
+    );
+    assert_eq!(m1.ending.as_deref(), Some("aborted"));
+    assert_eq!(data.teacher.get("teacher_retries"), Some(&4));
+    assert!(!data.teacher.contains_key("steps_new"));
+
+    let html = ksmith_report::write_report(dir.path(), None).unwrap();
+    let dom = dump_dom(dir.path(), &format!("file://{}", html.display()));
+    // No empty speedup charts: one line says why.
+    assert!(!dom.contains("id=\"best-so-far\""), "empty chart rendered");
+    assert!(!dom.contains("id=\"best-so-far-mean\""));
+    assert!(dom.contains("id=\"best-so-far-empty\"") && dom.contains("Triton interpreter"));
+    // No bare "no data": every empty chart is a titled line with its reason.
+    assert!(!dom.contains(">no data<"));
+    // The per-task table, with the aborted task and its reason.
+    assert_eq!(
+        dom.matches("class=\"task\"").count(),
+        3,
+        "m9 has an ending, no step"
+    );
+    assert!(
+        dom.contains("C1 (r)"),
+        "tasks are named by class and repository"
+    );
+    assert!(
+        dom.contains("(aborted): teacher unavailable: 503 overloaded"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("(broken_reference): RuntimeError: nondeterministic task"),
+        "{dom}"
+    );
+    assert_eq!(dom.matches("class=\"aborted\"").count(), 2);
+    assert!(dom.contains("none correct") || dom.contains("not measured"));
+    // Teacher retries and failures over both processes, select's drop reasons, the datasets.
+    for text in [
+        "teacher_retries",
+        "teacher_failures",
+        "rollout_processes",
+        "grpo/parent_not_timed",
+        "sft/not_correct",
+        "sft_correctness_train",
+        "left out: no rows: select's GRPO rule `best_steps` kept 0",
+        "1100 / 1400",
+    ] {
+        assert!(dom.contains(text), "{text} missing");
+    }
+    assert!(dom.contains("id=\"drops\""), "select's drops are a chart");
 }

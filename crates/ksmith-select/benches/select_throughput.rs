@@ -59,6 +59,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
                 ChatMessage::new("user", prompt.clone()),
             ],
             response: format!("answer {i}"),
+            response_cut: false,
             program: Some(format!("program {i}")),
             eval: Some(EvalResult {
                 status: if correct {

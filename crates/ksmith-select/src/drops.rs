@@ -21,6 +21,8 @@ ksmith_core::vocabulary! {
     pub enum DropReason {
         /// The teacher's answer is empty.
         EmptyResponse = "empty_response",
+        /// The stored answer was cut at `[rollout] max_stored_answer_bytes`: not a whole answer.
+        AnswerCut = "answer_cut",
         /// The step has no prompt.
         EmptyPrompt = "empty_prompt",
         /// The answer gave no program.

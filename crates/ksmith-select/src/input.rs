@@ -12,6 +12,7 @@ pub fn step_view(row: StepRow) -> (StepView, bool) {
         Ok(eval) => (eval, false),
         Err(_) => (None, true),
     };
+    let response_cut = row.response_cut();
     let mut prompt = Vec::with_capacity(2);
     if !row.system_prompt.is_empty() {
         prompt.push(ChatMessage::new("system", row.system_prompt));
@@ -34,6 +35,7 @@ pub fn step_view(row: StepRow) -> (StepView, bool) {
             parent_program: row.parent_program,
             prompt,
             response: row.response,
+            response_cut,
             program,
             eval,
             teacher: row.teacher_model.unwrap_or_default(),

@@ -4,7 +4,8 @@
 //! Output: `sft.parquet` ([`SftRow`]), `grpo.parquet` ([`GrpoRow`]) and `selection.json`
 //! ([`SelectionManifest`], the rules in words for the dataset cards).
 //!
-//! The rules (see [`rules`]): correctness SFT = every correct first step; performance SFT =
+//! The rules (see [`rules`]): correctness SFT = every correct translation (a first step, or a
+//! step that repaired a failing Triton program into a correct one); performance SFT =
 //! correct Triton-to-Triton steps faster than eager and than their parent; GRPO = prompts whose
 //! current program is a best-so-far of its trajectory, correct and faster than eager
 //! (`all_steps` and `first_steps` are selectable for ablations). Samples over the token budget
@@ -37,13 +38,15 @@ pub use trajectory::StepView;
 /// The stage's name.
 pub const STAGE: &str = "select";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
 use ksmith_core::tables::{StepRow, TaskRow};
+
+use crate::drops::SampleSet;
 
 /// Runs the select stage in `ctx.workdir`: reads `steps.parquet` and `tasks.parquet`, writes
 /// `sft.parquet`, `grpo.parquet`, `selection.json` and `reports/select.json`.
@@ -83,7 +86,13 @@ pub fn run(cfg: &SelectConfig, ctx: &StageContext) -> Result<StageReport, Error>
             }
             write_table(&sft_path, &chosen.sft, run.fingerprint())?;
             write_table(&grpo_path, &chosen.grpo, run.fingerprint())?;
-            let manifest = SelectionManifest::new(cfg, run.fingerprint());
+            let manifest = SelectionManifest::new(cfg, run.fingerprint()).with_outcome(
+                &run.report,
+                [
+                    (SampleSet::Sft, chosen.sft.len()),
+                    (SampleSet::Grpo, chosen.grpo.len()),
+                ],
+            );
             let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
             write_bytes_atomically(&manifest_path, &json)?;
             run.report.rows_written = (chosen.sft.len() + chosen.grpo.len()) as u64;

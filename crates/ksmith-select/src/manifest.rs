@@ -2,11 +2,14 @@
 //!
 //! Written next to `sft.parquet` and `grpo.parquet`; export copies it into the dataset cards.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BestScope, GrpoRule, SelectConfig};
+use crate::drops::SampleSet;
+use ksmith_core::report::StageReport;
 use ksmith_core::tokens::APPROX_CHARS_DIV_4;
 
 /// The file name of the manifest in the work directory.
@@ -25,6 +28,23 @@ pub struct SelectionManifest {
     pub token_counter: String,
     /// One sentence per rule, in the order they apply.
     pub rules: Vec<String>,
+    /// What the rules kept and dropped per set (`sft`, `grpo`), so that export can say why a
+    /// dataset has no rows. Empty in manifests of older versions.
+    #[serde(default)]
+    pub outcome: BTreeMap<String, SetOutcome>,
+    /// Correct steps without a GPU timing (CPU interpreter): they can be neither performance
+    /// SFT samples nor GRPO best-step prompts.
+    #[serde(default)]
+    pub steps_correct_untimed: u64,
+}
+
+/// What select kept of one set and why it dropped the rest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetOutcome {
+    /// Rows written.
+    pub kept: u64,
+    /// Steps not taken, by reason (the report's `<set>/<reason>` counts without the prefix).
+    pub dropped: BTreeMap<String, u64>,
 }
 
 impl SelectionManifest {
@@ -36,7 +56,34 @@ impl SelectionManifest {
             fingerprint: fingerprint.to_string(),
             token_counter: APPROX_CHARS_DIV_4.to_string(),
             rules: rules(cfg),
+            outcome: BTreeMap::new(),
+            steps_correct_untimed: 0,
         }
+    }
+
+    /// Adds what the run kept (`kept` rows per set) and dropped (from `report`).
+    pub fn with_outcome(mut self, report: &StageReport, kept: [(SampleSet, usize); 2]) -> Self {
+        for (set, n) in kept {
+            let prefix = format!("{set}/");
+            let dropped = report
+                .dropped
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|r| (r.to_string(), *v)))
+                .collect();
+            self.outcome.insert(
+                set.to_string(),
+                SetOutcome {
+                    kept: n as u64,
+                    dropped,
+                },
+            );
+        }
+        self.steps_correct_untimed = report
+            .counters
+            .get("steps_correct_untimed")
+            .copied()
+            .unwrap_or(0);
+        self
     }
 
     /// Where the manifest lives in `workdir`.
@@ -72,8 +119,10 @@ pub fn rules(cfg: &SelectConfig) -> Vec<String> {
         ),
     };
     vec![
-        "SFT correctness: every first step (PyTorch reference to Triton) whose program is \
-         correct; identical answers to one task are kept once."
+        "SFT correctness: every correct translation: a first step (PyTorch reference to \
+         Triton) or a step that repaired a failing Triton program into a correct one; \
+         identical answers to one task are kept once. Needs no timings (the CPU interpreter \
+         gives these samples too)."
             .to_string(),
         format!(
             "SFT performance: Triton-to-Triton steps whose program is correct, faster than \

@@ -20,14 +20,19 @@ pub enum SftVerdict {
 
 /// Judges `step` for SFT.
 ///
-/// - First steps (PyTorch to Triton) are correctness samples when their program is correct.
-/// - Triton-to-Triton steps are performance samples when their program is correct, timed,
+/// - Translations are correctness samples when their program is correct: first steps (PyTorch
+///   to Triton) and steps that turned a failing Triton program into a correct one (a repaired
+///   translation: whatever came before it, a correct translation is a translation).
+/// - Triton-to-Triton steps from a correct parent are performance samples when their program is correct, timed,
 ///   faster than eager by more than `sft_min_speedup` and faster than the parent's speedup
 ///   times `sft_min_gain_over_parent`. An untimed step (CPU interpreter) is never a
 ///   performance sample.
 pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> SftVerdict {
     if step.response.trim().is_empty() {
         return SftVerdict::Drop(DropReason::EmptyResponse);
+    }
+    if step.response_cut {
+        return SftVerdict::Drop(DropReason::AnswerCut);
     }
     if step.prompt.is_empty() {
         return SftVerdict::Drop(DropReason::EmptyPrompt);
@@ -41,6 +46,7 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
     match parent {
         Parent::Reference => SftVerdict::Take(SftKind::Correctness),
         Parent::Missing => SftVerdict::Drop(DropReason::ParentMissing),
+        Parent::Step(p) if !p.is_correct() => SftVerdict::Take(SftKind::Correctness),
         Parent::Step(p) => {
             let Some(speedup) = step.speedup() else {
                 return SftVerdict::Drop(DropReason::NotTimed);

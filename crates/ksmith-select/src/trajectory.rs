@@ -27,8 +27,11 @@ pub struct StepView {
     pub parent_program: String,
     /// Prompt messages as the teacher saw them.
     pub prompt: Vec<ChatMessage>,
-    /// The teacher's answer.
+    /// The teacher's answer as stored.
     pub response: String,
+    /// True when the stored answer is only the start of the teacher's (cut at
+    /// `[rollout] max_stored_answer_bytes`).
+    pub response_cut: bool,
     /// The program after applying the answer; `None` when the edit failed.
     pub program: Option<String>,
     /// The evaluation of `program`; `None` when it was not evaluated.

@@ -182,3 +182,56 @@ fn nightly_publishes_good_nights_only_and_never_overlaps() {
     let _ = held.kill();
     let _ = held.wait();
 }
+
+#[test]
+fn review_serves_the_centers_on_loopback_and_needs_clusters() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    use ksmith_core::table::{Table, write_table};
+    use ksmith_core::tables::ClusterRow;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = ksmith()
+        .args(["review", "--port", "0", "--workdir"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("ksmith cluster"), "{}", text(&out));
+
+    let center = ClusterRow {
+        module_id: "m1".into(),
+        cluster: 0,
+        is_center: true,
+        family: "activation".into(),
+        family_rule: "operators".into(),
+        level: 1,
+        level_rule: "operators".into(),
+    };
+    write_table(&ClusterRow::path_in(dir.path()), &[center], "fp").expect("write");
+    let mut child = ksmith()
+        .args(["review", "--port", "0", "--workdir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("a line");
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {first:?}"))
+        .to_string();
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).expect("listening");
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+        .expect("request");
+    let mut page = String::new();
+    s.read_to_string(&mut page).expect("answer");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("id=\"c-m1\""), "{page}");
+}

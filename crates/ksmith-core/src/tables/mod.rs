@@ -4,6 +4,7 @@
 //! traced from the type (see [`crate::table`]). Changing a field means bumping the table's
 //! `SCHEMA_VERSION`.
 
+mod annotations;
 mod clusters;
 mod dedup;
 mod grpo;
@@ -14,6 +15,7 @@ mod sft;
 mod steps;
 mod tasks;
 
+pub use annotations::{AnnotationRow, ReviewVerdict};
 pub use clusters::ClusterRow;
 pub use dedup::{DedupMethod, DedupRow};
 pub use grpo::{GrpoRow, GrpoSelection};
@@ -21,5 +23,5 @@ pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
 pub use probes::{ProbeRow, ProbeStatus};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};
-pub use steps::{EditFormat, EditOutcome, StepKind, StepRow};
+pub use steps::{EditFormat, EditOutcome, StepKind, StepRow, stored_text};
 pub use tasks::TaskRow;

@@ -94,10 +94,18 @@ pub struct StepRow {
     pub system_prompt: String,
     /// The user message sent to the teacher.
     pub user_prompt: String,
-    /// The teacher's answer text (empty when there was no answer).
+    /// The teacher's answer text (empty when there was no answer), at most
+    /// `[rollout] max_stored_answer_bytes` of it.
     pub response: String,
-    /// Reasoning text of thinking models.
+    /// Size in bytes of the whole answer (more than `response` holds when it was cut). Journals
+    /// of older versions lack it (0: unknown).
+    #[serde(default)]
+    pub response_bytes: u64,
+    /// Reasoning text of thinking models, at most `[rollout] max_stored_answer_bytes` of it.
     pub reasoning: Option<String>,
+    /// Size in bytes of the whole reasoning text (0 without one).
+    #[serde(default)]
+    pub reasoning_bytes: u64,
     /// The teacher's finish reason.
     pub finish_reason: Option<String>,
     /// The model that answered.
@@ -136,7 +144,25 @@ pub struct StepRow {
     pub finished_at_ms: u64,
 }
 
+/// `text` cut to at most `max_bytes` bytes at a character boundary, and its full size in bytes.
+pub fn stored_text(mut text: String, max_bytes: usize) -> (String, u64) {
+    let full = text.len() as u64;
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    (text, full)
+}
+
 impl StepRow {
+    /// True when the stored answer is only the start of what the teacher sent.
+    pub fn response_cut(&self) -> bool {
+        self.response_bytes > self.response.len() as u64
+    }
+
     /// The stored form of an evaluation ([`StepRow::eval_json`]); the one encoder.
     pub fn encode_eval(eval: Option<&EvalResult>) -> Option<String> {
         eval.and_then(|e| serde_json::to_string(e).ok())
@@ -159,7 +185,7 @@ impl StepRow {
 
 impl Table for StepRow {
     const NAME: &'static str = "steps";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }
 
 #[cfg(test)]
@@ -188,7 +214,9 @@ mod tests {
             system_prompt: "sys".into(),
             user_prompt: "user".into(),
             response: "resp".into(),
+            response_bytes: 4,
             reasoning: None,
+            reasoning_bytes: 0,
             finish_reason: Some("stop".into()),
             teacher_model: Some("m".into()),
             prompt_tokens: 10,
@@ -212,6 +240,28 @@ mod tests {
             started_at_ms: 1,
             finished_at_ms: 2,
         }
+    }
+
+    #[test]
+    fn stored_text_cuts_at_a_character_boundary_and_keeps_the_full_size() {
+        assert_eq!(stored_text("short".into(), 10), ("short".to_string(), 5));
+        // "é" is two bytes: a cut at 3 bytes keeps "a" and one "é".
+        assert_eq!(stored_text("aééé".into(), 4), ("aé".to_string(), 7));
+        let mut r = row(0, None);
+        (r.response, r.response_bytes) = stored_text("x".repeat(100), 10);
+        assert!(r.response_cut());
+        (r.response, r.response_bytes) = stored_text("x".repeat(10), 10);
+        assert!(!r.response_cut());
+    }
+
+    #[test]
+    fn journal_lines_of_older_versions_read_without_the_sizes() {
+        let mut v = serde_json::to_value(row(1, None)).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.remove("response_bytes");
+        obj.remove("reasoning_bytes");
+        let back: StepRow = serde_json::from_value(v).unwrap();
+        assert_eq!((back.response_bytes, back.response_cut()), (0, false));
     }
 
     #[test]

@@ -142,13 +142,19 @@ fn rerun_skips_and_longer_run_extends_without_redoing() {
     // Another teacher or evaluator identity re-runs the stage, but every step is restored.
     let other = ksmith_evolve::run_with_identity(&short, &ctx, &teacher, &ev, "teacher-b").unwrap();
     assert!(!other.skipped);
-    assert_eq!(other.counters["steps_new"], 0);
+    assert_eq!(other.counters["last_process/steps_new"], 0);
+    assert_eq!(
+        other.counters["steps_new"], 20,
+        "counted over both processes"
+    );
     assert_eq!(teacher.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
     let back: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
     assert_eq!(back, first);
     let long = cfg(16);
     let report = run(&long, &ctx, &teacher, &ev).unwrap();
-    assert_eq!(report.counters["steps_new"], 12);
+    assert_eq!(report.counters["last_process/steps_new"], 12);
+    assert_eq!(report.counters["steps_new"], 32);
+    assert_eq!(report.counters["rollout_processes"], 3);
     // Each task was checkpointed when it finished: nothing to replay.
     assert_eq!(report.counters["steps_replayed"], 0);
     let rows: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
@@ -336,4 +342,69 @@ fn checkpoint_interval_grows_with_the_archive() {
         );
     }
     assert_eq!(run.checkpoint_interval(), 20);
+}
+
+/// The scripted teacher, with a long tail of prose after every answer and a long reasoning.
+struct Verbose(ScriptedTeacher);
+
+impl ksmith_core::chat::ChatClient for Verbose {
+    fn chat(
+        &self,
+        req: &ksmith_core::chat::ChatRequest,
+    ) -> Result<ksmith_core::chat::ChatResponse, ksmith_core::chat::ChatError> {
+        let mut r = self.0.chat(req)?;
+        r.content
+            .push_str(&format!("\n\nNotes: {}", "é".repeat(40_000)));
+        r.reasoning = Some("thinking ".repeat(10_000));
+        Ok(r)
+    }
+}
+
+#[test]
+fn long_answers_are_stored_up_to_the_cap_with_their_full_size() {
+    let capped = tempfile::tempdir().unwrap();
+    let whole = tempfile::tempdir().unwrap();
+    let small = RolloutConfig {
+        max_stored_answer_bytes: 4096,
+        ..cfg(8)
+    };
+    let large = RolloutConfig {
+        max_stored_answer_bytes: 1 << 20,
+        ..cfg(8)
+    };
+    let mut rows = Vec::new();
+    for (dir, c) in [(&capped, &small), (&whole, &large)] {
+        write_tasks(dir.path(), &default_tasks(1));
+        let ctx = StageContext::for_tests(dir.path());
+        run(
+            c,
+            &ctx,
+            &Verbose(ScriptedTeacher::new()),
+            &FakeEvaluator::new(),
+        )
+        .unwrap();
+        rows.push(read_table::<StepRow>(&StepRow::path_in(dir.path())).unwrap());
+    }
+    let (cut, full) = (&rows[0], &rows[1]);
+    for (c, f) in cut.iter().zip(full) {
+        assert!(
+            c.response.len() <= 4096 && c.response_cut(),
+            "{}",
+            c.response.len()
+        );
+        assert!(
+            f.response.starts_with(&c.response),
+            "cut at a character boundary"
+        );
+        assert_eq!(c.response_bytes, f.response.len() as u64);
+        assert!(!f.response_cut());
+        let reasoning = c.reasoning.as_deref().unwrap();
+        assert_eq!(reasoning.len(), 4096);
+        assert_eq!(c.reasoning_bytes, 90_000);
+        // The edit read the whole answer: same programs, same outcomes, same evaluations.
+        assert_eq!(
+            (&c.program, c.edit_outcome, c.eval_status),
+            (&f.program, f.edit_outcome, f.eval_status)
+        );
+    }
 }

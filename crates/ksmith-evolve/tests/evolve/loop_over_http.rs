@@ -198,6 +198,13 @@ fn teacher_outage_stops_cleanly_and_a_rerun_completes() {
     assert_eq!(stopped.fingerprint, fp);
     assert_eq!(stopped.counters["tasks_aborted"], 2);
     assert!(stopped.counters["teacher_failures"] >= 2, "{stopped:?}");
+    let endings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ksmith_evolve::endings_path(dir.path())).unwrap())
+            .unwrap();
+    for (task, e) in endings.as_object().unwrap() {
+        assert_eq!(e["ending"], "aborted", "{task}");
+        assert!(e["reason"].as_str().unwrap().contains("503"), "{e}");
+    }
 
     let up = LoopbackServer::start(|r, _| {
         let req: ChatRequest = serde_json::from_value(r.body.clone()).unwrap();
@@ -213,6 +220,31 @@ fn teacher_outage_stops_cleanly_and_a_rerun_completes() {
     let report = run(&cfg(), &ctx, &teacher, &FakeEvaluator::new()).unwrap();
     assert_eq!(report.rows_written, 32);
     assert_eq!(report.counters["tasks_done"], 2);
+    // The resumed run's counters cover both processes.
+    assert_eq!(report.counters["rollout_processes"], 2);
+    for name in [
+        "teacher_requests",
+        "teacher_failures",
+        "teacher_retries",
+        "steps_new",
+    ] {
+        assert_eq!(
+            report.counters[name],
+            stopped.counters[name] + report.counters[&format!("last_process/{name}")],
+            "{name}: {report:?}"
+        );
+    }
+    assert!(report.counters["teacher_failures"] >= 2);
+    let endings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ksmith_evolve::endings_path(dir.path())).unwrap())
+            .unwrap();
+    assert!(
+        endings
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|e| e["ending"] == "done")
+    );
     assert_eq!(
         StageReport::load(dir.path(), "rollout"),
         Some(report.clone())

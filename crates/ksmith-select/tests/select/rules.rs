@@ -71,6 +71,7 @@ fn step(
             ),
         ],
         response: format!("```python\n# answer of {id}\nclass ModelNew: pass\n```"),
+        response_cut: false,
         program: Some(format!("# program of {id}\nclass ModelNew: pass\n")),
         eval: Some(eval(status, speedup)),
         teacher: "teacher-a".into(),
@@ -137,6 +138,13 @@ fn no_balance() -> SelectConfig {
         validation_fraction: 0.0,
         ..Default::default()
     }
+}
+
+/// Selects from `steps` of task A (activation, level 1) without balancing.
+fn select_a(steps: &[StepView]) -> (ksmith_select::Selection, StageReport) {
+    let mut report = StageReport::new("select");
+    let out = select(steps, &[task("A", "act", 1, 0)], &no_balance(), &mut report);
+    (out, report)
 }
 
 #[test]
@@ -520,4 +528,37 @@ fn balance_applies_level_proportions_and_family_caps() {
         report.dropped.get("sft/balance_level_proportion"),
         Some(&40)
     );
+}
+
+#[test]
+fn a_correct_repair_of_a_failed_translation_is_a_correctness_sample_without_timings() {
+    // A CPU-interpreter rollout: the first translation fails, a repair of it is correct, then an
+    // untimed optimization of the repaired program.
+    let steps = vec![
+        step("r0", "A", 0, None, Incorrect, None),
+        step("r1", "A", 1, Some("r0"), CompileError, None),
+        step("r2", "A", 2, Some("r1"), Correct, None),
+        step("r3", "A", 3, Some("r2"), Correct, None),
+    ];
+    let (out, report) = select_a(&steps);
+    let kinds: Vec<(String, SftKind)> = out
+        .sft
+        .iter()
+        .map(|r| (r.step_id.clone(), r.kind))
+        .collect();
+    assert_eq!(kinds, [("r2".to_string(), SftKind::Correctness)]);
+    let r2 = &out.sft[0];
+    assert_eq!(r2.parent_step_id.as_deref(), Some("r1"));
+    assert_eq!((r2.speedup, r2.parent_speedup), (None, None));
+    assert_eq!(report.dropped.get("sft/not_correct"), Some(&2), "r0, r1");
+    assert_eq!(report.dropped.get("sft/not_timed"), Some(&1), "r3");
+}
+
+#[test]
+fn a_cut_answer_is_never_an_sft_sample() {
+    let mut cut = step("x0", "A", 0, None, Correct, Some(0.9));
+    cut.response_cut = true;
+    let (out, report) = select_a(&[cut]);
+    assert!(out.sft.is_empty());
+    assert_eq!(report.dropped.get("sft/answer_cut"), Some(&1));
 }

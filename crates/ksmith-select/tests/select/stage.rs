@@ -63,7 +63,9 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         system_prompt: "You are a Triton expert.".into(),
         user_prompt: format!("Step {id}: make it faster."),
         response: format!("```python\n# {id}\n```"),
+        response_bytes: 0,
         reasoning: None,
+        reasoning_bytes: 0,
         finish_reason: Some("stop".into()),
         teacher_model: Some("teacher-x".into()),
         prompt_tokens: 100,
@@ -143,6 +145,20 @@ fn run_writes_tables_manifest_and_report_then_skips() {
     assert_eq!(manifest.config, cfg);
     assert_eq!(manifest.fingerprint, report.fingerprint);
     assert!(manifest.rules.iter().any(|r| r.contains("best_steps")));
+    // What each set kept and why the rest was dropped, for export to explain empty datasets.
+    assert_eq!(manifest.outcome["sft"].kept, 3);
+    assert_eq!(manifest.outcome["grpo"].kept, 1);
+    assert_eq!(
+        manifest.outcome["grpo"].dropped.get("first_step"),
+        Some(&1),
+        "{:?}",
+        manifest.outcome
+    );
+    assert_eq!(
+        manifest.outcome["grpo"].dropped.values().sum::<u64>()
+            + manifest.outcome["sft"].dropped.values().sum::<u64>(),
+        report.dropped_total()
+    );
 
     // Nothing changed: skipped. A config change: re-run.
     assert!(run(&cfg, &ctx).unwrap().skipped);

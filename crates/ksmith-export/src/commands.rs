@@ -1,0 +1,443 @@
+//! The "Trainer settings" and "Usage" sections of a card: the settings that fit the samples'
+//! lengths and a command line per trainer for the releases users run now (verl 0.9.x, TRL
+//! 1.16.x, OpenRLHF 0.11.x), naming every shard of every split.
+//!
+//! Commands use three shell variables the card defines: `DS` (the dataset folder), `MODEL` (the
+//! model to train) and `KSMITH` (a ksmith checkout, for `python/ksmith/reward.py`). The Python
+//! tests parse each command with the trainer's own parser (hydra for verl, `TrlParser` for TRL,
+//! argparse for OpenRLHF) and build the trainer's datasets from it.
+
+use std::fmt::Write as _;
+
+use crate::card::{CardInput, SplitFiles};
+use crate::formats::Format;
+
+/// verl's default `data.max_token_len_per_gpu` for SFT (dynamic batch size): a sample longer
+/// than this needs the setting raised too.
+const VERL_SFT_TOKENS_PER_GPU: u64 = 8192;
+
+/// The split named `name`, if it has rows.
+fn split<'a>(c: &'a CardInput, name: &str) -> Option<&'a SplitFiles> {
+    c.splits.iter().find(|s| s.name == name)
+}
+
+/// A hydra list override of `key` naming every file of `split`, quoted for the shell.
+fn hydra_files(key: &str, split: &SplitFiles) -> String {
+    let files: Vec<String> = split.files.iter().map(|f| format!("'$DS/{f}'")).collect();
+    format!("\"{key}=[{}]\"", files.join(","))
+}
+
+/// The shell lines that define the variables the commands use.
+fn variables(c: &CardInput) -> String {
+    let mut s = format!(
+        "DS=/path/to/{}    # this folder\nMODEL=/path/to/model    # the model to train\n",
+        c.format.folder()
+    );
+    if c.format.source() == crate::formats::Source::Grpo {
+        s.push_str("KSMITH=/path/to/ksmith    # a ksmith checkout: python/ksmith/reward.py\n");
+    }
+    s
+}
+
+/// Joins command parts as one shell command, one argument per line.
+fn command(parts: &[String]) -> String {
+    parts.join(" \\\n  ")
+}
+
+/// The settings table: each trainer key, its value and what it must hold.
+fn settings(c: &CardInput) -> String {
+    let f = &c.fit;
+    let l = &c.lengths;
+    let rows: Vec<(&str, u64, String)> = match c.format {
+        Format::VerlRl => vec![
+            (
+                "verl `data.max_prompt_length`",
+                f.prompt,
+                format!("longest prompt: {} tokens", l.prompt.max),
+            ),
+            (
+                "verl `data.max_response_length`",
+                f.response,
+                format!(
+                    "{}x the longest current program ({} tokens): an answer rewrites it",
+                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
+                    l.response.max
+                ),
+            ),
+        ],
+        Format::TrlGrpo => vec![
+            (
+                "TRL `max_completion_length`",
+                f.response,
+                format!(
+                    "{}x the longest current program ({} tokens)",
+                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
+                    l.response.max
+                ),
+            ),
+            (
+                "TRL `vllm_max_model_length` (with vLLM)",
+                f.total,
+                format!(
+                    "longest prompt ({} tokens) plus the completion",
+                    l.prompt.max
+                ),
+            ),
+        ],
+        Format::OpenrlhfRl => vec![
+            (
+                "OpenRLHF `--data.max_len`",
+                f.total,
+                format!("longest prompt ({} tokens) plus the answer", l.prompt.max),
+            ),
+            (
+                "OpenRLHF `--rollout.max_new_tokens`",
+                f.response,
+                format!(
+                    "{}x the longest current program ({} tokens)",
+                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
+                    l.response.max
+                ),
+            ),
+        ],
+        Format::VerlSft => {
+            let mut rows = vec![(
+                "verl `data.max_length`",
+                f.total,
+                format!("longest conversation: {} tokens", l.total.max),
+            )];
+            if f.total > VERL_SFT_TOKENS_PER_GPU {
+                rows.push((
+                    "verl `data.max_token_len_per_gpu`",
+                    f.total,
+                    "at least one whole sample per GPU".to_string(),
+                ));
+            }
+            rows
+        }
+        Format::TrlSft | Format::TrlSftStandard => vec![(
+            "TRL `max_length`",
+            f.total,
+            format!(
+                "longest prompt plus completion: {} tokens (TRL's default of 1024 cuts the \
+                 end, i.e. the completion)",
+                l.total.max
+            ),
+        )],
+        Format::OpenrlhfSft => vec![(
+            "OpenRLHF `--data.max_len`",
+            f.total,
+            format!(
+                "longest conversation: {} tokens (longer samples are dropped silently)",
+                l.total.max
+            ),
+        )],
+    };
+    let mut s = String::from("| setting | value | fits |\n|---|---|---|\n");
+    for (key, value, why) in rows {
+        let _ = writeln!(s, "| {key} | {value} | {why} |");
+    }
+    s
+}
+
+/// The command line (and Python equivalent) for `c`'s format.
+fn usage(c: &CardInput) -> String {
+    let f = &c.fit;
+    let train = split(c, "train");
+    let validation = split(c, "validation");
+    let mut out = String::new();
+    match c.format {
+        Format::VerlRl => {
+            // verl always builds a validation dataset; without a validation split it reads the
+            // train files and validation is switched off.
+            let mut parts = vec![
+                "python -m verl.trainer.main_ppo".to_string(),
+                "algorithm.adv_estimator=grpo".to_string(),
+                "actor_rollout_ref.model.path=$MODEL".to_string(),
+            ];
+            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
+            parts.extend(
+                validation
+                    .or(train)
+                    .map(|v| hydra_files("data.val_files", v)),
+            );
+            if validation.is_none() {
+                parts.push("trainer.val_before_train=False".to_string());
+                parts.push("trainer.test_freq=-1".to_string());
+            }
+            parts.extend([
+                "data.prompt_key=prompt".to_string(),
+                format!("data.max_prompt_length={}", f.prompt),
+                format!("data.max_response_length={}", f.response),
+                "data.filter_overlong_prompts=True".to_string(),
+                "data.truncation=error".to_string(),
+                "reward.custom_reward_function.path=$KSMITH/python/ksmith/reward.py".to_string(),
+                "reward.custom_reward_function.name=compute_score".to_string(),
+            ]);
+            let _ = writeln!(out, "```bash\n{}{}\n```\n", variables(c), command(&parts));
+            out.push_str(
+                "Set `KSMITH_EVAL_URL` to score answers on a remote evaluator; otherwise the \
+                 reward evaluates locally (GPU when visible, else the Triton CPU interpreter, \
+                 correctness only).\n",
+            );
+        }
+        Format::VerlSft => {
+            let mut parts = vec![
+                "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
+                    .to_string(),
+                "model.path=$MODEL".to_string(),
+            ];
+            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
+            parts.extend(validation.map(|v| hydra_files("data.val_files", v)));
+            parts.extend([
+                "data.messages_key=messages".to_string(),
+                format!("data.max_length={}", f.total),
+                "data.truncation=error".to_string(),
+            ]);
+            if f.total > VERL_SFT_TOKENS_PER_GPU {
+                parts.push(format!("data.max_token_len_per_gpu={}", f.total));
+            }
+            let _ = writeln!(out, "```bash\n{}{}\n```", variables(c), command(&parts));
+        }
+        Format::TrlSft | Format::TrlSftStandard => {
+            let mut parts = vec![
+                "trl sft".to_string(),
+                "--model_name_or_path $MODEL".to_string(),
+                "--dataset_name $DS".to_string(),
+                format!("--max_length {}", f.total),
+                "--output_dir sft-out".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval_strategy epoch".to_string());
+                parts.push("--dataset_test_split validation".to_string());
+            }
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nor in Python:\n\n```python\nfrom datasets import \
+                 load_dataset\nfrom trl import SFTConfig, SFTTrainer\nds = load_dataset(DS)\n\
+                 trainer = SFTTrainer(model=MODEL, args=SFTConfig(max_length={}), \
+                 train_dataset=ds[\"train\"])\n```",
+                variables(c),
+                command(&parts),
+                f.total
+            );
+        }
+        Format::TrlGrpo => {
+            let parts = vec![
+                "PYTHONPATH=$KSMITH/python trl grpo".to_string(),
+                "--model_name_or_path $MODEL".to_string(),
+                "--dataset_name $DS".to_string(),
+                "--reward_funcs ksmith.reward.trl_reward_func".to_string(),
+                format!("--max_completion_length {}", f.response),
+                "--output_dir grpo-out".to_string(),
+            ];
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nor in Python (with `$KSMITH/python` on `sys.path`):\n\n\
+                 ```python\nfrom datasets import load_dataset\nfrom trl import GRPOConfig, \
+                 GRPOTrainer\nfrom ksmith.reward import trl_reward_func\nds = load_dataset(DS)\n\
+                 trainer = GRPOTrainer(model=MODEL, reward_funcs=trl_reward_func, \
+                 args=GRPOConfig(max_completion_length={}), train_dataset=ds[\"train\"])\n```\n\n\
+                 With `--use_vllm`, also `--vllm_max_model_length {}`.",
+                variables(c),
+                command(&parts),
+                f.response,
+                f.total
+            );
+        }
+        Format::OpenrlhfRl => {
+            let mut parts = vec![
+                "python -m openrlhf.cli.train_ppo_ray".to_string(),
+                "--actor.model_name_or_path $MODEL".to_string(),
+                "--data.prompt_dataset $DS".to_string(),
+                "--data.prompt_split train".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval.dataset $DS".to_string());
+                parts.push("--eval.split validation".to_string());
+            }
+            parts.extend([
+                "--data.input_key input".to_string(),
+                "--data.label_key label".to_string(),
+                "--data.apply_chat_template".to_string(),
+                format!("--data.max_len {}", f.total),
+                format!("--rollout.max_new_tokens {}", f.response),
+                "--reward.remote_url $KSMITH/python/ksmith/reward.py".to_string(),
+                "--algo.advantage.estimator group_norm".to_string(),
+                "--rollout.n_samples_per_prompt 8".to_string(),
+            ]);
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nOpenRLHF imports `reward_func(queries, prompts, labels)` \
+                 from that file.",
+                variables(c),
+                command(&parts)
+            );
+        }
+        Format::OpenrlhfSft => {
+            let mut parts = vec![
+                "deepspeed --module openrlhf.cli.train_sft".to_string(),
+                "--model.model_name_or_path $MODEL".to_string(),
+                "--data.dataset $DS".to_string(),
+                "--data.dataset_split train".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval.dataset $DS".to_string());
+                parts.push("--eval.split validation".to_string());
+            }
+            parts.extend([
+                "--data.input_key input".to_string(),
+                "--data.output_key output".to_string(),
+                "--data.apply_chat_template".to_string(),
+                format!("--data.max_len {}", f.total),
+            ]);
+            let _ = writeln!(out, "```bash\n{}{}\n```", variables(c), command(&parts));
+        }
+    }
+    out
+}
+
+/// The "Lengths", "Trainer settings" and "Usage" sections.
+pub fn sections(c: &CardInput) -> String {
+    let l = &c.lengths;
+    let mut s = String::new();
+    let response = match c.format.source() {
+        crate::formats::Source::Sft => "response (answer)",
+        crate::formats::Source::Grpo => "current program (an answer rewrites it)",
+    };
+    let _ = writeln!(
+        s,
+        "## Lengths\n\nTokens per sample, counted with `{}`{} (prompts include {} tokens per \
+         message for the chat template).\n\n| tokens | median | p99 | max |\n|---|---|---|---|",
+        l.counter,
+        if c.approx {
+            " (ceil(characters / 4): within about 15% of a BPE tokenizer's count on code)"
+        } else {
+            ""
+        },
+        if c.approx {
+            4
+        } else {
+            crate::lengths::TEMPLATE_TOKENS_PER_MESSAGE
+        }
+    );
+    for (name, st) in [
+        ("prompt", &l.prompt),
+        (response, &l.response),
+        ("total", &l.total),
+    ] {
+        let _ = writeln!(s, "| {name} | {} | {} | {} |", st.median, st.p99, st.max);
+    }
+    let caps = &c.caps;
+    if caps.max_prompt_tokens > 0 || caps.max_response_tokens > 0 {
+        let dropped: Vec<String> = caps
+            .dropped
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nCaps (`[export]`): max_prompt_tokens = {}, max_response_tokens = {} (0 = none); \
+             samples left out: {}; prompts cut to fit: {}.",
+            caps.max_prompt_tokens,
+            caps.max_response_tokens,
+            if dropped.is_empty() {
+                "none".to_string()
+            } else {
+                dropped.join(", ")
+            },
+            caps.truncated
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Trainer settings\n\nSettings that fit every sample: the longest length plus a \
+         margin ({}), rounded up to a multiple of {}.\n\n{}",
+        if c.approx {
+            "20%, for the chars/4 estimate"
+        } else {
+            "5%, for the chat template"
+        },
+        crate::lengths::Fit::ROUND,
+        settings(c)
+    );
+    let _ = writeln!(s, "## Usage\n\n{}", usage(c));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::card::tests::card;
+
+    #[test]
+    fn verl_rl_names_every_shard_and_reads_train_for_validation_when_there_is_none() {
+        let with_val = usage(&card(
+            Format::VerlRl,
+            &[("train", 10, 2), ("validation", 2, 1)],
+        ));
+        assert!(with_val.contains(
+            "\"data.train_files=['$DS/data/train-00000-of-00002.parquet','$DS/data/train-00001-of-00002.parquet']\""
+        ), "{with_val}");
+        assert!(
+            with_val.contains("\"data.val_files=['$DS/data/validation-00000-of-00001.parquet']\"")
+        );
+        assert!(!with_val.contains("test_freq"));
+        // 1200 + 20% -> 1536; answers: 2 x 400 + 20% -> 1024.
+        assert!(
+            with_val.contains("data.max_prompt_length=1536"),
+            "{with_val}"
+        );
+        assert!(with_val.contains("data.max_response_length=1024"));
+        assert!(
+            with_val.contains("reward.custom_reward_function.path=$KSMITH/python/ksmith/reward.py")
+        );
+
+        let train_only = usage(&card(Format::VerlRl, &[("train", 10, 1)]));
+        assert!(!train_only.contains("validation-"), "{train_only}");
+        assert!(
+            train_only.contains("\"data.val_files=['$DS/data/train-00000-of-00001.parquet']\"")
+        );
+        assert!(train_only.contains("trainer.val_before_train=False"));
+        assert!(train_only.contains("trainer.test_freq=-1"));
+    }
+
+    #[test]
+    fn sft_commands_carry_the_length_that_fits() {
+        // 1600 + 20% = 1920 -> 2048.
+        let verl = usage(&card(Format::VerlSft, &[("train", 3, 1)]));
+        assert!(verl.contains("-m verl.trainer.sft_trainer"), "{verl}");
+        assert!(verl.contains("data.messages_key=messages"));
+        assert!(verl.contains("data.max_length=2048"));
+        assert!(!verl.contains("val_files"), "no validation split");
+        assert!(
+            !verl.contains("max_token_len_per_gpu"),
+            "2048 fits the default"
+        );
+        let trl = usage(&card(
+            Format::TrlSft,
+            &[("train", 3, 1), ("validation", 1, 1)],
+        ));
+        assert!(trl.contains("--max_length 2048") && trl.contains("SFTConfig(max_length=2048)"));
+        assert!(trl.contains("--dataset_test_split validation"));
+        let orl = usage(&card(Format::OpenrlhfSft, &[("train", 3, 1)]));
+        assert!(orl.contains("--data.max_len 2048") && !orl.contains("--eval.dataset"));
+        let table = settings(&card(Format::TrlSft, &[("train", 3, 1)]));
+        assert!(table.contains("| TRL `max_length` | 2048 |"), "{table}");
+    }
+
+    #[test]
+    fn rl_commands_size_prompt_and_answer() {
+        let orl = usage(&card(
+            Format::OpenrlhfRl,
+            &[("train", 3, 1), ("validation", 1, 1)],
+        ));
+        assert!(orl.contains("--data.max_len 2560"), "1536 + 1024: {orl}");
+        assert!(orl.contains("--rollout.max_new_tokens 1024"));
+        assert!(orl.contains("--eval.dataset $DS") && orl.contains("--eval.split validation"));
+        assert!(orl.contains("--reward.remote_url $KSMITH/python/ksmith/reward.py"));
+        let trl = usage(&card(Format::TrlGrpo, &[("train", 3, 1)]));
+        assert!(trl.contains("--max_completion_length 1024"), "{trl}");
+        assert!(trl.contains("--reward_funcs ksmith.reward.trl_reward_func"));
+    }
+}
