@@ -51,6 +51,7 @@ fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
         cpu_time_ms: 1.0,
         repair_steps: vec![],
         attempts: 1,
+        aten_ops: vec![],
     }
 }
 

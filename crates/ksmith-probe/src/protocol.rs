@@ -112,4 +112,7 @@ pub struct Response {
     /// Requests the Ray driver ran again after their actor died (its `stats` line).
     #[serde(default)]
     pub requeued: Option<u64>,
+    /// ATen operators one forward call dispatched, with counts.
+    #[serde(default)]
+    pub aten_ops: std::collections::BTreeMap<String, u64>,
 }

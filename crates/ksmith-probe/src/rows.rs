@@ -1,6 +1,6 @@
 //! From worker responses (or their absence) to `ProbeRow`s.
 
-use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
+use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus};
 
 use std::time::Duration;
 
@@ -53,6 +53,14 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         cpu_time_ms: r.cpu_time_ms.unwrap_or(0.0),
         repair_steps: r.repair_steps,
         attempts: r.attempts,
+        aten_ops: if runs {
+            r.aten_ops
+                .into_iter()
+                .map(|(op, count)| OpCount { op, count })
+                .collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -99,6 +107,7 @@ pub fn without_response(
         cpu_time_ms: 0.0,
         repair_steps: Vec::new(),
         attempts: 0,
+        aten_ops: Vec::new(),
     }
 }
 
@@ -119,6 +128,7 @@ pub(crate) fn failed_row_for_tests() -> ProbeRow {
         cpu_time_ms: 0.0,
         repair_steps: vec![],
         attempts: 1,
+        aten_ops: vec![],
     }
 }
 

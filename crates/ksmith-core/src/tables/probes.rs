@@ -54,9 +54,22 @@ pub struct ProbeRow {
     pub repair_steps: Vec<String>,
     /// How many times the module was run.
     pub attempts: u32,
+    /// The ATen operators one forward call dispatched, with how often (`aten::convolution`,
+    /// 2), sorted by name: what the module actually runs. Empty when it did not run, or when
+    /// the recording failed.
+    pub aten_ops: Vec<OpCount>,
+}
+
+/// An operator and how many times it was called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCount {
+    /// The operator (`aten::addmm`).
+    pub op: String,
+    /// Calls in one forward pass.
+    pub count: u64,
 }
 
 impl Table for ProbeRow {
     const NAME: &'static str = "probes";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }
