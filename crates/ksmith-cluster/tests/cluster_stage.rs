@@ -116,6 +116,7 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             method: (!kept).then_some(DedupMethod::Exact),
             duplicate_of: (!kept).then(|| "g0_000".to_string()),
             similarity: None,
+            contaminated_via: None,
         });
     };
     for g in 0..GROUPS.len() {
@@ -383,6 +384,7 @@ fn bad_input_and_up_to_date() {
         method: None,
         duplicate_of: None,
         similarity: None,
+        contaminated_via: None,
     });
     write_table(&DedupRow::path_in(dir.path()), &dedup, "fp-d2").unwrap();
     let err = run(&small_cfg(), &ctx).unwrap_err();

@@ -279,7 +279,7 @@ fn decontamination_drops_copies_of_evaluation_problems() {
         .collect();
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
-        contamination_dir: Some(bench.clone()),
+        contamination: vec![bench.display().to_string()],
         ..Default::default()
     };
     let rows = run_rows(dir.path(), &cfg, 1);
@@ -301,7 +301,7 @@ fn decontamination_drops_copies_of_evaluation_problems() {
     assert_eq!(report["dropped"]["contamination"], 2);
 
     let missing = DedupConfig {
-        contamination_dir: Some(dir.path().join("nope")),
+        contamination: vec![dir.path().join("nope").display().to_string()],
         ..Default::default()
     };
     let err = run(&missing, &StageContext::for_tests(dir.path())).unwrap_err();
@@ -399,4 +399,97 @@ fn skips_when_up_to_date_and_reports_missing_inputs() {
         ..Default::default()
     };
     assert!(matches!(run(&bad, &ctx), Err(DedupError::Config(_))));
+}
+
+#[test]
+fn modules_grouped_with_a_copy_of_a_problem_are_dropped_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::write(bench.join("9_Gemm_Sigmoid_Scaling.py"), GEMM).unwrap();
+    // `copy` is the problem itself; `edited` only a near duplicate of `copy` (one more step),
+    // which a strict contamination threshold does not match on its own.
+    let edited = GEMM.replace(
+        "        x = x * self.scaling_factor\n",
+        "        x = x * self.scaling_factor\n        x = x - 0.5\n",
+    );
+    let mut rng = SplitMix::new(11);
+    let unrelated = synth::original(&mut rng);
+    let modules = vec![
+        module("copy", GEMM, Some("MIT"), Some(1)),
+        module("edited", &edited, Some("MIT"), Some(50)),
+        module("other", &unrelated, Some("MIT"), Some(1)),
+    ];
+    let probes: Vec<ProbeRow> = modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect();
+    write_inputs(dir.path(), &modules, &probes);
+    let cfg = DedupConfig {
+        contamination: vec![bench.display().to_string()],
+        contamination_threshold: 1.0,
+        contamination_canonical_threshold: 1.0,
+        contamination_structural: false,
+        ..Default::default()
+    };
+    let rows = run_rows(dir.path(), &cfg, 2);
+    assert_eq!(rows["copy"].method, Some(DedupMethod::Contamination));
+    assert_eq!(rows["copy"].contaminated_via, None);
+    assert_eq!(rows["copy"].similarity, Some(1.0));
+    // The survivor of the group (more stars) goes with its copy of the problem.
+    let e = &rows["edited"];
+    assert!(!e.kept);
+    assert_eq!(e.method, Some(DedupMethod::Contamination));
+    assert_eq!(e.duplicate_of.as_deref(), Some("9_Gemm_Sigmoid_Scaling.py"));
+    assert_eq!(e.contaminated_via.as_deref(), Some("copy"));
+    assert_eq!(e.similarity, None);
+    assert!(rows["other"].kept);
+    // Without the problem, `copy` is a near duplicate of `edited`: the pair that groups them.
+    let pairs: Vec<ksmith_core::tables::DedupPairRow> =
+        read_table(&ksmith_core::tables::DedupPairRow::path_in(dir.path())).unwrap();
+    assert!(pairs.iter().any(|p| p.method == DedupMethod::Near
+        && [p.module_id.as_str(), p.other.as_str()] == ["copy", "edited"]));
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("reports/dedup.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["counters"]["contaminated_via_group"], 1);
+}
+
+#[test]
+fn every_dropped_row_is_a_direct_match_of_a_kept_survivor_recorded_in_the_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    planted(dir.path(), 300, 8);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    let pairs: Vec<ksmith_core::tables::DedupPairRow> =
+        read_table(&ksmith_core::tables::DedupPairRow::path_in(dir.path())).unwrap();
+    let cfg = DedupConfig::default();
+    let mut dropped = 0;
+    for r in rows.values().filter(|r| !r.kept) {
+        dropped += 1;
+        let survivor = r.duplicate_of.as_ref().unwrap();
+        assert!(
+            rows[survivor].kept,
+            "{} -> {survivor}: survivor dropped",
+            r.module_id
+        );
+        let decided: Vec<_> = pairs
+            .iter()
+            .filter(|p| p.module_id == r.module_id && p.decided)
+            .collect();
+        assert_eq!(decided.len(), 1, "{}: {decided:?}", r.module_id);
+        let p = decided[0];
+        assert_eq!(&p.other, survivor);
+        assert_eq!(Some(p.method), r.method);
+        assert_eq!(p.similarity, r.similarity);
+        let threshold = match p.method {
+            DedupMethod::Near => Some(cfg.near_threshold),
+            DedupMethod::Semantic => Some(cfg.semantic_threshold),
+            _ => None,
+        };
+        if let Some(t) = threshold {
+            assert!(p.similarity.unwrap() >= t, "{p:?}");
+        }
+    }
+    assert!(dropped > 30);
 }

@@ -115,6 +115,7 @@ fn write_workdir(dir: &Path) {
             method: None,
             duplicate_of: None,
             similarity: None,
+            contaminated_via: None,
         })
         .collect();
     write_table(&DedupRow::path_in(dir), &dedup, "fp").unwrap();

@@ -15,7 +15,7 @@ mod steps;
 mod tasks;
 
 pub use clusters::ClusterRow;
-pub use dedup::{DedupMethod, DedupRow};
+pub use dedup::{DedupMethod, DedupPairRow, DedupRow};
 pub use grpo::{GrpoRow, GrpoSelection};
 pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
 pub use probes::{OpCount, ProbeRow, ProbeStatus};
