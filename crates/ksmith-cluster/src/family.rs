@@ -1,13 +1,21 @@
-//! Functional family and difficulty level of a module, each with the rule that decided it.
+//! Functional family and difficulty level of a module, each with the rule that decided it, and
+//! whether it is too trivial to be a task.
 //!
-//! The family comes from the operators the program calls (canonical names: `conv2d`, `relu`,
-//! `@`, ...), checked in a fixed order from the most specific to the most generic, and from the
-//! class name for losses. The level is 1 for a single operator, 2 for a fused sequence, 3 for a
-//! block or network (a transformer or residual block, recurrent layers with more around them,
-//! several heavy layers, loops over layers, several classes, or many operators).
+//! [`label_with_ops`] decides from what the module actually ran: the ATen operators one forward
+//! call dispatched (recorded by probe, [`crate::aten`]), with the operators its code calls
+//! (static, on the entry class and the code it reaches) only for what ATen cannot tell: an
+//! `nn.Linear` from a bare product, a recurrent layer the CPU decomposes into products, a skip
+//! connection, a loss by its class name. Rules start with `aten:` or `static:`. The family is
+//! checked in a fixed order from the most specific to the most generic. The level is 1 for one
+//! compute operator (or one library call that dispatches a few), 2 for a short fused sequence,
+//! 3 for a block or network (a transformer or residual block, three or more heavy operators, or
+//! a long sequence). Without recorded operators, [`label`] decides from the program text alone.
 
-use ksmith_embed::Program;
+use ksmith_core::tables::OpCount;
 use ksmith_embed::ops::{ProgramSummary, summarize};
+use ksmith_embed::{Program, Slice};
+
+use crate::aten::{Kind, Profile};
 
 /// The families, in the order their rules are tried.
 pub const FAMILIES: &[&str] = &[
@@ -348,6 +356,10 @@ fn is_loss(name: &str) -> bool {
 /// The family and level of one module, with their rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Label {
+    /// Why the module is not a task by default (`no_compute`: views, copies and data movement
+    /// only; `wrapper_of_argument`: it mostly calls a module given to its constructor); `None`
+    /// for a real task.
+    pub trivial: Option<String>,
     /// The family (one of [`FAMILIES`]).
     pub family: &'static str,
     /// The rule that decided it (e.g. `op:conv2d`, `class_name:loss`).
@@ -481,11 +493,228 @@ fn label_summary(s: &ProgramSummary, class_name: &str, p: &Program<'_>) -> Label
             (2, format!("fused_ops:{}", compute.len()))
         };
     Label {
+        trivial: compute.is_empty().then(|| "no_compute".to_string()),
         family,
         family_rule,
         level,
         level_rule,
     }
+}
+
+/// Labels a module from the ATen operators its forward dispatched (see the module
+/// documentation); without any, the same as [`label`].
+pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Label {
+    if aten.is_empty() {
+        let mut l = label(program, class_name);
+        l.family_rule = format!("static:{}", l.family_rule);
+        l.level_rule = format!("static:{}", l.level_rule);
+        return l;
+    }
+    let p = Program::parse(program);
+    let slice = Slice::of(&p);
+    let view = p.view(slice.ranges().flat_map(|r| p.tokens[r].to_vec()).collect());
+    let s = summarize(&view);
+    let statics: Vec<&str> = s
+        .ops
+        .iter()
+        .map(|o| o.name.as_str())
+        .filter(|n| !NOT_COMPUTE.contains(n))
+        .collect();
+    let prof = Profile::of(aten);
+    let named = |names: &[&str]| aten.iter().any(|o| names.contains(&short(&o.op)));
+    let first = |k: Kind| prof.first(aten, k).unwrap_or("?").to_string();
+    let ran = |k: Kind| prof.count(k) > 0;
+    let batched = named(&["bmm", "baddbmm", "matmul"]);
+    let attention = ran(Kind::Attention) || (ran(Kind::Softmax) && batched);
+    let linear = named(&["addmm", "linear"]) || has(&statics, LINEAR).is_some();
+    let static_recurrent = has(&statics, RECURRENT);
+    let class_lower = class_name.to_ascii_lowercase();
+    let (family, family_rule): (&'static str, String) =
+        if attention && ran(Kind::Normalization) && linear {
+            ("transformer_block", "aten:attention+norm+linear".into())
+        } else if ran(Kind::Attention) {
+            ("attention", format!("aten:{}", first(Kind::Attention)))
+        } else if attention {
+            ("attention", "aten:softmax+batched_matmul".into())
+        } else if ran(Kind::Recurrent) {
+            ("recurrent", format!("aten:{}", first(Kind::Recurrent)))
+        } else if let Some(op) = static_recurrent.as_ref() {
+            ("recurrent", format!("static:op:{op}"))
+        } else if ran(Kind::Loss) {
+            ("loss", format!("aten:{}", first(Kind::Loss)))
+        } else if class_lower.ends_with("loss") {
+            ("loss", "static:class_name:loss".into())
+        } else if residual(&view) && prof.heavy >= 2 {
+            ("residual_block", "static:skip_add+aten:heavy_ops".into())
+        } else if ran(Kind::Convolution) {
+            ("convolution", format!("aten:{}", first(Kind::Convolution)))
+        } else if ran(Kind::Embedding) {
+            ("embedding", format!("aten:{}", first(Kind::Embedding)))
+        } else if ran(Kind::Normalization) {
+            (
+                "normalization",
+                format!("aten:{}", first(Kind::Normalization)),
+            )
+        } else if ran(Kind::VectorNorm) && named(&["div"]) {
+            (
+                "normalization",
+                format!("aten:{}+div", first(Kind::VectorNorm)),
+            )
+        } else if ran(Kind::Pooling) {
+            ("pooling", format!("aten:{}", first(Kind::Pooling)))
+        } else if let Some(op) = has(&statics, POOL) {
+            ("pooling", format!("static:op:{op}"))
+        } else if ran(Kind::Upsampling) {
+            ("upsampling", format!("aten:{}", first(Kind::Upsampling)))
+        } else if ran(Kind::Matmul) && linear {
+            ("linear_mlp", format!("aten:{}", first(Kind::Matmul)))
+        } else if ran(Kind::Matmul) {
+            ("matmul", format!("aten:{}", first(Kind::Matmul)))
+        } else if ran(Kind::Softmax) {
+            ("softmax", format!("aten:{}", first(Kind::Softmax)))
+        } else if ran(Kind::Activation) {
+            ("activation", format!("aten:{}", first(Kind::Activation)))
+        } else if ran(Kind::Dropout) {
+            ("dropout", format!("aten:{}", first(Kind::Dropout)))
+        } else if ran(Kind::Distance) {
+            ("distance", format!("aten:{}", first(Kind::Distance)))
+        } else if let Some(op) = has(&statics, DISTANCE) {
+            ("distance", format!("static:op:{op}"))
+        } else if ran(Kind::Reduction) || ran(Kind::VectorNorm) {
+            let k = if ran(Kind::Reduction) {
+                Kind::Reduction
+            } else {
+                Kind::VectorNorm
+            };
+            ("reduction", format!("aten:{}", first(k)))
+        } else if ran(Kind::Elementwise) {
+            (
+                "elementwise_fusion",
+                format!("aten:{}", first(Kind::Elementwise)),
+            )
+        } else if ran(Kind::Other) {
+            ("other", format!("aten:{}", first(Kind::Other)))
+        } else if ran(Kind::Padding) {
+            ("padding", format!("aten:{}", first(Kind::Padding)))
+        } else if ran(Kind::Movement) {
+            ("data_movement", format!("aten:{}", first(Kind::Movement)))
+        } else {
+            ("data_movement", "aten:views_and_copies_only".into())
+        };
+
+    let compute = prof.compute;
+    let single_call = statics.len() == 1 && !SYMBOLS.contains(&statics[0]);
+    let (level, level_rule): (u8, String) =
+        if matches!(family, "transformer_block" | "residual_block") {
+            (3, format!("family:{family}"))
+        } else if family == "recurrent" && static_recurrent.is_some() {
+            // The CPU may run a recurrent layer as many products: count its layers instead.
+            let layers = statics
+                .iter()
+                .filter(|n| HEAVY.iter().any(|set| set.contains(n)))
+                .count();
+            match layers {
+                0 | 1 => (1, "static:single_recurrent_layer".to_string()),
+                2 => (2, "static:heavy_layers:2".to_string()),
+                n => (3, format!("static:heavy_layers:{n}")),
+            }
+        } else if prof.heavy >= 3 {
+            (3, format!("aten:heavy_ops:{}", prof.heavy))
+        } else if compute >= 10 {
+            (3, format!("aten:compute_ops:{compute}"))
+        } else if compute == 0 {
+            (1, "aten:no_compute_op".to_string())
+        } else if compute == 1 {
+            (1, format!("aten:single_op:{}", prof.distinct_compute[0]))
+        } else if prof.distinct_compute.len() == 1 && prof.heavy <= 1 {
+            (
+                1,
+                format!("aten:repeated_single_op:{}", prof.distinct_compute[0]),
+            )
+        } else if single_call && prof.heavy <= 1 {
+            (
+                1,
+                format!(
+                    "static:single_call:{}+aten:compute_ops:{compute}",
+                    statics[0]
+                ),
+            )
+        } else {
+            (2, format!("aten:fused_ops:{compute}"))
+        };
+    let trivial = if compute == 0 {
+        Some("no_compute".to_string())
+    } else if compute <= 2 && wraps_an_argument(&p, &slice) {
+        Some("wrapper_of_argument".to_string())
+    } else {
+        None
+    };
+    Label {
+        trivial,
+        family,
+        family_rule,
+        level,
+        level_rule,
+    }
+}
+
+/// Arithmetic symbols among static operator names.
+const SYMBOLS: &[&str] = &["+", "-", "*", "/", "**", "@"];
+
+/// An operator's name without namespace and in-place suffix (`aten::relu_` -> `relu`).
+fn short(op: &str) -> &str {
+    let name = op.rsplit("::").next().unwrap_or(op);
+    name.strip_suffix('_').unwrap_or(name)
+}
+
+/// True when the entry class keeps a constructor argument as an attribute (`self.fn = fn`)
+/// and calls it (`self.fn(...)`): what it computes is mostly what it was given.
+fn wraps_an_argument(p: &Program<'_>, slice: &Slice) -> bool {
+    use ksmith_embed::lexer::TokenKind;
+    let Some(entry) = slice.entry.clone() else {
+        return false;
+    };
+    let t = &p.tokens[entry];
+    // Parameters of __init__.
+    let mut params: Vec<&str> = Vec::new();
+    if let Some(i) =
+        (0..t.len().saturating_sub(1)).find(|&i| t[i].text == "def" && t[i + 1].text == "__init__")
+    {
+        let mut depth = 0i32;
+        for tok in &t[i + 2..] {
+            match tok.text {
+                "(" => depth += 1,
+                ")" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ if tok.kind == TokenKind::Name && depth == 1 && tok.text != "self" => {
+                    params.push(tok.text)
+                }
+                _ => {}
+            }
+        }
+    }
+    // self.X = P, with P a parameter, alone on its line.
+    let mut held: Vec<&str> = Vec::new();
+    for w in t.windows(6) {
+        if w[0].is_layout()
+            && w[1].text == "self"
+            && w[2].is_op(".")
+            && w[4].is_op("=")
+            && params.contains(&w[5].text)
+        {
+            held.push(w[3].text);
+        }
+    }
+    held.retain(|name| {
+        t.windows(4).any(|w| {
+            w[0].text == "self" && w[1].is_op(".") && w[2].text == *name && w[3].is_op("(")
+        })
+    });
+    !held.is_empty()
 }
 
 #[cfg(test)]
@@ -661,5 +890,169 @@ mod tests {
             (l.family, l.level, l.level_rule.as_str()),
             ("other", 1, "no_compute_op")
         );
+    }
+
+    fn ops(list: &[(&str, u64)]) -> Vec<OpCount> {
+        list.iter()
+            .map(|(op, count)| OpCount {
+                op: format!("aten::{op}"),
+                count: *count,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aten_operators_decide_family_and_level() {
+        // (program, class, operators, family, level, level rule)
+        type Case<'a> = (String, &'a str, Vec<OpCount>, &'a str, u8, &'a str);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                module(&[], &["return torch.relu(x)"]),
+                "M",
+                ops(&[("relu", 1)]),
+                "activation",
+                1,
+                "aten:single_op:aten::relu",
+            ),
+            // A loss made of a few operators is a short fused sequence, not a network.
+            (
+                module(&[], &["return torch.mean(torch.clamp(1 - x * y, min=0))"]),
+                "HingeLoss",
+                ops(&[("mul", 1), ("rsub", 1), ("clamp", 1), ("mean", 1)]),
+                "loss",
+                2,
+                "aten:fused_ops:4",
+            ),
+            // One library call that dispatches several operators is still one operator.
+            (
+                module(&[], &["return F.cross_entropy(x, y)"]),
+                "M",
+                ops(&[("_log_softmax", 1), ("nll_loss_forward", 1)]),
+                "loss",
+                1,
+                "static:single_call:cross_entropy+aten:compute_ops:2",
+            ),
+            (
+                module(
+                    &["self.c = nn.Conv2d(3, 8, 3)", "self.b = nn.BatchNorm2d(8)"],
+                    &["return F.relu(self.b(self.c(x)))"],
+                ),
+                "ConvBNReLU",
+                ops(&[
+                    ("convolution", 1),
+                    ("native_batch_norm", 1),
+                    ("empty", 1),
+                    ("relu", 1),
+                ]),
+                "convolution",
+                2,
+                "aten:fused_ops:3",
+            ),
+            (
+                module(
+                    &["self.a = nn.Linear(8, 8)", "self.b = nn.Linear(8, 8)"],
+                    &["return self.b(F.gelu(self.a(x)))"],
+                ),
+                "Mlp",
+                ops(&[("t", 2), ("addmm", 2), ("gelu", 1), ("view", 2)]),
+                "linear_mlp",
+                2,
+                "aten:fused_ops:3",
+            ),
+            (
+                module(&[], &["return x @ y"]),
+                "M",
+                ops(&[("expand", 2), ("view", 2), ("bmm", 1), ("_unsafe_view", 1)]),
+                "matmul",
+                1,
+                "aten:single_op:aten::bmm",
+            ),
+            (
+                module(
+                    &[
+                        "self.m = nn.MultiheadAttention(8, 2)",
+                        "self.n = nn.LayerNorm(8)",
+                    ],
+                    &["return self.n(self.m(x, x, x)[0] + x)"],
+                ),
+                "Block",
+                ops(&[
+                    ("addmm", 4),
+                    ("bmm", 2),
+                    ("_softmax", 1),
+                    ("native_layer_norm", 1),
+                    ("add", 1),
+                    ("view", 8),
+                ]),
+                "transformer_block",
+                3,
+                "family:transformer_block",
+            ),
+            // A GRU the CPU runs as products is one recurrent layer.
+            (
+                module(&["self.r = nn.GRU(8, 8)"], &["return self.r(x)[0]"]),
+                "M",
+                ops(&[
+                    ("addmm", 4),
+                    ("sigmoid_", 6),
+                    ("tanh_", 3),
+                    ("add_", 9),
+                    ("mul_", 6),
+                    ("stack", 2),
+                ]),
+                "recurrent",
+                1,
+                "static:single_recurrent_layer",
+            ),
+            (
+                module(&[], &["return x.view(x.size(0), -1)"]),
+                "Flatten",
+                ops(&[("view", 1)]),
+                "data_movement",
+                1,
+                "aten:no_compute_op",
+            ),
+            (
+                module(&[], &["return F.normalize(x, dim=1)"]),
+                "L2Norm",
+                ops(&[
+                    ("linalg_vector_norm", 1),
+                    ("clamp_min", 1),
+                    ("expand", 1),
+                    ("div", 1),
+                ]),
+                "normalization",
+                1,
+                "static:single_call:normalize+aten:compute_ops:3",
+            ),
+        ];
+        for (src, class, aten, family, level, rule) in cases {
+            let l = label_with_ops(&src, class, &aten);
+            assert_eq!((l.family, l.level), (family, level), "{class}: {l:?}");
+            assert_eq!(l.level_rule, rule, "{class}: {l:?}");
+            assert!(l.family_rule.starts_with("aten:") || l.family_rule.starts_with("static:"));
+        }
+    }
+
+    #[test]
+    fn trivial_modules_are_marked_and_operators_missing_fall_back_to_static_rules() {
+        let flatten = label_with_ops(
+            &module(&[], &["return x.view(x.size(0), -1)"]),
+            "Flatten",
+            &ops(&[("view", 1)]),
+        );
+        assert_eq!(flatten.trivial.as_deref(), Some("no_compute"));
+        let wrapper = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, fn):\n        super().__init__()\n        self.fn = fn\n\n    def forward(self, x):\n        return self.fn(x) + x\n";
+        let l = label_with_ops(wrapper, "Residual", &ops(&[("add", 1)]));
+        assert_eq!(l.trivial.as_deref(), Some("wrapper_of_argument"));
+        let real = label_with_ops(
+            &module(&[], &["return torch.relu(x)"]),
+            "M",
+            &ops(&[("relu", 1)]),
+        );
+        assert_eq!(real.trivial, None);
+        let fallback = label_with_ops(&module(&[], &["return torch.relu(x)"]), "M", &[]);
+        assert_eq!(fallback.level_rule, "static:single_op:relu");
+        assert_eq!(fallback.family_rule, "static:op:relu");
     }
 }

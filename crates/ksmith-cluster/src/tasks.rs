@@ -11,13 +11,15 @@ use crate::config::ClusterConfig;
 /// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
 type CellMember = (bool, u64, usize);
 
-/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id.
+/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id. Trivial
+/// modules (`ClusterRow::trivial`) are left out unless `trivial_tasks`.
 ///
-/// - `centers`: the medoid of every cluster (`selected_as = "center"`), plus every noise
-///   module when `noise_tasks` (`"noise"`);
-/// - `all`: every unique module (`"all"`);
-/// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then
-///   by a seeded hash of the id (`"balanced"`).
+/// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then by
+///   a seeded hash of the id (`selected_as = "balanced"`; `clusters.parquet` says which are
+///   centers);
+/// - `all`: every module (`"all"`);
+/// - `centers`: the medoid of every cluster (`"center"`), plus every noise module when
+///   `noise_tasks` (`"noise"`).
 pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<TaskRow> {
     let task = |i: usize, how: &str| TaskRow {
         task_id: units[i].id.clone(),
@@ -30,11 +32,15 @@ pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<T
         license: units[i].license.clone(),
         selected_as: how.to_string(),
     };
+    let candidate = |i: usize| cfg.trivial_tasks || rows[i].trivial.is_none();
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
-        "all" => (0..units.len()).map(|i| task(i, "all")).collect(),
+        "all" => (0..units.len())
+            .filter(|&i| candidate(i))
+            .map(|i| task(i, "all"))
+            .collect(),
         "balanced" => {
             let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
-            for (i, r) in rows.iter().enumerate() {
+            for (i, r) in rows.iter().enumerate().filter(|(i, _)| candidate(*i)) {
                 cells
                     .entry((r.family.as_str(), r.level))
                     .or_default()
@@ -54,6 +60,7 @@ pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<T
                 .collect()
         }
         _ => (0..units.len())
+            .filter(|&i| candidate(i))
             .filter_map(|i| {
                 if rows[i].is_center {
                     Some(task(i, "center"))

@@ -128,6 +128,7 @@ fn write_workdir(dir: &Path) {
             family_rule: "ops".into(),
             level: if i == 0 { 1 } else { 3 },
             level_rule: "ops".into(),
+            trivial: None,
         })
         .collect();
     write_table(&ClusterRow::path_in(dir), &clusters, "fp").unwrap();
