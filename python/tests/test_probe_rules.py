@@ -422,6 +422,16 @@ def test_the_aten_operators_of_one_forward_are_recorded_with_counts():
     assert ops["aten::relu"] == 2
     assert ops["aten::add"] == 1
     assert list(ops) == sorted(ops)
+    # In order: the linear layer's operators, then the norm, then the two relus and the add.
+    compute = [op for op in out["aten_trace"] if op in ops and op not in ("aten::t", "aten::slice")]
+    assert compute == [
+        "aten::addmm",
+        "aten::native_layer_norm",
+        "aten::relu",
+        "aten::relu",
+        "aten::add",
+    ], out["aten_trace"]
+    assert sum(ops.values()) == len(out["aten_trace"])
     # Only the forward call is recorded: building inputs and the module is not.
     assert not any("rand" in op or "uniform" in op for op in ops), ops
 
@@ -431,6 +441,7 @@ def test_a_module_that_fails_records_no_operators():
     out = run_request({"program": text, "seed": 1}, torch)
     assert out["status"] == "failed"
     assert out["aten_ops"] == {}
+    assert out["aten_trace"] == []
 
 
 def test_batch_norm_bookkeeping_is_not_an_operator():

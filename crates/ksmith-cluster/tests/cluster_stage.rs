@@ -109,6 +109,7 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             repair_steps: vec![],
             attempts: 1,
             aten_ops: vec![],
+            aten_trace: vec![],
         });
         dedup.push(DedupRow {
             module_id: id,

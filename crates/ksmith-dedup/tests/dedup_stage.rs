@@ -52,6 +52,7 @@ fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
         repair_steps: vec![],
         attempts: 1,
         aten_ops: vec![],
+        aten_trace: vec![],
     }
 }
 

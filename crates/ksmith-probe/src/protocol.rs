@@ -115,4 +115,7 @@ pub struct Response {
     /// ATen operators one forward call dispatched, with counts.
     #[serde(default)]
     pub aten_ops: std::collections::BTreeMap<String, u64>,
+    /// The same operators in the order they ran.
+    #[serde(default)]
+    pub aten_trace: Vec<String>,
 }

@@ -61,6 +61,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         } else {
             Vec::new()
         },
+        aten_trace: if runs { r.aten_trace } else { Vec::new() },
     }
 }
 
@@ -108,6 +109,7 @@ pub fn without_response(
         repair_steps: Vec::new(),
         attempts: 0,
         aten_ops: Vec::new(),
+        aten_trace: Vec::new(),
     }
 }
 
@@ -129,6 +131,7 @@ pub(crate) fn failed_row_for_tests() -> ProbeRow {
         repair_steps: vec![],
         attempts: 1,
         aten_ops: vec![],
+        aten_trace: vec![],
     }
 }
 

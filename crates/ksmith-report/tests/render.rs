@@ -104,6 +104,7 @@ fn write_workdir(dir: &Path) {
             repair_steps: vec![],
             attempts: 1,
             aten_ops: vec![],
+            aten_trace: vec![],
         })
         .collect();
     write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();

@@ -10,8 +10,8 @@
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
-6. Record the ATen operators one more forward call dispatches (``aten_ops``), the labels of
-   what the module computes.
+6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
+   ``aten_trace`` in order): what the module computes, for labels and dedup.
 
 ``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
 ``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
@@ -330,15 +330,19 @@ class Probe:
         self.fresh = (model, inputs)
         return tensors, model, forward_ms
 
-    def aten_ops(self) -> dict[str, int]:
+    def aten_ops(self) -> tuple[dict[str, int], list[str]]:
         """The ATen operators one more forward call of the last fresh run dispatches."""
         model, inputs = self.fresh
-        return count_aten_ops(model, inputs, self.torch)
+        return record_aten_ops(model, inputs, self.torch)
 
 
-def count_aten_ops(model, inputs, torch) -> dict[str, int]:
+TRACE_LIMIT = 4096
+
+
+def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str]]:
     """Calls ``model(*inputs)`` once under a ``TorchDispatchMode`` and returns how often each ATen
-    operator was dispatched (``{"aten::addmm": 1, "aten::t": 1}``), sorted by name.
+    operator was dispatched (``{"aten::addmm": 1, "aten::t": 1}``, sorted by name) and the
+    operators in the order they ran (the first ``TRACE_LIMIT``).
 
     The mode sees what actually runs below autograd: composite operators arrive decomposed
     (``F.linear`` as ``aten::t`` + ``aten::addmm``), fused kernels as themselves
@@ -349,6 +353,7 @@ def count_aten_ops(model, inputs, torch) -> dict[str, int]:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     counts: dict[str, int] = {}
+    trace: list[str] = []
 
     def bookkeeping(name: str, args) -> bool:
         first = args[0] if args else None
@@ -360,17 +365,19 @@ def count_aten_ops(model, inputs, torch) -> dict[str, int]:
             and not first.is_complex()
         )
 
-    class OpCounter(TorchDispatchMode):
+    class OpRecorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             packet = getattr(func, "overloadpacket", None)
             name = getattr(packet, "_qualified_op_name", None) or str(func)
             if not bookkeeping(name, args):
                 counts[name] = counts.get(name, 0) + 1
+                if len(trace) < TRACE_LIMIT:
+                    trace.append(name)
             return func(*args, **(kwargs or {}))
 
-    with torch.no_grad(), OpCounter():
+    with torch.no_grad(), OpRecorder():
         model(*inputs)
-    return dict(sorted(counts.items()))
+    return dict(sorted(counts.items())), trace
 
 
 def apply_override(text: str, override: str) -> str:
@@ -452,11 +459,11 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["param_count"] = int(sum(p.numel() for p in model.parameters()))
         result["forward_ms"] = forward_ms
         try:
-            result["aten_ops"] = probe.aten_ops()
+            result["aten_ops"], result["aten_trace"] = probe.aten_ops()
         except ProbeTimeout:
             raise
         except BaseException:  # noqa: BLE001 - the module ran; only its operator list is missing
-            result["aten_ops"] = {}
+            result["aten_ops"], result["aten_trace"] = {}, []
         result["attempts"] = probe.attempts
         if same_outputs(first, second, torch):
             result["status"] = "ok"

@@ -19,4 +19,5 @@ def empty_result(status: str) -> dict[str, Any]:
         "repair_steps": [],
         "attempts": 0,
         "aten_ops": {},
+        "aten_trace": [],
     }

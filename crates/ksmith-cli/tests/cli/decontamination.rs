@@ -99,6 +99,7 @@ fn extract(work: &Path, sources: &[SourceSpec]) -> Vec<ModuleRow> {
             repair_steps: vec![],
             attempts: 1,
             aten_ops: vec![],
+            aten_trace: vec![],
         })
         .collect();
     write_table(&ProbeRow::path_in(work), &probes, "fp-probes").expect("probes");

@@ -58,6 +58,9 @@ pub struct ProbeRow {
     /// 2), sorted by name: what the module actually runs. Empty when it did not run, or when
     /// the recording failed.
     pub aten_ops: Vec<OpCount>,
+    /// The same operators in the order they ran (at most the first 4096): what dedup compares
+    /// when two modules look alike.
+    pub aten_trace: Vec<String>,
 }
 
 /// An operator and how many times it was called.
