@@ -2,7 +2,7 @@
 //! whether it is too trivial to be a task.
 //!
 //! [`label_with_ops`] decides from what the module actually ran: the ATen operators one forward
-//! call dispatched (recorded by probe, [`crate::aten`]), with the operators its code calls
+//! call dispatched (recorded by probe, [`ksmith_embed::aten`]), with the operators its code calls
 //! (static, on the entry class and the code it reaches) only for what ATen cannot tell: an
 //! `nn.Linear` from a bare product, a recurrent layer the CPU decomposes into products, a skip
 //! connection, a loss by its class name. Rules start with `aten:` or `static:`. The family is
@@ -15,7 +15,7 @@ use ksmith_core::tables::OpCount;
 use ksmith_embed::ops::{ProgramSummary, summarize};
 use ksmith_embed::{Program, Slice};
 
-use crate::aten::{Kind, Profile};
+use ksmith_embed::aten::{Kind, Profile, kind};
 
 /// The families, in the order their rules are tried.
 pub const FAMILIES: &[&str] = &[
@@ -520,9 +520,14 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
         .map(|o| o.name.as_str())
         .filter(|n| !NOT_COMPUTE.contains(n))
         .collect();
-    let prof = Profile::of(aten);
+    let prof = Profile::of(aten.iter().map(|o| (o.op.as_str(), o.count)));
     let named = |names: &[&str]| aten.iter().any(|o| names.contains(&short(&o.op)));
-    let first = |k: Kind| prof.first(aten, k).unwrap_or("?").to_string();
+    let first = |k: Kind| {
+        aten.iter()
+            .find(|o| kind(&o.op) == k)
+            .map_or("?", |o| o.op.as_str())
+            .to_string()
+    };
     let ran = |k: Kind| prof.count(k) > 0;
     let batched = named(&["bmm", "baddbmm", "matmul"]);
     let attention = ran(Kind::Attention) || (ran(Kind::Softmax) && batched);

@@ -11,7 +11,7 @@
 //! nearest sampled point's cluster ([`clustering`]); the center of each cluster is its medoid in
 //! the ORIGINAL embedding space, among the members that are real tasks. Noise keeps cluster -1
 //! and is never a center. Family, level and triviality come from the ATen operators the module
-//! ran ([`family`], [`aten`]).
+//! ran ([`family`], [`ksmith_embed::aten`]).
 //!
 //! Tasks ([`tasks`]), following the paper: every unique module is a candidate for the
 //! cold-start rollouts, balanced across (family, level) (`tasks = "balanced"`, the default),
@@ -23,7 +23,6 @@
 //! [`run`].
 #![deny(missing_docs)]
 
-pub mod aten;
 pub mod clustering;
 pub mod config;
 pub mod error;

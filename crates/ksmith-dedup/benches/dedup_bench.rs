@@ -188,6 +188,7 @@ fn main() {
             license: Some(if i % 5 == 0 { "GPL-3.0" } else { "MIT" }.to_string()),
             stars: Some((i % 97) as i64),
             lines: g.program.lines().count() as u32,
+            aten: Vec::new(),
         })
         .collect();
     let bytes: usize = items.iter().map(|c| c.program.len()).sum();
@@ -228,7 +229,8 @@ fn main() {
     let feats = pool.install(|| features(&programs, &cfg, all, embedder.as_hashed()));
     let feat_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let near = pool.install(|| near_pairs(&feats, &cfg));
+    let no_ops: Vec<&[(String, u64)]> = Vec::new();
+    let near = pool.install(|| near_pairs(&feats, &no_ops, &cfg));
     let near_s = t.elapsed().as_secs_f64();
     let stack = |pick: &dyn Fn(&Features) -> &Vec<f32>| {
         let mut m = ndarray::Array2::<f32>::zeros((feats.len(), cfg.embedder.dim));
@@ -242,7 +244,7 @@ fn main() {
         stack(&|f| &f.slice_embedding),
     );
     let t = Instant::now();
-    let sem = pool.install(|| semantic_pairs(&entry_emb, &slice_emb, &cfg));
+    let sem = pool.install(|| semantic_pairs(&entry_emb, &slice_emb, &no_ops, &cfg));
     let sem_s = t.elapsed().as_secs_f64();
 
     // Recall and precision on the planted copies.

@@ -35,6 +35,10 @@ pub struct DedupConfig {
     pub simhash_tables: usize,
     /// Hyperplanes (bits) per table.
     pub simhash_bits: usize,
+    /// Near and semantic pairs whose modules both have recorded ATen operators must run alike:
+    /// the weighted Jaccard of the operators that do work and of their consecutive pairs, in
+    /// the order they ran, at or above this (1.0: the same operators, in the same order).
+    pub aten_threshold: f64,
     /// Drop modules with the same structural hash (Weisfeiler-Lehman hash of the syntax tree
     /// with identifier names and literal values forgotten).
     pub structural: bool,
@@ -87,6 +91,7 @@ impl Default for DedupConfig {
             semantic_threshold: 0.97,
             simhash_tables: 16,
             simhash_bits: 16,
+            aten_threshold: 0.95,
             structural: true,
             wl_iterations: 4,
             max_bucket_pairs: 64,
@@ -96,7 +101,7 @@ impl Default for DedupConfig {
             kernelbench_from: "auto".to_string(),
             benchmark_cache: None,
             contamination_threshold: 0.7,
-            contamination_canonical_threshold: 0.8,
+            contamination_canonical_threshold: 0.9,
             contamination_structural: true,
             seed: 42,
             embedder: EmbedderConfig::default(),
@@ -111,6 +116,7 @@ impl DedupConfig {
         for (name, v) in [
             ("near_threshold", self.near_threshold),
             ("semantic_threshold", self.semantic_threshold),
+            ("aten_threshold", self.aten_threshold),
             ("contamination_threshold", self.contamination_threshold),
             (
                 "contamination_canonical_threshold",

@@ -29,6 +29,9 @@ pub struct Candidate {
     pub stars: Option<i64>,
     /// Lines of the program.
     pub lines: u32,
+    /// What its forward ran ([`ksmith_embed::aten::trace_features`], or
+    /// [`ksmith_embed::aten::call_features`] without a trace; empty when nothing was recorded).
+    pub aten: Vec<(String, u64)>,
 }
 
 /// Counts of what the engine found.
@@ -106,8 +109,9 @@ pub fn deduplicate(
         stats.pairs.insert(c.method, pairs as u64);
     }
     let mut edges: Vec<Edge> = Vec::new();
+    let aten: Vec<&[(String, u64)]> = items.iter().map(|c| c.aten.as_slice()).collect();
     if cfg.near {
-        let found = near_pairs(&feats, cfg);
+        let found = near_pairs(&feats, &aten, cfg);
         stats.pairs.insert(DedupMethod::Near, found.len() as u64);
         edges.extend(found);
     }
@@ -116,7 +120,7 @@ pub fn deduplicate(
             DedupError::Config("semantic dedup is on but no embedder was given".into())
         })?;
         let (entry, slice) = embeddings(&feats, &programs, hashed.is_some(), embedder)?;
-        let found = semantic_pairs(&entry, &slice, cfg);
+        let found = semantic_pairs(&entry, &slice, &aten, cfg);
         stats.pairs.insert(DedupMethod::Semantic, found.len() as u64);
         edges.extend(found);
     }

@@ -12,7 +12,9 @@
 //! the class alone and of the class with its helpers), semantic (embedding cosine of both,
 //! among random-hyperplane hash candidates), structural (Weisfeiler-Lehman hash with names and
 //! literals forgotten), and decontamination against evaluation benchmarks ([`benchmark`],
-//! [`contamination`]: KernelBench at a pinned commit by default).
+//! [`contamination`]: KernelBench at a pinned commit by default). Near and semantic pairs whose
+//! modules both have recorded ATen operators must also run alike, in the same order
+//! (`aten_threshold`).
 //!
 //! Invariants: every runnable module gets a row; groups are stars ([`groups`]): a dropped row
 //! names its survivor (kept), the method of their direct match and its similarity, so no
@@ -108,6 +110,13 @@ pub fn runnable_candidates(
             license: m.license.clone(),
             stars: m.stars,
             lines,
+            aten: if p.aten_trace.is_empty() {
+                ksmith_embed::aten::call_features(
+                    p.aten_ops.iter().map(|o| (o.op.as_str(), o.count)),
+                )
+            } else {
+                ksmith_embed::aten::trace_features(p.aten_trace.iter().map(String::as_str))
+            },
         });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

@@ -2,9 +2,14 @@
 //!
 //! Both find candidates on the entry view (the code of the class itself) and verify a pair on
 //! both views: its similarity is the smaller of the entry view's and the slice view's, and it
-//! matches when that is at or above the method's threshold (see [`crate::features`]).
+//! matches when that is at or above the method's threshold (see [`crate::features`]). Code that
+//! looks alike can still compute something else (a recall metric next to an accuracy metric
+//! sharing their helpers, a loss wrapper around another loss, a pre-activation block next to a
+//! post-activation one): when both modules have recorded ATen operators, a pair also needs
+//! their [`agreement`] (operators and their order) at or above `aten_threshold`.
 
 use ksmith_core::tables::DedupMethod;
+use ksmith_embed::aten::agreement;
 use ksmith_embed::hashing::SplitMix;
 use ndarray::{Array2, ArrayView2, Axis};
 use rayon::prelude::*;
@@ -15,9 +20,17 @@ use crate::features::Features;
 use crate::groups::Edge;
 use crate::minhash::estimated_jaccard;
 
+/// True unless both modules recorded ATen operators that agree less than `aten_threshold`.
+fn run_alike(aten: &[&[(String, u64)]], a: u32, b: u32, cfg: &DedupConfig) -> bool {
+    let (Some(x), Some(y)) = (aten.get(a as usize), aten.get(b as usize)) else {
+        return true;
+    };
+    agreement(x, y).is_none_or(|g| g >= cfg.aten_threshold)
+}
+
 /// Near-duplicate pairs: LSH over the entry signatures, then both views' Jaccard estimates at
-/// or above `near_threshold`.
-pub fn near_pairs(feats: &[Features], cfg: &DedupConfig) -> Vec<Edge> {
+/// or above `near_threshold`, and operators that agree (`aten`, one per item, may be empty).
+pub fn near_pairs(feats: &[Features], aten: &[&[(String, u64)]], cfg: &DedupConfig) -> Vec<Edge> {
     let entries: Vec<(u64, u32)> = feats
         .par_iter()
         .enumerate()
@@ -33,7 +46,7 @@ pub fn near_pairs(feats: &[Features], cfg: &DedupConfig) -> Vec<Edge> {
                 return None;
             }
             let j = entry.min(estimated_jaccard(&fa.slice_sig, &fb.slice_sig));
-            (j >= cfg.near_threshold).then_some(Edge {
+            (j >= cfg.near_threshold && run_alike(aten, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Near,
@@ -45,8 +58,14 @@ pub fn near_pairs(feats: &[Features], cfg: &DedupConfig) -> Vec<Edge> {
 
 /// Semantic pairs: candidates share a random-hyperplane hash of the mean-centered entry
 /// embedding in at least one of `simhash_tables` tables; a pair matches when the cosine of both
-/// views is at or above `semantic_threshold`. Rows must be unit length (or zero).
-pub fn semantic_pairs(entry: &Array2<f32>, slice: &Array2<f32>, cfg: &DedupConfig) -> Vec<Edge> {
+/// views is at or above `semantic_threshold` and their operators agree. Rows must be unit
+/// length (or zero).
+pub fn semantic_pairs(
+    entry: &Array2<f32>,
+    slice: &Array2<f32>,
+    aten: &[&[(String, u64)]],
+    cfg: &DedupConfig,
+) -> Vec<Edge> {
     let (n, dim) = entry.dim();
     if n == 0 || dim == 0 {
         return Vec::new();
@@ -58,7 +77,7 @@ pub fn semantic_pairs(entry: &Array2<f32>, slice: &Array2<f32>, cfg: &DedupConfi
             let cos =
                 |m: &Array2<f32>| f64::from(m.row(a as usize).dot(&m.row(b as usize))).min(1.0);
             let c = cos(entry).min(cos(slice));
-            (c >= cfg.semantic_threshold).then_some(Edge {
+            (c >= cfg.semantic_threshold && run_alike(aten, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Semantic,

@@ -494,3 +494,52 @@ fn every_dropped_row_is_a_direct_match_of_a_kept_survivor_recorded_in_the_pairs(
     }
     assert!(dropped > 30);
 }
+
+#[test]
+fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(21);
+    let p = synth::original(&mut rng);
+    let edited = synth::edited(&p, &mut rng);
+    let ops = |list: &[(&str, u64)]| -> Vec<ksmith_core::tables::OpCount> {
+        list.iter()
+            .map(|(op, count)| ksmith_core::tables::OpCount {
+                op: op.to_string(),
+                count: *count,
+            })
+            .collect()
+    };
+    let modules = vec![
+        module("a", &p, Some("MIT"), Some(9)),
+        module("same-ops", &edited, Some("MIT"), Some(1)),
+        module("other-ops", &format!("{edited}\n"), Some("MIT"), Some(1)),
+    ];
+    let mut probes: Vec<ProbeRow> = modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect();
+    probes[0].aten_ops = ops(&[("aten::addmm", 2), ("aten::gelu", 1), ("aten::t", 2)]);
+    probes[1].aten_ops = ops(&[("aten::addmm", 2), ("aten::gelu_", 1)]);
+    probes[2].aten_ops = ops(&[("aten::addmm", 2), ("aten::silu", 1)]);
+    write_inputs(dir.path(), &modules, &probes);
+    let cfg = DedupConfig {
+        exact: false,
+        structural: false,
+        semantic: false,
+        ..Default::default()
+    };
+    let rows = run_rows(dir.path(), &cfg, 1);
+    assert!(rows["a"].kept);
+    assert_eq!(rows["same-ops"].method, Some(DedupMethod::Near));
+    assert_eq!(rows["same-ops"].duplicate_of.as_deref(), Some("a"));
+    // Near in code, but its forward ran another activation: kept.
+    assert!(rows["other-ops"].kept, "{:?}", rows["other-ops"]);
+    // Without recorded operators, code alone decides.
+    let bare: Vec<ProbeRow> = modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect();
+    write_inputs(dir.path(), &modules, &bare);
+    let rows = run_rows(dir.path(), &cfg, 1);
+    assert_eq!(rows["other-ops"].method, Some(DedupMethod::Near));
+}

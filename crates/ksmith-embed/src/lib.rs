@@ -8,6 +8,8 @@
 //!   without imports, generated inputs and their constants; and the same without boilerplate.
 //! - [`tree`]: a syntax tree built from the tokens and its Weisfeiler-Lehman hash.
 //! - [`ops`]: the operators a program calls (`nn.Conv2d`, `F.relu`, `.view`, `@`).
+//! - [`aten`]: what the ATen operators a module ran say it computes (kinds, profiles, how alike
+//!   two forward passes are).
 //! - [`embedder`]: the weight-free hashed embedder and an OpenAI-compatible
 //!   `/v1/embeddings` client, behind the [`embedder::Embedder`] trait.
 //! - [`hashing`]: small deterministic hashes and a seeded generator.
@@ -16,6 +18,7 @@
 //! input: broken Python still gets tokens, features and hashes.
 #![deny(missing_docs)]
 
+pub mod aten;
 pub mod embedder;
 pub mod error;
 pub mod hashing;

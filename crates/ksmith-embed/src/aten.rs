@@ -3,9 +3,9 @@
 //! Each operator falls in one [`Kind`]: the compute kinds (a convolution, a matrix product, a
 //! normalization, an activation, ...) and the kinds that compute nothing (views, copies and
 //! tensor creation) or only move data (`cat`, `gather`, padding). Names are matched without the
-//! `aten::` namespace and without the trailing `_` of in-place variants.
-
-use ksmith_core::tables::OpCount;
+//! `aten::` namespace and without the trailing `_` of in-place variants. Operators come as
+//! `(name, calls)` pairs. Cluster labels modules from a [`Profile`]; dedup asks two modules that
+//! look alike to also run alike, in the same order ([`agreement`]).
 
 /// What an operator does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -463,21 +463,21 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The profile of recorded operator counts.
-    pub fn of(ops: &[OpCount]) -> Self {
+    /// The profile of recorded `(operator, calls)` pairs.
+    pub fn of<'a>(ops: impl IntoIterator<Item = (&'a str, u64)>) -> Self {
         let mut p = Profile::default();
-        for o in ops {
-            let k = kind(&o.op);
-            *p.calls.entry(k).or_default() += o.count;
+        for (op, count) in ops {
+            let k = kind(op);
+            *p.calls.entry(k).or_default() += count;
             if k.computes() {
-                p.compute += o.count;
-                p.distinct_compute.push(o.op.clone());
+                p.compute += count;
+                p.distinct_compute.push(op.to_string());
             }
             if k.heavy() {
-                p.heavy += o.count;
+                p.heavy += count;
             }
             if matches!(k, Kind::Movement | Kind::Padding) {
-                p.movement += o.count;
+                p.movement += count;
             }
         }
         p.distinct_compute.sort();
@@ -489,11 +489,88 @@ impl Profile {
     pub fn count(&self, k: Kind) -> u64 {
         self.calls.get(&k).copied().unwrap_or(0)
     }
+}
 
-    /// The first operator of a kind, for rules (`aten::convolution`).
-    pub fn first<'a>(&self, ops: &'a [OpCount], k: Kind) -> Option<&'a str> {
-        ops.iter().find(|o| kind(&o.op) == k).map(|o| o.op.as_str())
+/// True for the operators [`agreement`] compares: those that compute or move data (not views,
+/// copies and tensor creation).
+fn does_work(op: &str) -> bool {
+    !matches!(kind(op), Kind::View | Kind::Copy)
+}
+
+fn base_name(op: &str) -> &str {
+    op.strip_suffix('_').unwrap_or(op)
+}
+
+/// The features [`agreement`] compares, from operator counts alone: each operator that does
+/// work (in-place variants counted with their operator), with its calls, sorted.
+pub fn call_features<'a>(ops: impl IntoIterator<Item = (&'a str, u64)>) -> Vec<(String, u64)> {
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    for (op, count) in ops {
+        if does_work(op) {
+            *out.entry(base_name(op).to_string()).or_default() += count;
+        }
     }
+    out.into_iter().collect()
+}
+
+/// The features [`agreement`] compares, from the operators in the order they ran: each operator
+/// that does work and each consecutive pair of them (`aten::conv>aten::relu`), with their
+/// counts, sorted. The pairs make order count: a pre-activation block (norm, relu, conv) and a
+/// post-activation one (conv, norm, relu) call the same operators but not in the same pairs.
+pub fn trace_features<'a>(trace: impl IntoIterator<Item = &'a str>) -> Vec<(String, u64)> {
+    let ops: Vec<&str> = trace
+        .into_iter()
+        .filter(|op| does_work(op))
+        .map(base_name)
+        .collect();
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    for op in &ops {
+        *out.entry((*op).to_string()).or_default() += 1;
+    }
+    for w in ops.windows(2) {
+        *out.entry(format!("{}>{}", w[0], w[1])).or_default() += 1;
+    }
+    out.into_iter().collect()
+}
+
+/// How alike two forward passes are: the weighted Jaccard of their features
+/// ([`trace_features`] or [`call_features`]: sum of the smaller counts over sum of the larger),
+/// 1.0 when they run the same operators the same number of times (in the same order, for
+/// traces). `None` when either recorded nothing (nothing to compare).
+pub fn agreement(a: &[(String, u64)], b: &[(String, u64)]) -> Option<f64> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (mut min, mut max) = (0u64, 0u64);
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                min += x.1.min(y.1);
+                max += x.1.max(y.1);
+                i += 1;
+                j += 1;
+            }
+            (Some(x), Some(y)) if x.0 < y.0 => {
+                max += x.1;
+                i += 1;
+            }
+            (Some(_), Some(y)) => {
+                max += y.1;
+                j += 1;
+            }
+            (Some(x), None) => {
+                max += x.1;
+                i += 1;
+            }
+            (None, Some(y)) => {
+                max += y.1;
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    Some(if max == 0 { 1.0 } else { min as f64 / max as f64 })
 }
 
 #[cfg(test)]
@@ -539,21 +616,34 @@ mod tests {
 
     #[test]
     fn profile_counts_compute_and_heavy_calls() {
-        let ops: Vec<OpCount> = [
-            ("aten::addmm", 2),
-            ("aten::t", 2),
-            ("aten::gelu", 1),
-            ("aten::view", 3),
-        ]
-        .iter()
-        .map(|(op, count)| OpCount {
-            op: op.to_string(),
-            count: *count,
-        })
-        .collect();
-        let p = Profile::of(&ops);
+        let ops = [("aten::addmm", 2), ("aten::t", 2), ("aten::gelu", 1), ("aten::view", 3)];
+        let p = Profile::of(ops);
         assert_eq!((p.compute, p.heavy, p.movement), (3, 2, 0));
         assert_eq!(p.distinct_compute, vec!["aten::addmm", "aten::gelu"]);
-        assert_eq!(p.first(&ops, Kind::Activation), Some("aten::gelu"));
+    }
+
+    #[test]
+    fn agreement_is_the_weighted_jaccard_of_the_work_done() {
+        let a = call_features([("aten::addmm", 2), ("aten::t", 2), ("aten::gelu", 1)]);
+        let b = call_features([("aten::addmm", 2), ("aten::silu", 1), ("aten::view", 4)]);
+        assert_eq!(a, vec![("aten::addmm".to_string(), 2), ("aten::gelu".to_string(), 1)]);
+        // min: addmm 2; max: addmm 2 + gelu 1 + silu 1.
+        assert_eq!(agreement(&a, &b), Some(0.5));
+        assert_eq!(agreement(&a, &a), Some(1.0));
+        let inplace = call_features([("aten::relu_", 1), ("aten::relu", 1), ("aten::flip", 1)]);
+        assert_eq!(inplace, vec![("aten::flip".to_string(), 1), ("aten::relu".to_string(), 2)]);
+        assert_eq!(agreement(&a, &[]), None);
+    }
+
+    #[test]
+    fn traces_tell_the_order_apart() {
+        let pre = ["aten::native_batch_norm", "aten::relu", "aten::convolution", "aten::view"];
+        let post = ["aten::convolution", "aten::native_batch_norm", "aten::relu_"];
+        let (pre, post) = (trace_features(pre), trace_features(post));
+        assert!(pre.iter().any(|(f, c)| f == "aten::relu>aten::convolution" && *c == 1));
+        assert!(!pre.iter().any(|(f, _)| f.contains("view")));
+        // Same operators, other order: the operators agree, their pairs do not.
+        assert_eq!(agreement(&pre, &post), Some(4.0 / 6.0));
+        assert_eq!(agreement(&pre, &pre), Some(1.0));
     }
 }
