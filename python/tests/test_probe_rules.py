@@ -440,7 +440,7 @@ def test_a_module_that_fails_records_no_operators():
     text = RECORDED.replace("return torch.relu(self.norm", "raise ValueError('no')\n        return (self.norm")
     out = run_request({"program": text, "seed": 1}, torch)
     assert out["status"] == "failed"
-    assert out["aten_ops"] == {}
+    assert out["aten_ops"] is None
     assert out["aten_trace"] == []
 
 
@@ -451,3 +451,11 @@ def test_batch_norm_bookkeeping_is_not_an_operator():
     ops = out["aten_ops"]
     assert ops["aten::native_batch_norm"] == 1
     assert "aten::add_" not in ops, ops  # num_batches_tracked += 1
+
+
+def test_a_forward_that_dispatches_nothing_records_an_empty_list():
+    text = RECORDED.replace("return torch.relu(self.norm", "return x\n        return (self.norm")
+    out = run_request({"program": text, "seed": 1}, torch)
+    assert out["status"] == "ok", out
+    assert out["aten_ops"] == {}
+    assert out["aten_trace"] == []

@@ -503,13 +503,13 @@ fn label_summary(s: &ProgramSummary, class_name: &str, p: &Program<'_>) -> Label
 
 /// Labels a module from the ATen operators its forward dispatched (see the module
 /// documentation); without any, the same as [`label`].
-pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Label {
-    if aten.is_empty() {
+pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>) -> Label {
+    let Some(aten) = aten else {
         let mut l = label(program, class_name);
         l.family_rule = format!("static:{}", l.family_rule);
         l.level_rule = format!("static:{}", l.level_rule);
         return l;
-    }
+    };
     let p = Program::parse(program);
     let slice = Slice::of(&p);
     let view = p.view(slice.ranges().flat_map(|r| p.tokens[r].to_vec()).collect());
@@ -529,8 +529,14 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
             .to_string()
     };
     let ran = |k: Kind| prof.count(k) > 0;
-    let batched = named(&["bmm", "baddbmm", "matmul"]);
-    let attention = ran(Kind::Attention) || (ran(Kind::Softmax) && batched);
+    // Scores times values: batched products, or plain ones the code writes as products.
+    let products = named(&["bmm", "baddbmm", "matmul"])
+        || (prof.count(Kind::Matmul) >= 2
+            && named(&["mm"])
+            && statics
+                .iter()
+                .any(|n| matches!(*n, "@" | "matmul" | "einsum" | "bmm")));
+    let attention = ran(Kind::Attention) || (ran(Kind::Softmax) && products);
     let linear = named(&["addmm", "linear"]) || has(&statics, LINEAR).is_some();
     let static_recurrent = has(&statics, RECURRENT);
     let class_lower = class_name.to_ascii_lowercase();
@@ -549,12 +555,17 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
             ("loss", format!("aten:{}", first(Kind::Loss)))
         } else if class_lower.ends_with("loss") {
             ("loss", "static:class_name:loss".into())
-        } else if residual(&view) && prof.heavy >= 2 {
+        } else if adds_its_input(&p, &slice) && prof.heavy >= 2 {
             ("residual_block", "static:skip_add+aten:heavy_ops".into())
         } else if ran(Kind::Convolution) {
             ("convolution", format!("aten:{}", first(Kind::Convolution)))
         } else if ran(Kind::Embedding) {
             ("embedding", format!("aten:{}", first(Kind::Embedding)))
+        } else if ran(Kind::Matmul) && linear {
+            // Before normalization: a norm next to linear layers is part of an MLP.
+            ("linear_mlp", format!("aten:{}", first(Kind::Matmul)))
+        } else if ran(Kind::Matmul) {
+            ("matmul", format!("aten:{}", first(Kind::Matmul)))
         } else if ran(Kind::Normalization) {
             (
                 "normalization",
@@ -565,20 +576,25 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
                 "normalization",
                 format!("aten:{}+div", first(Kind::VectorNorm)),
             )
+        } else if named(&["mean", "var", "std", "var_mean"]) && named(&["rsqrt", "sqrt"]) {
+            // A hand-written norm: statistics, then a scale by their inverse root.
+            ("normalization", "aten:mean_or_var+rsqrt".into())
         } else if ran(Kind::Pooling) {
             ("pooling", format!("aten:{}", first(Kind::Pooling)))
         } else if let Some(op) = has(&statics, POOL) {
             ("pooling", format!("static:op:{op}"))
         } else if ran(Kind::Upsampling) {
             ("upsampling", format!("aten:{}", first(Kind::Upsampling)))
-        } else if ran(Kind::Matmul) && linear {
-            ("linear_mlp", format!("aten:{}", first(Kind::Matmul)))
-        } else if ran(Kind::Matmul) {
-            ("matmul", format!("aten:{}", first(Kind::Matmul)))
         } else if ran(Kind::Softmax) {
             ("softmax", format!("aten:{}", first(Kind::Softmax)))
         } else if ran(Kind::Activation) {
             ("activation", format!("aten:{}", first(Kind::Activation)))
+        } else if ran(Kind::Elementwise)
+            && prof.compute == prof.count(Kind::Elementwise)
+            && ACTIVATION_NAMES.iter().any(|a| class_lower.contains(a))
+        {
+            // An activation written with arithmetic (HardMish, QuickGELU): named for what it is.
+            ("activation", "static:class_name:activation".into())
         } else if ran(Kind::Dropout) {
             ("dropout", format!("aten:{}", first(Kind::Dropout)))
         } else if ran(Kind::Distance) {
@@ -603,6 +619,8 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
             ("padding", format!("aten:{}", first(Kind::Padding)))
         } else if ran(Kind::Movement) {
             ("data_movement", format!("aten:{}", first(Kind::Movement)))
+        } else if aten.is_empty() {
+            ("data_movement", "aten:nothing_dispatched".into())
         } else {
             ("data_movement", "aten:views_and_copies_only".into())
         };
@@ -625,7 +643,9 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
             }
         } else if prof.heavy >= 3 {
             (3, format!("aten:heavy_ops:{}", prof.heavy))
-        } else if compute >= 10 {
+        } else if compute >= 10 && prof.heavy >= 1 {
+            // A long chain around a layer is a block; a long chain of arithmetic alone is
+            // still one fused sequence.
             (3, format!("aten:compute_ops:{compute}"))
         } else if compute == 0 {
             (1, "aten:no_compute_op".to_string())
@@ -661,6 +681,66 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: &[OpCount]) -> Labe
         level,
         level_rule,
     }
+}
+
+/// Parts of class names of activation functions written with arithmetic.
+const ACTIVATION_NAMES: &[&str] = &[
+    "gelu", "relu", "silu", "swish", "mish", "sigmoid", "tanh", "softplus", "elu", "glu", "act",
+];
+
+/// Whether the entry class's `forward` adds its input (or a name it saved the input in) to
+/// something: a skip connection (`out + identity`, `x = x + self.mlp(self.norm(x))`).
+fn adds_its_input(p: &Program<'_>, slice: &Slice) -> bool {
+    use ksmith_embed::lexer::TokenKind;
+    let Some(entry) = slice.entry.clone() else {
+        return false;
+    };
+    let t = &p.tokens[entry];
+    let Some(start) = (0..t.len().saturating_sub(4))
+        .find(|&i| t[i].text == "def" && t[i + 1].text == "forward" && t[i + 2].is_op("("))
+    else {
+        return false;
+    };
+    // The first parameter after self, and the names the body saves it in.
+    let Some(input) = t[start + 3..]
+        .iter()
+        .filter(|x| x.kind == TokenKind::Name && x.text != "self")
+        .map(|x| x.text)
+        .next()
+    else {
+        return false;
+    };
+    let end = (start + 1..t.len())
+        .find(|&i| t[i].text == "def" && i > 0 && t[i - 1].is_layout())
+        .unwrap_or(t.len());
+    // Line by line: a name holds the input until it is assigned something else.
+    let mut live = vec![input];
+    for line in t[start..end].split(|x| x.is_layout()).skip(1) {
+        let whole = |i: usize| {
+            line.get(i)
+                .is_some_and(|x| x.kind == TokenKind::Name && live.contains(&x.text))
+                && (i == 0 || !line[i - 1].is_op("."))
+                && line
+                    .get(i + 1)
+                    .is_none_or(|n| !n.is_op("(") && !n.is_op(".") && !n.is_op("["))
+        };
+        if (1..line.len())
+            .any(|i| (line[i].is_op("+") || line[i].is_op("+=")) && (whole(i - 1) || whole(i + 1)))
+        {
+            return true;
+        }
+        if let [target, eq, rest @ ..] = line
+            && target.kind == TokenKind::Name
+            && eq.is_op("=")
+        {
+            if rest.len() == 1 && live.contains(&rest[0].text) {
+                live.push(target.text);
+            } else {
+                live.retain(|n| *n != target.text);
+            }
+        }
+    }
+    false
 }
 
 /// Arithmetic symbols among static operator names.
@@ -704,12 +784,13 @@ fn wraps_an_argument(p: &Program<'_>, slice: &Slice) -> bool {
     }
     // self.X = P, with P a parameter, alone on its line.
     let mut held: Vec<&str> = Vec::new();
-    for w in t.windows(6) {
+    for w in t.windows(7) {
         if w[0].is_layout()
             && w[1].text == "self"
             && w[2].is_op(".")
             && w[4].is_op("=")
             && params.contains(&w[5].text)
+            && w[6].is_layout()
         {
             held.push(w[3].text);
         }
@@ -1032,7 +1113,7 @@ mod tests {
             ),
         ];
         for (src, class, aten, family, level, rule) in cases {
-            let l = label_with_ops(&src, class, &aten);
+            let l = label_with_ops(&src, class, Some(&aten));
             assert_eq!((l.family, l.level), (family, level), "{class}: {l:?}");
             assert_eq!(l.level_rule, rule, "{class}: {l:?}");
             assert!(l.family_rule.starts_with("aten:") || l.family_rule.starts_with("static:"));
@@ -1044,20 +1125,142 @@ mod tests {
         let flatten = label_with_ops(
             &module(&[], &["return x.view(x.size(0), -1)"]),
             "Flatten",
-            &ops(&[("view", 1)]),
+            Some(&ops(&[("view", 1)])),
         );
         assert_eq!(flatten.trivial.as_deref(), Some("no_compute"));
         let wrapper = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, fn):\n        super().__init__()\n        self.fn = fn\n\n    def forward(self, x):\n        return self.fn(x) + x\n";
-        let l = label_with_ops(wrapper, "Residual", &ops(&[("add", 1)]));
+        let l = label_with_ops(wrapper, "Residual", Some(&ops(&[("add", 1)])));
         assert_eq!(l.trivial.as_deref(), Some("wrapper_of_argument"));
         let real = label_with_ops(
             &module(&[], &["return torch.relu(x)"]),
             "M",
-            &ops(&[("relu", 1)]),
+            Some(&ops(&[("relu", 1)])),
         );
         assert_eq!(real.trivial, None);
-        let fallback = label_with_ops(&module(&[], &["return torch.relu(x)"]), "M", &[]);
+        let fallback = label_with_ops(&module(&[], &["return torch.relu(x)"]), "M", None);
         assert_eq!(fallback.level_rule, "static:single_op:relu");
         assert_eq!(fallback.family_rule, "static:op:relu");
+    }
+
+    #[test]
+    fn refinements_measured_on_real_modules() {
+        // (program, class, operators, family, level, family rule)
+        type Case<'a> = (String, &'a str, Vec<OpCount>, &'a str, u8, &'a str);
+        let cases: Vec<Case<'_>> = vec![
+            // A norm next to linear layers is an MLP.
+            (
+                module(
+                    &[
+                        "self.n = nn.LayerNorm(8)",
+                        "self.a = nn.Linear(8, 8)",
+                        "self.b = nn.Linear(8, 8)",
+                    ],
+                    &["return self.b(F.gelu(self.a(self.n(x))))"],
+                ),
+                "NormMlp",
+                ops(&[
+                    ("native_layer_norm", 1),
+                    ("addmm", 2),
+                    ("gelu", 1),
+                    ("t", 2),
+                ]),
+                "linear_mlp",
+                3,
+                "aten:aten::addmm",
+            ),
+            // A hand-written layer norm.
+            (
+                module(
+                    &[],
+                    &[
+                        "m = x.mean(1, keepdim=True)",
+                        "v = x.var(1, keepdim=True)",
+                        "return (x - m) * (v + 1e-5).rsqrt()",
+                    ],
+                ),
+                "ChanLayerNorm",
+                ops(&[
+                    ("mean", 1),
+                    ("var", 1),
+                    ("sub", 1),
+                    ("add", 1),
+                    ("rsqrt", 1),
+                    ("mul", 1),
+                ]),
+                "normalization",
+                2,
+                "aten:mean_or_var+rsqrt",
+            ),
+            // An activation written with arithmetic.
+            (
+                module(&[], &["return 0.5 * x * (x + 2).clamp(min=0, max=2)"]),
+                "HardMish",
+                ops(&[("mul", 2), ("add", 1), ("clamp", 1)]),
+                "activation",
+                2,
+                "static:class_name:activation",
+            ),
+            // A skip connection written as x = x + f(x).
+            (
+                module(
+                    &["self.n = nn.LayerNorm(8)", "self.a = nn.Linear(8, 8)"],
+                    &["x = x + self.a(self.n(x))", "return x"],
+                ),
+                "MixerBlock",
+                ops(&[("native_layer_norm", 1), ("addmm", 1), ("add", 1)]),
+                "residual_block",
+                3,
+                "static:skip_add+aten:heavy_ops",
+            ),
+            // x is reassigned before the add: no skip connection.
+            (
+                module(
+                    &["self.c = nn.Conv2d(3, 8, 3)", "self.b = nn.BatchNorm2d(8)"],
+                    &["x = self.c(x)", "x = self.b(x)", "return x + 1.0"],
+                ),
+                "ConvBN",
+                ops(&[("convolution", 1), ("native_batch_norm", 1), ("add", 1)]),
+                "convolution",
+                2,
+                "aten:aten::convolution",
+            ),
+            // A long chain of arithmetic is one fused sequence.
+            (
+                module(
+                    &[],
+                    &["return torch.log(torch.exp(x * 2).mean((2, 3)) + 1) * 0.5"],
+                ),
+                "LsePool",
+                ops(&[("mul", 4), ("exp", 2), ("log", 1), ("add", 2), ("mean", 1)]),
+                "reduction",
+                2,
+                "aten:aten::mean",
+            ),
+            // Attention on 2-D operands: plain products the code writes with @.
+            (
+                module(&[], &["return torch.softmax(x @ y.t(), dim=-1) @ y"]),
+                "Attn2d",
+                ops(&[("mm", 2), ("_softmax", 1), ("t", 1)]),
+                "attention",
+                2,
+                "aten:softmax+batched_matmul",
+            ),
+            // Ran, and dispatched nothing: an identity.
+            (
+                module(&[], &["return x"]),
+                "Identity",
+                vec![],
+                "data_movement",
+                1,
+                "aten:nothing_dispatched",
+            ),
+        ];
+        for (src, class, aten, family, level, rule) in cases {
+            let l = label_with_ops(&src, class, Some(&aten));
+            assert_eq!((l.family, l.level), (family, level), "{class}: {l:?}");
+            assert_eq!(l.family_rule, rule, "{class}: {l:?}");
+        }
+        let identity = label_with_ops(&module(&[], &["return x"]), "Identity", Some(&[]));
+        assert_eq!(identity.trivial.as_deref(), Some("no_compute"));
     }
 }

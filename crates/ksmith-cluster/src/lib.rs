@@ -61,8 +61,8 @@ pub struct Unit {
     pub class_name: String,
     /// Its license.
     pub license: Option<String>,
-    /// The ATen operators its forward dispatched (from probe).
-    pub aten_ops: Vec<OpCount>,
+    /// The ATen operators its forward dispatched (from probe; none when not recorded).
+    pub aten_ops: Option<Vec<OpCount>>,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -90,7 +90,7 @@ pub fn cluster_units(
     let ids: Vec<String> = units.iter().map(|u| u.id.clone()).collect();
     let families: Vec<family::Label> = units
         .par_iter()
-        .map(|u| family::label_with_ops(&u.program, &u.class_name, &u.aten_ops))
+        .map(|u| family::label_with_ops(&u.program, &u.class_name, u.aten_ops.as_deref()))
         .collect();
     if units.is_empty() {
         return Ok(Clustering {
@@ -148,7 +148,7 @@ pub fn kept_units(
             repo: m.map(|m| m.repo.clone()).unwrap_or_default(),
             class_name: m.map(|m| m.class_name.clone()).unwrap_or_default(),
             license: m.and_then(|m| m.license.clone()),
-            aten_ops: probe.map(|p| p.aten_ops.clone()).unwrap_or_default(),
+            aten_ops: probe.and_then(|p| p.aten_ops.clone()),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));

@@ -108,7 +108,7 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
-            aten_ops: vec![],
+            aten_ops: None,
             aten_trace: vec![],
         });
         dedup.push(DedupRow {

@@ -112,7 +112,10 @@ pub fn runnable_candidates(
             lines,
             aten: if p.aten_trace.is_empty() {
                 ksmith_embed::aten::call_features(
-                    p.aten_ops.iter().map(|o| (o.op.as_str(), o.count)),
+                    p.aten_ops
+                        .iter()
+                        .flatten()
+                        .map(|o| (o.op.as_str(), o.count)),
                 )
             } else {
                 ksmith_embed::aten::trace_features(p.aten_trace.iter().map(String::as_str))

@@ -51,7 +51,7 @@ fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
         cpu_time_ms: 1.0,
         repair_steps: vec![],
         attempts: 1,
-        aten_ops: vec![],
+        aten_ops: None,
         aten_trace: vec![],
     }
 }
@@ -518,9 +518,13 @@ fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
         .iter()
         .map(|m| probe(&m.id, ProbeStatus::Ok, None))
         .collect();
-    probes[0].aten_ops = ops(&[("aten::addmm", 2), ("aten::gelu", 1), ("aten::t", 2)]);
-    probes[1].aten_ops = ops(&[("aten::addmm", 2), ("aten::gelu_", 1)]);
-    probes[2].aten_ops = ops(&[("aten::addmm", 2), ("aten::silu", 1)]);
+    probes[0].aten_ops = Some(ops(&[
+        ("aten::addmm", 2),
+        ("aten::gelu", 1),
+        ("aten::t", 2),
+    ]));
+    probes[1].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::gelu_", 1)]));
+    probes[2].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::silu", 1)]));
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
         exact: false,

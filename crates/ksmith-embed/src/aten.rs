@@ -570,7 +570,11 @@ pub fn agreement(a: &[(String, u64)], b: &[(String, u64)]) -> Option<f64> {
             (None, None) => break,
         }
     }
-    Some(if max == 0 { 1.0 } else { min as f64 / max as f64 })
+    Some(if max == 0 {
+        1.0
+    } else {
+        min as f64 / max as f64
+    })
 }
 
 #[cfg(test)]
@@ -616,7 +620,12 @@ mod tests {
 
     #[test]
     fn profile_counts_compute_and_heavy_calls() {
-        let ops = [("aten::addmm", 2), ("aten::t", 2), ("aten::gelu", 1), ("aten::view", 3)];
+        let ops = [
+            ("aten::addmm", 2),
+            ("aten::t", 2),
+            ("aten::gelu", 1),
+            ("aten::view", 3),
+        ];
         let p = Profile::of(ops);
         assert_eq!((p.compute, p.heavy, p.movement), (3, 2, 0));
         assert_eq!(p.distinct_compute, vec!["aten::addmm", "aten::gelu"]);
@@ -626,21 +635,42 @@ mod tests {
     fn agreement_is_the_weighted_jaccard_of_the_work_done() {
         let a = call_features([("aten::addmm", 2), ("aten::t", 2), ("aten::gelu", 1)]);
         let b = call_features([("aten::addmm", 2), ("aten::silu", 1), ("aten::view", 4)]);
-        assert_eq!(a, vec![("aten::addmm".to_string(), 2), ("aten::gelu".to_string(), 1)]);
+        assert_eq!(
+            a,
+            vec![
+                ("aten::addmm".to_string(), 2),
+                ("aten::gelu".to_string(), 1)
+            ]
+        );
         // min: addmm 2; max: addmm 2 + gelu 1 + silu 1.
         assert_eq!(agreement(&a, &b), Some(0.5));
         assert_eq!(agreement(&a, &a), Some(1.0));
         let inplace = call_features([("aten::relu_", 1), ("aten::relu", 1), ("aten::flip", 1)]);
-        assert_eq!(inplace, vec![("aten::flip".to_string(), 1), ("aten::relu".to_string(), 2)]);
+        assert_eq!(
+            inplace,
+            vec![("aten::flip".to_string(), 1), ("aten::relu".to_string(), 2)]
+        );
         assert_eq!(agreement(&a, &[]), None);
     }
 
     #[test]
     fn traces_tell_the_order_apart() {
-        let pre = ["aten::native_batch_norm", "aten::relu", "aten::convolution", "aten::view"];
-        let post = ["aten::convolution", "aten::native_batch_norm", "aten::relu_"];
+        let pre = [
+            "aten::native_batch_norm",
+            "aten::relu",
+            "aten::convolution",
+            "aten::view",
+        ];
+        let post = [
+            "aten::convolution",
+            "aten::native_batch_norm",
+            "aten::relu_",
+        ];
         let (pre, post) = (trace_features(pre), trace_features(post));
-        assert!(pre.iter().any(|(f, c)| f == "aten::relu>aten::convolution" && *c == 1));
+        assert!(
+            pre.iter()
+                .any(|(f, c)| f == "aten::relu>aten::convolution" && *c == 1)
+        );
         assert!(!pre.iter().any(|(f, _)| f.contains("view")));
         // Same operators, other order: the operators agree, their pairs do not.
         assert_eq!(agreement(&pre, &post), Some(4.0 / 6.0));

@@ -53,14 +53,11 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         cpu_time_ms: r.cpu_time_ms.unwrap_or(0.0),
         repair_steps: r.repair_steps,
         attempts: r.attempts,
-        aten_ops: if runs {
-            r.aten_ops
-                .into_iter()
+        aten_ops: r.aten_ops.filter(|_| runs).map(|ops| {
+            ops.into_iter()
                 .map(|(op, count)| OpCount { op, count })
                 .collect()
-        } else {
-            Vec::new()
-        },
+        }),
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
     }
 }
@@ -108,7 +105,7 @@ pub fn without_response(
         cpu_time_ms: 0.0,
         repair_steps: Vec::new(),
         attempts: 0,
-        aten_ops: Vec::new(),
+        aten_ops: None,
         aten_trace: Vec::new(),
     }
 }
@@ -130,7 +127,7 @@ pub(crate) fn failed_row_for_tests() -> ProbeRow {
         cpu_time_ms: 0.0,
         repair_steps: vec![],
         attempts: 1,
-        aten_ops: vec![],
+        aten_ops: None,
         aten_trace: vec![],
     }
 }

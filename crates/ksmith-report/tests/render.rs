@@ -103,7 +103,7 @@ fn write_workdir(dir: &Path) {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
-            aten_ops: vec![],
+            aten_ops: None,
             aten_trace: vec![],
         })
         .collect();

@@ -11,7 +11,8 @@
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
 6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
-   ``aten_trace`` in order): what the module computes, for labels and dedup.
+   ``aten_trace`` in order): what the module computes, for labels and dedup. ``aten_ops`` is
+   ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
 ``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
 ``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
@@ -463,7 +464,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         except ProbeTimeout:
             raise
         except BaseException:  # noqa: BLE001 - the module ran; only its operator list is missing
-            result["aten_ops"], result["aten_trace"] = {}, []
+            result["aten_ops"], result["aten_trace"] = None, []
         result["attempts"] = probe.attempts
         if same_outputs(first, second, torch):
             result["status"] = "ok"

@@ -98,7 +98,7 @@ fn extract(work: &Path, sources: &[SourceSpec]) -> Vec<ModuleRow> {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
-            aten_ops: vec![],
+            aten_ops: None,
             aten_trace: vec![],
         })
         .collect();

@@ -55,9 +55,9 @@ pub struct ProbeRow {
     /// How many times the module was run.
     pub attempts: u32,
     /// The ATen operators one forward call dispatched, with how often (`aten::convolution`,
-    /// 2), sorted by name: what the module actually runs. Empty when it did not run, or when
-    /// the recording failed.
-    pub aten_ops: Vec<OpCount>,
+    /// 2), sorted by name: what the module actually runs. Empty when the call dispatched
+    /// nothing (an identity); none when the module did not run or the recording failed.
+    pub aten_ops: Option<Vec<OpCount>>,
     /// The same operators in the order they ran (at most the first 4096): what dedup compares
     /// when two modules look alike.
     pub aten_trace: Vec<String>,
