@@ -130,43 +130,51 @@ impl<'p> ProblemIndex<'p> {
         if f.shingles == 0 {
             return None;
         }
-        let best =
-            |sig: &[u16], (b, r): (usize, usize), map: &HashMap<u64, Vec<u32>>, canon: bool| {
-                let mut seen: Vec<u32> = (0..b)
-                    .filter_map(|band| map.get(&band_key(sig, band, r)))
-                    .flatten()
-                    .copied()
-                    .collect();
-                seen.sort_unstable();
-                seen.dedup();
-                let mut best: Option<(f64, u32)> = None;
-                for p in seen {
-                    let other = &self.problems[p as usize].features;
-                    let j =
-                        estimated_jaccard(sig, if canon { &other.canonical } else { &other.text });
-                    if best.is_none_or(|(bj, _)| j > bj) {
-                        best = Some((j, p));
-                    }
+        let near = [
+            (
+                &f.text,
+                self.text_bands,
+                &self.text,
+                cfg.contamination_threshold,
+                Evidence::Near,
+            ),
+            (
+                &f.canonical,
+                self.canonical_bands,
+                &self.canonical,
+                cfg.contamination_canonical_threshold,
+                Evidence::Canonical,
+            ),
+        ];
+        for (sig, (b, r), map, threshold, evidence) in near {
+            let mut seen: Vec<u32> = (0..b)
+                .filter_map(|band| map.get(&band_key(sig, band, r)))
+                .flatten()
+                .copied()
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            let mut best: Option<(f64, u32)> = None;
+            for p in seen {
+                let other = &self.problems[p as usize].features;
+                let theirs = match evidence {
+                    Evidence::Canonical => &other.canonical,
+                    _ => &other.text,
+                };
+                let j = estimated_jaccard(sig, theirs);
+                if best.is_none_or(|(bj, _)| j > bj) {
+                    best = Some((j, p));
                 }
-                best
-            };
-        if let Some((j, p)) = best(&f.text, self.text_bands, &self.text, false)
-            && j >= cfg.contamination_threshold
-        {
-            return Some(Hit {
-                problem: p,
-                similarity: Some(j),
-                evidence: Evidence::Near,
-            });
-        }
-        if let Some((j, p)) = best(&f.canonical, self.canonical_bands, &self.canonical, true)
-            && j >= cfg.contamination_canonical_threshold
-        {
-            return Some(Hit {
-                problem: p,
-                similarity: Some(j),
-                evidence: Evidence::Canonical,
-            });
+            }
+            if let Some((j, p)) = best
+                && j >= threshold
+            {
+                return Some(Hit {
+                    problem: p,
+                    similarity: Some(j),
+                    evidence,
+                });
+            }
         }
         None
     }

@@ -203,13 +203,15 @@ fn decide(
     for (i, c) in items.iter().enumerate() {
         let o = &outcomes[i];
         let group_copy = via[o.survivor as usize];
-        let row = if let Some(h) = &hits[i] {
+        // A copy of a problem (`via` none), or a member of a copy's group (`via` the copy).
+        let mut contaminated = |h: &Hit, via: Option<usize>| {
+            let similarity = if via.is_none() { h.similarity } else { None };
             pairs.push(DedupPairRow {
                 module_id: c.id.clone(),
-                other: problem_path(h),
+                other: via.map_or_else(|| problem_path(h), |v| items[v].id.clone()),
                 method: DedupMethod::Contamination,
-                similarity: h.similarity,
-                evidence: Some(h.evidence.name().to_string()),
+                similarity,
+                evidence: Some(via.map_or(h.evidence.name(), |_| "group").to_string()),
                 decided: true,
             });
             DedupRow {
@@ -217,28 +219,16 @@ fn decide(
                 kept: false,
                 method: Some(DedupMethod::Contamination),
                 duplicate_of: Some(problem_path(h)),
-                similarity: h.similarity,
-                contaminated_via: None,
+                similarity,
+                contaminated_via: via.map(|v| items[v].id.clone()),
             }
+        };
+        let row = if let Some(h) = &hits[i] {
+            contaminated(h, None)
         } else if let Some(v) = group_copy
             && let Some(h) = &hits[v]
         {
-            pairs.push(DedupPairRow {
-                module_id: c.id.clone(),
-                other: items[v].id.clone(),
-                method: DedupMethod::Contamination,
-                similarity: None,
-                evidence: Some("group".to_string()),
-                decided: true,
-            });
-            DedupRow {
-                module_id: c.id.clone(),
-                kept: false,
-                method: Some(DedupMethod::Contamination),
-                duplicate_of: Some(problem_path(h)),
-                similarity: None,
-                contaminated_via: Some(items[v].id.clone()),
-            }
+            contaminated(h, Some(v))
         } else if o.survivor as usize == i {
             DedupRow {
                 module_id: c.id.clone(),

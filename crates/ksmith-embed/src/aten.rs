@@ -458,8 +458,6 @@ pub struct Profile {
     pub heavy: u64,
     /// Distinct compute operators.
     pub distinct_compute: Vec<String>,
-    /// Data-movement and padding calls.
-    pub movement: u64,
 }
 
 impl Profile {
@@ -475,9 +473,6 @@ impl Profile {
             }
             if k.heavy() {
                 p.heavy += count;
-            }
-            if matches!(k, Kind::Movement | Kind::Padding) {
-                p.movement += count;
             }
         }
         p.distinct_compute.sort();
@@ -541,34 +536,22 @@ pub fn agreement(a: &[(String, u64)], b: &[(String, u64)]) -> Option<f64> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
+    // Both lists are sorted by feature: a merge, taking from the side whose feature comes
+    // first (both sides when it is the same).
     let (mut min, mut max) = (0u64, 0u64);
     let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.0 == y.0 => {
-                min += x.1.min(y.1);
-                max += x.1.max(y.1);
-                i += 1;
-                j += 1;
-            }
-            (Some(x), Some(y)) if x.0 < y.0 => {
-                max += x.1;
-                i += 1;
-            }
-            (Some(_), Some(y)) => {
-                max += y.1;
-                j += 1;
-            }
-            (Some(x), None) => {
-                max += x.1;
-                i += 1;
-            }
-            (None, Some(y)) => {
-                max += y.1;
-                j += 1;
-            }
-            (None, None) => break,
-        }
+    while let Some(order) = match (a.get(i), b.get(j)) {
+        (Some(x), Some(y)) => Some(x.0.cmp(&y.0)),
+        (Some(_), None) => Some(std::cmp::Ordering::Less),
+        (None, Some(_)) => Some(std::cmp::Ordering::Greater),
+        (None, None) => None,
+    } {
+        let x = (order != std::cmp::Ordering::Greater).then(|| a[i].1);
+        let y = (order != std::cmp::Ordering::Less).then(|| b[j].1);
+        min += x.unwrap_or(0).min(y.unwrap_or(0));
+        max += x.unwrap_or(0).max(y.unwrap_or(0));
+        i += usize::from(x.is_some());
+        j += usize::from(y.is_some());
     }
     Some(if max == 0 {
         1.0
@@ -627,7 +610,7 @@ mod tests {
             ("aten::view", 3),
         ];
         let p = Profile::of(ops);
-        assert_eq!((p.compute, p.heavy, p.movement), (3, 2, 0));
+        assert_eq!((p.compute, p.heavy), (3, 2));
         assert_eq!(p.distinct_compute, vec!["aten::addmm", "aten::gelu"]);
     }
 

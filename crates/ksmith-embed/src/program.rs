@@ -230,16 +230,20 @@ pub fn dotted_chain(tokens: &[Token<'_>], i: usize) -> String {
 /// True when token `i` is inside the brackets of a call, not of a `def`'s parameter list (a
 /// parameter's name is the author's choice; a keyword argument's name is the callee's API).
 fn in_call_brackets(tokens: &[Token<'_>], i: usize) -> bool {
+    enclosing_bracket(tokens, i).is_some_and(|j| !opens_parameters(tokens, j))
+}
+
+/// The opening bracket that encloses token `i` on its logical line, if any.
+pub fn enclosing_bracket(tokens: &[Token<'_>], i: usize) -> Option<usize> {
     let mut depth: i64 = 0;
-    for (j, t) in tokens[..i].iter().enumerate().rev() {
+    for (j, t) in tokens[..i.min(tokens.len())].iter().enumerate().rev() {
         match t.kind {
-            TokenKind::Newline | TokenKind::Indent | TokenKind::Dedent => return false,
+            TokenKind::Newline | TokenKind::Indent | TokenKind::Dedent => return None,
             TokenKind::Op => match t.text {
                 ")" | "]" | "}" => depth += 1,
                 "(" | "[" | "{" => {
                     if depth == 0 {
-                        let def_header = j >= 2 && tokens[j - 2].text == "def";
-                        return !def_header;
+                        return Some(j);
                     }
                     depth -= 1;
                 }
@@ -248,7 +252,12 @@ fn in_call_brackets(tokens: &[Token<'_>], i: usize) -> bool {
             _ => {}
         }
     }
-    false
+    None
+}
+
+/// True when the bracket at `j` opens a `def`'s parameter list (`def name(`).
+pub fn opens_parameters(tokens: &[Token<'_>], j: usize) -> bool {
+    j >= 2 && tokens[j - 2].text == "def"
 }
 
 /// Removes string-only expression statements (docstrings, and bare strings used as comments).

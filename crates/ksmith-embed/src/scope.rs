@@ -303,25 +303,14 @@ fn statement<'a>(toks: &[Token<'a>], range: Range<usize>, scope: usize, scopes: 
     }
     // Assignments: every part before a top-level `=` is a target.
     let mut start = range.start;
-    let mut depth = 0i32;
-    for j in range.clone() {
-        let t = toks[j];
-        if t.kind != TokenKind::Op {
-            continue;
-        }
-        match t.text {
-            "(" | "[" | "{" => depth += 1,
-            ")" | "]" | "}" => depth -= 1,
-            "=" if depth == 0 => {
-                target(toks, start..j, scope, scopes);
-                start = j + 1;
-            }
-            op if depth == 0 && is_augmented(op) => {
-                target(toks, start..j, scope, scopes);
-                scan(toks, start..j, scope, scopes);
-                start = j + 1;
-            }
-            _ => {}
+    for (j, op) in top_level_ops(toks, range.clone()) {
+        if op == "=" {
+            target(toks, start..j, scope, scopes);
+            start = j + 1;
+        } else if is_augmented(op) {
+            target(toks, start..j, scope, scopes);
+            scan(toks, start..j, scope, scopes);
+            start = j + 1;
         }
     }
     scan(toks, start..range.end, scope, scopes);
@@ -345,22 +334,32 @@ fn is_augmented(op: &str) -> bool {
     )
 }
 
-/// The position of the first `op` outside brackets in `range`.
-fn top_level_op(toks: &[Token<'_>], range: Range<usize>, op: &str) -> Option<usize> {
+/// The operators outside brackets in `range`, with their positions (brackets left out).
+fn top_level_ops<'t, 'a>(
+    toks: &'t [Token<'a>],
+    range: Range<usize>,
+) -> impl Iterator<Item = (usize, &'a str)> + 't {
     let mut depth = 0i32;
-    for j in range {
+    range.filter_map(move |j| {
         let t = toks[j];
         if t.kind != TokenKind::Op {
-            continue;
+            return None;
         }
         match t.text {
             "(" | "[" | "{" => depth += 1,
             ")" | "]" | "}" => depth -= 1,
-            x if x == op && depth == 0 => return Some(j),
+            op if depth == 0 => return Some((j, op)),
             _ => {}
         }
-    }
-    None
+        None
+    })
+}
+
+/// The position of the first `op` outside brackets in `range`.
+fn top_level_op(toks: &[Token<'_>], range: Range<usize>, op: &str) -> Option<usize> {
+    top_level_ops(toks, range)
+        .find(|(_, o)| *o == op)
+        .map(|(j, _)| j)
 }
 
 /// An assignment target: plain names bind; names under an attribute or subscript are read.

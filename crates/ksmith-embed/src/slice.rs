@@ -76,26 +76,7 @@ pub fn top_level<'a>(p: &Program<'a>) -> Vec<TopStatement<'a>> {
             }
             line_end = next_newline(toks, head);
         }
-        let mut end = (line_end + 1).min(toks.len());
-        if toks.get(end).is_some_and(|t| t.kind == TokenKind::Indent) {
-            let mut depth = 0usize;
-            let mut k = end;
-            while k < toks.len() {
-                match toks[k].kind {
-                    TokenKind::Indent => depth += 1,
-                    TokenKind::Dedent => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            k += 1;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                k += 1;
-            }
-            end = k;
-        }
+        let end = block_end(toks, line_end);
         let head = head.min(toks.len().saturating_sub(1));
         let (kind, binds) = classify(toks, head, line_end.max(head));
         out.push(TopStatement {
@@ -106,6 +87,30 @@ pub fn top_level<'a>(p: &Program<'a>) -> Vec<TopStatement<'a>> {
         i = end.max(start + 1);
     }
     out
+}
+
+/// One past the end of the statement whose header line ends at the `Newline` `line_end`: past
+/// the `Dedent` that closes its block, or past the header when it has no block.
+fn block_end(toks: &[Token<'_>], line_end: usize) -> usize {
+    let mut k = (line_end + 1).min(toks.len());
+    if toks.get(k).is_none_or(|t| t.kind != TokenKind::Indent) {
+        return k;
+    }
+    let mut depth = 0usize;
+    while k < toks.len() {
+        match toks[k].kind {
+            TokenKind::Indent => depth += 1,
+            TokenKind::Dedent => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return k + 1;
+                }
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    k
 }
 
 fn next_newline(toks: &[Token<'_>], from: usize) -> usize {
@@ -200,23 +205,7 @@ fn assignment_targets<'a>(line: &[Token<'a>]) -> Vec<&'a str> {
 /// Names bound inside a compound statement: nested `def`/`class` names, imports and the
 /// targets of assignment lines.
 fn nested_bindings<'a>(toks: &[Token<'a>], head: usize, line_end: usize) -> Vec<&'a str> {
-    let mut end = (line_end + 1).min(toks.len());
-    if toks.get(end).is_some_and(|t| t.kind == TokenKind::Indent) {
-        let mut depth = 0usize;
-        while end < toks.len() {
-            match toks[end].kind {
-                TokenKind::Indent => depth += 1,
-                TokenKind::Dedent => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                _ => {}
-            }
-            end += 1;
-        }
-    }
+    let end = block_end(toks, line_end);
     let mut out = Vec::new();
     for line in lines(toks, head..end) {
         let l = &toks[line.start..line.end];

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use ksmith_embed::Program;
 use ksmith_embed::lexer::{Token, TokenKind, tokenize};
+use ksmith_embed::program::{enclosing_bracket, opens_parameters};
 use ksmith_embed::slice::{Slice, TopKind, top_level};
 
 /// How a problem leaked.
@@ -285,7 +286,7 @@ fn rename_variables(src: &str, seed: usize) -> String {
         }
         let kwarg = toks.get(i + 1).is_some_and(|n| n.is_op("="))
             && prev.is_some_and(|p| p.is_op("(") || p.is_op(","))
-            && bracket_depth(&toks, i) > 0
+            && enclosing_bracket(&toks, i).is_some()
             && !is_parameter(&toks, i);
         if !kwarg {
             edits.insert(i, new.clone());
@@ -328,50 +329,13 @@ fn is_assignment_target(toks: &[Token<'_>], i: usize) -> bool {
             .any(|t| t.kind == TokenKind::Name && t.text == "self")
 }
 
-/// How many brackets are open at token `i` on its logical line.
-fn bracket_depth(toks: &[Token<'_>], i: usize) -> i32 {
-    let mut start = i;
-    while start > 0 && !toks[start - 1].is_layout() {
-        start -= 1;
-    }
-    toks[start..i]
-        .iter()
-        .filter(|t| t.kind == TokenKind::Op)
-        .map(|t| match t.text {
-            "(" | "[" | "{" => 1,
-            ")" | "]" | "}" => -1,
-            _ => 0,
-        })
-        .sum()
-}
-
 /// True when token `i` is a parameter name in a `def` header.
 fn is_parameter(toks: &[Token<'_>], i: usize) -> bool {
-    let mut depth = 0i32;
-    for j in (0..i).rev() {
-        let t = toks[j];
-        match t.kind {
-            TokenKind::Newline | TokenKind::Indent | TokenKind::Dedent => return false,
-            TokenKind::Op => match t.text {
-                ")" | "]" | "}" => depth += 1,
-                "(" | "[" | "{" => {
-                    if depth == 0 {
-                        let in_def = j >= 2 && toks[j - 2].text == "def";
-                        let prev = toks[i - 1];
-                        return in_def
-                            && (prev.is_op("(")
-                                || prev.is_op(",")
-                                || prev.is_op("*")
-                                || prev.is_op("**"));
-                    }
-                    depth -= 1;
-                }
-                _ => {}
-            },
-            _ => {}
-        }
-    }
-    false
+    enclosing_bracket(toks, i).is_some_and(|j| opens_parameters(toks, j))
+        && i.checked_sub(1).is_some_and(|p| {
+            let prev = toks[p];
+            prev.is_op("(") || prev.is_op(",") || prev.is_op("*") || prev.is_op("**")
+        })
 }
 
 /// Numbers of module-level assignments changed (integers doubled, floats times 1.5).
