@@ -244,7 +244,7 @@ fn main() {
         stack(&|f| &f.slice_embedding),
     );
     let t = Instant::now();
-    let sem = pool.install(|| semantic_pairs(&entry_emb, &slice_emb, &no_ops, &cfg));
+    let sem = pool.install(|| semantic_pairs(&feats, &entry_emb, &slice_emb, &no_ops, &cfg));
     let sem_s = t.elapsed().as_secs_f64();
 
     // Recall and precision on the planted copies.

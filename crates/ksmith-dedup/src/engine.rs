@@ -120,8 +120,10 @@ pub fn deduplicate(
             DedupError::Config("semantic dedup is on but no embedder was given".into())
         })?;
         let (entry, slice) = embeddings(&feats, &programs, hashed.is_some(), embedder)?;
-        let found = semantic_pairs(&entry, &slice, &aten, cfg);
-        stats.pairs.insert(DedupMethod::Semantic, found.len() as u64);
+        let found = semantic_pairs(&feats, &entry, &slice, &aten, cfg);
+        stats
+            .pairs
+            .insert(DedupMethod::Semantic, found.len() as u64);
         edges.extend(found);
     }
 

@@ -94,6 +94,9 @@ pub struct Features {
     pub entry_embedding: Vec<f32>,
     /// Hashed embedding of the slice view.
     pub slice_embedding: Vec<f32>,
+    /// Hash of the library calls of a fixed dimensionality the slice makes ([`dimensional_calls`]:
+    /// `conv2d`, `nn.BatchNorm3d`, `max_pool1d`); 0 when it makes none.
+    pub dims: u64,
 }
 
 /// Computes the features of every program in parallel (in the current rayon pool).
@@ -156,6 +159,7 @@ fn program_features(
     let mut f = Features {
         has_code: !v.statements.is_empty(),
         exact: exact_key(&p, &v.statements, v.has_entry),
+        dims: dimensional_calls(&p, &v.statements),
         ..Default::default()
     };
     if wanted.structural {
@@ -183,11 +187,15 @@ fn program_features(
         f.slice_sig = truncate(&sig);
     }
     if wanted.contamination {
+        // The same hash when the rounds are the same: computed once.
+        let structural =
+            (wanted.structural && cfg.wl_iterations == CONTAMINATION_WL).then_some(f.structural);
         f.contamination = Some(contamination_features(
             &p,
             &v.statements,
             v.has_entry,
             f.exact,
+            structural,
         ));
     }
     if let Some(e) = embedder {
@@ -216,6 +224,32 @@ fn label_shingles(view: &Program<'_>, k: usize) -> Vec<u64> {
     shingles_of_token_hashes(&hashes, k)
 }
 
+/// A hash of the sorted, distinct library calls of a fixed dimensionality (a name kept by
+/// [`canonical_label`] that ends in `1d`, `2d` or `3d`) in the slice's statements; 0 for none.
+///
+/// The 2-D and the 3-D version of a module share nearly all their text and dispatch the same
+/// ATen operators (`aten::convolution` either way), yet are different kernels: a pair whose
+/// dimensional calls differ is no near or semantic duplicate. Author-chosen names (a helper
+/// class called `Conv3d`) are not library calls and do not count.
+fn dimensional_calls(p: &Program<'_>, statements: &[std::ops::Range<usize>]) -> u64 {
+    let mut calls: Vec<String> = statements
+        .iter()
+        .flat_map(|r| r.clone())
+        .filter(|&i| p.tokens[i].kind == ksmith_embed::lexer::TokenKind::Name)
+        .filter_map(|i| {
+            let label = canonical_label(p, i);
+            let lower = label.to_ascii_lowercase();
+            let fixed = ["1d", "2d", "3d"].iter().any(|d| lower.ends_with(d));
+            (label == p.tokens[i].text && fixed).then_some(lower)
+        })
+        .collect();
+    calls.sort_unstable();
+    calls.dedup();
+    calls
+        .iter()
+        .fold(0, |acc, c| mix(acc ^ 0x6469_6d73, hash_str(c)))
+}
+
 /// The canonical labels of a view's text tokens.
 fn labels<'v, 'a>(view: &'v Program<'a>) -> impl Iterator<Item = &'a str> + 'v {
     (0..view.tokens.len())
@@ -242,6 +276,7 @@ fn contamination_features(
     statements: &[std::ops::Range<usize>],
     has_entry: bool,
     exact: [u8; 16],
+    structural: Option<u128>,
 ) -> ContaminationFeatures {
     let mut text = Vec::new();
     let mut canon = Vec::new();
@@ -266,7 +301,8 @@ fn contamination_features(
     let hasher = contamination_hasher();
     ContaminationFeatures {
         exact,
-        structural: structural_hash(p, statements, has_entry, CONTAMINATION_WL),
+        structural: structural
+            .unwrap_or_else(|| structural_hash(p, statements, has_entry, CONTAMINATION_WL)),
         text: truncate(&hasher.signature(&text)),
         canonical: truncate(&hasher.signature(&canon)),
         shingles: text.len() as u32,

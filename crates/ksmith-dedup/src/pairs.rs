@@ -6,7 +6,9 @@
 //! looks alike can still compute something else (a recall metric next to an accuracy metric
 //! sharing their helpers, a loss wrapper around another loss, a pre-activation block next to a
 //! post-activation one): when both modules have recorded ATen operators, a pair also needs
-//! their [`agreement`] (operators and their order) at or above `aten_threshold`.
+//! their [`agreement`] (operators and their order) at or above `aten_threshold`. And the 2-D
+//! and 3-D versions of a module (which dispatch the same ATen operators) are told apart by
+//! their library calls of a fixed dimensionality ([`Features::dims`]), which must be the same.
 
 use ksmith_core::tables::DedupMethod;
 use ksmith_embed::aten::agreement;
@@ -20,8 +22,18 @@ use crate::features::Features;
 use crate::groups::Edge;
 use crate::minhash::estimated_jaccard;
 
-/// True unless both modules recorded ATen operators that agree less than `aten_threshold`.
-fn run_alike(aten: &[&[(String, u64)]], a: u32, b: u32, cfg: &DedupConfig) -> bool {
+/// True when items `a` and `b` make the same library calls of a fixed dimensionality and,
+/// unless one recorded no ATen operators, their operators agree at `aten_threshold` or above.
+fn run_alike(
+    feats: &[Features],
+    aten: &[&[(String, u64)]],
+    a: u32,
+    b: u32,
+    cfg: &DedupConfig,
+) -> bool {
+    if feats[a as usize].dims != feats[b as usize].dims {
+        return false;
+    }
     let (Some(x), Some(y)) = (aten.get(a as usize), aten.get(b as usize)) else {
         return true;
     };
@@ -46,7 +58,7 @@ pub fn near_pairs(feats: &[Features], aten: &[&[(String, u64)]], cfg: &DedupConf
                 return None;
             }
             let j = entry.min(estimated_jaccard(&fa.slice_sig, &fb.slice_sig));
-            (j >= cfg.near_threshold && run_alike(aten, a, b, cfg)).then_some(Edge {
+            (j >= cfg.near_threshold && run_alike(feats, aten, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Near,
@@ -61,6 +73,7 @@ pub fn near_pairs(feats: &[Features], aten: &[&[(String, u64)]], cfg: &DedupConf
 /// views is at or above `semantic_threshold` and their operators agree. Rows must be unit
 /// length (or zero).
 pub fn semantic_pairs(
+    feats: &[Features],
     entry: &Array2<f32>,
     slice: &Array2<f32>,
     aten: &[&[(String, u64)]],
@@ -77,7 +90,7 @@ pub fn semantic_pairs(
             let cos =
                 |m: &Array2<f32>| f64::from(m.row(a as usize).dot(&m.row(b as usize))).min(1.0);
             let c = cos(entry).min(cos(slice));
-            (c >= cfg.semantic_threshold && run_alike(aten, a, b, cfg)).then_some(Edge {
+            (c >= cfg.semantic_threshold && run_alike(feats, aten, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Semantic,

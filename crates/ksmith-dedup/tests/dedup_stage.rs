@@ -547,3 +547,65 @@ fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
     let rows = run_rows(dir.path(), &cfg, 1);
     assert_eq!(rows["other-ops"].method, Some(DedupMethod::Near));
 }
+
+/// A weight-normalized convolution block with attention-like pooling, in 2-D; `three_d` gives
+/// its 3-D version (same text but the dimensional calls and the weight's rank).
+fn conv_block(three_d: bool, local: &str) -> String {
+    let (d, kernel, pad) = if three_d {
+        ("3d", "k, k, k", "(1, 1, 1, 1, 1, 1)")
+    } else {
+        ("2d", "k, k", "(1, 1, 1, 1)")
+    };
+    format!(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\
+         class Model(nn.Module):\n    def __init__(self, c_in, c_out, k=3, heads=4, eps=1e-4):\n        super().__init__()\n        self.weight = nn.Parameter(torch.randn(c_out, c_in, {kernel}))\n        self.gate = nn.Parameter(torch.zeros(c_out))\n        self.heads = heads\n        self.eps = eps\n        self.scale = (c_in * k) ** -0.5\n\n\
+         \x20   def forward(self, x):\n        {local} = F.normalize(self.weight.flatten(1), dim=1, eps=self.eps).view_as(self.weight)\n        {local} = {local} * self.scale\n        x = F.pad(x, {pad}, mode='replicate')\n        y = F.conv{d}(x, {local})\n        b, c = y.shape[0], y.shape[1]\n        q = y.reshape(b, self.heads, c // self.heads, -1)\n        att = torch.softmax(q.mean(dim=2, keepdim=True), dim=-1)\n        pooled = (q * att).sum(dim=-1)\n        g = torch.sigmoid(self.gate).view(1, self.heads, -1)\n        out = pooled * g + pooled.mean(dim=1, keepdim=True)\n        return out.reshape(b, c)\n\n\
+         def get_inputs():\n    return [torch.randn(2, 4, 8, 8)]\n\n\
+         def get_init_inputs():\n    return [4, 8]\n"
+    )
+}
+
+#[test]
+fn the_two_and_three_dimensional_versions_of_a_module_are_not_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    // Near: a renamed local; semantic: the same code with a comment.
+    for (near, copy) in [
+        (true, conv_block(false, "kernel")),
+        (false, format!("# a copy\n{}", conv_block(false, "w"))),
+    ] {
+        let modules = vec![
+            module("a", &conv_block(false, "w"), Some("MIT"), Some(9)),
+            module("copy", &copy, Some("MIT"), Some(1)),
+            module("three-d", &conv_block(true, "w"), Some("MIT"), Some(1)),
+        ];
+        // All run the same ATen operators (aten::convolution is 2-D or 3-D alike).
+        let probes: Vec<ProbeRow> = modules
+            .iter()
+            .map(|m| {
+                let mut p = probe(&m.id, ProbeStatus::Ok, None);
+                p.aten_ops = Some(vec![ksmith_core::tables::OpCount {
+                    op: "aten::convolution".into(),
+                    count: 1,
+                }]);
+                p
+            })
+            .collect();
+        write_inputs(dir.path(), &modules, &probes);
+        let cfg = DedupConfig {
+            exact: false,
+            structural: false,
+            near,
+            semantic: !near,
+            ..Default::default()
+        };
+        let rows = run_rows(dir.path(), &cfg, 1);
+        assert!(rows["a"].kept);
+        assert_eq!(
+            rows["copy"].duplicate_of.as_deref(),
+            Some("a"),
+            "near: {near}"
+        );
+        // The 3-D version is another kernel, however alike its text and operators.
+        assert!(rows["three-d"].kept, "near: {near}: {:?}", rows["three-d"]);
+    }
+}
