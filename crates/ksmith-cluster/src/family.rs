@@ -7,9 +7,13 @@
 //! `nn.Linear` from a bare product, a recurrent layer the CPU decomposes into products, a skip
 //! connection, a loss by its class name. Rules start with `aten:` or `static:`. The family is
 //! checked in a fixed order from the most specific to the most generic. The level is 1 for one
-//! compute operator (or one library call that dispatches a few), 2 for a short fused sequence,
-//! 3 for a block or network (a transformer or residual block, three or more heavy operators, or
-//! a long sequence). Without recorded operators, [`label`] decides from the program text alone.
+//! compute operator (or one library call that dispatches a few, or one activation, loss or norm
+//! written as arithmetic, as KernelBench's level 1 counts them), 2 for a fused sequence (one or
+//! two layers with their epilogue: a GEMM and its activation, an MLP, conv-BN-ReLU), 3 for a
+//! block or network (a transformer or residual block, three or more layers, norms not counted:
+//! they fuse with the layer they feed). A forward that dispatched nothing is `data_movement`
+//! whatever its code mentions. Without recorded operators, [`label`] decides from the program
+//! text alone.
 
 use ksmith_core::tables::OpCount;
 use ksmith_embed::ops::{ProgramSummary, summarize};
@@ -433,7 +437,7 @@ fn label_summary(s: &ProgramSummary, class_name: &str, p: &Program<'_>) -> Label
         ("recurrent", format!("op:{op}"))
     } else if let Some(op) = compute.iter().find(|n| is_loss(n)) {
         ("loss", format!("op:{op}"))
-    } else if class_lower.ends_with("loss") {
+    } else if is_loss_name(&class_lower) {
         ("loss", "class_name:loss".into())
     } else if is_residual {
         ("residual_block", "skip_add+heavy_layers".into())
@@ -539,93 +543,109 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>)
     let attention = ran(Kind::Attention) || (ran(Kind::Softmax) && products);
     let linear = named(&["addmm", "linear"]) || has(&statics, LINEAR).is_some();
     let static_recurrent = has(&statics, RECURRENT);
+    let skip = adds_its_input(&p, &slice);
+    let handwritten_norm = named(&["mean", "var", "std", "var_mean"]) && named(&["rsqrt", "sqrt"]);
     let class_lower = class_name.to_ascii_lowercase();
-    let (family, family_rule): (&'static str, String) =
-        if attention && ran(Kind::Normalization) && linear {
-            ("transformer_block", "aten:attention+norm+linear".into())
-        } else if ran(Kind::Attention) {
-            ("attention", format!("aten:{}", first(Kind::Attention)))
-        } else if attention {
-            ("attention", "aten:softmax+batched_matmul".into())
-        } else if ran(Kind::Recurrent) {
-            ("recurrent", format!("aten:{}", first(Kind::Recurrent)))
-        } else if let Some(op) = static_recurrent.as_ref() {
-            ("recurrent", format!("static:op:{op}"))
-        } else if ran(Kind::Loss) {
-            ("loss", format!("aten:{}", first(Kind::Loss)))
-        } else if class_lower.ends_with("loss") {
-            ("loss", "static:class_name:loss".into())
-        } else if adds_its_input(&p, &slice) && prof.heavy >= 2 {
-            ("residual_block", "static:skip_add+aten:heavy_ops".into())
-        } else if ran(Kind::Convolution) {
-            ("convolution", format!("aten:{}", first(Kind::Convolution)))
-        } else if ran(Kind::Embedding) {
-            ("embedding", format!("aten:{}", first(Kind::Embedding)))
-        } else if ran(Kind::Matmul) && linear {
-            // Before normalization: a norm next to linear layers is part of an MLP.
-            ("linear_mlp", format!("aten:{}", first(Kind::Matmul)))
-        } else if ran(Kind::Matmul) {
-            ("matmul", format!("aten:{}", first(Kind::Matmul)))
-        } else if ran(Kind::Normalization) {
-            (
-                "normalization",
-                format!("aten:{}", first(Kind::Normalization)),
-            )
-        } else if ran(Kind::VectorNorm) && named(&["div"]) {
-            (
-                "normalization",
-                format!("aten:{}+div", first(Kind::VectorNorm)),
-            )
-        } else if named(&["mean", "var", "std", "var_mean"]) && named(&["rsqrt", "sqrt"]) {
-            // A hand-written norm: statistics, then a scale by their inverse root.
-            ("normalization", "aten:mean_or_var+rsqrt".into())
-        } else if ran(Kind::Pooling) {
-            ("pooling", format!("aten:{}", first(Kind::Pooling)))
-        } else if let Some(op) = has(&statics, POOL) {
-            ("pooling", format!("static:op:{op}"))
-        } else if ran(Kind::Upsampling) {
-            ("upsampling", format!("aten:{}", first(Kind::Upsampling)))
-        } else if ran(Kind::Softmax) {
-            ("softmax", format!("aten:{}", first(Kind::Softmax)))
-        } else if ran(Kind::Activation) {
-            ("activation", format!("aten:{}", first(Kind::Activation)))
-        } else if ran(Kind::Elementwise)
-            && prof.compute == prof.count(Kind::Elementwise)
-            && ACTIVATION_NAMES.iter().any(|a| class_lower.contains(a))
-        {
-            // An activation written with arithmetic (HardMish, QuickGELU): named for what it is.
-            ("activation", "static:class_name:activation".into())
-        } else if ran(Kind::Dropout) {
-            ("dropout", format!("aten:{}", first(Kind::Dropout)))
-        } else if ran(Kind::Distance) {
-            ("distance", format!("aten:{}", first(Kind::Distance)))
-        } else if let Some(op) = has(&statics, DISTANCE) {
-            ("distance", format!("static:op:{op}"))
-        } else if ran(Kind::Reduction) || ran(Kind::VectorNorm) {
-            let k = if ran(Kind::Reduction) {
-                Kind::Reduction
-            } else {
-                Kind::VectorNorm
-            };
-            ("reduction", format!("aten:{}", first(k)))
-        } else if ran(Kind::Elementwise) {
-            (
-                "elementwise_fusion",
-                format!("aten:{}", first(Kind::Elementwise)),
-            )
-        } else if ran(Kind::Other) {
-            ("other", format!("aten:{}", first(Kind::Other)))
-        } else if ran(Kind::Padding) {
-            ("padding", format!("aten:{}", first(Kind::Padding)))
-        } else if ran(Kind::Movement) {
-            ("data_movement", format!("aten:{}", first(Kind::Movement)))
-        } else if aten.is_empty() {
-            ("data_movement", "aten:nothing_dispatched".into())
+    let (family, family_rule): (&'static str, String) = if aten.is_empty() {
+        // Nothing ran (an identity, or a container left empty): the code's own calls would
+        // describe what it might have run, not what it did.
+        ("data_movement", "aten:nothing_dispatched".into())
+    } else if attention && ran(Kind::Normalization) && linear && (ran(Kind::Activation) || skip) {
+        // Attention with norms and an MLP (its nonlinearity) or a skip connection: a block.
+        // Attention alone, even with its pre-norm and projections, is attention.
+        (
+            "transformer_block",
+            "aten:attention+norm+linear+mlp_or_skip".into(),
+        )
+    } else if ran(Kind::Attention) {
+        ("attention", format!("aten:{}", first(Kind::Attention)))
+    } else if attention {
+        ("attention", "aten:softmax+batched_matmul".into())
+    } else if ran(Kind::Recurrent) {
+        ("recurrent", format!("aten:{}", first(Kind::Recurrent)))
+    } else if let Some(op) = static_recurrent.as_ref() {
+        ("recurrent", format!("static:op:{op}"))
+    } else if ran(Kind::Loss) {
+        ("loss", format!("aten:{}", first(Kind::Loss)))
+    } else if is_loss_name(&class_lower) {
+        ("loss", "static:class_name:loss".into())
+    } else if skip && prof.heavy >= 2 {
+        ("residual_block", "static:skip_add+aten:heavy_ops".into())
+    } else if ran(Kind::Convolution) {
+        ("convolution", format!("aten:{}", first(Kind::Convolution)))
+    } else if ran(Kind::Embedding) {
+        ("embedding", format!("aten:{}", first(Kind::Embedding)))
+    } else if ran(Kind::Matmul) && linear {
+        // Before normalization: a norm next to linear layers is part of an MLP.
+        ("linear_mlp", format!("aten:{}", first(Kind::Matmul)))
+    } else if ran(Kind::Matmul) {
+        ("matmul", format!("aten:{}", first(Kind::Matmul)))
+    } else if ran(Kind::Normalization) {
+        (
+            "normalization",
+            format!("aten:{}", first(Kind::Normalization)),
+        )
+    } else if ran(Kind::VectorNorm) && named(&["div"]) {
+        (
+            "normalization",
+            format!("aten:{}+div", first(Kind::VectorNorm)),
+        )
+    } else if handwritten_norm {
+        // A hand-written norm: statistics, then a scale by their inverse root.
+        ("normalization", "aten:mean_or_var+rsqrt".into())
+    } else if ran(Kind::Pooling) {
+        ("pooling", format!("aten:{}", first(Kind::Pooling)))
+    } else if let Some(op) = has(&statics, POOL) {
+        ("pooling", format!("static:op:{op}"))
+    } else if ran(Kind::Upsampling) {
+        ("upsampling", format!("aten:{}", first(Kind::Upsampling)))
+    } else if ran(Kind::Softmax) {
+        ("softmax", format!("aten:{}", first(Kind::Softmax)))
+    } else if ran(Kind::Activation) {
+        ("activation", format!("aten:{}", first(Kind::Activation)))
+    } else if ran(Kind::Elementwise)
+        && prof.compute == prof.count(Kind::Elementwise)
+        && ACTIVATION_NAMES.iter().any(|a| class_lower.contains(a))
+    {
+        // An activation written with arithmetic (HardMish, QuickGELU): named for what it is.
+        ("activation", "static:class_name:activation".into())
+    } else if ran(Kind::Dropout) {
+        ("dropout", format!("aten:{}", first(Kind::Dropout)))
+    } else if ran(Kind::Distance) {
+        ("distance", format!("aten:{}", first(Kind::Distance)))
+    } else if let Some(op) = has(&statics, DISTANCE) {
+        ("distance", format!("static:op:{op}"))
+    } else if ran(Kind::Reduction) || ran(Kind::VectorNorm) {
+        let k = if ran(Kind::Reduction) {
+            Kind::Reduction
         } else {
-            ("data_movement", "aten:views_and_copies_only".into())
+            Kind::VectorNorm
         };
+        ("reduction", format!("aten:{}", first(k)))
+    } else if ran(Kind::Elementwise) {
+        (
+            "elementwise_fusion",
+            format!("aten:{}", first(Kind::Elementwise)),
+        )
+    } else if ran(Kind::Other) {
+        ("other", format!("aten:{}", first(Kind::Other)))
+    } else if ran(Kind::Padding) {
+        ("padding", format!("aten:{}", first(Kind::Padding)))
+    } else if ran(Kind::Movement) {
+        ("data_movement", format!("aten:{}", first(Kind::Movement)))
+    } else {
+        ("data_movement", "aten:views_and_copies_only".into())
+    };
 
     let compute = prof.compute;
+    // Layers: the heavy operators but normalizations, which fuse with the layer they follow
+    // (a conv, batch norm and ReLU are one short sequence).
+    // The two products of an attention core with nothing around them (softmax(q k^T) v)
+    // are one fused kernel, not two layers.
+    let layers = match prof.heavy - prof.count(Kind::Normalization) {
+        n if attention && n <= 2 && n == prof.count(Kind::Matmul) => n.min(1),
+        n => n,
+    };
     let single_call = statics.len() == 1 && !SYMBOLS.contains(&statics[0]);
     let (level, level_rule): (u8, String) =
         if matches!(family, "transformer_block" | "residual_block") {
@@ -641,12 +661,6 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>)
                 2 => (2, "static:heavy_layers:2".to_string()),
                 n => (3, format!("static:heavy_layers:{n}")),
             }
-        } else if prof.heavy >= 3 {
-            (3, format!("aten:heavy_ops:{}", prof.heavy))
-        } else if compute >= 10 && prof.heavy >= 1 {
-            // A long chain around a layer is a block; a long chain of arithmetic alone is
-            // still one fused sequence.
-            (3, format!("aten:compute_ops:{compute}"))
         } else if compute == 0 {
             (1, "aten:no_compute_op".to_string())
         } else if compute == 1 {
@@ -664,6 +678,16 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>)
                     statics[0]
                 ),
             )
+        } else if prof.heavy == 0 && matches!(family, "activation" | "loss" | "normalization") {
+            // One activation, loss or norm written as arithmetic (QuickGELU, StarReLU, a soft
+            // cross-entropy, a hand-written layer norm): one operator's kernel, as KernelBench
+            // counts them (level 1).
+            (1, format!("aten:one_{family}:compute_ops:{compute}"))
+        } else if layers >= 3 {
+            // Three layers or more (GEMMs, convolutions, products) are a block or a network;
+            // one or two with their epilogues (an MLP, conv-BN-ReLU twice), however long the
+            // arithmetic around them, a fused sequence.
+            (3, format!("aten:layers:{layers}"))
         } else {
             (2, format!("aten:fused_ops:{compute}"))
         };
@@ -683,13 +707,22 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>)
     }
 }
 
+/// Whether a class name names a loss (`FocalLoss`, `BinaryFocalLossWithLogits`,
+/// `SoftTargetCrossEntropy`, `DiceCriterion`).
+fn is_loss_name(class_lower: &str) -> bool {
+    class_lower.contains("loss")
+        || class_lower.contains("crossentropy")
+        || class_lower.ends_with("criterion")
+}
+
 /// Parts of class names of activation functions written with arithmetic.
 const ACTIVATION_NAMES: &[&str] = &[
     "gelu", "relu", "silu", "swish", "mish", "sigmoid", "tanh", "softplus", "elu", "glu", "act",
 ];
 
-/// Whether the entry class's `forward` adds its input (or a name it saved the input in) to
-/// something: a skip connection (`out + identity`, `x = x + self.mlp(self.norm(x))`).
+/// Whether the entry class's `forward` adds its input (or a name it saved the input in, or a
+/// projection of either, `self.shortcut(x)`) to something: a skip connection (`out + identity`,
+/// `x = x + self.mlp(self.norm(x))`, `h + self.res_conv(x)`).
 fn adds_its_input(p: &Program<'_>, slice: &Slice) -> bool {
     use ksmith_embed::lexer::TokenKind;
     let Some(entry) = slice.entry.clone() else {
@@ -713,7 +746,8 @@ fn adds_its_input(p: &Program<'_>, slice: &Slice) -> bool {
     let end = (start + 1..t.len())
         .find(|&i| t[i].text == "def" && i > 0 && t[i - 1].is_layout())
         .unwrap_or(t.len());
-    // Line by line: a name holds the input until it is assigned something else.
+    // Line by line: a name holds the input until it is assigned something else (a saved
+    // shortcut, `identity = self.downsample(x)`, still holds it).
     let mut live = vec![input];
     for line in t[start..end].split(|x| x.is_layout()).skip(1) {
         let whole = |i: usize| {
@@ -724,23 +758,45 @@ fn adds_its_input(p: &Program<'_>, slice: &Slice) -> bool {
                     .get(i + 1)
                     .is_none_or(|n| !n.is_op("(") && !n.is_op(".") && !n.is_op("["))
         };
-        if (1..line.len())
-            .any(|i| (line[i].is_op("+") || line[i].is_op("+=")) && (whole(i - 1) || whole(i + 1)))
-        {
+        let added = (1..line.len()).any(|i| {
+            (line[i].is_op("+") || line[i].is_op("+="))
+                && (whole(i - 1)
+                    || whole(i + 1)
+                    || projection(line, i + 1, &live)
+                    || i.checked_sub(6).is_some_and(|j| projection(line, j, &live)))
+        });
+        if added {
             return true;
         }
         if let [target, eq, rest @ ..] = line
             && target.kind == TokenKind::Name
             && eq.is_op("=")
         {
+            let keeps = target.text != input
+                && live.contains(&target.text)
+                && rest.len() == 6
+                && projection(rest, 0, &live);
             if rest.len() == 1 && live.contains(&rest[0].text) {
                 live.push(target.text);
-            } else {
+            } else if !keeps {
                 live.retain(|n| *n != target.text);
             }
         }
     }
     false
+}
+
+/// Whether `line[at..at + 6]` is `self.NAME(LIVE)`: a projection of a name holding the input.
+fn projection(line: &[ksmith_embed::lexer::Token<'_>], at: usize, live: &[&str]) -> bool {
+    let Some(w) = line.get(at..at + 6) else {
+        return false;
+    };
+    w[0].text == "self"
+        && w[1].is_op(".")
+        && w[2].kind == ksmith_embed::lexer::TokenKind::Name
+        && w[3].is_op("(")
+        && live.contains(&w[4].text)
+        && w[5].is_op(")")
 }
 
 /// Arithmetic symbols among static operator names.
@@ -1000,14 +1056,15 @@ mod tests {
                 1,
                 "aten:single_op:aten::relu",
             ),
-            // A loss made of a few operators is a short fused sequence, not a network.
+            // A loss made of a few operators is one loss, as KernelBench counts it (level 1:
+            // HingeLoss), not a fused sequence.
             (
                 module(&[], &["return torch.mean(torch.clamp(1 - x * y, min=0))"]),
                 "HingeLoss",
                 ops(&[("mul", 1), ("rsub", 1), ("clamp", 1), ("mean", 1)]),
                 "loss",
-                2,
-                "aten:fused_ops:4",
+                1,
+                "aten:one_loss:compute_ops:4",
             ),
             // One library call that dispatches several operators is still one operator.
             (
@@ -1147,7 +1204,8 @@ mod tests {
         // (program, class, operators, family, level, family rule)
         type Case<'a> = (String, &'a str, Vec<OpCount>, &'a str, u8, &'a str);
         let cases: Vec<Case<'_>> = vec![
-            // A norm next to linear layers is an MLP.
+            // A norm next to linear layers is an MLP (two layers, the norm fusing with the one it
+            // feeds: level 2, as the plain Mlp).
             (
                 module(
                     &[
@@ -1165,7 +1223,7 @@ mod tests {
                     ("t", 2),
                 ]),
                 "linear_mlp",
-                3,
+                2,
                 "aten:aten::addmm",
             ),
             // A hand-written layer norm.
@@ -1188,7 +1246,7 @@ mod tests {
                     ("mul", 1),
                 ]),
                 "normalization",
-                2,
+                1,
                 "aten:mean_or_var+rsqrt",
             ),
             // An activation written with arithmetic.
@@ -1197,7 +1255,7 @@ mod tests {
                 "HardMish",
                 ops(&[("mul", 2), ("add", 1), ("clamp", 1)]),
                 "activation",
-                2,
+                1,
                 "static:class_name:activation",
             ),
             // A skip connection written as x = x + f(x).
@@ -1244,6 +1302,191 @@ mod tests {
                 "attention",
                 2,
                 "aten:softmax+batched_matmul",
+            ),
+            // Attention with its pre-norm and projections but no MLP or skip: attention, and a
+            // block of layers (level 3).
+            (
+                module(
+                    &[
+                        "self.n = nn.LayerNorm(8)",
+                        "self.qkv = nn.Linear(8, 24)",
+                        "self.o = nn.Linear(8, 8)",
+                    ],
+                    &[
+                        "q, k, v = self.qkv(self.n(x)).chunk(3, dim=-1)",
+                        "a = torch.softmax(q @ k.transpose(-1, -2), dim=-1)",
+                        "return self.o(a @ v)",
+                    ],
+                ),
+                "Attention",
+                ops(&[
+                    ("native_layer_norm", 1),
+                    ("addmm", 2),
+                    ("bmm", 2),
+                    ("_softmax", 1),
+                ]),
+                "attention",
+                3,
+                "aten:softmax+batched_matmul",
+            ),
+            // A loss named for what it is, without a loss operator: one loss (level 1).
+            (
+                module(
+                    &[],
+                    &["return torch.sum(-y * F.log_softmax(x, dim=-1), dim=-1).mean()"],
+                ),
+                "SoftTargetCrossEntropy",
+                ops(&[
+                    ("_log_softmax", 1),
+                    ("neg", 1),
+                    ("mul", 1),
+                    ("sum", 1),
+                    ("mean", 1),
+                ]),
+                "loss",
+                1,
+                "static:class_name:loss",
+            ),
+            // An activation with its learned affine: one activation (level 1).
+            (
+                module(&[], &["return 0.8 * F.relu(x) ** 2 - 0.4"]),
+                "StarReLU",
+                ops(&[("relu", 1), ("pow", 1), ("mul", 1), ("sub", 1)]),
+                "activation",
+                1,
+                "aten:aten::relu",
+            ),
+            // A skip through a projection of the input.
+            (
+                module(
+                    &[
+                        "self.c1 = nn.Conv2d(8, 16, 3, padding=1)",
+                        "self.c2 = nn.Conv2d(16, 16, 3, padding=1)",
+                        "self.res_conv = nn.Conv2d(8, 16, 1)",
+                    ],
+                    &[
+                        "h = self.c2(F.silu(self.c1(x)))",
+                        "return h + self.res_conv(x)",
+                    ],
+                ),
+                "ResnetBlock",
+                ops(&[("convolution", 3), ("silu", 1), ("add", 1)]),
+                "residual_block",
+                3,
+                "static:skip_add+aten:heavy_ops",
+            ),
+            // A saved input replaced by its downsampled projection is still the shortcut.
+            (
+                module(
+                    &[
+                        "self.c = nn.Conv2d(8, 8, 3, padding=1)",
+                        "self.b = nn.BatchNorm2d(8)",
+                        "self.down = None",
+                    ],
+                    &[
+                        "identity = x",
+                        "out = self.b(self.c(x))",
+                        "if self.down is not None:",
+                        "    identity = self.down(x)",
+                        "out += identity",
+                        "return F.relu(out)",
+                    ],
+                ),
+                "Bottleneck",
+                ops(&[
+                    ("convolution", 1),
+                    ("native_batch_norm", 1),
+                    ("add_", 1),
+                    ("relu", 1),
+                ]),
+                "residual_block",
+                3,
+                "static:skip_add+aten:heavy_ops",
+            ),
+            // One layer with a long epilogue is one fused sequence (level 2), not a block.
+            (
+                module(
+                    &["self.p = nn.Linear(8, 16)"],
+                    &[
+                        "m, v = self.p(x).chunk(2, dim=-1)",
+                        "s = (0.5 * v).exp()",
+                        "z = m + s * torch.randn_like(m)",
+                        "kl = 0.5 * (v.exp() + m * m - v - 1.0)",
+                        "return z, kl.sum(-1).mean()",
+                    ],
+                ),
+                "Bottleneck",
+                ops(&[
+                    ("addmm", 1),
+                    ("mul", 4),
+                    ("exp", 2),
+                    ("add", 3),
+                    ("sub", 2),
+                    ("sum", 1),
+                    ("mean", 1),
+                ]),
+                "linear_mlp",
+                2,
+                "aten:aten::addmm",
+            ),
+            // Attention whose projections are convolutions: a block of layers, not an attention
+            // core alone.
+            (
+                module(
+                    &[
+                        "self.qkv = nn.Conv2d(8, 24, 1)",
+                        "self.o = nn.Conv2d(8, 8, 1)",
+                    ],
+                    &[
+                        "q, k, v = self.qkv(x).flatten(2).chunk(3, dim=1)",
+                        "a = torch.softmax(q.transpose(1, 2) @ k, dim=-1)",
+                        "return self.o((v @ a).view_as(x))",
+                    ],
+                ),
+                "LinearAttention",
+                ops(&[("convolution", 2), ("bmm", 2), ("_softmax", 1)]),
+                "attention",
+                3,
+                "aten:softmax+batched_matmul",
+            ),
+            // A loss whose name does not end in "loss".
+            (
+                module(
+                    &[],
+                    &["return -(y * F.logsigmoid(x) * (1 - torch.sigmoid(x)) ** 2).mean()"],
+                ),
+                "BinaryFocalLossWithLogits",
+                ops(&[
+                    ("log_sigmoid_forward", 1),
+                    ("sigmoid", 1),
+                    ("rsub", 1),
+                    ("pow", 1),
+                    ("mul", 2),
+                    ("mean", 1),
+                    ("neg", 1),
+                ]),
+                "loss",
+                1,
+                "static:class_name:loss",
+            ),
+            // A container left empty dispatched nothing: not the pooling its code mentions.
+            (
+                module(
+                    &[
+                        "self.blocks = nn.ModuleList([])",
+                        "self.pool = nn.AvgPool2d(2)",
+                    ],
+                    &[
+                        "for b in self.blocks:",
+                        "    x = self.pool(b(x))",
+                        "return x",
+                    ],
+                ),
+                "Stage",
+                vec![],
+                "data_movement",
+                1,
+                "aten:nothing_dispatched",
             ),
             // Ran, and dispatched nothing: an identity.
             (

@@ -16,6 +16,8 @@ pub enum Kind {
     Copy,
     /// Data moved without arithmetic (`cat`, `gather`, `index_select`, `flip`, `repeat`).
     Movement,
+    /// A check of the values, not a result (`_assert_async`, and the `all`/`any` that feed it).
+    Check,
     /// Padding (`constant_pad_nd`, `reflection_pad2d`).
     Padding,
     /// A convolution.
@@ -55,11 +57,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// False for views, copies, creation, data movement and padding.
+    /// False for views, copies, creation, checks, data movement and padding.
     pub fn computes(self) -> bool {
         !matches!(
             self,
-            Kind::View | Kind::Copy | Kind::Movement | Kind::Padding
+            Kind::View | Kind::Copy | Kind::Check | Kind::Movement | Kind::Padding
         )
     }
 
@@ -154,6 +156,17 @@ const COPY: &[&str] = &[
     "_copy_from",
     "tensor",
     "detach_copy",
+];
+/// Input validation (`kornia`'s `KORNIA_CHECK`, `torch._assert_async`): boolean reductions and
+/// assertions, which compute nothing the module returns.
+const CHECK: &[&str] = &[
+    "_assert_async",
+    "_assert_scalar",
+    "_assert_tensor_metadata",
+    "_functional_assert_async",
+    "is_nonzero",
+    "all",
+    "any",
 ];
 const MOVEMENT: &[&str] = &[
     "cat",
@@ -324,8 +337,6 @@ const REDUCTION: &[&str] = &[
     "var_mean",
     "std_mean",
     "norm",
-    "all",
-    "any",
     "median",
     "nanmedian",
     "mode",
@@ -376,6 +387,8 @@ pub fn kind(op: &str) -> Kind {
         Kind::View
     } else if in_set(COPY) {
         Kind::Copy
+    } else if in_set(CHECK) {
+        Kind::Check
     } else if in_set(MOVEMENT) {
         Kind::Movement
     } else if name.contains("pad") {
@@ -596,9 +609,18 @@ mod tests {
             ("aten::linalg_vector_norm", Kind::VectorNorm),
             ("aten::embedding", Kind::Embedding),
             ("aten::something_new", Kind::Other),
+            ("aten::_assert_async", Kind::Check),
+            ("aten::all", Kind::Check),
         ] {
             assert_eq!(kind(op), k, "{op}");
         }
+        // Input checks compute nothing the module returns.
+        let p = Profile::of([
+            ("aten::all", 2),
+            ("aten::_assert_async", 2),
+            ("aten::pow", 1),
+        ]);
+        assert_eq!(p.compute, 1);
     }
 
     #[test]
