@@ -459,3 +459,24 @@ def test_a_forward_that_dispatches_nothing_records_an_empty_list():
     assert out["status"] == "ok", out
     assert out["aten_ops"] == {}
     assert out["aten_trace"] == []
+
+
+def test_the_worker_warm_up_imports_what_a_recording_needs():
+    # In a fresh interpreter (this one may have imported them already): after the warm-up the
+    # worker does before forking, recording another module imports nothing, so no child spends
+    # its time limit on the imports of its first recording.
+    import subprocess
+
+    code = (
+        "import sys, torch\n"
+        "from ksmith.probe.execute import warm_aten_recording, record_aten_ops\n"
+        "warm_aten_recording(torch)\n"
+        "warmed = set(sys.modules)\n"
+        "ops, _ = record_aten_ops(torch.nn.Conv2d(3, 4, 3), [torch.zeros(1, 3, 8, 8)], torch)\n"
+        "assert ops == {'aten::convolution': 1}, ops\n"
+        "print(sorted(set(sys.modules) - warmed))\n"
+    )
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
