@@ -56,6 +56,14 @@ fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
     }
 }
 
+/// One `ok` probe row (without a repaired program) per module.
+fn ok_probes(modules: &[ModuleRow]) -> Vec<ProbeRow> {
+    modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect()
+}
+
 fn write_inputs(dir: &Path, modules: &[ModuleRow], probes: &[ProbeRow]) {
     write_table(&ModuleRow::path_in(dir), modules, "fp-modules").unwrap();
     write_table(&ProbeRow::path_in(dir), probes, "fp-probes").unwrap();
@@ -274,10 +282,7 @@ fn decontamination_drops_copies_of_evaluation_problems() {
         module("b", &renamed, None, None),
         module("c", &unrelated, None, None),
     ];
-    let probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let probes = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
         contamination: vec![bench.display().to_string()],
@@ -321,10 +326,7 @@ fn survivor_is_permissive_then_starred_then_shorter() {
         module("mit-more-stars", &p, Some("MIT"), Some(50)),
         module("none", &p, None, Some(1_000_000)),
     ];
-    let probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let probes = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &probes);
     let rows = run_rows(dir.path(), &DedupConfig::default(), 1);
     assert!(rows["mit-more-stars"].kept);
@@ -421,10 +423,7 @@ fn modules_grouped_with_a_copy_of_a_problem_are_dropped_too() {
         module("edited", &edited, Some("MIT"), Some(50)),
         module("other", &unrelated, Some("MIT"), Some(1)),
     ];
-    let probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let probes = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
         contamination: vec![bench.display().to_string()],
@@ -514,10 +513,7 @@ fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
         module("same-ops", &edited, Some("MIT"), Some(1)),
         module("other-ops", &format!("{edited}\n"), Some("MIT"), Some(1)),
     ];
-    let mut probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let mut probes = ok_probes(&modules);
     probes[0].aten_ops = Some(ops(&[
         ("aten::addmm", 2),
         ("aten::gelu", 1),
@@ -539,10 +535,7 @@ fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
     // Near in code, but its forward ran another activation: kept.
     assert!(rows["other-ops"].kept, "{:?}", rows["other-ops"]);
     // Without recorded operators, code alone decides.
-    let bare: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let bare = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &bare);
     let rows = run_rows(dir.path(), &cfg, 1);
     assert_eq!(rows["other-ops"].method, Some(DedupMethod::Near));
@@ -579,17 +572,13 @@ fn the_two_and_three_dimensional_versions_of_a_module_are_not_duplicates() {
             module("three-d", &conv_block(true, "w"), Some("MIT"), Some(1)),
         ];
         // All run the same ATen operators (aten::convolution is 2-D or 3-D alike).
-        let probes: Vec<ProbeRow> = modules
-            .iter()
-            .map(|m| {
-                let mut p = probe(&m.id, ProbeStatus::Ok, None);
-                p.aten_ops = Some(vec![ksmith_core::tables::OpCount {
-                    op: "aten::convolution".into(),
-                    count: 1,
-                }]);
-                p
-            })
-            .collect();
+        let mut probes = ok_probes(&modules);
+        for p in &mut probes {
+            p.aten_ops = Some(vec![ksmith_core::tables::OpCount {
+                op: "aten::convolution".into(),
+                count: 1,
+            }]);
+        }
         write_inputs(dir.path(), &modules, &probes);
         let cfg = DedupConfig {
             exact: false,
