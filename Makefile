@@ -15,7 +15,7 @@ export CARGO_INCREMENTAL
 PYTHON   := $(KSMITH_VENV)/bin/python
 KSMITH   := target/release/ksmith
 
-.PHONY: all build venv trainers chromium sandbox dataset test test-rust test-python test-trainers lint bench clean
+.PHONY: all build venv trainers chromium sandbox dataset test test-rust test-python test-trainers lint bench kernelbench-signatures clean
 
 all: build
 
@@ -67,6 +67,14 @@ bench: venv sandbox
 	$(CARGO) bench --workspace
 	$(PYTHON) scripts/sandbox_bench.py
 	$(PYTHON) scripts/eval_cpu_bench.py
+
+## Regenerates the committed KernelBench signatures (dedup's offline decontamination) from a git
+## checkout of KernelBench at the pinned commit: make kernelbench-signatures KERNELBENCH=<checkout>
+kernelbench-signatures:
+	@test -n "$(KERNELBENCH)" || { echo "set KERNELBENCH=<KernelBench git checkout>"; exit 2; }
+	$(CARGO) run --release -q -p ksmith-dedup --example benchmark_signatures -- $(KERNELBENCH) \
+		$$(git -C $(KERNELBENCH) rev-parse HEAD) > crates/ksmith-dedup/data/kernelbench-signatures.json.tmp
+	mv crates/ksmith-dedup/data/kernelbench-signatures.json.tmp crates/ksmith-dedup/data/kernelbench-signatures.json
 
 clean:
 	$(CARGO) clean

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from ksmith.probe import guesses as G  # noqa: E402
-from ksmith.probe.execute import Probe, exec_program, failure_of, split_init  # noqa: E402
+from ksmith.probe.execute import Probe, exec_program, failure_of, run_request, split_init  # noqa: E402
 from ksmith.probe.program import replace_functions  # noqa: E402
 from ksmith.probe.rules import Failure, propose  # noqa: E402
 
@@ -388,3 +388,95 @@ def test_keywords_become_positional_through_literal_defaults():
     init = init + (G.Arg(G.ValueGuess(7), "c", True),)
     src, _ = init_source(init, params)
     assert "return [[3], {'b': 5, 'c': 7}]" in src
+
+
+RECORDED = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.fc(x))) + torch.relu(x[:, :4])
+
+
+def get_inputs():
+    return [torch.rand(2, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_aten_operators_of_one_forward_are_recorded_with_counts():
+    out = run_request({"program": RECORDED, "seed": 1}, torch)
+    assert out["status"] == "ok", out
+    ops = out["aten_ops"]
+    assert ops["aten::addmm"] == 1
+    assert ops["aten::native_layer_norm"] == 1
+    assert ops["aten::relu"] == 2
+    assert ops["aten::add"] == 1
+    assert list(ops) == sorted(ops)
+    # In order: the linear layer's operators, then the norm, then the two relus and the add.
+    compute = [op for op in out["aten_trace"] if op in ops and op not in ("aten::t", "aten::slice")]
+    assert compute == [
+        "aten::addmm",
+        "aten::native_layer_norm",
+        "aten::relu",
+        "aten::relu",
+        "aten::add",
+    ], out["aten_trace"]
+    assert sum(ops.values()) == len(out["aten_trace"])
+    # Only the forward call is recorded: building inputs and the module is not.
+    assert not any("rand" in op or "uniform" in op for op in ops), ops
+
+
+def test_a_module_that_fails_records_no_operators():
+    text = RECORDED.replace("return torch.relu(self.norm", "raise ValueError('no')\n        return (self.norm")
+    out = run_request({"program": text, "seed": 1}, torch)
+    assert out["status"] == "failed"
+    assert out["aten_ops"] is None
+    assert out["aten_trace"] == []
+
+
+def test_batch_norm_bookkeeping_is_not_an_operator():
+    text = RECORDED.replace("nn.LayerNorm(4)", "nn.BatchNorm1d(4)")
+    out = run_request({"program": text, "seed": 1}, torch)
+    assert out["status"] == "ok", out
+    ops = out["aten_ops"]
+    assert ops["aten::native_batch_norm"] == 1
+    assert "aten::add_" not in ops, ops  # num_batches_tracked += 1
+
+
+def test_a_forward_that_dispatches_nothing_records_an_empty_list():
+    text = RECORDED.replace("return torch.relu(self.norm", "return x\n        return (self.norm")
+    out = run_request({"program": text, "seed": 1}, torch)
+    assert out["status"] == "ok", out
+    assert out["aten_ops"] == {}
+    assert out["aten_trace"] == []
+
+
+def test_the_worker_warm_up_imports_what_a_recording_needs():
+    # In a fresh interpreter (this one may have imported them already): after the warm-up the
+    # worker does before forking, recording another module imports nothing, so no child spends
+    # its time limit on the imports of its first recording.
+    import subprocess
+
+    code = (
+        "import sys, torch\n"
+        "from ksmith.probe.execute import warm_aten_recording, record_aten_ops\n"
+        "warm_aten_recording(torch)\n"
+        "warmed = set(sys.modules)\n"
+        "ops, _ = record_aten_ops(torch.nn.Conv2d(3, 4, 3), [torch.zeros(1, 3, 8, 8)], torch)\n"
+        "assert ops == {'aten::convolution': 1}, ops\n"
+        "print(sorted(set(sys.modules) - warmed))\n"
+    )
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

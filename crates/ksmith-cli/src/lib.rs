@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod benchmarks;
 pub mod import_tasks;
 pub mod merge;
 pub mod pipeline;

@@ -136,7 +136,11 @@ pub fn run_stage(stage: Stage, session: &Session) -> anyhow::Result<StageReport>
         Stage::Crawl => ksmith_crawl::run(&session.config.sources, &cfg.crawl, ctx)?,
         Stage::Extract => ksmith_extract::run(&cfg.extract, ctx)?,
         Stage::Probe => run_probe(session)?,
-        Stage::Dedup => ksmith_dedup::run(&cfg.dedup, ctx)?,
+        Stage::Dedup => ksmith_dedup::run_with_fetcher(
+            &cfg.dedup,
+            ctx,
+            Some(&crate::benchmarks::CrawlFetcher::new(ctx.progress)),
+        )?,
         Stage::Cluster => ksmith_cluster::run(&cfg.cluster, ctx)?,
         Stage::Rollout => return run_rollout(session),
         Stage::Select => ksmith_select::run(&cfg.select, ctx)?,

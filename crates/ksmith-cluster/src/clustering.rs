@@ -109,10 +109,16 @@ pub fn cluster_labels(
 }
 
 /// The medoid of each cluster in `original` (unit rows): the member with the smallest sum of
-/// Euclidean distances to the other members. For a cluster larger than `sample`, the sum runs
-/// over `sample` evenly spaced members (every member is still a candidate). Ties go to the
-/// smallest index. Returns `(label, index)` sorted by label; noise has no medoid.
-pub fn medoids(original: ArrayView2<'_, f32>, labels: &[i32], sample: usize) -> Vec<(i32, usize)> {
+/// Euclidean distances to the other members, chosen among the `eligible` members (all of them
+/// when none is). For a cluster larger than `sample`, the sum runs over `sample` evenly spaced
+/// members. Ties go to the smallest index. Returns `(label, index)` sorted by label; noise has
+/// no medoid.
+pub fn medoids(
+    original: ArrayView2<'_, f32>,
+    labels: &[i32],
+    eligible: &[bool],
+    sample: usize,
+) -> Vec<(i32, usize)> {
     let mut members: std::collections::BTreeMap<i32, Vec<usize>> = Default::default();
     for (i, &l) in labels.iter().enumerate() {
         if l >= 0 {
@@ -122,6 +128,16 @@ pub fn medoids(original: ArrayView2<'_, f32>, labels: &[i32], sample: usize) -> 
     members
         .into_par_iter()
         .map(|(label, idx)| {
+            let candidates: Vec<usize> = idx
+                .iter()
+                .copied()
+                .filter(|&i| eligible.get(i).copied().unwrap_or(true))
+                .collect();
+            let candidates = if candidates.is_empty() {
+                idx.clone()
+            } else {
+                candidates
+            };
             let refs: Vec<usize> = if idx.len() > sample.max(1) {
                 let step = idx.len() as f64 / sample as f64;
                 (0..sample)
@@ -132,7 +148,7 @@ pub fn medoids(original: ArrayView2<'_, f32>, labels: &[i32], sample: usize) -> 
             };
             let r = original.select(Axis(0), &refs);
             let mut best = (f64::INFINITY, usize::MAX);
-            for chunk in idx.chunks(512) {
+            for chunk in candidates.chunks(512) {
                 let c = original.select(Axis(0), chunk);
                 let dots = c.dot(&r.t());
                 for (row, &i) in dots.outer_iter().zip(chunk) {
@@ -172,7 +188,7 @@ mod tests {
     fn medoid_is_the_member_with_smallest_distance_sum() {
         let x = blobs(30, &[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], 2);
         let labels: Vec<i32> = (0..60).map(|i| if i < 30 { 0 } else { 1 }).collect();
-        let m = medoids(x.view(), &labels, 1000);
+        let m = medoids(x.view(), &labels, &[], 1000);
         for (label, idx) in m {
             let members: Vec<usize> = (0..60).filter(|&i| labels[i] == label).collect();
             let sum = |i: usize| -> f32 {
@@ -191,6 +207,20 @@ mod tests {
                 .unwrap();
             assert_eq!(idx, brute, "cluster {label}");
         }
+    }
+
+    #[test]
+    fn medoids_are_chosen_among_eligible_members() {
+        let x = blobs(30, &[[1.0, 0.0, 0.0]], 3);
+        let labels = vec![0; 30];
+        let all = medoids(x.view(), &labels, &[], 1000)[0].1;
+        let mut eligible = vec![true; 30];
+        eligible[all] = false;
+        let next = medoids(x.view(), &labels, &eligible, 1000)[0].1;
+        assert_ne!(next, all);
+        assert!(eligible[next]);
+        // A cluster with no eligible member still gets its medoid.
+        assert_eq!(medoids(x.view(), &labels, &[false; 30], 1000)[0].1, all);
     }
 
     #[test]

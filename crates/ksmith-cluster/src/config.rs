@@ -24,13 +24,17 @@ pub struct ClusterConfig {
     pub max_cluster_points: usize,
     /// Medoids of clusters larger than this are computed against this many members.
     pub medoid_sample: usize,
-    /// Which modules become tasks: `centers` (cluster medoids), `all`, or `balanced` (up to
-    /// `balanced_per_cell` per family x level, centers first).
+    /// Which modules become tasks: `balanced` (every unique module is a cold-start candidate;
+    /// up to `balanced_per_cell` per family x level, centers first, noise included), `all`, or
+    /// `centers` (the cluster medoids: the smaller expert-seeded set).
     pub tasks: String,
     /// Also make a task of every noise module (`selected_as = "noise"`) with `tasks = "centers"`.
     pub noise_tasks: bool,
     /// Tasks per (family, level) cell with `tasks = "balanced"`.
     pub balanced_per_cell: usize,
+    /// Also make tasks of trivial modules: those that compute nothing (a view, a reshape, an
+    /// identity) or mostly call a module given to their constructor (a residual wrapper).
+    pub trivial_tasks: bool,
     /// Seed of the PCA start, the sample and the balanced order.
     pub seed: u64,
     /// The embedder.
@@ -47,9 +51,10 @@ impl Default for ClusterConfig {
             allow_single_cluster: false,
             max_cluster_points: 20_000,
             medoid_sample: 2_000,
-            tasks: "centers".into(),
+            tasks: "balanced".into(),
             noise_tasks: false,
-            balanced_per_cell: 50,
+            balanced_per_cell: 100,
+            trivial_tasks: false,
             seed: 42,
             embedder: EmbedderConfig::default(),
         }

@@ -1,19 +1,26 @@
-//! Cluster: groups the unique modules, picks cluster centers as tasks and labels every module
-//! with a functional family and a difficulty level. Input: `dedup.parquet` (DedupRow, kept
-//! modules only) with programs from `probes.parquet` (the repaired program) or
-//! `modules.parquet`. Output: `clusters.parquet` (ClusterRow, one per kept module) and
+//! Cluster: groups the unique modules, labels every module with a functional family and a
+//! difficulty level, and selects the tasks. Input: `dedup.parquet` (DedupRow, kept modules
+//! only) with programs and recorded ATen operators from `probes.parquet` (the repaired program)
+//! or `modules.parquet`. Output: `clusters.parquet` (ClusterRow, one per kept module) and
 //! `tasks.parquet` (TaskRow), both sorted by module id.
 //!
-//! Steps: embed each program ([`ksmith_embed::EmbedderConfig`]); PCA to `pca_dims`
+//! Steps: embed what each program computes (its entry class and the code it reaches,
+//! [`ksmith_embed::slice_text`]; [`ksmith_embed::EmbedderConfig`]); PCA to `pca_dims`
 //! (deterministic, [`pca`]); L2-normalize; HDBSCAN (the `hdbscan` crate, Euclidean on unit
 //! vectors, so cosine order) on at most `max_cluster_points` points, the others joining their
 //! nearest sampled point's cluster ([`clustering`]); the center of each cluster is its medoid in
-//! the ORIGINAL embedding space. Noise keeps cluster -1 and is never a center; noise modules
-//! become tasks only with `noise_tasks = true` (they are unusual modules, worth having when the
-//! budget allows, but not representatives of anything). Family and level come from the
-//! operators the program calls ([`family`]). An expert's review (`annotations.parquet`, from
-//! `ksmith review`), when present, is applied before tasks are chosen ([`review`]): rejected
-//! modules are no tasks and relabels replace the rules' family and level.
+//! the ORIGINAL embedding space, among the members that are real tasks. Noise keeps cluster -1
+//! and is never a center. Family, level and triviality come from the ATen operators the module
+//! ran ([`family`], [`ksmith_embed::aten`]).
+//!
+//! Tasks ([`tasks`]), following the paper: every unique module is a candidate for the
+//! cold-start rollouts, balanced across (family, level) (`tasks = "balanced"`, the default),
+//! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). Modules
+//! that compute nothing (views, reshapes, identities) or mostly call a module given to their
+//! constructor are not tasks unless `trivial_tasks = true`. An expert's review
+//! (`annotations.parquet`, from `ksmith review`), when present, is applied before tasks are
+//! chosen ([`review`]): rejected modules are no tasks and relabels replace the rules' family
+//! and level.
 //!
 //! Invariants: same input and config, same output, whatever the thread count. Entry point:
 //! [`run`].
@@ -33,7 +40,9 @@ use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
-use ksmith_core::tables::{AnnotationRow, ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
+use ksmith_core::tables::{
+    AnnotationRow, ClusterRow, DedupRow, ModuleRow, OpCount, ProbeRow, TaskRow,
+};
 use ksmith_embed::Embedder;
 use rayon::prelude::*;
 
@@ -43,7 +52,7 @@ pub use error::ClusterError;
 /// The stage's name.
 pub const STAGE: &str = "cluster";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// One unique module to cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +67,8 @@ pub struct Unit {
     pub class_name: String,
     /// Its license.
     pub license: Option<String>,
+    /// The ATen operators its forward dispatched (from probe; none when not recorded).
+    pub aten_ops: Option<Vec<OpCount>>,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -77,11 +88,15 @@ pub fn cluster_units(
     embedder: &dyn Embedder,
     cfg: &ClusterConfig,
 ) -> Result<Clustering, ClusterError> {
-    let programs: Vec<&str> = units.iter().map(|u| u.program.as_str()).collect();
+    let texts: Vec<String> = units
+        .par_iter()
+        .map(|u| ksmith_embed::slice_text(&u.program))
+        .collect();
+    let programs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ids: Vec<String> = units.iter().map(|u| u.id.clone()).collect();
     let families: Vec<family::Label> = units
         .par_iter()
-        .map(|u| family::label(&u.program, &u.class_name))
+        .map(|u| family::label_with_ops(&u.program, &u.class_name, u.aten_ops.as_deref()))
         .collect();
     if units.is_empty() {
         return Ok(Clustering {
@@ -103,7 +118,8 @@ pub fn cluster_units(
     clustering::l2_normalize(&mut reduced);
     let labels = clustering::cluster_labels(&reduced, &ids, cfg)?;
     let mut is_center = vec![false; units.len()];
-    for (_, idx) in clustering::medoids(original.view(), &labels, cfg.medoid_sample) {
+    let eligible: Vec<bool> = families.iter().map(|f| f.trivial.is_none()).collect();
+    for (_, idx) in clustering::medoids(original.view(), &labels, &eligible, cfg.medoid_sample) {
         is_center[idx] = true;
     }
     Ok(Clustering {
@@ -120,20 +136,14 @@ pub fn kept_units(
     probes: &[ProbeRow],
 ) -> Result<Vec<Unit>, ClusterError> {
     let mods: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
-    let repaired: HashMap<&str, &str> = probes
-        .iter()
-        .filter_map(|p| {
-            p.program
-                .as_deref()
-                .map(|prog| (p.module_id.as_str(), prog))
-        })
-        .collect();
+    let probed: HashMap<&str, &ProbeRow> =
+        probes.iter().map(|p| (p.module_id.as_str(), p)).collect();
     let mut units = Vec::new();
     for r in dedup.iter().filter(|r| r.kept) {
         let m = mods.get(r.module_id.as_str());
-        let program = repaired
-            .get(r.module_id.as_str())
-            .map(|s| s.to_string())
+        let probe = probed.get(r.module_id.as_str());
+        let program = probe
+            .and_then(|p| p.program.clone())
             .or_else(|| m.and_then(|m| m.program.clone()))
             .ok_or_else(|| ClusterError::MissingProgram {
                 module_id: r.module_id.clone(),
@@ -144,6 +154,7 @@ pub fn kept_units(
             repo: m.map(|m| m.repo.clone()).unwrap_or_default(),
             class_name: m.map(|m| m.class_name.clone()).unwrap_or_default(),
             license: m.and_then(|m| m.license.clone()),
+            aten_ops: probe.and_then(|p| p.aten_ops.clone()),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));
@@ -189,7 +200,7 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
             };
             review.apply(&mut rows, &mut run.report);
             let task_rows = tasks::select(&units, &rows, cfg, &review);
-            count_clusters(&result, &rows, task_rows.len(), &mut run.report);
+            count_clusters(&result, &rows, &task_rows, &mut run.report);
             write_table(&clusters_path, &rows, run.fingerprint())?;
             write_table(&tasks_path, &task_rows, run.fingerprint())?;
             run.report.rows_written = (rows.len() + task_rows.len()) as u64;
@@ -210,6 +221,7 @@ fn cluster_rows(units: &[Unit], result: &Clustering) -> Vec<ClusterRow> {
             family_rule: result.families[i].family_rule.clone(),
             level: result.families[i].level,
             level_rule: result.families[i].level_rule.clone(),
+            trivial: result.families[i].trivial.clone(),
         })
         .collect()
 }
@@ -218,7 +230,7 @@ fn cluster_rows(units: &[Unit], result: &Clustering) -> Vec<ClusterRow> {
 fn count_clusters(
     result: &Clustering,
     rows: &[ClusterRow],
-    tasks: usize,
+    tasks: &[TaskRow],
     report: &mut StageReport,
 ) {
     let n_clusters = result
@@ -237,7 +249,14 @@ fn count_clusters(
         "centers",
         result.is_center.iter().filter(|&&c| c).count() as u64,
     );
-    report.count("tasks", tasks as u64);
+    report.count("tasks", tasks.len() as u64);
+    report.count(
+        "trivial",
+        rows.iter().filter(|r| r.trivial.is_some()).count() as u64,
+    );
+    for t in tasks {
+        report.count(&format!("tasks_{}", t.selected_as), 1);
+    }
     for r in rows {
         report.count(&format!("family_{}", r.family), 1);
         report.count(&format!("level_{}", r.level), 1);

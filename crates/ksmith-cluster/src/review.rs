@@ -88,6 +88,7 @@ mod tests {
             family_rule: "ops".into(),
             level: 1,
             level_rule: "ops".into(),
+            trivial: None,
         }
     }
 

@@ -12,23 +12,22 @@ use crate::review::Review;
 /// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
 type CellMember = (bool, u64, usize);
 
-/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id; a module
-/// the `review` rejects is never one.
+/// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id. A module the
+/// `review` rejects is never one; trivial modules (`ClusterRow::trivial`) are left out unless
+/// `trivial_tasks`.
 ///
-/// - `centers`: the medoid of every cluster (`selected_as = "center"`), plus every noise
-///   module when `noise_tasks` (`"noise"`);
-/// - `all`: every unique module (`"all"`);
-/// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then
-///   by a seeded hash of the id (`"balanced"`).
+/// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then by
+///   a seeded hash of the id (`selected_as = "balanced"`; `clusters.parquet` says which are
+///   centers);
+/// - `all`: every module (`"all"`);
+/// - `centers`: the medoid of every cluster (`"center"`), plus every noise module when
+///   `noise_tasks` (`"noise"`).
 pub fn select(
     units: &[Unit],
     rows: &[ClusterRow],
     cfg: &ClusterConfig,
     review: &Review,
 ) -> Vec<TaskRow> {
-    let candidates: Vec<usize> = (0..units.len())
-        .filter(|&i| !review.rejects(&units[i].id))
-        .collect();
     let task = |i: usize, how: &str| TaskRow {
         task_id: units[i].id.clone(),
         repo: units[i].repo.clone(),
@@ -40,12 +39,17 @@ pub fn select(
         license: units[i].license.clone(),
         selected_as: how.to_string(),
     };
+    let candidate = |i: usize| {
+        (cfg.trivial_tasks || rows[i].trivial.is_none()) && !review.rejects(&units[i].id)
+    };
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
-        "all" => candidates.iter().map(|&i| task(i, "all")).collect(),
+        "all" => (0..units.len())
+            .filter(|&i| candidate(i))
+            .map(|i| task(i, "all"))
+            .collect(),
         "balanced" => {
             let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
-            for &i in &candidates {
-                let r = &rows[i];
+            for (i, r) in rows.iter().enumerate().filter(|(i, _)| candidate(*i)) {
                 cells
                     .entry((r.family.as_str(), r.level))
                     .or_default()
@@ -64,9 +68,9 @@ pub fn select(
                 .map(|i| task(i, "balanced"))
                 .collect()
         }
-        _ => candidates
-            .iter()
-            .filter_map(|&i| {
+        _ => (0..units.len())
+            .filter(|&i| candidate(i))
+            .filter_map(|i| {
                 if rows[i].is_center {
                     Some(task(i, "center"))
                 } else if cfg.noise_tasks && rows[i].cluster < 0 {

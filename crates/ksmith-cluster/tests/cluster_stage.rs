@@ -108,6 +108,8 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
+            aten_ops: None,
+            aten_trace: vec![],
         });
         dedup.push(DedupRow {
             module_id: id,
@@ -115,6 +117,7 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             method: (!kept).then_some(DedupMethod::Exact),
             duplicate_of: (!kept).then(|| "g0_000".to_string()),
             similarity: None,
+            contaminated_via: None,
         });
     };
     for g in 0..GROUPS.len() {
@@ -158,7 +161,11 @@ fn small_cfg() -> ClusterConfig {
 fn groups_become_clusters_with_medoid_centers_and_noise_is_labelled() {
     let dir = tempfile::tempdir().unwrap();
     let fx = write_inputs(dir.path(), 25, 1);
-    let (rows, tasks) = run_in(dir.path(), &small_cfg(), 2);
+    let centers_only = ClusterConfig {
+        tasks: "centers".into(),
+        ..small_cfg()
+    };
+    let (rows, tasks) = run_in(dir.path(), &centers_only, 2);
     assert_eq!(rows.len(), 4 * 25 + ODD.len(), "one row per kept module");
     assert!(rows.iter().all(|r| r.module_id != "dropped"));
 
@@ -220,7 +227,11 @@ fn groups_become_clusters_with_medoid_centers_and_noise_is_labelled() {
     let emb = HashedEmbedder::new(&EmbedderConfig::default());
     for (&label, c) in &centers {
         let members: Vec<&ClusterRow> = rows.iter().filter(|r| r.cluster == label).collect();
-        let progs: Vec<String> = members.iter().map(|r| program(&r.module_id)).collect();
+        // Modules are embedded by what they compute: the entry class and the code it reaches.
+        let progs: Vec<String> = members
+            .iter()
+            .map(|r| ksmith_embed::slice_text(&program(&r.module_id)))
+            .collect();
         let refs: Vec<&str> = progs.iter().map(String::as_str).collect();
         let m = emb.embed(&refs).unwrap();
         let cost = |i: usize| -> f64 {
@@ -242,7 +253,7 @@ fn groups_become_clusters_with_medoid_centers_and_noise_is_labelled() {
         );
     }
 
-    // Default tasks: the centers, with their family and level.
+    // With tasks = "centers": the centers, with their family and level.
     assert_eq!(tasks.len(), centers.len());
     for t in &tasks {
         let r = rows.iter().find(|r| r.module_id == t.task_id).unwrap();
@@ -308,6 +319,7 @@ fn task_modes_all_balanced_and_noise() {
     let (rows, with_noise) = run_in(
         dir.path(),
         &ClusterConfig {
+            tasks: "centers".into(),
             noise_tasks: true,
             pca_dims: 0,
             ..small_cfg()
@@ -382,6 +394,7 @@ fn bad_input_and_up_to_date() {
         method: None,
         duplicate_of: None,
         similarity: None,
+        contaminated_via: None,
     });
     write_table(&DedupRow::path_in(dir.path()), &dedup, "fp-d2").unwrap();
     let err = run(&small_cfg(), &ctx).unwrap_err();

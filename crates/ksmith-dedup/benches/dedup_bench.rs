@@ -1,10 +1,14 @@
 //! Dedup benchmark: generated modules with planted duplicates (exact, reformatted, renamed,
 //! lightly edited), deduplicated with the default config on a 2-thread pool; recall and
-//! precision on the planted copies; the near-duplicate step side by side with Python
-//! `datasketch` (same shingles, permutations and threshold): time ratio and pair overlap.
+//! precision on the planted copies; the cost of each feature; real programs from a work
+//! directory (rows per second, medians of repeated runs, same output on 1 and 2 threads); and
+//! the near-duplicate step side by side with Python `datasketch` (same shingles, permutations,
+//! bands and threshold): time ratio and pair overlap.
 //!
 //! `cargo bench -p ksmith-dedup` (env: `KSMITH_BENCH_N` modules, default 100000;
-//! `KSMITH_BENCH_THREADS`, default 2; `KSMITH_BENCH_DATASKETCH=0` skips the Python side).
+//! `KSMITH_BENCH_THREADS`, default 2; `KSMITH_BENCH_WORKDIR` a work directory with
+//! `modules.parquet` and `probes.parquet` for the real-program rows; `KSMITH_BENCH_RUNS`, default
+//! 5; `KSMITH_BENCH_DATASKETCH=0` skips the Python side).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/common/synth.rs"]
@@ -14,8 +18,15 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Instant;
 
-use ksmith_dedup::engine::{Candidate, deduplicate, features, near_pairs};
-use ksmith_dedup::{DedupConfig, engine};
+use ksmith_core::report::StageReport;
+use ksmith_core::table::{Table, read_table};
+use ksmith_core::tables::{ModuleRow, ProbeRow};
+use ksmith_dedup::buckets::bucket_pairs;
+use ksmith_dedup::engine::{Candidate, deduplicate};
+use ksmith_dedup::features::{Features, Wanted, features};
+use ksmith_dedup::minhash::estimated_jaccard;
+use ksmith_dedup::pairs::{near_pairs, semantic_pairs};
+use ksmith_dedup::{DedupConfig, runnable_candidates};
 use ksmith_embed::Program;
 use synth::Variant;
 
@@ -41,11 +52,22 @@ fn cpu_seconds() -> f64 {
     ticks / 100.0
 }
 
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
 /// Single-threaded cost of each feature on `programs`, in microseconds per module.
 fn breakdown(programs: &[&str], cfg: &DedupConfig) -> Vec<(&'static str, f64)> {
-    use ksmith_dedup::minhash::{MinHasher, shingle_hashes};
-    use ksmith_embed::{HashedEmbedder, SyntaxTree};
     let per = |secs: f64| secs * 1e6 / programs.len().max(1) as f64;
+    let one = pool(1);
     let mut out = Vec::new();
     let t = Instant::now();
     let parsed: Vec<Program<'_>> = programs.iter().map(|p| Program::parse(p)).collect();
@@ -54,54 +76,106 @@ fn breakdown(programs: &[&str], cfg: &DedupConfig) -> Vec<(&'static str, f64)> {
         per(t.elapsed().as_secs_f64()),
     ));
     let t = Instant::now();
-    let keys: usize = parsed.iter().map(|p| p.exact_key()[0] as usize).sum();
-    out.push((
-        "exact key (normalized text + blake3)",
-        per(t.elapsed().as_secs_f64()),
-    ));
-    let t = Instant::now();
-    let shingles: Vec<Vec<u64>> = parsed
+    let slices: usize = parsed
         .iter()
-        .map(|p| shingle_hashes(p, cfg.shingle_size))
-        .collect();
-    out.push(("5-gram shingle hashes", per(t.elapsed().as_secs_f64())));
-    let hasher = MinHasher::new(cfg.num_perm, cfg.seed);
-    let t = Instant::now();
-    let sigs: usize = shingles
-        .iter()
-        .map(|s| hasher.signature(s)[0] as usize)
+        .map(|p| ksmith_embed::Slice::of(p).helpers.len())
         .sum();
     out.push((
-        "MinHash signature (256 perms)",
+        "slice: top-level statements, scoped global reads, reachability",
         per(t.elapsed().as_secs_f64()),
     ));
-    let t = Instant::now();
-    let trees: Vec<SyntaxTree> = parsed.iter().map(SyntaxTree::build).collect();
+    let run = |wanted: Wanted, embedder: bool| {
+        let e = embedder.then(|| ksmith_embed::HashedEmbedder::new(&cfg.embedder));
+        let t = Instant::now();
+        let f = one.install(|| features(programs, cfg, wanted, e.as_ref()));
+        std::hint::black_box(f.len());
+        per(t.elapsed().as_secs_f64())
+    };
+    let base = run(Wanted::default(), false);
+    out.push(("parse + slice + exact key", base));
+    let near = Wanted {
+        near: true,
+        ..Default::default()
+    };
     out.push((
-        "syntax tree (canonical labels)",
-        per(t.elapsed().as_secs_f64()),
+        "+ entry and slice MinHash-256, LSH band keys",
+        run(near, false) - base,
     ));
-    let t = Instant::now();
-    let wl: u128 = trees.iter().map(|t| t.wl_hash(cfg.wl_iterations) & 1).sum();
-    out.push(("WL hash (4 iterations)", per(t.elapsed().as_secs_f64())));
-    let e = HashedEmbedder::new(&cfg.embedder);
-    let t = Instant::now();
-    let mut row = ndarray::Array1::<f32>::zeros(cfg.embedder.dim);
-    for p in programs {
-        e.embed_into(p, row.view_mut());
-    }
+    let structural = Wanted {
+        structural: true,
+        ..Default::default()
+    };
     out.push((
-        "hashed embedding (parse again + features)",
-        per(t.elapsed().as_secs_f64()),
+        "+ structural hash (WL per statement)",
+        run(structural, false) - base,
     ));
-    std::hint::black_box((keys, sigs, wl));
+    let contamination = Wanted {
+        contamination: true,
+        ..Default::default()
+    };
+    out.push((
+        "+ contamination view (text and canonical MinHash-128, WL)",
+        run(contamination, false) - base,
+    ));
+    out.push((
+        "+ hashed embeddings of both views",
+        run(Wanted::default(), true) - base,
+    ));
+    std::hint::black_box(slices);
     out
+}
+
+/// Rows per second of the whole engine on the runnable programs of a work directory.
+fn real_programs(dir: &str, cfg: &DedupConfig, threads: usize, runs: usize) {
+    let modules: Vec<ModuleRow> = read_table(&ModuleRow::path_in(dir.as_ref())).unwrap();
+    let probes: Vec<ProbeRow> = read_table(&ProbeRow::path_in(dir.as_ref())).unwrap();
+    let mut report = StageReport::new("bench");
+    let items = runnable_candidates(&modules, &probes, &mut report);
+    let problems = ksmith_dedup::benchmark::load_all(cfg, None)
+        .unwrap()
+        .into_iter()
+        .flat_map(|b| b.problems)
+        .collect::<Vec<_>>();
+    let embedder = cfg.embedder.build().unwrap();
+    let mut secs = Vec::new();
+    let mut outputs = Vec::new();
+    for run in 0..runs {
+        let n = if run % 2 == 0 { threads } else { 1 };
+        let p = pool(n);
+        let t = Instant::now();
+        let d = p
+            .install(|| deduplicate(&items, &problems, Some(embedder.as_ref()), cfg))
+            .unwrap();
+        if n == threads {
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        outputs.push((d.rows, d.pairs));
+    }
+    let same = outputs.windows(2).all(|w| w[0] == w[1]);
+    let m = median(secs.clone());
+    println!();
+    println!(
+        "| real programs ({dir}), {threads} threads | rows | median seconds ({} runs) | rows/s | same output on 1 and {threads} threads |",
+        secs.len()
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| dedup engine (features, contamination against {} problems, all methods, groups) | {} | {m:.3} | {:.0} | {same} |",
+        problems.len(),
+        items.len(),
+        items.len() as f64 / m
+    );
 }
 
 fn main() {
     let n = env_usize("KSMITH_BENCH_N", 100_000);
     let threads = env_usize("KSMITH_BENCH_THREADS", 2);
+    let runs = env_usize("KSMITH_BENCH_RUNS", 5);
     let dup_share = 0.2;
+    let cfg = DedupConfig::default();
+    if let Ok(dir) = std::env::var("KSMITH_BENCH_WORKDIR") {
+        real_programs(&dir, &cfg, threads, runs);
+    }
     let t = Instant::now();
     let corpus = synth::corpus(n, dup_share, 2026);
     let gen_s = t.elapsed().as_secs_f64();
@@ -114,48 +188,63 @@ fn main() {
             license: Some(if i % 5 == 0 { "GPL-3.0" } else { "MIT" }.to_string()),
             stars: Some((i % 97) as i64),
             lines: g.program.lines().count() as u32,
+            aten: Vec::new(),
         })
         .collect();
     let bytes: usize = items.iter().map(|c| c.program.len()).sum();
+    println!();
     println!(
         "dedup benchmark: {n} modules ({:.1} MB, {:.0}% planted copies), {threads} threads, generated in {gen_s:.1} s",
         bytes as f64 / 1e6,
         dup_share * 100.0
     );
 
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    let cfg = DedupConfig::default();
+    let pool = pool(threads);
     let embedder = cfg.embedder.build().unwrap();
 
-    // Full run, all methods.
+    // Full run, all methods (the default decontaminates against the committed KernelBench
+    // signatures too).
+    let problems = ksmith_dedup::benchmark::load_all(&cfg, None)
+        .unwrap()
+        .into_iter()
+        .flat_map(|b| b.problems)
+        .collect::<Vec<_>>();
     let cpu0 = cpu_seconds();
     let t = Instant::now();
-    let (rows, stats) = pool
-        .install(|| deduplicate(&items, &[], Some(embedder.as_ref()), &cfg))
+    let decision = pool
+        .install(|| deduplicate(&items, &problems, Some(embedder.as_ref()), &cfg))
         .unwrap();
     let full_s = t.elapsed().as_secs_f64();
     let full_cpu = cpu_seconds() - cpu0;
+    let (rows, stats) = (decision.rows, decision.stats);
 
     // Phase timings (separate runs of each step).
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
+    let all = Wanted {
+        near: true,
+        structural: true,
+        contamination: true,
+    };
     let t = Instant::now();
-    let feats = pool.install(|| features(&programs, &cfg, true, true, embedder.as_hashed()));
+    let feats = pool.install(|| features(&programs, &cfg, all, embedder.as_hashed()));
     let feat_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let near_feats = pool.install(|| features(&programs, &cfg, true, false, None));
-    let near_feat_s = t.elapsed().as_secs_f64();
-    drop(near_feats);
-    let t = Instant::now();
-    let near = pool.install(|| near_pairs(&feats, &cfg));
+    let no_ops: Vec<&[(String, u64)]> = Vec::new();
+    let near = pool.install(|| near_pairs(&feats, &no_ops, &cfg));
     let near_s = t.elapsed().as_secs_f64();
+    let stack = |pick: &dyn Fn(&Features) -> &Vec<f32>| {
+        let mut m = ndarray::Array2::<f32>::zeros((feats.len(), cfg.embedder.dim));
+        for (mut row, f) in m.outer_iter_mut().zip(&feats) {
+            row.assign(&ndarray::ArrayView1::from(&pick(f)[..]));
+        }
+        m
+    };
+    let (entry_emb, slice_emb) = (
+        stack(&|f| &f.entry_embedding),
+        stack(&|f| &f.slice_embedding),
+    );
     let t = Instant::now();
-    let emb = pool.install(|| embedder.embed(&programs)).unwrap();
-    let embed_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let sem = pool.install(|| engine::semantic_pairs(&emb, &cfg));
+    let sem = pool.install(|| semantic_pairs(&feats, &entry_emb, &slice_emb, &no_ops, &cfg));
     let sem_s = t.elapsed().as_secs_f64();
 
     // Recall and precision on the planted copies.
@@ -206,15 +295,15 @@ fn main() {
     println!("| step | seconds |");
     println!("|---|---|");
     println!(
-        "| full dedup (exact + structural + near + semantic), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
+        "| full dedup (exact + structural + near + semantic + contamination), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
     );
     println!(
-        "| features: tokenize, exact key, shingles, MinHash-256, WL hash, hashed embedding | {feat_s:.2} |"
+        "| features: parse, slice, exact key, MinHash (2 x 256 + 2 x 128), WL, 2 hashed embeddings | {feat_s:.2} |"
     );
-    println!("| near: LSH 25x10 buckets + signature check | {near_s:.2} |");
-    println!("| embed alone (hashed features, 256 dims, parsing again) | {embed_s:.2} |");
+    let (b, r) = cfg.bands_rows();
+    println!("| near: LSH {b}x{r} buckets + both views' signature check | {near_s:.2} |");
     println!(
-        "| semantic: 16 tables x 16-bit hyperplane buckets (centered) + cosine check | {sem_s:.2} |"
+        "| semantic: 16 tables x 16-bit hyperplane buckets (centered) + both views' cosine | {sem_s:.2} |"
     );
     println!();
     println!("| planted copies | found (same group as original) | recall |");
@@ -244,9 +333,10 @@ fn main() {
     let mut methods: Vec<String> = by_method.iter().map(|(m, c)| format!("{m}={c}")).collect();
     methods.sort();
     println!(
-        "dropped by method: {}; pairs: {:?}; semantic pairs {}",
+        "dropped by method: {}; pairs: {:?}; near pairs {}, semantic pairs {}",
         methods.join(", "),
         stats.pairs,
+        near.len(),
         sem.len()
     );
 
@@ -261,7 +351,9 @@ fn main() {
         println!("| {name} | {us:.1} |");
     }
 
-    // datasketch side by side on the near step.
+    // datasketch side by side on the near step: the same shingles (the entry view's canonical
+    // labels), permutations, bands (datasketch's optimal 25 x 10 at 0.7) and threshold, checked
+    // on the entry signature alone.
     if std::env::var("KSMITH_BENCH_DATASKETCH").as_deref() == Ok("0") {
         return;
     }
@@ -272,26 +364,49 @@ fn main() {
             return;
         }
     };
+    let dcfg = DedupConfig {
+        bands: 0,
+        rows: 0,
+        ..cfg.clone()
+    };
     let dir = tempfile::tempdir().unwrap();
     let tokens_path = dir.path().join("tokens.jsonl");
     let pairs_path = dir.path().join("pairs.txt");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&tokens_path).unwrap());
         for c in &items {
-            let p = Program::parse(&c.program);
-            let toks: Vec<&str> = p.text_tokens().map(|t| t.text).collect();
-            serde_json::to_writer(&mut f, &toks).unwrap();
+            serde_json::to_writer(&mut f, &ksmith_dedup::features::entry_labels(&c.program))
+                .unwrap();
             f.write_all(b"\n").unwrap();
         }
     }
+    let t = Instant::now();
+    let near_only = Wanted {
+        near: true,
+        ..Default::default()
+    };
+    let dfeats = pool.install(|| features(&programs, &dcfg, near_only, None));
+    let entries: Vec<(u64, u32)> = dfeats
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| f.bands.iter().map(move |&k| (k, i as u32)))
+        .collect();
+    let ours: HashSet<(u32, u32)> = bucket_pairs(entries, dcfg.max_bucket_pairs)
+        .into_iter()
+        .filter(|&(a, b)| {
+            estimated_jaccard(&dfeats[a as usize].entry_sig, &dfeats[b as usize].entry_sig)
+                >= dcfg.near_threshold
+        })
+        .collect();
+    let rust_near_s = t.elapsed().as_secs_f64();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/datasketch_near.py");
     let out = std::process::Command::new(&python)
         .arg(script)
         .arg(&tokens_path)
         .arg(&pairs_path)
-        .arg(cfg.shingle_size.to_string())
-        .arg(cfg.num_perm.to_string())
-        .arg(cfg.near_threshold.to_string())
+        .arg(dcfg.shingle_size.to_string())
+        .arg(dcfg.num_perm.to_string())
+        .arg(dcfg.near_threshold.to_string())
         .output()
         .unwrap();
     if !out.status.success() {
@@ -311,21 +426,19 @@ fn main() {
             Some((a.parse().ok()?, b.parse().ok()?))
         })
         .collect();
-    let ours: HashSet<(u32, u32)> = near.iter().map(|e| (e.a, e.b)).collect();
     let both = ours.intersection(&ds_pairs).count();
     let union = ours.union(&ds_pairs).count();
     let planted_pair =
         |&(a, b): &(u32, u32)| corpus[a as usize].family == corpus[b as usize].family;
     let ours_true = ours.iter().filter(|p| planted_pair(p)).count();
     let ds_true = ds_pairs.iter().filter(|p| planted_pair(p)).count();
-    let rust_near_s = near_feat_s + near_s;
     println!();
     println!(
-        "| near-dup step (5-gram shingles, 256 perms, threshold 0.7, b x r = 25 x 10) | seconds | pairs | pairs within a planted family |"
+        "| near-dup step (entry-view canonical 5-gram shingles, 256 perms, threshold 0.7, b x r = 25 x 10) | seconds | pairs | pairs within a planted family |"
     );
     println!("|---|---|---|---|");
     println!(
-        "| ksmith (tokenize, shingles, MinHash, then LSH + check), {threads} threads | {rust_near_s:.2} | {} | {ours_true} |",
+        "| ksmith (parse, slice, shingles, MinHash, then LSH + check), {threads} threads | {rust_near_s:.2} | {} | {ours_true} |",
         ours.len()
     );
     println!(

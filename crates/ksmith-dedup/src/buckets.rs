@@ -1,4 +1,4 @@
-//! Candidate pairs from hash buckets (LSH bands, hyperplane hashes, exact keys).
+//! Candidate pairs from hash buckets (LSH bands, hyperplane hashes).
 
 /// Pairs `(i, j)` with `i < j` of items sharing a bucket key.
 ///
@@ -30,26 +30,6 @@ pub fn bucket_pairs(mut entries: Vec<(u64, u32)>, max_pairs: usize) -> Vec<(u32,
     pairs
 }
 
-/// Groups of items with equal keys (each group sorted, groups of one left out), as stars
-/// from the group's first member: `(first, other)`.
-pub fn equal_key_pairs<K: Ord + Copy>(keys: &[(K, u32)]) -> Vec<(u32, u32)> {
-    let mut sorted = keys.to_vec();
-    sorted.sort_unstable();
-    let mut pairs = Vec::new();
-    let mut start = 0;
-    while start < sorted.len() {
-        let mut end = start + 1;
-        while end < sorted.len() && sorted[end].0 == sorted[start].0 {
-            end += 1;
-        }
-        for &(_, j) in &sorted[start + 1..end] {
-            pairs.push((sorted[start].1, j));
-        }
-        start = end;
-    }
-    pairs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,11 +43,5 @@ mod tests {
         );
         // cap 1: each member with the next one only
         assert_eq!(bucket_pairs(e, 1), vec![(0, 2), (2, 3), (4, 5)]);
-    }
-
-    #[test]
-    fn equal_keys_form_stars() {
-        let k = vec![(7u64, 4), (7, 1), (8, 2), (7, 9)];
-        assert_eq!(equal_key_pairs(&k), vec![(1, 4), (1, 9)]);
     }
 }

@@ -22,7 +22,8 @@ pub struct DedupConfig {
     pub shingle_size: usize,
     /// MinHash permutations (signature length).
     pub num_perm: usize,
-    /// LSH bands; 0 chooses bands and rows like datasketch's `optimal_param`.
+    /// LSH bands; 0 chooses bands and rows like datasketch's `optimal_param` (which weighs
+    /// missed pairs and extra candidates equally: it misses half the pairs at the threshold).
     pub bands: usize,
     /// LSH rows per band; 0 chooses them with `bands`.
     pub rows: usize,
@@ -34,6 +35,10 @@ pub struct DedupConfig {
     pub simhash_tables: usize,
     /// Hyperplanes (bits) per table.
     pub simhash_bits: usize,
+    /// Near and semantic pairs whose modules both have recorded ATen operators must run alike:
+    /// the weighted Jaccard of the operators that do work and of their consecutive pairs, in
+    /// the order they ran, at or above this (1.0: the same operators, in the same order).
+    pub aten_threshold: f64,
     /// Drop modules with the same structural hash (Weisfeiler-Lehman hash of the syntax tree
     /// with identifier names and literal values forgotten).
     pub structural: bool,
@@ -42,13 +47,29 @@ pub struct DedupConfig {
     /// In an LSH bucket larger than this, each member is compared with the next
     /// `max_bucket_pairs` members only (bounds the work on huge buckets).
     pub max_bucket_pairs: usize,
-    /// Folder of evaluation problems (e.g. a KernelBench checkout); every `.py` file under it is
-    /// a problem. Modules that are near or structural duplicates of one are dropped as
-    /// `contamination`. Unset: no decontamination.
-    pub contamination_dir: Option<PathBuf>,
-    /// Jaccard threshold of a near match against an evaluation problem.
+    /// Evaluation benchmarks to decontaminate against: `"kernelbench"` (KernelBench at
+    /// `kernelbench_commit`) or paths of local folders of problems (every `.py` file under one
+    /// is a problem). A module whose entry class copies a problem's entry class is dropped as
+    /// `contamination`, and so is every module dedup grouped with it. Empty: no
+    /// decontamination.
+    pub contamination: Vec<String>,
+    /// Where KernelBench is fetched from when it is not in the cache.
+    pub kernelbench_url: String,
+    /// The pinned KernelBench commit (40 hex digits).
+    pub kernelbench_commit: String,
+    /// Where KernelBench's problems come from: `auto` (a cached checkout, else the committed
+    /// signatures when they are of `kernelbench_commit`, else a fetch), `git` (the checkout,
+    /// fetched when missing) or `signatures` (the committed signatures only).
+    pub kernelbench_from: String,
+    /// Cache of fetched benchmarks; `~/.cache/ksmith/benchmarks` when unset.
+    pub benchmark_cache: Option<PathBuf>,
+    /// Jaccard (text shingles of the entry class and what it reaches, headers included) at or
+    /// above which a module copies a problem.
     pub contamination_threshold: f64,
-    /// Also count a structural (WL hash) match against an evaluation problem as contamination.
+    /// The same on canonical labels (names and literal values forgotten): copies with renamed
+    /// variables and small edits.
+    pub contamination_canonical_threshold: f64,
+    /// Also count an equal structural hash (renamed copies) as contamination.
     pub contamination_structural: bool,
     /// Seed of the MinHash permutations and the hyperplanes.
     pub seed: u64,
@@ -64,17 +85,23 @@ impl Default for DedupConfig {
             near_threshold: 0.7,
             shingle_size: 5,
             num_perm: 256,
-            bands: 0,
-            rows: 0,
+            bands: 42,
+            rows: 6,
             semantic: true,
             semantic_threshold: 0.97,
             simhash_tables: 16,
             simhash_bits: 16,
+            aten_threshold: 0.95,
             structural: true,
             wl_iterations: 4,
             max_bucket_pairs: 64,
-            contamination_dir: None,
+            contamination: vec![crate::benchmark::KERNELBENCH.to_string()],
+            kernelbench_url: "https://github.com/ScalingIntelligence/KernelBench".to_string(),
+            kernelbench_commit: "423217d9fda91e0c2d67e4a43bf62f96f6d104f1".to_string(),
+            kernelbench_from: "auto".to_string(),
+            benchmark_cache: None,
             contamination_threshold: 0.7,
+            contamination_canonical_threshold: 0.9,
             contamination_structural: true,
             seed: 42,
             embedder: EmbedderConfig::default(),
@@ -89,7 +116,12 @@ impl DedupConfig {
         for (name, v) in [
             ("near_threshold", self.near_threshold),
             ("semantic_threshold", self.semantic_threshold),
+            ("aten_threshold", self.aten_threshold),
             ("contamination_threshold", self.contamination_threshold),
+            (
+                "contamination_canonical_threshold",
+                self.contamination_canonical_threshold,
+            ),
         ] {
             if !(v > 0.0 && v <= 1.0) {
                 return bad(format!("[dedup] {name} must be in (0, 1] (got {v})"));
@@ -119,6 +151,29 @@ impl DedupConfig {
         }
         if self.max_bucket_pairs == 0 {
             return bad("[dedup] max_bucket_pairs must be at least 1".into());
+        }
+        if !matches!(
+            self.kernelbench_from.as_str(),
+            "auto" | "git" | "signatures"
+        ) {
+            return bad(format!(
+                "[dedup] kernelbench_from must be \"auto\", \"git\" or \"signatures\" (got {:?})",
+                self.kernelbench_from
+            ));
+        }
+        if self.kernelbench_commit.len() != 40
+            || !self
+                .kernelbench_commit
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit())
+        {
+            return bad(format!(
+                "[dedup] kernelbench_commit must be a full commit id (40 hex digits; got {:?})",
+                self.kernelbench_commit
+            ));
+        }
+        if let Some(e) = self.contamination.iter().find(|e| e.trim().is_empty()) {
+            return bad(format!("[dedup] contamination has an empty entry ({e:?})"));
         }
         if self.semantic {
             self.embedder
@@ -163,9 +218,16 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("exceeds"));
         let c = DedupConfig {
             bands: 3,
+            rows: 0,
             ..Default::default()
         };
         assert!(c.validate().is_err());
-        assert_eq!(DedupConfig::default().bands_rows(), (25, 10));
+        let optimal = DedupConfig {
+            bands: 0,
+            rows: 0,
+            ..Default::default()
+        };
+        assert_eq!(optimal.bands_rows(), (25, 10));
+        assert_eq!(DedupConfig::default().bands_rows(), (42, 6));
     }
 }

@@ -13,12 +13,20 @@ pub enum DedupError {
     /// contract's errors).
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),
-    /// The folder of evaluation problems cannot be read.
-    #[error("contamination_dir {}: {message}", path.display())]
+    /// A folder of evaluation problems cannot be read.
+    #[error("benchmark folder {}: {message}", path.display())]
     Benchmark {
         /// The folder or file.
         path: PathBuf,
         /// What went wrong.
+        message: String,
+    },
+    /// A benchmark of `[dedup] contamination` cannot be had.
+    #[error("decontamination against {name}: {message}")]
+    BenchmarkUnavailable {
+        /// `kernelbench@<commit>`.
+        name: String,
+        /// Why, and what to do about it.
         message: String,
     },
     /// The embedder failed.

@@ -1,9 +1,8 @@
-//! Duplicate groups: union-find over matched pairs, the survivor of each group, and what each
+//! Duplicate groups: stars around survivors chosen best first, so that every dropped module is
+//! a direct match of its survivor (no chains through intermediate modules), and what each
 //! dropped member is recorded as duplicating.
 
 use std::cmp::Ordering;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use ksmith_core::tables::DedupMethod;
 
@@ -92,45 +91,66 @@ pub fn method_priority(m: DedupMethod) -> u8 {
     }
 }
 
-/// Union-find with path halving and union by size.
-#[derive(Debug, Clone)]
-pub struct UnionFind {
-    parent: Vec<u32>,
-    size: Vec<u32>,
+/// Items that are all duplicates of each other by one method (equal exact keys, equal
+/// structural hashes): every member matches every other directly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classes {
+    /// The method.
+    pub method: DedupMethod,
+    /// The class of each item (`u32::MAX`: in no class).
+    pub class_of: Vec<u32>,
+    /// The members of each class, sorted.
+    pub members: Vec<Vec<u32>>,
 }
 
-impl UnionFind {
-    /// `n` singletons.
-    pub fn new(n: usize) -> Self {
-        UnionFind {
-            parent: (0..n as u32).collect(),
-            size: vec![1; n],
+impl Classes {
+    /// Classes of items with equal keys (items without a key and classes of one item are left
+    /// out).
+    pub fn from_keys<K: Ord + Copy>(method: DedupMethod, keys: &[Option<K>]) -> Self {
+        let mut sorted: Vec<(K, u32)> = keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| k.map(|k| (k, i as u32)))
+            .collect();
+        sorted.sort_unstable();
+        let mut class_of = vec![u32::MAX; keys.len()];
+        let mut members = Vec::new();
+        let mut start = 0;
+        while start < sorted.len() {
+            let mut end = start + 1;
+            while end < sorted.len() && sorted[end].0 == sorted[start].0 {
+                end += 1;
+            }
+            if end - start > 1 {
+                let id = members.len() as u32;
+                let group: Vec<u32> = sorted[start..end].iter().map(|&(_, i)| i).collect();
+                for &i in &group {
+                    class_of[i as usize] = id;
+                }
+                members.push(group);
+            }
+            start = end;
+        }
+        Classes {
+            method,
+            class_of,
+            members,
         }
     }
 
-    /// The representative of `x`'s set.
-    pub fn find(&mut self, mut x: u32) -> u32 {
-        while self.parent[x as usize] != x {
-            let grand = self.parent[self.parent[x as usize] as usize];
-            self.parent[x as usize] = grand;
-            x = grand;
-        }
-        x
-    }
-
-    /// Merges the sets of `a` and `b`.
-    pub fn union(&mut self, a: u32, b: u32) {
-        let (ra, rb) = (self.find(a), self.find(b));
-        if ra == rb {
-            return;
-        }
-        let (big, small) = if self.size[ra as usize] >= self.size[rb as usize] {
-            (ra, rb)
-        } else {
-            (rb, ra)
-        };
-        self.parent[small as usize] = big;
-        self.size[big as usize] += self.size[small as usize];
+    /// The other members of `item`'s class.
+    pub fn others(&self, item: u32) -> impl Iterator<Item = u32> + '_ {
+        let class = self
+            .class_of
+            .get(item as usize)
+            .copied()
+            .unwrap_or(u32::MAX);
+        self.members
+            .get(class as usize)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .copied()
+            .filter(move |&m| m != item)
     }
 }
 
@@ -139,88 +159,81 @@ impl UnionFind {
 pub struct Outcome {
     /// The surviving item of its group (itself when kept).
     pub survivor: u32,
-    /// The method of the edge through which it was reached from the survivor.
+    /// The method that matched it directly with the survivor.
     pub method: Option<DedupMethod>,
-    /// The similarity of that edge.
+    /// The similarity of that direct match.
     pub similarity: Option<f64>,
 }
 
-/// Resolves groups: one outcome per item.
+/// Resolves groups as stars: one outcome per item.
 ///
-/// Items connected by edges form a group (connected component); its best member by
-/// [`SurvivorKey::better`] survives. Every other member is recorded as a duplicate of the
-/// survivor, with the method and similarity of the edge through which a best-first walk from the
-/// survivor attached it: the walk always takes the strongest method (exact, structural, near,
-/// semantic) leaving the part of the group reached so far, so a member reports the strongest
-/// method that ties it to its group. The result depends only on the set of edges, not on their
-/// order.
-pub fn resolve(keys: &[SurvivorKey], edges: &[Edge]) -> Vec<Outcome> {
+/// Items are visited best first by [`SurvivorKey::better`]. An item not yet taken survives and
+/// takes every item not yet taken that matches it directly: the other members of its classes
+/// (`classes`, in the order given: exact before structural), then its matched pairs (`edges`,
+/// the strongest method first, then the highest similarity). A dropped item is therefore always
+/// a direct match of its survivor, recorded with that match's method and similarity, and groups
+/// never chain (`A ~ B ~ C` never puts `A` and `C` together unless `A ~ C`); a group is at most
+/// the survivor and its direct matches. The result depends only on the keys, the classes and
+/// the set of edges, not on their order.
+pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec<Outcome> {
     let n = keys.len();
-    let mut uf = UnionFind::new(n);
     let mut adj: Vec<Vec<(u8, u32, usize)>> = vec![Vec::new(); n];
     for (k, e) in edges.iter().enumerate() {
-        if e.a == e.b {
+        if e.a == e.b || e.a as usize >= n || e.b as usize >= n {
             continue;
         }
-        uf.union(e.a, e.b);
         let p = method_priority(e.method);
         adj[e.a as usize].push((p, e.b, k));
         adj[e.b as usize].push((p, e.a, k));
     }
     for list in &mut adj {
-        // Sort by priority, neighbour, then the edge's own content (not its position).
+        // Strongest method, then highest similarity, then neighbour: the edge's content, not
+        // its position in the input.
         list.sort_by(|x, y| {
-            x.0.cmp(&y.0).then(x.1.cmp(&y.1)).then_with(|| {
-                let (ex, ey) = (&edges[x.2], &edges[y.2]);
-                ey.similarity
-                    .unwrap_or(1.0)
-                    .partial_cmp(&ex.similarity.unwrap_or(1.0))
-                    .unwrap_or(Ordering::Equal)
-            })
+            let (ex, ey) = (&edges[x.2], &edges[y.2]);
+            x.0.cmp(&y.0)
+                .then_with(|| {
+                    ey.similarity
+                        .unwrap_or(1.0)
+                        .partial_cmp(&ex.similarity.unwrap_or(1.0))
+                        .unwrap_or(Ordering::Equal)
+                })
+                .then(x.1.cmp(&y.1))
         });
+        list.dedup_by_key(|x| x.1);
     }
-    // Best member of each component.
-    let mut best: Vec<Option<u32>> = vec![None; n];
-    for i in 0..n as u32 {
-        let r = uf.find(i) as usize;
-        best[r] = Some(match best[r] {
-            Some(b) if keys[b as usize].better(&keys[i as usize]) != Ordering::Greater => b,
-            _ => i,
-        });
-    }
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_by(|&a, &b| keys[a as usize].better(&keys[b as usize]));
     let mut out: Vec<Option<Outcome>> = vec![None; n];
-    for i in 0..n as u32 {
-        let r = uf.find(i) as usize;
-        let s = best[r].unwrap_or(i);
-        if out[s as usize].is_some() {
+    for &c in &order {
+        if out[c as usize].is_some() {
             continue;
         }
-        out[s as usize] = Some(Outcome {
-            survivor: s,
+        out[c as usize] = Some(Outcome {
+            survivor: c,
             method: None,
             similarity: None,
         });
-        // Best-first walk (Prim on method priority): a member is attached by the strongest
-        // method that links it to the part of the group already reached.
-        let mut heap: BinaryHeap<Reverse<(u8, u32, u32, usize)>> = BinaryHeap::new();
-        let push = |heap: &mut BinaryHeap<_>, v: u32, order: &mut u32| {
-            for &(p, w, k) in &adj[v as usize] {
-                heap.push(Reverse((p, *order, w, k)));
-                *order += 1;
+        for class in classes {
+            let similarity = (class.method == DedupMethod::Exact).then_some(1.0);
+            for m in class.others(c) {
+                if out[m as usize].is_none() {
+                    out[m as usize] = Some(Outcome {
+                        survivor: c,
+                        method: Some(class.method),
+                        similarity,
+                    });
+                }
             }
-        };
-        let mut order = 0u32;
-        push(&mut heap, s, &mut order);
-        while let Some(Reverse((_, _, w, k))) = heap.pop() {
-            if out[w as usize].is_some() {
-                continue;
+        }
+        for &(_, w, k) in &adj[c as usize] {
+            if out[w as usize].is_none() {
+                out[w as usize] = Some(Outcome {
+                    survivor: c,
+                    method: Some(edges[k].method),
+                    similarity: edges[k].similarity,
+                });
             }
-            out[w as usize] = Some(Outcome {
-                survivor: s,
-                method: Some(edges[k].method),
-                similarity: edges[k].similarity,
-            });
-            push(&mut heap, w, &mut order);
         }
     }
     out.into_iter()
@@ -267,28 +280,80 @@ mod tests {
             key(Some("Apache-2.0"), 5, 40, "d"),
             key(Some("apache-2.0"), 5, 40, "e"),
         ];
+        // Every item matches d directly; 1 and 2 also match each other exactly.
         let edges = vec![
-            edge(0, 1, DedupMethod::Near),
-            edge(1, 2, DedupMethod::Exact),
+            edge(0, 3, DedupMethod::Near),
+            edge(1, 3, DedupMethod::Semantic),
             edge(2, 3, DedupMethod::Near),
             edge(3, 4, DedupMethod::Structural),
+            edge(1, 2, DedupMethod::Exact),
         ];
-        let out = resolve(&keys, &edges);
+        let out = resolve(&keys, &[], &edges);
         assert!(out.iter().all(|o| o.survivor == 3), "{out:?}");
         assert_eq!(out[3].method, None);
         assert_eq!(out[4].method, Some(DedupMethod::Structural));
-        // 2 is reached from 3 by Near only; 1 then through 2 by Exact.
+        // Each member records its own direct match with the survivor, not a path through
+        // another member (1 is tied to 2 exactly, but to the survivor only semantically).
         assert_eq!(out[2].method, Some(DedupMethod::Near));
-        assert_eq!(out[1].method, Some(DedupMethod::Exact));
+        assert_eq!(out[1].method, Some(DedupMethod::Semantic));
         let mut shuffled = edges.clone();
         shuffled.reverse();
-        assert_eq!(resolve(&keys, &shuffled), out);
+        assert_eq!(resolve(&keys, &[], &shuffled), out);
+    }
+
+    #[test]
+    fn groups_never_chain() {
+        // A chain 0 ~ 1 ~ 2 ~ 3 (best first): 0 takes 1; 2 is no direct match of 0, so it
+        // survives and takes 3.
+        let keys: Vec<SurvivorKey> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| key(Some("MIT"), 0, 10, id))
+            .collect();
+        let edges = vec![
+            edge(0, 1, DedupMethod::Near),
+            edge(1, 2, DedupMethod::Near),
+            edge(2, 3, DedupMethod::Near),
+        ];
+        let out = resolve(&keys, &[], &edges);
+        let survivors: Vec<u32> = out.iter().map(|o| o.survivor).collect();
+        assert_eq!(survivors, vec![0, 0, 2, 2]);
+        // Every dropped item is a direct match of its survivor.
+        for (i, o) in out.iter().enumerate() {
+            if o.survivor as usize != i {
+                assert!(edges.iter().any(|e| (e.a, e.b) == (o.survivor.min(i as u32), o.survivor.max(i as u32))));
+            }
+        }
+    }
+
+    #[test]
+    fn classes_take_their_members_before_pairs() {
+        let keys: Vec<SurvivorKey> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| key(Some("MIT"), 0, 10, id))
+            .collect();
+        let exact = Classes::from_keys(DedupMethod::Exact, &[Some(7u8), Some(1), Some(7), None]);
+        assert_eq!(exact.members, vec![vec![0, 2]]);
+        let structural = Classes::from_keys(
+            DedupMethod::Structural,
+            &[Some(5u8), Some(5), Some(5), Some(9)],
+        );
+        let edges = vec![
+            edge(0, 2, DedupMethod::Near),
+            edge(0, 3, DedupMethod::Semantic),
+        ];
+        let out = resolve(&keys, &[exact, structural], &edges);
+        assert!(out.iter().all(|o| o.survivor == 0));
+        assert_eq!(out[2].method, Some(DedupMethod::Exact));
+        assert_eq!(out[2].similarity, Some(1.0));
+        assert_eq!(out[1].method, Some(DedupMethod::Structural));
+        assert_eq!(out[1].similarity, None);
+        assert_eq!(out[3].method, Some(DedupMethod::Semantic));
     }
 
     #[test]
     fn singletons_survive_alone() {
         let keys = vec![key(None, 0, 1, "x"), key(None, 0, 1, "y")];
-        let out = resolve(&keys, &[]);
+        let out = resolve(&keys, &[], &[]);
         assert_eq!(out[0].survivor, 0);
         assert_eq!(out[1].survivor, 1);
     }

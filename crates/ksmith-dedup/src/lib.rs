@@ -2,28 +2,39 @@
 //! evaluation benchmark. Input: `modules.parquet` (ModuleRow) and `probes.parquet` (ProbeRow;
 //! only modules whose probe status is `ok` are runnable and considered, with the probe's
 //! repaired program when there is one). Output: `dedup.parquet` (DedupRow), one row per runnable
-//! module, sorted by module id.
+//! module, sorted by module id, and `dedup_pairs.parquet` (DedupPairRow), the matched pairs
+//! behind the decisions.
 //!
-//! Methods, each on or off in `[dedup]`: exact (hash of the program without whitespace,
-//! comments and docstrings), near (MinHash LSH over token shingles, Jaccard estimated from the
-//! signatures), semantic (embedding cosine among random-hyperplane hash candidates), structural
-//! (Weisfeiler-Lehman hash of the syntax tree with names and literals forgotten), and
-//! decontamination against a folder of evaluation problems (near or structural match).
+//! Every method compares what a module computes ([`features`]): its entry class and the code
+//! that class reaches, never its imports, generated inputs or their constants, and, for the
+//! similarity methods, without the lines every module shares. Methods, each on or off in
+//! `[dedup]`: exact (same normalized code), near (MinHash LSH over token shingles, Jaccard of
+//! the class alone and of the class with its helpers), semantic (embedding cosine of both,
+//! among random-hyperplane hash candidates), structural (Weisfeiler-Lehman hash with names and
+//! literals forgotten), and decontamination against evaluation benchmarks ([`benchmark`],
+//! [`contamination`]: KernelBench at a pinned commit by default). Near and semantic pairs whose
+//! modules both have recorded ATen operators must also run alike, in the same order
+//! (`aten_threshold`).
 //!
-//! Invariants: every runnable module gets a row; a dropped row names the method that matched,
-//! what it duplicates (the surviving module's id, or the problem's path) and the similarity when
-//! the method has one. Matched pairs are merged by union-find; the survivor of a group is the
-//! best by (permissive license, stars, runs, fewer lines, smallest id). The output depends only on
-//! the input and the config, never on the thread count. Entry point: [`run`].
+//! Invariants: every runnable module gets a row; groups are stars ([`groups`]): a dropped row
+//! names its survivor (kept), the method of their direct match and its similarity, so no
+//! group chains through intermediate modules. The survivor is the best by (permissive license,
+//! stars, runs, fewer lines, smallest id). Copies of a benchmark problem and every module of
+//! their group are dropped as `contamination`. The output depends only on the input, the
+//! config and the benchmarks, never on the thread count. Entry points: [`run`] and
+//! [`run_with_fetcher`].
 #![deny(missing_docs)]
 
 pub mod benchmark;
 pub mod buckets;
 pub mod config;
+pub mod contamination;
 pub mod engine;
 pub mod error;
+pub mod features;
 pub mod groups;
 pub mod minhash;
+pub mod pairs;
 
 use std::collections::HashMap;
 
@@ -32,16 +43,17 @@ use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
-use ksmith_core::tables::{DedupRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
+use ksmith_core::tables::{DedupPairRow, DedupRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
 
+pub use benchmark::Fetcher;
 pub use config::DedupConfig;
-pub use engine::{Candidate, Problem, deduplicate};
+pub use engine::{Candidate, Decision, deduplicate};
 pub use error::DedupError;
 
 /// The stage's name.
 pub const STAGE: &str = "dedup";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 ksmith_core::vocabulary! {
     /// Why a probe row is not a dedup candidate (counted in the report under its name).
@@ -98,14 +110,35 @@ pub fn runnable_candidates(
             license: m.license.clone(),
             stars: m.stars,
             lines,
+            aten: if p.aten_trace.is_empty() {
+                ksmith_embed::aten::call_features(
+                    p.aten_ops
+                        .iter()
+                        .flatten()
+                        .map(|o| (o.op.as_str(), o.count)),
+                )
+            } else {
+                ksmith_embed::aten::trace_features(p.aten_trace.iter().map(String::as_str))
+            },
         });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out
 }
 
-/// Runs the dedup stage in `ctx.workdir`.
+/// Runs the dedup stage in `ctx.workdir`, with benchmarks from local folders or the committed
+/// signatures only (see [`run_with_fetcher`]).
 pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupError> {
+    run_with_fetcher(cfg, ctx, None)
+}
+
+/// Runs the dedup stage in `ctx.workdir`; `fetcher` brings benchmarks that are neither local
+/// nor in the committed signatures into the cache.
+pub fn run_with_fetcher(
+    cfg: &DedupConfig,
+    ctx: &StageContext,
+    fetcher: Option<&dyn Fetcher>,
+) -> Result<StageReport, DedupError> {
     cfg.validate()?;
     let modules_path = ModuleRow::path_in(&ctx.workdir);
     let probes_path = ProbeRow::path_in(&ctx.workdir);
@@ -113,31 +146,63 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
         .require(&modules_path, "extract")
         .require(&probes_path, "probe");
     plan.check_inputs()?;
-    let (problems, unreadable) = match &cfg.contamination_dir {
-        Some(dir) => benchmark::load_problems(dir)?,
-        None => (Vec::new(), Vec::new()),
-    };
+    let benchmarks = benchmark::load_all(cfg, fetcher)?;
     let mut bench_hash = IdHasher::new();
-    for p in &problems {
-        bench_hash.part(&p.path).part(&p.source);
+    let mut problems = Vec::new();
+    for b in &benchmarks {
+        bench_hash.part(&b.name).part(b.source.name());
+        for p in &b.problems {
+            let f = &p.features;
+            bench_hash
+                .part(&p.path)
+                .part(f.exact)
+                .part(f.structural.to_le_bytes())
+                .part(
+                    f.text
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                )
+                .part(
+                    f.canonical
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                );
+        }
+        problems.extend(b.problems.iter().cloned());
     }
     let out = DedupRow::path_in(&ctx.workdir);
+    let pairs_out = DedupPairRow::path_in(&ctx.workdir);
     // The fingerprint's parts in their historic order: config, benchmark, then the inputs.
     plan.config(cfg)
         .part("benchmark", &bench_hash.finish())
         .optional_input(&modules_path)
         .optional_input(&probes_path)
         .output(&out)
+        .output(&pairs_out)
         .run(|run| {
-            for path in &unreadable {
-                ctx.warn(format!(
-                    "dedup: evaluation problem {} is not UTF-8; skipped",
-                    path.display()
+            let report = &mut run.report;
+            for b in &benchmarks {
+                for path in &b.unreadable {
+                    ctx.warn(format!(
+                        "dedup: evaluation problem {} is not UTF-8; skipped",
+                        path.display()
+                    ));
+                }
+                report.count(
+                    &format!("benchmark:{}:{}", b.name, b.source.name()),
+                    b.problems.len() as u64,
+                );
+                report.count("benchmark_unreadable", b.unreadable.len() as u64);
+                ctx.info(format!(
+                    "dedup: decontaminating against {} ({} problems, from {})",
+                    b.name,
+                    b.problems.len(),
+                    b.source.name()
                 ));
             }
-            let report = &mut run.report;
             report.count("benchmark_problems", problems.len() as u64);
-            report.count("benchmark_unreadable", unreadable.len() as u64);
             let modules: Vec<ModuleRow> = read_table(&modules_path)?;
             let probes: Vec<ProbeRow> = read_table(&probes_path)?;
             report.rows_read = (modules.len() + probes.len()) as u64;
@@ -153,23 +218,37 @@ pub fn run(cfg: &DedupConfig, ctx: &StageContext) -> Result<StageReport, DedupEr
                 None
             };
             let tracker = ctx.tracker(STAGE, Some(items.len() as u64));
-            let (rows, stats) = run
+            let decision = run
                 .pool()?
                 .install(|| deduplicate(&items, &problems, embedder.as_deref(), cfg))?;
             tracker.inc(items.len() as u64);
             tracker.finish();
             let report = &mut run.report;
-            for (method, n) in &stats.pairs {
+            for (method, n) in &decision.stats.pairs {
                 report.count(&format!("pairs_{method}"), *n);
             }
-            for r in &rows {
+            for r in &decision.rows {
                 if let Some(m) = r.method {
                     report.drop_row(m.as_str());
                 }
             }
-            report.count("kept", rows.iter().filter(|r| r.kept).count() as u64);
-            write_table(&out, &rows, run.fingerprint())?;
-            run.report.rows_written = rows.len() as u64;
+            report.count(
+                "contaminated_via_group",
+                decision
+                    .rows
+                    .iter()
+                    .filter(|r| r.contaminated_via.is_some())
+                    .count() as u64,
+            );
+            report.count(
+                "kept",
+                decision.rows.iter().filter(|r| r.kept).count() as u64,
+            );
+            write_table(&out, &decision.rows, run.fingerprint())?;
+            write_table(&pairs_out, &decision.pairs, run.fingerprint())?;
+            run.report.rows_written = decision.rows.len() as u64;
+            run.report
+                .count("pairs_written", decision.pairs.len() as u64);
             Ok(())
         })
 }

@@ -1,25 +1,18 @@
 //! MinHash signatures over token shingles and LSH banding.
 //!
-//! A program's shingles are its k-grams of code tokens (docstrings and comments removed, no
-//! layout tokens), each hashed to 64 bits; the signature keeps, for each of `num_perm` hash
-//! functions `h_j(x) = (a_j * x + b_j) >> 32` (multiply-shift, `a_j` odd), the minimum over the
-//! shingles. Two signatures agree in a position with probability equal to the Jaccard similarity
-//! of the shingle sets. LSH cuts the signature into `b` bands of `r` rows; programs that share a
-//! band are candidates. `b` and `r` are chosen as datasketch's `optimal_param` does.
+//! Shingles are k-grams of hashed tokens (text tokens or canonical labels, see
+//! [`crate::features`]), each hashed to 64 bits; the signature keeps, for each of `num_perm`
+//! hash functions `h_j(x) = (a_j * x + b_j) >> 32` (multiply-shift, `a_j` odd), the minimum over
+//! the shingles. Two signatures agree in a position with probability equal to the Jaccard
+//! similarity of the shingle sets. LSH cuts the signature into `b` bands of `r` rows; programs
+//! that share a band are candidates ([`optimal_bands`] chooses `b` and `r` as datasketch's
+//! `optimal_param` does).
 
-use ksmith_embed::Program;
-use ksmith_embed::hashing::{SplitMix, hash_str, mix};
+use ksmith_embed::hashing::{SplitMix, mix};
 
-/// The hashes of a program's token k-grams, sorted and without repeats.
+/// The hashes of the k-grams of a hashed token sequence, sorted and without repeats.
 ///
-/// A program with fewer than `k` tokens has one shingle made of all its tokens; an empty one
-/// has none.
-pub fn shingle_hashes(program: &Program<'_>, k: usize) -> Vec<u64> {
-    let toks: Vec<u64> = program.text_tokens().map(|t| hash_str(t.text)).collect();
-    shingles_of_token_hashes(&toks, k)
-}
-
-/// Shingle hashes of an already hashed token sequence (see [`shingle_hashes`]).
+/// A sequence shorter than `k` has one shingle made of all its tokens; an empty one has none.
 pub fn shingles_of_token_hashes(toks: &[u64], k: usize) -> Vec<u64> {
     let k = k.max(1);
     if toks.is_empty() {
@@ -63,6 +56,13 @@ impl MinHasher {
     /// The signature of a shingle set; all `u32::MAX` for an empty set.
     pub fn signature(&self, shingles: &[u64]) -> Vec<u32> {
         let mut sig = vec![u32::MAX; self.a.len()];
+        self.fold_into(shingles, &mut sig);
+        sig
+    }
+
+    /// Adds shingles to a signature: afterwards `sig` is the signature of the union of the
+    /// set it described and `shingles` (MinHash of a union is the element-wise minimum).
+    pub fn fold_into(&self, shingles: &[u64], sig: &mut [u32]) {
         for &x in shingles {
             for ((s, &a), &b) in sig.iter_mut().zip(&self.a).zip(&self.b) {
                 let v = (a.wrapping_mul(x).wrapping_add(b) >> 32) as u32;
@@ -71,12 +71,20 @@ impl MinHasher {
                 }
             }
         }
-        sig
     }
 }
 
+/// The low 16 bits of each value of a signature (b-bit MinHash, b = 16).
+///
+/// Two different minima agree in their low 16 bits with probability 2^-16, so the Jaccard
+/// estimate from truncated signatures is biased by at most (1 - J) / 65536, while the
+/// signature takes half the memory.
+pub fn truncate(sig: &[u32]) -> Vec<u16> {
+    sig.iter().map(|&v| v as u16).collect()
+}
+
 /// The fraction of positions where two signatures agree: an estimate of the Jaccard similarity.
-pub fn estimated_jaccard(a: &[u32], b: &[u32]) -> f64 {
+pub fn estimated_jaccard<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
     if a.is_empty() {
         return 0.0;
     }
@@ -85,12 +93,10 @@ pub fn estimated_jaccard(a: &[u32], b: &[u32]) -> f64 {
 }
 
 /// The LSH key of band `band` (rows `band*r .. band*r + r`) of a signature.
-pub fn band_key(sig: &[u32], band: usize, rows: usize) -> u64 {
+pub fn band_key<T: Copy + Into<u64>>(sig: &[T], band: usize, rows: usize) -> u64 {
     sig[band * rows..band * rows + rows]
         .iter()
-        .fold(mix(0x6261_6e64, band as u64), |acc, &v| {
-            mix(acc, u64::from(v))
-        })
+        .fold(mix(0x6261_6e64, band as u64), |acc, &v| mix(acc, v.into()))
 }
 
 /// Bands and rows minimizing the equally weighted false positive and false negative areas of
@@ -132,6 +138,8 @@ fn integrate(f: impl Fn(f64) -> f64, lo: f64, hi: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksmith_embed::Program;
+    use ksmith_embed::hashing::hash_str;
 
     #[test]
     fn optimal_bands_match_datasketch() {
@@ -158,9 +166,13 @@ mod tests {
     #[test]
     fn shingles_are_kgrams_of_code_tokens() {
         let p = Program::parse("x = 1  # c\ny = x\n");
+        let shingles = |p: &Program<'_>, k: usize| {
+            let toks: Vec<u64> = p.text_tokens().map(|t| hash_str(t.text)).collect();
+            shingles_of_token_hashes(&toks, k)
+        };
         // tokens: x = 1 y = x -> 6 tokens, 2 distinct 5-grams
-        assert_eq!(shingle_hashes(&p, 5).len(), 2);
-        assert_eq!(shingle_hashes(&p, 10).len(), 1);
-        assert!(shingle_hashes(&Program::parse(""), 5).is_empty());
+        assert_eq!(shingles(&p, 5).len(), 2);
+        assert_eq!(shingles(&p, 10).len(), 1);
+        assert!(shingles(&Program::parse(""), 5).is_empty());
     }
 }

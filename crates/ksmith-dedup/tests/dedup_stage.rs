@@ -51,7 +51,17 @@ fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
         cpu_time_ms: 1.0,
         repair_steps: vec![],
         attempts: 1,
+        aten_ops: None,
+        aten_trace: vec![],
     }
+}
+
+/// One `ok` probe row (without a repaired program) per module.
+fn ok_probes(modules: &[ModuleRow]) -> Vec<ProbeRow> {
+    modules
+        .iter()
+        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
+        .collect()
 }
 
 fn write_inputs(dir: &Path, modules: &[ModuleRow], probes: &[ProbeRow]) {
@@ -272,13 +282,10 @@ fn decontamination_drops_copies_of_evaluation_problems() {
         module("b", &renamed, None, None),
         module("c", &unrelated, None, None),
     ];
-    let probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let probes = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
-        contamination_dir: Some(bench.clone()),
+        contamination: vec![bench.display().to_string()],
         ..Default::default()
     };
     let rows = run_rows(dir.path(), &cfg, 1);
@@ -300,7 +307,7 @@ fn decontamination_drops_copies_of_evaluation_problems() {
     assert_eq!(report["dropped"]["contamination"], 2);
 
     let missing = DedupConfig {
-        contamination_dir: Some(dir.path().join("nope")),
+        contamination: vec![dir.path().join("nope").display().to_string()],
         ..Default::default()
     };
     let err = run(&missing, &StageContext::for_tests(dir.path())).unwrap_err();
@@ -319,10 +326,7 @@ fn survivor_is_permissive_then_starred_then_shorter() {
         module("mit-more-stars", &p, Some("MIT"), Some(50)),
         module("none", &p, None, Some(1_000_000)),
     ];
-    let probes: Vec<ProbeRow> = modules
-        .iter()
-        .map(|m| probe(&m.id, ProbeStatus::Ok, None))
-        .collect();
+    let probes = ok_probes(&modules);
     write_inputs(dir.path(), &modules, &probes);
     let rows = run_rows(dir.path(), &DedupConfig::default(), 1);
     assert!(rows["mit-more-stars"].kept);
@@ -398,4 +402,199 @@ fn skips_when_up_to_date_and_reports_missing_inputs() {
         ..Default::default()
     };
     assert!(matches!(run(&bad, &ctx), Err(DedupError::Config(_))));
+}
+
+#[test]
+fn modules_grouped_with_a_copy_of_a_problem_are_dropped_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::write(bench.join("9_Gemm_Sigmoid_Scaling.py"), GEMM).unwrap();
+    // `copy` is the problem itself; `edited` only a near duplicate of `copy` (one more step),
+    // which a strict contamination threshold does not match on its own.
+    let edited = GEMM.replace(
+        "        x = x * self.scaling_factor\n",
+        "        x = x * self.scaling_factor\n        x = x - 0.5\n",
+    );
+    let mut rng = SplitMix::new(11);
+    let unrelated = synth::original(&mut rng);
+    let modules = vec![
+        module("copy", GEMM, Some("MIT"), Some(1)),
+        module("edited", &edited, Some("MIT"), Some(50)),
+        module("other", &unrelated, Some("MIT"), Some(1)),
+    ];
+    let probes = ok_probes(&modules);
+    write_inputs(dir.path(), &modules, &probes);
+    let cfg = DedupConfig {
+        contamination: vec![bench.display().to_string()],
+        contamination_threshold: 1.0,
+        contamination_canonical_threshold: 1.0,
+        contamination_structural: false,
+        ..Default::default()
+    };
+    let rows = run_rows(dir.path(), &cfg, 2);
+    assert_eq!(rows["copy"].method, Some(DedupMethod::Contamination));
+    assert_eq!(rows["copy"].contaminated_via, None);
+    assert_eq!(rows["copy"].similarity, Some(1.0));
+    // The survivor of the group (more stars) goes with its copy of the problem.
+    let e = &rows["edited"];
+    assert!(!e.kept);
+    assert_eq!(e.method, Some(DedupMethod::Contamination));
+    assert_eq!(e.duplicate_of.as_deref(), Some("9_Gemm_Sigmoid_Scaling.py"));
+    assert_eq!(e.contaminated_via.as_deref(), Some("copy"));
+    assert_eq!(e.similarity, None);
+    assert!(rows["other"].kept);
+    // Without the problem, `copy` is a near duplicate of `edited`: the pair that groups them.
+    let pairs: Vec<ksmith_core::tables::DedupPairRow> =
+        read_table(&ksmith_core::tables::DedupPairRow::path_in(dir.path())).unwrap();
+    assert!(pairs.iter().any(|p| p.method == DedupMethod::Near
+        && [p.module_id.as_str(), p.other.as_str()] == ["copy", "edited"]));
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("reports/dedup.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["counters"]["contaminated_via_group"], 1);
+}
+
+#[test]
+fn every_dropped_row_is_a_direct_match_of_a_kept_survivor_recorded_in_the_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    planted(dir.path(), 300, 8);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    let pairs: Vec<ksmith_core::tables::DedupPairRow> =
+        read_table(&ksmith_core::tables::DedupPairRow::path_in(dir.path())).unwrap();
+    let cfg = DedupConfig::default();
+    let mut dropped = 0;
+    for r in rows.values().filter(|r| !r.kept) {
+        dropped += 1;
+        let survivor = r.duplicate_of.as_ref().unwrap();
+        assert!(
+            rows[survivor].kept,
+            "{} -> {survivor}: survivor dropped",
+            r.module_id
+        );
+        let decided: Vec<_> = pairs
+            .iter()
+            .filter(|p| p.module_id == r.module_id && p.decided)
+            .collect();
+        assert_eq!(decided.len(), 1, "{}: {decided:?}", r.module_id);
+        let p = decided[0];
+        assert_eq!(&p.other, survivor);
+        assert_eq!(Some(p.method), r.method);
+        assert_eq!(p.similarity, r.similarity);
+        let threshold = match p.method {
+            DedupMethod::Near => Some(cfg.near_threshold),
+            DedupMethod::Semantic => Some(cfg.semantic_threshold),
+            _ => None,
+        };
+        if let Some(t) = threshold {
+            assert!(p.similarity.unwrap() >= t, "{p:?}");
+        }
+    }
+    assert!(dropped > 30);
+}
+
+#[test]
+fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(21);
+    let p = synth::original(&mut rng);
+    let edited = synth::edited(&p, &mut rng);
+    let ops = |list: &[(&str, u64)]| -> Vec<ksmith_core::tables::OpCount> {
+        list.iter()
+            .map(|(op, count)| ksmith_core::tables::OpCount {
+                op: op.to_string(),
+                count: *count,
+            })
+            .collect()
+    };
+    let modules = vec![
+        module("a", &p, Some("MIT"), Some(9)),
+        module("same-ops", &edited, Some("MIT"), Some(1)),
+        module("other-ops", &format!("{edited}\n"), Some("MIT"), Some(1)),
+    ];
+    let mut probes = ok_probes(&modules);
+    probes[0].aten_ops = Some(ops(&[
+        ("aten::addmm", 2),
+        ("aten::gelu", 1),
+        ("aten::t", 2),
+    ]));
+    probes[1].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::gelu_", 1)]));
+    probes[2].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::silu", 1)]));
+    write_inputs(dir.path(), &modules, &probes);
+    let cfg = DedupConfig {
+        exact: false,
+        structural: false,
+        semantic: false,
+        ..Default::default()
+    };
+    let rows = run_rows(dir.path(), &cfg, 1);
+    assert!(rows["a"].kept);
+    assert_eq!(rows["same-ops"].method, Some(DedupMethod::Near));
+    assert_eq!(rows["same-ops"].duplicate_of.as_deref(), Some("a"));
+    // Near in code, but its forward ran another activation: kept.
+    assert!(rows["other-ops"].kept, "{:?}", rows["other-ops"]);
+    // Without recorded operators, code alone decides.
+    let bare = ok_probes(&modules);
+    write_inputs(dir.path(), &modules, &bare);
+    let rows = run_rows(dir.path(), &cfg, 1);
+    assert_eq!(rows["other-ops"].method, Some(DedupMethod::Near));
+}
+
+/// A weight-normalized convolution block with attention-like pooling, in 2-D; `three_d` gives
+/// its 3-D version (same text but the dimensional calls and the weight's rank).
+fn conv_block(three_d: bool, local: &str) -> String {
+    let (d, kernel, pad) = if three_d {
+        ("3d", "k, k, k", "(1, 1, 1, 1, 1, 1)")
+    } else {
+        ("2d", "k, k", "(1, 1, 1, 1)")
+    };
+    format!(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\
+         class Model(nn.Module):\n    def __init__(self, c_in, c_out, k=3, heads=4, eps=1e-4):\n        super().__init__()\n        self.weight = nn.Parameter(torch.randn(c_out, c_in, {kernel}))\n        self.gate = nn.Parameter(torch.zeros(c_out))\n        self.heads = heads\n        self.eps = eps\n        self.scale = (c_in * k) ** -0.5\n\n\
+         \x20   def forward(self, x):\n        {local} = F.normalize(self.weight.flatten(1), dim=1, eps=self.eps).view_as(self.weight)\n        {local} = {local} * self.scale\n        x = F.pad(x, {pad}, mode='replicate')\n        y = F.conv{d}(x, {local})\n        b, c = y.shape[0], y.shape[1]\n        q = y.reshape(b, self.heads, c // self.heads, -1)\n        att = torch.softmax(q.mean(dim=2, keepdim=True), dim=-1)\n        pooled = (q * att).sum(dim=-1)\n        g = torch.sigmoid(self.gate).view(1, self.heads, -1)\n        out = pooled * g + pooled.mean(dim=1, keepdim=True)\n        return out.reshape(b, c)\n\n\
+         def get_inputs():\n    return [torch.randn(2, 4, 8, 8)]\n\n\
+         def get_init_inputs():\n    return [4, 8]\n"
+    )
+}
+
+#[test]
+fn the_two_and_three_dimensional_versions_of_a_module_are_not_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    // Near: a renamed local; semantic: the same code with a comment.
+    for (near, copy) in [
+        (true, conv_block(false, "kernel")),
+        (false, format!("# a copy\n{}", conv_block(false, "w"))),
+    ] {
+        let modules = vec![
+            module("a", &conv_block(false, "w"), Some("MIT"), Some(9)),
+            module("copy", &copy, Some("MIT"), Some(1)),
+            module("three-d", &conv_block(true, "w"), Some("MIT"), Some(1)),
+        ];
+        // All run the same ATen operators (aten::convolution is 2-D or 3-D alike).
+        let mut probes = ok_probes(&modules);
+        for p in &mut probes {
+            p.aten_ops = Some(vec![ksmith_core::tables::OpCount {
+                op: "aten::convolution".into(),
+                count: 1,
+            }]);
+        }
+        write_inputs(dir.path(), &modules, &probes);
+        let cfg = DedupConfig {
+            exact: false,
+            structural: false,
+            near,
+            semantic: !near,
+            ..Default::default()
+        };
+        let rows = run_rows(dir.path(), &cfg, 1);
+        assert!(rows["a"].kept);
+        assert_eq!(
+            rows["copy"].duplicate_of.as_deref(),
+            Some("a"),
+            "near: {near}"
+        );
+        // The 3-D version is another kernel, however alike its text and operators.
+        assert!(rows["three-d"].kept, "near: {near}: {:?}", rows["three-d"]);
+    }
 }

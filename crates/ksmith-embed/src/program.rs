@@ -100,20 +100,7 @@ impl<'a> Program<'a> {
     /// Two programs that differ only in whitespace, comments, docstrings, line breaks inside
     /// brackets or indentation width have the same normalized text.
     pub fn normalized_text(&self) -> String {
-        let mut out = String::with_capacity(self.tokens.len() * 4);
-        for t in &self.tokens {
-            let piece = match t.kind {
-                TokenKind::Newline => ";",
-                TokenKind::Indent => "{",
-                TokenKind::Dedent => "}",
-                _ => t.text,
-            };
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(piece);
-        }
-        out
+        normalized_text_of(&self.tokens)
     }
 
     /// The key of exact deduplication: a hash of [`Program::normalized_text`].
@@ -122,6 +109,15 @@ impl<'a> Program<'a> {
         let mut key = [0u8; 16];
         key.copy_from_slice(&hash.as_bytes()[..16]);
         key
+    }
+
+    /// A program made of `tokens` (a part of this one, e.g. one class without its headers),
+    /// with this program's import aliases.
+    pub fn view(&self, tokens: Vec<Token<'a>>) -> Program<'a> {
+        Program {
+            tokens,
+            import_aliases: self.import_aliases.clone(),
+        }
     }
 
     /// Canonical labels of the tokens, one per token (see [`canonical_label`]).
@@ -137,13 +133,31 @@ impl<'a> Program<'a> {
     }
 }
 
+/// The normalized text of some tokens (see [`Program::normalized_text`]).
+pub fn normalized_text_of(tokens: &[Token<'_>]) -> String {
+    let mut out = String::with_capacity(tokens.len() * 4);
+    for t in tokens {
+        let piece = match t.kind {
+            TokenKind::Newline => ";",
+            TokenKind::Indent => "{",
+            TokenKind::Dedent => "}",
+            _ => t.text,
+        };
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(piece);
+    }
+    out
+}
+
 /// The canonical label of token `i`: what stays when identifiers chosen by the author and
 /// literal values are forgotten.
 ///
 /// - keywords, operators, builtins, `self` and imported aliases (`torch`, `nn`, `F`) stay;
 /// - an attribute reached from an external name (`nn.Conv2d`, `torch.nn.functional.relu`)
 ///   stays, and so does a method called on anything but `self` (`x.view(...)`, `.softmax(`);
-/// - a keyword argument name (`dim=`) stays;
+/// - a keyword argument name in a call (`dim=`) stays (a parameter's name in a `def` does not);
 /// - any other name becomes `ID`, numbers `NUM`, strings `STR`, layout `NL`, `IN`, `DE`.
 pub fn canonical_label<'a>(p: &Program<'a>, i: usize) -> &'a str {
     let t = p.tokens[i];
@@ -175,7 +189,7 @@ pub fn canonical_label<'a>(p: &Program<'a>, i: usize) -> &'a str {
             let next_is_eq = p.tokens.get(i + 1).is_some_and(|n| n.is_op("="));
             let prev_opens_arg =
                 i > 0 && (p.tokens[i - 1].is_op("(") || p.tokens[i - 1].is_op(","));
-            if next_is_eq && prev_opens_arg && inside_brackets(&p.tokens, i) {
+            if next_is_eq && prev_opens_arg && in_call_brackets(&p.tokens, i) {
                 return t.text;
             }
             "ID"
@@ -213,16 +227,23 @@ pub fn dotted_chain(tokens: &[Token<'_>], i: usize) -> String {
     parts.join(".")
 }
 
-fn inside_brackets(tokens: &[Token<'_>], i: usize) -> bool {
+/// True when token `i` is inside the brackets of a call, not of a `def`'s parameter list (a
+/// parameter's name is the author's choice; a keyword argument's name is the callee's API).
+fn in_call_brackets(tokens: &[Token<'_>], i: usize) -> bool {
+    enclosing_bracket(tokens, i).is_some_and(|j| !opens_parameters(tokens, j))
+}
+
+/// The opening bracket that encloses token `i` on its logical line, if any.
+pub fn enclosing_bracket(tokens: &[Token<'_>], i: usize) -> Option<usize> {
     let mut depth: i64 = 0;
-    for t in tokens[..i].iter().rev() {
+    for (j, t) in tokens[..i.min(tokens.len())].iter().enumerate().rev() {
         match t.kind {
-            TokenKind::Newline | TokenKind::Indent | TokenKind::Dedent => return false,
+            TokenKind::Newline | TokenKind::Indent | TokenKind::Dedent => return None,
             TokenKind::Op => match t.text {
                 ")" | "]" | "}" => depth += 1,
                 "(" | "[" | "{" => {
                     if depth == 0 {
-                        return true;
+                        return Some(j);
                     }
                     depth -= 1;
                 }
@@ -231,7 +252,12 @@ fn inside_brackets(tokens: &[Token<'_>], i: usize) -> bool {
             _ => {}
         }
     }
-    false
+    None
+}
+
+/// True when the bracket at `j` opens a `def`'s parameter list (`def name(`).
+pub fn opens_parameters(tokens: &[Token<'_>], j: usize) -> bool {
+    j >= 2 && tokens[j - 2].text == "def"
 }
 
 /// Removes string-only expression statements (docstrings, and bare strings used as comments).
@@ -267,46 +293,54 @@ fn import_aliases<'a>(tokens: &[Token<'a>]) -> HashSet<&'a str> {
                 .iter()
                 .position(|t| t.kind == TokenKind::Newline)
                 .map_or(tokens.len(), |p| i + p);
-            let stmt = &tokens[i..end];
-            match tokens[i].text {
-                "import" => {
-                    // import a.b.c [as x], d
-                    for part in stmt[1..].split(|t| t.is_op(",")) {
-                        if let Some(pos) = part.iter().position(|t| t.text == "as") {
-                            if let Some(alias) = part.get(pos + 1) {
-                                names.insert(alias.text);
-                            }
-                        } else if let Some(first) = part.first() {
-                            names.insert(first.text);
-                        }
-                    }
-                }
-                "from" => {
-                    if let Some(imp) = stmt.iter().position(|t| t.text == "import") {
-                        let list: Vec<Token<'a>> = stmt[imp + 1..]
-                            .iter()
-                            .filter(|t| !t.is_op("(") && !t.is_op(")"))
-                            .copied()
-                            .collect();
-                        for part in list.split(|t| t.is_op(",")) {
-                            if let Some(pos) = part.iter().position(|t| t.text == "as") {
-                                if let Some(alias) = part.get(pos + 1) {
-                                    names.insert(alias.text);
-                                }
-                            } else if let Some(first) = part.first()
-                                && first.kind == TokenKind::Name
-                            {
-                                names.insert(first.text);
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
+            names.extend(import_bindings(&tokens[i..end]));
             i = end + 1;
         } else {
             i += 1;
         }
+    }
+    names
+}
+
+/// The names one statement binds when it is an `import` or `from ... import` statement
+/// (`x` for `import a.b as x`, `a` for `import a.b`, `c` for `from a import b as c`); nothing
+/// for any other statement.
+pub fn import_bindings<'a>(stmt: &[Token<'a>]) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    match stmt.first().map(|t| t.text) {
+        Some("import") => {
+            // import a.b.c [as x], d
+            for part in stmt[1..].split(|t| t.is_op(",")) {
+                if let Some(pos) = part.iter().position(|t| t.text == "as") {
+                    if let Some(alias) = part.get(pos + 1) {
+                        names.push(alias.text);
+                    }
+                } else if let Some(first) = part.first() {
+                    names.push(first.text);
+                }
+            }
+        }
+        Some("from") => {
+            if let Some(imp) = stmt.iter().position(|t| t.text == "import") {
+                let list: Vec<Token<'a>> = stmt[imp + 1..]
+                    .iter()
+                    .filter(|t| !t.is_op("(") && !t.is_op(")"))
+                    .copied()
+                    .collect();
+                for part in list.split(|t| t.is_op(",")) {
+                    if let Some(pos) = part.iter().position(|t| t.text == "as") {
+                        if let Some(alias) = part.get(pos + 1) {
+                            names.push(alias.text);
+                        }
+                    } else if let Some(first) = part.first()
+                        && first.kind == TokenKind::Name
+                    {
+                        names.push(first.text);
+                    }
+                }
+            }
+        }
+        _ => {}
     }
     names
 }

@@ -38,15 +38,21 @@ const ASSIGN_OPS: &[&str] = &[
 impl SyntaxTree {
     /// Builds the tree of a program.
     pub fn build(p: &Program<'_>) -> Self {
+        Self::build_range(p, 0..p.tokens.len())
+    }
+
+    /// Builds the tree of the tokens `range` of a program (one statement, say), with the
+    /// program's canonical labels.
+    pub fn build_range(p: &Program<'_>, range: std::ops::Range<usize>) -> Self {
         let mut tree = SyntaxTree {
             labels: vec![hash_str("module")],
             parents: vec![0],
             children: vec![Vec::new()],
         };
-        let toks = &p.tokens;
+        let toks = &p.tokens[..range.end.min(p.tokens.len())];
         let mut containers: Vec<u32> = vec![0];
         let mut last_stmt: Option<u32> = None;
-        let mut i = 0;
+        let mut i = range.start;
         while i < toks.len() {
             match toks[i].kind {
                 TokenKind::Indent => {

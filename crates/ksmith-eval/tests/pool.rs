@@ -183,7 +183,10 @@ fn remote_evaluator_over_loopback() {
     server.kill().unwrap();
     server.wait().unwrap();
     // The launcher's process is bubblewrap; the server inside dies with it, a moment later.
-    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(&addr).is_ok() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(50));

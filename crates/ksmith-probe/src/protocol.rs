@@ -112,4 +112,10 @@ pub struct Response {
     /// Requests the Ray driver ran again after their actor died (its `stats` line).
     #[serde(default)]
     pub requeued: Option<u64>,
+    /// ATen operators one forward call dispatched, with counts (null: not recorded).
+    #[serde(default)]
+    pub aten_ops: Option<std::collections::BTreeMap<String, u64>>,
+    /// The same operators in the order they ran.
+    #[serde(default)]
+    pub aten_trace: Vec<String>,
 }

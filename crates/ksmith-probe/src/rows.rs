@@ -1,6 +1,6 @@
 //! From worker responses (or their absence) to `ProbeRow`s.
 
-use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
+use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus};
 
 use std::time::Duration;
 
@@ -53,6 +53,12 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         cpu_time_ms: r.cpu_time_ms.unwrap_or(0.0),
         repair_steps: r.repair_steps,
         attempts: r.attempts,
+        aten_ops: r.aten_ops.filter(|_| runs).map(|ops| {
+            ops.into_iter()
+                .map(|(op, count)| OpCount { op, count })
+                .collect()
+        }),
+        aten_trace: if runs { r.aten_trace } else { Vec::new() },
     }
 }
 
@@ -99,6 +105,8 @@ pub fn without_response(
         cpu_time_ms: 0.0,
         repair_steps: Vec::new(),
         attempts: 0,
+        aten_ops: None,
+        aten_trace: Vec::new(),
     }
 }
 
@@ -119,6 +127,8 @@ pub(crate) fn failed_row_for_tests() -> ProbeRow {
         cpu_time_ms: 0.0,
         repair_steps: vec![],
         attempts: 1,
+        aten_ops: None,
+        aten_trace: vec![],
     }
 }
 

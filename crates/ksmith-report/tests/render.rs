@@ -106,6 +106,8 @@ fn write_workdir(dir: &Path) {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
+            aten_ops: None,
+            aten_trace: vec![],
         })
         .collect();
     write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();
@@ -117,6 +119,7 @@ fn write_workdir(dir: &Path) {
             method: None,
             duplicate_of: None,
             similarity: None,
+            contaminated_via: None,
         })
         .collect();
     write_table(&DedupRow::path_in(dir), &dedup, "fp").unwrap();
@@ -129,6 +132,7 @@ fn write_workdir(dir: &Path) {
             family_rule: "ops".into(),
             level: if i == 0 { 1 } else { 3 },
             level_rule: "ops".into(),
+            trivial: None,
         })
         .collect();
     write_table(&ClusterRow::path_in(dir), &clusters, "fp").unwrap();

@@ -10,6 +10,9 @@
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
+6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
+   ``aten_trace`` in order): what the module computes, for labels and dedup. ``aten_ops`` is
+   ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
 ``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
 ``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
@@ -159,6 +162,7 @@ class Probe:
         self.inputs_original_ok = False
         self.inputs_form = "list"
         self.last_success = None
+        self.fresh = None
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -324,7 +328,68 @@ class Probe:
         tensors = flatten_outputs(out, torch, [])
         if not tensors:
             raise TypeError(f"forward returned no tensor (got {type(out).__name__})")
+        self.fresh = (model, inputs)
         return tensors, model, forward_ms
+
+    def aten_ops(self) -> tuple[dict[str, int], list[str]]:
+        """The ATen operators one more forward call of the last fresh run dispatches."""
+        model, inputs = self.fresh
+        return record_aten_ops(model, inputs, self.torch)
+
+
+TRACE_LIMIT = 4096
+
+
+def warm_aten_recording(torch) -> None:
+    """Records one tiny forward pass, in the warm worker before it forks any child.
+
+    The first recording in a process imports what ``TorchDispatchMode`` needs (about 900 modules:
+    torch's dispatch and symbolic-shape machinery, sympy, mpmath), which takes seconds; done here
+    once, every forked child finds them imported (measured in a child: 2.7 s for its first
+    recording without this, 0.02 s with it) instead of spending its time limit on them.
+    """
+    record_aten_ops(torch.nn.Linear(2, 2), [torch.zeros(1, 2)], torch)
+
+
+def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str]]:
+    """Calls ``model(*inputs)`` once under a ``TorchDispatchMode`` and returns how often each ATen
+    operator was dispatched (``{"aten::addmm": 1, "aten::t": 1}``, sorted by name) and the
+    operators in the order they ran (the first ``TRACE_LIMIT``).
+
+    The mode sees what actually runs below autograd: composite operators arrive decomposed
+    (``F.linear`` as ``aten::t`` + ``aten::addmm``), fused kernels as themselves
+    (``aten::native_layer_norm``, ``aten::convolution``). In-place updates of one-element
+    integer tensors are bookkeeping, not compute (batch norm's ``num_batches_tracked += 1``), and
+    are left out.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts: dict[str, int] = {}
+    trace: list[str] = []
+
+    def bookkeeping(name: str, args) -> bool:
+        first = args[0] if args else None
+        return (
+            name.endswith("_")
+            and isinstance(first, torch.Tensor)
+            and first.numel() == 1
+            and not first.is_floating_point()
+            and not first.is_complex()
+        )
+
+    class OpRecorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            packet = getattr(func, "overloadpacket", None)
+            name = getattr(packet, "_qualified_op_name", None) or str(func)
+            if not bookkeeping(name, args):
+                counts[name] = counts.get(name, 0) + 1
+                if len(trace) < TRACE_LIMIT:
+                    trace.append(name)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), OpRecorder():
+        model(*inputs)
+    return dict(sorted(counts.items())), trace
 
 
 def apply_override(text: str, override: str) -> str:
@@ -405,6 +470,12 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["output_dtypes"] = [str(t.dtype) for t in first]
         result["param_count"] = int(sum(p.numel() for p in model.parameters()))
         result["forward_ms"] = forward_ms
+        try:
+            result["aten_ops"], result["aten_trace"] = probe.aten_ops()
+        except ProbeTimeout:
+            raise
+        except BaseException:  # noqa: BLE001 - the module ran; only its operator list is missing
+            result["aten_ops"], result["aten_trace"] = None, []
         result["attempts"] = probe.attempts
         if same_outputs(first, second, torch):
             result["status"] = "ok"

@@ -18,4 +18,6 @@ def empty_result(status: str) -> dict[str, Any]:
         "forward_ms": None,
         "repair_steps": [],
         "attempts": 0,
+        "aten_ops": None,
+        "aten_trace": [],
     }

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     except ImportError:
         pass
 
-    from .execute import run_request
+    from .execute import run_request, warm_aten_recording
     from .sandbox import Sandbox
 
     try:
@@ -65,6 +65,8 @@ def main(argv=None) -> int:
     except SandboxError as e:
         sys.stderr.write(f"ksmith probe worker: {e}\n")
         return EXIT_UNAVAILABLE
+    # Only torch's own code runs here (a tiny nn.Linear), never a module's.
+    warm_aten_recording(torch)
     # Everything imported so far moves to the permanent generation: a garbage collection in a
     # forked child then leaves those pages alone instead of copying them all (measured: a full
     # collection in a child costs ~100 ms of CPU without this, ~10 ms with it).

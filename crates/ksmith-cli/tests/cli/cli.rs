@@ -207,6 +207,7 @@ fn review_serves_the_centers_on_loopback_and_needs_clusters() {
         family_rule: "operators".into(),
         level: 1,
         level_rule: "operators".into(),
+        trivial: None,
     };
     write_table(&ClusterRow::path_in(dir.path()), &[center], "fp").expect("write");
     let mut child = ksmith()

@@ -17,13 +17,16 @@ pub struct ClusterRow {
     pub family: String,
     /// The rule that decided the family.
     pub family_rule: String,
-    /// Difficulty level: 1 one operator, 2 a fused sequence, 3 a block or network.
+    /// Difficulty level: 1 one compute operator, 2 a short fused sequence, 3 a block or network.
     pub level: u8,
     /// The rule that decided the level.
     pub level_rule: String,
+    /// Why the module is not a task by default (`no_compute`, `wrapper_of_argument`); none
+    /// for a real task.
+    pub trivial: Option<String>,
 }
 
 impl Table for ClusterRow {
     const NAME: &'static str = "clusters";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

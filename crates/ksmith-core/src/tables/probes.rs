@@ -54,9 +54,25 @@ pub struct ProbeRow {
     pub repair_steps: Vec<String>,
     /// How many times the module was run.
     pub attempts: u32,
+    /// The ATen operators one forward call dispatched, with how often (`aten::convolution`,
+    /// 2), sorted by name: what the module actually runs. Empty when the call dispatched
+    /// nothing (an identity); none when the module did not run or the recording failed.
+    pub aten_ops: Option<Vec<OpCount>>,
+    /// The same operators in the order they ran (at most the first 4096): what dedup compares
+    /// when two modules look alike.
+    pub aten_trace: Vec<String>,
+}
+
+/// An operator and how many times it was called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCount {
+    /// The operator (`aten::addmm`).
+    pub op: String,
+    /// Calls in one forward pass.
+    pub count: u64,
 }
 
 impl Table for ProbeRow {
     const NAME: &'static str = "probes";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

@@ -23,7 +23,8 @@ pub struct TaskRow {
     pub cluster: i32,
     /// License of the repository (SPDX), for provenance.
     pub license: Option<String>,
-    /// Why it was chosen: `center`, `all` or `balanced`.
+    /// Why it was chosen: `center` (a cluster medoid: the expert-seeded set), `balanced` (the
+    /// cold-start set balanced across family and level), `all`, `noise` or `imported`.
     pub selected_as: String,
 }
 

@@ -55,6 +55,7 @@ fn write_workdir(dir: &Path) {
             family_rule: "operators".into(),
             level,
             level_rule: "operators".into(),
+            trivial: None,
         })
         .collect();
     write_table(&ClusterRow::path_in(dir), &clusters, "fp").unwrap();
@@ -80,6 +81,8 @@ fn write_workdir(dir: &Path) {
             cpu_time_ms: 1.0,
             repair_steps: vec![],
             attempts: 1,
+            aten_ops: None,
+            aten_trace: vec![],
         })
         .collect();
     write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();
