@@ -52,19 +52,20 @@ fn a_loopback_cluster_gives_the_table_of_local_workers() {
     assert_eq!(ray.requeued, 0);
 }
 
-/// The pids of this machine's Ray probe actors (`ray::ProbeActor` process titles).
-fn actor_pids() -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).starts_with("ray::ProbeActor") {
-            pids.push(pid);
-        }
-    }
-    pids
+/// A Ray probe actor running a module: Ray titles an actor's process with the method it runs,
+/// `ray::ProbeActor.probe` while it has a request (`ray::ProbeActor.__init__` while its worker
+/// still starts).
+fn busy_actor() -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline)
+                .starts_with("ray::ProbeActor.probe")
+                .then_some(pid)
+        })
 }
 
 #[test]
@@ -75,14 +76,15 @@ fn a_module_whose_actor_is_killed_runs_again_on_another() {
         .collect();
     let refs: Vec<&ModuleRow> = modules.iter().collect();
     let killer = std::thread::spawn(|| {
-        // Once both actors exist, let them start their workers and take a module each, then
-        // kill one: every module runs for seconds, so the actor dies mid-module.
+        // Once an actor's worker runs a module, kill the actor: every module runs for seconds,
+        // so it dies mid-module (however long its worker took to start).
         let until = Instant::now() + Duration::from_secs(180);
-        while actor_pids().len() < 2 && Instant::now() < until {
+        let mut busy = busy_actor();
+        while busy.is_none() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(100));
+            busy = busy_actor();
         }
-        std::thread::sleep(Duration::from_secs(6));
-        let victim = actor_pids().into_iter().next().expect("an actor to kill");
+        let victim = busy.expect("an actor running a module within 180 s");
         let killed = std::process::Command::new("kill")
             .args(["-9", &victim.to_string()])
             .status()
