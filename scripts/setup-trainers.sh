@@ -7,7 +7,7 @@
 # own site-packages come first on sys.path; a .pth file appends the ksmith environment's
 # site-packages after it, so torch, numpy, pyarrow and datasets are reused and the pinned
 # trainer packages win where both have one. It is rebuilt when the requirements or the ksmith
-# environment change (their hash is kept in the venv); a second run with nothing changed only
+# environment (its place or its requirements) change (their hash is kept in the venv); a second run with nothing changed only
 # checks the imports. Concurrent runs are serialized by a lock file next to the venv.
 #
 # The whole body is one function called on the last line, so bash has parsed all of it before
@@ -25,7 +25,7 @@ main() {
         echo "error: the ksmith environment $base is missing; run scripts/setup-python.sh first" >&2
         return 1
     }
-    want="$({ cat "$req"; cat "$base/.ksmith-requirements.sha256" 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)"
+    want="$({ cat "$req"; echo "$base"; cat "$base/.ksmith-requirements.sha256" 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)"
 
     mkdir -p "$(dirname "$venv")"
     exec 9>"$venv.lock"
