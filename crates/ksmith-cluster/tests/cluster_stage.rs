@@ -94,20 +94,10 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
             stars: Some(1),
         });
         probes.push(ProbeRow {
-            module_id: id.clone(),
-            repo: format!("repo/{id}"),
-            class_name: "Model".into(),
-            status: ProbeStatus::Ok,
-            error_class: None,
-            error_message: None,
             program: via_probe.then(|| program.clone()),
-            output_shapes: vec![],
-            output_dtypes: vec![],
-            param_count: None,
-            forward_ms: None,
             cpu_time_ms: 1.0,
-            repair_steps: vec![],
             attempts: 1,
+            ..ProbeRow::empty(&id, &format!("repo/{id}"), "Model", ProbeStatus::Ok)
         });
         dedup.push(DedupRow {
             module_id: id,

@@ -1,6 +1,8 @@
 //! The integration tests of ksmith-probe, in one test binary (one link per crate).
 
 mod common;
+mod resume;
 mod sandbox;
+mod sizing;
 mod stage;
 mod watchdog;
