@@ -13,8 +13,9 @@ writes ``sized_gpu_check.json`` to ``--out`` (default ``$OUT``, else the current
 
 The check passes when every program runs and its median is within ``--min-ms``..``--max-ms``
 (0.05..50 ms: enough work for a GPU timing to mean something, not so much that evaluation
-crawls); the exit code is 1 otherwise. ``--device cpu`` runs the same code on the CPU (with
-``--scale`` dividing every size constant, so it finishes quickly) to check the script itself.
+crawls); the exit code is 1 otherwise. ``--device cpu --alternate 0`` runs the same code on the
+CPU at each program's first alternate size set (the moderate one the probe confirmed on the CPU),
+to check the script itself.
 
 The programs come from public repositories and run here unconfined: run this on a machine
 meant for it.
@@ -48,7 +49,9 @@ def set_constants(text: str, values: dict[str, int]) -> str:
             and isinstance(node.value, ast.Constant)
             and type(node.value.value) is int
         ):
-            edits.append((node.value.lineno - 1, node.value.col_offset, node.value.end_col_offset, values[node.targets[0].id]))
+            edits.append(
+                (node.value.lineno - 1, node.value.col_offset, node.value.end_col_offset, values[node.targets[0].id])
+            )
     for line, start, end, value in sorted(edits, reverse=True):
         lines[line] = lines[line][:start] + str(value) + lines[line][end:]
     return "".join(lines)
@@ -76,7 +79,12 @@ def build(text: str, name: str, device: str, torch):
     ns = load(text, name)
     torch.manual_seed(42)
     raw = ns["get_init_inputs"]()
-    if isinstance(raw, (list, tuple)) and len(raw) == 2 and isinstance(raw[0], (list, tuple)) and isinstance(raw[1], dict):
+    if (
+        isinstance(raw, (list, tuple))
+        and len(raw) == 2
+        and isinstance(raw[0], (list, tuple))
+        and isinstance(raw[1], dict)
+    ):
         args, kwargs = list(raw[0]), dict(raw[1])
     else:
         args, kwargs = list(raw), {}
@@ -116,7 +124,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--min-ms", type=float, default=0.05)
     ap.add_argument("--max-ms", type=float, default=50.0)
-    ap.add_argument("--scale", type=int, default=1, help="divide every size constant by this (CPU smoke runs)")
+    ap.add_argument("--alternate", type=int, default=None, help="time alternate size set N instead (CPU smoke runs)")
     ap.add_argument("--alternates", action="store_true", help="also run each alternate size set once")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     a = ap.parse_args()
@@ -125,8 +133,10 @@ def main() -> int:
 
     manifest = json.load(open(os.path.join(a.programs, "manifest.json")))
     hardware = torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "cpu"
-    print(f"sized GPU check: {len(manifest)} programs on {hardware}, torch {torch.__version__}, "
-          f"median of {a.runs} runs after {a.warmup} warm-up")
+    print(
+        f"sized GPU check: {len(manifest)} programs on {hardware}, torch {torch.__version__}, "
+        f"median of {a.runs} runs after {a.warmup} warm-up"
+    )
     header = f"{'program':<58} {'est ms':>9} {'median ms':>10} {'ratio':>7} {'GFLOP':>9} {'alts':>5}  status"
     print(header)
     rows = []
@@ -134,8 +144,9 @@ def main() -> int:
         info = manifest[name]
         text = open(os.path.join(a.programs, name)).read()
         sizes = json.loads(info.get("sizes") or "{}")
-        if a.scale > 1:
-            text = set_constants(text, {k: max(1, v // a.scale) for k, v in sizes.items()})
+        if a.alternate is not None:
+            sizes = json.loads(info.get("alt_sizes") or "[]")[a.alternate]
+            text = set_constants(text, sizes)
         row = {"program": name, "est_ms": info.get("est_ms"), "est_flops": info.get("est_flops"), "sizes": sizes}
         try:
             model, inputs = build(text, name, a.device, torch)
@@ -166,8 +177,11 @@ def main() -> int:
         est = row.get("est_ms")
         ratio = f"{med / est:.2f}" if med and est else "-"
         gflop = f"{(row['est_flops'] or 0) / 1e9:.2f}"
-        print(f"{name[:58]:<58} {est or 0:>9.3f} {med if med is not None else math.nan:>10.3f} {ratio:>7} {gflop:>9} "
-              f"{alts_ok if a.alternates else '-':>5}  {row['status']} {row.get('error', '')[:80]}", flush=True)
+        print(
+            f"{name[:58]:<58} {est or 0:>9.3f} {med if med is not None else math.nan:>10.3f} {ratio:>7} {gflop:>9} "
+            f"{alts_ok if a.alternates else '-':>5}  {row['status']} {row.get('error', '')[:80]}",
+            flush=True,
+        )
     ok = [r for r in rows if r["status"] == "ok"]
     meds = sorted(r["median_ms"] for r in rows if "median_ms" in r)
     summary = {
@@ -182,8 +196,10 @@ def main() -> int:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "sized_gpu_check.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    print(f"{len(ok)}/{len(rows)} programs within {a.min_ms}..{a.max_ms} ms; "
-          f"median of medians {summary['median_of_medians_ms']} ms; JSON in {a.out}/sized_gpu_check.json")
+    print(
+        f"{len(ok)}/{len(rows)} programs within {a.min_ms}..{a.max_ms} ms; "
+        f"median of medians {summary['median_of_medians_ms']} ms; JSON in {a.out}/sized_gpu_check.json"
+    )
     return 0 if len(ok) == len(rows) else 1
 
 

@@ -19,7 +19,9 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 
 
 def program(body: str, inputs: str, init: str) -> str:
-    return f"{HEADER}{body}\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return [{init}]\n"
+    return (
+        f"{HEADER}{body}\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return [{init}]\n"
+    )
 
 
 def repaired(text: str):
@@ -152,7 +154,8 @@ def test_module_valued_arguments_get_a_shape_keeping_module():
     [
         "assert dim % num_heads == 0",
         "self.scale = (dim // num_heads) ** -0.5",
-        'if dim % num_heads:\n            raise ValueError(f"dim must be divisible by num_heads, got {dim} and {num_heads}")',
+        "if dim % num_heads:\n"
+        '            raise ValueError(f"dim must be divisible by num_heads, got {dim} and {num_heads}")',
     ],
     ids=["assert", "floor_division", "message"],
 )

@@ -15,7 +15,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from ksmith.probe import constants as K  # noqa: E402
 from ksmith.probe import work as W  # noqa: E402
 from ksmith.probe.execute import exec_program, run_request, split_init  # noqa: E402
@@ -27,7 +26,9 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 
 
 def program(body: str, inputs: str, init: str) -> str:
-    return f"{HEADER}{body}\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return [{init}]\n"
+    return (
+        f"{HEADER}{body}\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return [{init}]\n"
+    )
 
 
 def sized(text: str, **sizing) -> dict:
@@ -290,7 +291,10 @@ def test_constants_are_read_and_rewritten_in_place():
 
 
 def test_new_constant_names_avoid_names_the_program_reads():
-    text = "import torch\nsize = 3\n\ndef f(x):\n    return x + dim\n\nclass C:\n    def g(self, channels):\n        return channels\n"
+    text = (
+        "import torch\nsize = 3\n\ndef f(x):\n    return x + dim\n\n"
+        "class C:\n    def g(self, channels):\n        return channels\n"
+    )
     taken = K.taken_names(text)
     assert {"size", "dim", "torch", "f", "C", "len"} <= taken
     assert "channels" not in taken  # a parameter: a constant of that name changes nothing

@@ -110,6 +110,7 @@ fn corpus(n: usize, seed: u64) -> Vec<(Unit, usize)> {
                     repo: "bench".into(),
                     class_name: "Model".into(),
                     license: None,
+                    alt_sizes: "[]".into(),
                 },
                 topic,
             )

@@ -33,6 +33,9 @@ pub struct ClusterConfig {
     pub balanced_per_cell: usize,
     /// Seed of the PCA start, the sample and the balanced order.
     pub seed: u64,
+    /// Leave out the modules the probe could not size for the GPU (`size_status = unsizable`):
+    /// their timings would be launch overhead.
+    pub skip_unsized: bool,
     /// The embedder.
     pub embedder: EmbedderConfig,
 }
@@ -51,6 +54,7 @@ impl Default for ClusterConfig {
             noise_tasks: false,
             balanced_per_cell: 50,
             seed: 42,
+            skip_unsized: true,
             embedder: EmbedderConfig::default(),
         }
     }

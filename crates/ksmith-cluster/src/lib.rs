@@ -30,7 +30,7 @@ use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
-use ksmith_core::tables::{ClusterRow, DedupRow, ModuleRow, ProbeRow, TaskRow};
+use ksmith_core::tables::{ClusterRow, DedupRow, ModuleRow, ProbeRow, SizeStatus, TaskRow};
 use ksmith_embed::Embedder;
 use rayon::prelude::*;
 
@@ -40,7 +40,7 @@ pub use error::ClusterError;
 /// The stage's name.
 pub const STAGE: &str = "cluster";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// One unique module to cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +55,8 @@ pub struct Unit {
     pub class_name: String,
     /// Its license.
     pub license: Option<String>,
+    /// The probe's alternate size sets (a JSON list, `[]` when none), passed on to its task.
+    pub alt_sizes: String,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -110,27 +112,26 @@ pub fn cluster_units(
     })
 }
 
-/// The kept modules of the input tables, sorted by id.
+/// The kept modules of the input tables, sorted by id; with `skip_unsized`, those the probe
+/// could not size for the GPU (`size_status = unsizable`) are left out.
 pub fn kept_units(
     dedup: &[DedupRow],
     modules: &[ModuleRow],
     probes: &[ProbeRow],
+    skip_unsized: bool,
 ) -> Result<Vec<Unit>, ClusterError> {
     let mods: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
-    let repaired: HashMap<&str, &str> = probes
-        .iter()
-        .filter_map(|p| {
-            p.program
-                .as_deref()
-                .map(|prog| (p.module_id.as_str(), prog))
-        })
-        .collect();
+    let probed: HashMap<&str, &ProbeRow> =
+        probes.iter().map(|p| (p.module_id.as_str(), p)).collect();
     let mut units = Vec::new();
     for r in dedup.iter().filter(|r| r.kept) {
         let m = mods.get(r.module_id.as_str());
-        let program = repaired
-            .get(r.module_id.as_str())
-            .map(|s| s.to_string())
+        let p = probed.get(r.module_id.as_str());
+        if skip_unsized && p.is_some_and(|p| p.size_status == Some(SizeStatus::Unsizable)) {
+            continue;
+        }
+        let program = p
+            .and_then(|p| p.program.clone())
             .or_else(|| m.and_then(|m| m.program.clone()))
             .ok_or_else(|| ClusterError::MissingProgram {
                 module_id: r.module_id.clone(),
@@ -141,6 +142,7 @@ pub fn kept_units(
             repo: m.map(|m| m.repo.clone()).unwrap_or_default(),
             class_name: m.map(|m| m.class_name.clone()).unwrap_or_default(),
             license: m.and_then(|m| m.license.clone()),
+            alt_sizes: p.map_or_else(|| "[]".to_string(), |p| p.alt_sizes.clone()),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));
@@ -168,7 +170,19 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
             let modules: Vec<ModuleRow> = read_table(&modules_path)?;
             let probes: Vec<ProbeRow> = read_table(&probes_path)?;
             run.report.rows_read = (dedup.len() + modules.len() + probes.len()) as u64;
-            let units = kept_units(&dedup, &modules, &probes)?;
+            let units = kept_units(&dedup, &modules, &probes, cfg.skip_unsized)?;
+            if cfg.skip_unsized {
+                let unsized_ids: std::collections::HashSet<&str> = probes
+                    .iter()
+                    .filter(|p| p.size_status == Some(SizeStatus::Unsizable))
+                    .map(|p| p.module_id.as_str())
+                    .collect();
+                let skipped = dedup
+                    .iter()
+                    .filter(|r| r.kept && unsized_ids.contains(r.module_id.as_str()))
+                    .count();
+                run.report.count("unsized_skipped", skipped as u64);
+            }
             ctx.info(format!("cluster: {} unique modules", units.len()));
             let embedder = cfg.embedder.build()?;
             let tracker = ctx.tracker(STAGE, Some(units.len() as u64));

@@ -29,6 +29,7 @@ pub fn select(units: &[Unit], rows: &[ClusterRow], cfg: &ClusterConfig) -> Vec<T
         cluster: rows[i].cluster,
         license: units[i].license.clone(),
         selected_as: how.to_string(),
+        alt_sizes: units[i].alt_sizes.clone(),
     };
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
         "all" => (0..units.len()).map(|i| task(i, "all")).collect(),

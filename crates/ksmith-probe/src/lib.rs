@@ -50,7 +50,7 @@ pub use pool::PoolOutput;
 /// The stage's name.
 pub const STAGE: &str = "probe";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// Probes `modules.parquet` into `probes.parquet` without LLM repair.
 pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {
@@ -203,22 +203,27 @@ pub fn probe_programs_with(
     tracker: &Tracker,
     finished: pool::Finished<'_>,
 ) -> Result<PoolOutput, Error> {
+    let runtime = runtime::Runtime::create()?;
+    probe_programs_in(&runtime, modules, cfg, workers, chat, tracker, finished)
+}
+
+/// [`probe_programs_with`] with the runner of `runtime` (the benchmark's older runner).
+pub fn probe_programs_in(
+    runtime: &runtime::Runtime,
+    modules: &[&ModuleRow],
+    cfg: &ProbeConfig,
+    workers: usize,
+    chat: Option<&dyn ChatClient>,
+    tracker: &Tracker,
+    finished: pool::Finished<'_>,
+) -> Result<PoolOutput, Error> {
     cfg.validate()?;
     if modules.is_empty() {
-        return Ok(PoolOutput {
-            rows: Vec::new(),
-            workers_started: 0,
-            hello: None,
-            llm_asked: 0,
-            llm_fixed: 0,
-            setup_cpu_ms: 0,
-            runner_cpu_ms: 0,
-        });
+        return Ok(PoolOutput::default());
     }
     let configured = (!cfg.python.is_empty()).then(|| Path::new(&cfg.python));
     let python = resolve_python(configured).map_err(Error::Python)?;
     worker::check_interpreter(&python)?;
-    let runtime = runtime::Runtime::create()?;
     let spec = worker::WorkerSpec {
         python,
         python_path: runtime.python_path(),

@@ -21,7 +21,7 @@ use crate::rows::{self, RunnerFault};
 use crate::worker::{Worker, WorkerFailure, WorkerSpec};
 
 /// What a pool run produced.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct PoolOutput {
     /// One row per module, in input order.
     pub rows: Vec<ProbeRow>,

@@ -86,9 +86,18 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Creates a fresh runtime directory under the system temporary directory, after removing
-    /// those of probe processes that no longer run (killed before they could clean up).
+    /// Creates a fresh runtime directory under the system temporary directory holding the
+    /// embedded runner, after removing those of probe processes that no longer run (killed
+    /// before they could clean up).
     pub fn create() -> Result<Runtime, Error> {
+        Runtime::with_files(all_files().map(|(rel, text)| (*rel, *text)))
+    }
+
+    /// [`Runtime::create`] with other runner files (`ksmith/...` paths and their text): the
+    /// benchmark runs the runner of an older commit with them.
+    pub fn with_files<'a>(
+        files: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Runtime, Error> {
         let base = std::env::temp_dir();
         remove_stale(&base);
         let nanos = std::time::SystemTime::now()
@@ -97,8 +106,9 @@ impl Runtime {
             .unwrap_or(0);
         let root = base.join(format!("{PREFIX}{}-{nanos}", std::process::id()));
         make_private_dir(&root)?;
-        for (rel, text) in all_files() {
-            let path = root.join("py").join(rel);
+        let runtime = Runtime { root };
+        for (rel, text) in files {
+            let path = runtime.python_path().join(rel);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {
                     path: parent.to_path_buf(),
@@ -107,9 +117,9 @@ impl Runtime {
             }
             std::fs::write(&path, text).map_err(|source| Error::Runtime { path, source })?;
         }
-        let tmp = root.join("tmp");
+        let tmp = runtime.tmp_root();
         std::fs::create_dir_all(&tmp).map_err(|source| Error::Runtime { path: tmp, source })?;
-        Ok(Runtime { root })
+        Ok(runtime)
     }
 
     /// The folder to put on `PYTHONPATH`.

@@ -134,6 +134,7 @@ fn write_workdir(dir: &Path) {
             cluster: i,
             license: None,
             selected_as: "center".into(),
+            alt_sizes: "[]".into(),
         })
         .collect();
     write_table(&TaskRow::path_in(dir), &tasks, "fp").unwrap();

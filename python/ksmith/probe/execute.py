@@ -34,6 +34,7 @@ from . import guesses as G
 from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
 from .result import empty_result
 from .rules import Failure, propose
+from .work import flatten_outputs
 
 PROGRAM_FILE = "<ksmith-program>"
 PROGRAM_MODULE = "__ksmith_program__"
@@ -99,19 +100,6 @@ def failure_of(exc: BaseException, phase: str) -> Failure:
     if isinstance(exc, MemoryError) and not message:
         message = "MemoryError: cannot allocate memory"
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
-
-
-def flatten_outputs(value, torch, out: list) -> list:
-    """Every tensor in a (nested) output, in order."""
-    if isinstance(value, torch.Tensor):
-        out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            flatten_outputs(v, torch, out)
-    elif isinstance(value, dict):
-        for k in value:
-            flatten_outputs(value[k], torch, out)
-    return out
 
 
 def same_outputs(a: list, b: list, torch) -> bool:
@@ -216,6 +204,9 @@ class Probe:
         self.history: list[Attempt] = []
         self._configs: tuple[tuple[str, frozenset[str]], ...] | None = None
         self.last_attempt_s = 0.0  # wall time of the successful attempt
+        #: A `work.WorkMode` class: attempts measure their forward (`last_work`) for sizing.
+        self.work_mode = None
+        self.last_work = None
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -306,8 +297,13 @@ class Probe:
         try:
             model, inputs = self.build(state, phases)
             phase = "forward"
-            with torch.no_grad():
-                out = model(*inputs)
+            if self.work_mode is not None:
+                from .work import measure
+
+                out, self.last_work = measure(model, inputs, torch, self.work_mode)
+            else:
+                with torch.no_grad():
+                    out = model(*inputs)
         except ProbeTimeout:
             raise
         except BaseException as exc:  # noqa: BLE001 - every module error is data, SystemExit too
@@ -470,6 +466,11 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["attempt_log"] = probe.history_lines()
         return result
 
+    if request.get("sizing") is not None:
+        from .work import make_mode
+
+        # The successful attempt's measure is the sizing step's starting point.
+        probe.work_mode = make_mode(torch)
     try:
         override = request.get("override")
         if override:

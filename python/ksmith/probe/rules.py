@@ -77,40 +77,36 @@ def _label(args: Sequence[Arg], index: int, forward: bool) -> str:
     return f"{base}({name})" if name else base
 
 
+def _named_first(args: Sequence[Arg], idx: list[int], failure: Failure) -> list[int]:
+    """``idx`` with the arguments whose name appears in the message or traceback first."""
+    text = failure.message + "\n" + failure.context
+
+    def named(i):
+        n = args[i].name
+        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
+
+    return sorted(idx, key=lambda i: (named(i), i))
+
+
 def _tensor_indices(state: State, failure: Failure, pred=None) -> list[int]:
     """Forward tensor inputs, those named in the message/traceback first."""
     fwd = state[1]
     idx = [i for i, a in enumerate(fwd) if isinstance(a.guess, TensorGuess)]
     if pred is not None:
         idx = [i for i in idx if pred(fwd[i].guess)]
-    text = failure.message + "\n" + failure.context
-
-    def named(i):
-        n = fwd[i].name
-        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
-
-    return sorted(idx, key=lambda i: (named(i), i))
+    return _named_first(fwd, idx, failure)
 
 
 def _int_init_indices(state: State, failure: Failure, pred=None) -> list[int]:
     """Constructor arguments that are plain ints, those named in the traceback first."""
+    return _literal_init_indices(state, failure, lambda v: type(v) is int and (pred is None or pred(v)))
+
+
+def _literal_init_indices(state: State, failure: Failure, pred) -> list[int]:
+    """Constructor arguments that are literals satisfying ``pred``, named in the traceback first."""
     init = state[0]
-    idx = [
-        i
-        for i, a in enumerate(init)
-        if isinstance(a.guess, ValueGuess)
-        and isinstance(literal_value(a.guess), int)
-        and not isinstance(literal_value(a.guess), bool)
-    ]
-    if pred is not None:
-        idx = [i for i in idx if pred(literal_value(init[i].guess))]
-    text = failure.message + "\n" + failure.context
-
-    def named(i):
-        n = init[i].name
-        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
-
-    return sorted(idx, key=lambda i: (named(i), i))
+    idx = [i for i, a in enumerate(init) if isinstance(a.guess, ValueGuess) and pred(literal_value(a.guess))]
+    return _named_first(init, idx, failure)
 
 
 def _reshape(state: State, i: int, shape, why: str) -> Fix | None:
@@ -532,19 +528,6 @@ def _sequence_input(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return fixes
 
 
-def _literal_init_indices(state: State, failure: Failure, pred) -> list[int]:
-    """Constructor arguments that are literals satisfying ``pred``, named in the traceback first."""
-    init = state[0]
-    idx = [i for i, a in enumerate(init) if isinstance(a.guess, ValueGuess) and pred(literal_value(a.guess))]
-    text = failure.message + "\n" + failure.context
-
-    def named(i):
-        n = init[i].name
-        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
-
-    return sorted(idx, key=lambda i: (named(i), i))
-
-
 def _scalar(v) -> bool:
     return v is None or isinstance(v, (int, float, str))
 
@@ -680,7 +663,9 @@ def _probability(m: re.Match, f: Failure, s: State) -> list[Fix]:
     got = float(m.group(1))
     return [
         _set_init(s, i, ValueGuess(0.1), "a probability")
-        for i in _literal_init_indices(s, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == got)
+        for i in _literal_init_indices(
+            s, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == got
+        )
     ]
 
 
@@ -693,7 +678,7 @@ def _output_padding(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 
 def _size_mismatch(m: re.Match, f: Failure, s: State) -> list[Fix]:
-    """"Input height (4) doesn't match model (224)", "4 != 224": the input's size is the first
+    """ "Input height (4) doesn't match model (224)", "4 != 224": the input's size is the first
     number, the one wanted the second. The dimension is the one the message names (height: the
     second last, width: the last, size: both), else each dimension that has the size, from the
     last, one at a time."""
@@ -782,27 +767,58 @@ RULES: list[tuple[re.Pattern, Rule]] = [
     ),
     (
         re.compile(
-            r"expected scalar type (?:Long|Int) but found \w+|dtype to be Long|scalar type Long|Expected tensor for "
-            r"argument #\d+ '(?:indices|input)' to have (?:one of the following )?scalar types?|tensors used as indices "
-            r"must be|[Ee]xpected dtype (?:int|long)|expected (?:Long|Int) but|must be Long|only integers, slices|target "
-            r".*Long|not implemented for '(?:Float|Half|Double)'"
+            "|".join(
+                (
+                    r"expected scalar type (?:Long|Int) but found \w+",
+                    r"dtype to be Long",
+                    r"scalar type Long",
+                    r"Expected tensor for argument #\d+ '(?:indices|input)' to have (?:one of the following )?"
+                    r"scalar types?",
+                    r"tensors used as indices must be",
+                    r"[Ee]xpected dtype (?:int|long)",
+                    r"expected (?:Long|Int) but",
+                    r"must be Long",
+                    r"only integers, slices",
+                    r"target .*Long",
+                    r"not implemented for '(?:Float|Half|Double)'",
+                )
+            )
         ),
         _to_long,
     ),
     (
         re.compile(
-            r"expected scalar type (?:Float|Double|Half|BFloat16) but found \w+|must have the same dtype|not implemented "
-            r"for '(?:Long|Int|Bool)'|only Tensors of floating point|could not infer output dtype|Input type "
-            r"\((?:torch\.LongTensor|torch\.IntTensor|long int|int|bool)\)|must have floating point dtype|can't be cast "
-            r"to the desired output type Long|must be a floating point|mixed dtype \(CPU\): all inputs must share same "
-            r"datatype|expected both vectors to have same dtype|Found dtype Long but expected Float|to have the same dtype"
+            "|".join(
+                (
+                    r"expected scalar type (?:Float|Double|Half|BFloat16) but found \w+",
+                    r"must have the same dtype",
+                    r"not implemented for '(?:Long|Int|Bool)'",
+                    r"only Tensors of floating point",
+                    r"could not infer output dtype",
+                    r"Input type \((?:torch\.LongTensor|torch\.IntTensor|long int|int|bool)\)",
+                    r"must have floating point dtype",
+                    r"can't be cast to the desired output type Long",
+                    r"must be a floating point",
+                    r"mixed dtype \(CPU\): all inputs must share same datatype",
+                    r"expected both vectors to have same dtype",
+                    r"Found dtype Long but expected Float",
+                    r"to have the same dtype",
+                )
+            )
         ),
         _to_float,
     ),
     (
         re.compile(
-            r"only supports boolean masks|[Ee]xpected (?:a )?(?:mask|condition) (?:tensor )?(?:to have|of) (?:dtype|scalar "
-            r"type) [Bb]ool|expected BoolTensor|must be a bool tensor|where expected condition to be a boolean"
+            "|".join(
+                (
+                    r"only supports boolean masks",
+                    r"[Ee]xpected (?:a )?(?:mask|condition) (?:tensor )?(?:to have|of) (?:dtype|scalar type) [Bb]ool",
+                    r"expected BoolTensor",
+                    r"must be a bool tensor",
+                    r"where expected condition to be a boolean",
+                )
+            )
         ),
         _to_bool,
     ),
@@ -837,9 +853,15 @@ RULES: list[tuple[re.Pattern, Rule]] = [
     ),
     (
         re.compile(
-            r"unsupported operand type\(s\) for [^:]+: '(?:int|float)' and 'str'|unsupported operand type\(s\) for "
-            r"[^:]+: 'str' and '(?:int|float)'|can't multiply sequence by non-int of type 'float'|not supported between "
-            r"instances of 'str' and '(?:int|float)'|not supported between instances of '(?:int|float)' and 'str'"
+            "|".join(
+                (
+                    r"unsupported operand type\(s\) for [^:]+: '(?:int|float)' and 'str'",
+                    r"unsupported operand type\(s\) for [^:]+: 'str' and '(?:int|float)'",
+                    r"can't multiply sequence by non-int of type 'float'",
+                    r"not supported between instances of 'str' and '(?:int|float)'",
+                    r"not supported between instances of '(?:int|float)' and 'str'",
+                )
+            )
         ),
         _str_to_int,
     ),
@@ -863,7 +885,9 @@ RULES: list[tuple[re.Pattern, Rule]] = [
     ),
     (re.compile(r"Expected hidden(?:\[\d\])? size \(([\d, ]+)\), got \[([\d, ]+)\]"), _hidden_size),
     (
-        re.compile(r"(?:shape of|[Ee]xpected(?: input)?(?: shape)?) \(((?:\*, )?\d+, H, W)\)|expected ((?:B)?x?CxD?xHxW)"),
+        re.compile(
+            r"(?:shape of|[Ee]xpected(?: input)?(?: shape)?) \(((?:\*, )?\d+, H, W)\)|expected ((?:B)?x?CxD?xHxW)"
+        ),
         lambda m, f, s: _shape_pattern(_First(m), f, s),
     ),
     (re.compile(r"dropout probability has to be between 0 and 1, but got (-?[\d.]+)"), _probability),

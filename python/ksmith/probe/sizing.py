@@ -50,7 +50,7 @@ from typing import Any
 from . import constants as K
 from .guesses import FLOAT_DTYPES, Arg, SeqGuess, TensorGuess, ValueGuess, literal_value
 from .program import render_guess
-from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, make_mode, measure
+from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
 
 #: Per role: (typical size, largest size). Growth brings the knob furthest below its typical
 #: size up first, so shapes stay plausible (batch 16, 512 channels, 128x128 images...).
@@ -452,7 +452,7 @@ class Sizer:
         self.targets = targets
         self.trials = 0
         self.deadline = time.monotonic() + targets.budget_s
-        self.mode = make_mode(self.torch)
+        self.mode = probe.work_mode or make_mode(self.torch)
         # Trials on the CPU while building and running the model is cheap there; on meta
         # otherwise (its cost does not grow with the sizes).
         self.trial_device = "cpu" if attempt_ms <= 50.0 else "meta"
@@ -471,7 +471,7 @@ class Sizer:
         """Runs ``build()`` (returns model and inputs) on ``device`` and one forward, measured
         (:func:`.work.measure`) when ``count``; returns outputs, work (or None), model and the
         forward's CPU time in ms."""
-        from .execute import flatten_outputs, seed_all
+        from .execute import seed_all
 
         torch = self.torch
         seed_all(self.probe.seed, torch)
@@ -706,7 +706,10 @@ class Sizer:
     def size(self) -> dict[str, Any]:
         """Sizes the program; returns the result fields (see ``result.empty_result``)."""
         self.last_error = ""
-        base = self._try(self.run_state, self.state, self.trial_device)
+        # The repair search's successful attempt measured the program at the probe's sizes on
+        # the CPU; trials on meta start from a measure on meta (fused CPU kernels count apart).
+        base = self.probe.last_work if self.trial_device == "cpu" else None
+        base = base or self._try(self.run_state, self.state, self.trial_device)
         if base is None:
             raise Unsizable("trial_failed", f"the verified program does not run again: {self.last_error}")
         if base.kernels == 0:
@@ -783,7 +786,8 @@ class Sizer:
         (``min_gflop``/``min_mb``) and ``cpu_max_mflop``."""
         t = self.targets
         aim = replace(t, aim_ms=float("inf"))
-        limit = lambda m: self.cpu_limit(m, min(t.cpu_max_mflop, t.min_gflop * 1e3 * 1.5), 4 * t.min_mb)  # noqa: E731
+        mflop = min(t.cpu_max_mflop, t.min_gflop * 1e3 * 1.5)
+        limit = lambda m: self.cpu_limit(m, mflop, 4 * t.min_mb) and self.gpu_limit(m)  # noqa: E731
         saved, self.targets = self.targets, aim
         try:
             values = self.plan(knobs, start, ref, limit)
@@ -827,15 +831,16 @@ class Sizer:
 
     def alternates(self, knobs, text, target, moderate) -> list[dict[str, int]]:
         """Size sets other than the target that run: the confirmed moderate set, then sets with
-        other values near it (batch minus one, three quarters, half), each run on the CPU; at
-        most three in all. Small sets keep the evaluator's hidden-shape check cheap; their odd
-        values catch kernels that assume multiples of a block size."""
+        other values near it (batch minus one, three quarters, half), each run on the CPU (on
+        meta where building the model on the CPU is slow: the check is that the shapes fit);
+        at most three in all. Small sets keep the evaluator's hidden-shape check cheap; their
+        odd values catch kernels that assume multiples of a block size."""
         out = [moderate] if moderate != target else []
         for values in _variants(knobs, moderate):
             if len(out) >= 3 or values in out or values == target:
                 continue
             try:
-                self.run_text(K.set_constants(text, values), "cpu", count=False)
+                self.run_text(K.set_constants(text, values), self.trial_device, count=False)
             except (SizingTimeout, Unsizable):
                 raise
             except BaseException as exc:  # noqa: BLE001 - a variant that fails is not an alternate

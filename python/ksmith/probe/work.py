@@ -61,15 +61,16 @@ class Work:
         return max(self.device_us, self.kernels * HOST_US) / 1000.0
 
 
-def _tensors(value, torch, out: list) -> list:
+def flatten_outputs(value, torch, out: list) -> list:
+    """Every tensor in a (nested) value, in order, appended to ``out``."""
     if isinstance(value, torch.Tensor):
         out.append(value)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _tensors(v, torch, out)
+            flatten_outputs(v, torch, out)
     elif isinstance(value, dict):
-        for v in value.values():
-            _tensors(v, torch, out)
+        for k in value:
+            flatten_outputs(value[k], torch, out)
     return out
 
 
@@ -129,9 +130,9 @@ def make_mode(torch):
             if view:
                 return out
             work = self.work
-            ins = _tensors(args, torch, [])
-            _tensors(kwargs, torch, ins)
-            outs = _tensors(out, torch, [])
+            ins = flatten_outputs(args, torch, [])
+            flatten_outputs(kwargs, torch, ins)
+            outs = flatten_outputs(out, torch, [])
             moved = 0
             for t in ins:
                 moved += t.numel() * t.element_size()
@@ -184,7 +185,7 @@ def measure(model, inputs, torch, mode_class=None):
     mode_class = mode_class or make_mode(torch)
     state = list(model.parameters()) + list(model.buffers())
     param_bytes, param_keys = _bytes_of(state)
-    in_tensors = _tensors(list(inputs), torch, [])
+    in_tensors = flatten_outputs(list(inputs), torch, [])
     input_bytes, input_keys = _bytes_of([t for t in in_tensors if _storage_key(t)[0] not in param_keys])
     mode = mode_class(param_keys | input_keys)
     with torch.no_grad(), mode:
