@@ -111,6 +111,10 @@ STRUCTURE_WORDS = (
 STRUCTURE_NAMES = ("k", "n", "p", "dim_index", "num")
 
 METRICS = ("flops", "bytes", "peak", "kernels")
+#: Programs whose repaired forward does at most this many FLOPs, with at most this many bytes of
+#: parameters and tensors, are tried on the CPU; larger ones on meta.
+CPU_TRIAL_FLOPS = 5e7
+CPU_TRIAL_BYTES = 64 * 2**20
 #: Trial runs the knob search may make before it stops cutting groups finer.
 DISCOVERY_TRIALS = 12
 #: How many times a group is cut.
@@ -440,10 +444,10 @@ def _exponent(a: float, b: float, ratio: float) -> float:
 
 class Sizer:
     """Sizes one repaired program (see the module doc). ``probe`` is the ``execute.Probe`` that
-    repaired it, ``state`` its working state, ``emitted`` the repaired text, ``attempt_ms`` the
-    wall time of its successful attempt."""
+    repaired it (its ``last_work``: the measure of the successful attempt), ``state`` its
+    working state, ``emitted`` the repaired text."""
 
-    def __init__(self, probe, initial, state, emitted: str, targets: Targets, attempt_ms: float):
+    def __init__(self, probe, initial, state, emitted: str, targets: Targets):
         self.probe = probe
         self.torch = probe.torch
         self.initial = initial
@@ -454,8 +458,11 @@ class Sizer:
         self.deadline = time.monotonic() + targets.budget_s
         self.mode = probe.work_mode or make_mode(self.torch)
         # Trials on the CPU while building and running the model is cheap there; on meta
-        # otherwise (its cost does not grow with the sizes).
-        self.trial_device = "cpu" if attempt_ms <= 50.0 else "meta"
+        # otherwise (its cost does not grow with the sizes). Decided by the measured work, not
+        # by time, so the outcome does not depend on the machine's load.
+        w = probe.last_work
+        small = w is not None and w.flops <= CPU_TRIAL_FLOPS and w.param_bytes + w.peak_bytes <= CPU_TRIAL_BYTES
+        self.trial_device = "cpu" if small else "meta"
         self.meta_works: bool | None = None
 
     # --- runs --------------------------------------------------------------------------------
@@ -710,6 +717,11 @@ class Sizer:
         # the CPU; trials on meta start from a measure on meta (fused CPU kernels count apart).
         base = self.probe.last_work if self.trial_device == "cpu" else None
         base = base or self._try(self.run_state, self.state, self.trial_device)
+        if base is None and self.trial_device == "meta":
+            # Meta cannot run it: trials (and the target search) on the CPU.
+            self.meta_works = False
+            self.trial_device = "cpu"
+            base = self.probe.last_work or self._try(self.run_state, self.state, "cpu")
         if base is None:
             raise Unsizable("trial_failed", f"the verified program does not run again: {self.last_error}")
         if base.kernels == 0:
@@ -1015,7 +1027,7 @@ def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], at
     if budget < 0.5:
         out["size_reason"] = "timeout: no time left after the repair search"
         return out
-    sizer = Sizer(probe, initial, state, emitted, replace(targets, budget_s=budget), attempt_s * 1000.0)
+    sizer = Sizer(probe, initial, state, emitted, replace(targets, budget_s=budget))
     previous = signal.getsignal(signal.SIGALRM)
 
     def on_alarm(signum, frame):
