@@ -374,6 +374,10 @@ fn whole_pipeline_with_a_loopback_teacher() {
         r#"[[source]]
 path = "{repo}"
 
+# Evaluated on the CPU (Triton's interpreter): at the probe's sizes, not at a GPU's.
+[probe.sizing]
+enabled = false
+
 [cluster]
 tasks = "all"
 

@@ -128,3 +128,39 @@ def test_a_verdict_outside_the_vocabulary_is_refused():
         DeviceEvaluator._result(this, "mostly_correct")
     with pytest.raises(ValueError, match="verdicts.json"):
         DeviceEvaluator._result(this, "hacked", "clever_trick")
+
+
+def _reason_codes(path: pathlib.Path) -> set[str]:
+    """The codes a file gives as sizing reasons: ``Unsizable("code", ...)`` and the word before
+    the first colon of a string (or f-string) assigned to ``size_reason``."""
+    found: set[str] = set()
+
+    def head(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            return node.values[0].value
+        return None
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and _call_name(node) == "Unsizable" and node.args:
+            found.update(_strings(node.args[0]))
+        elif isinstance(node, ast.Assign) and any(_is_field(t, "size_reason") for t in node.targets):
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            for v in values:
+                text = head(v)
+                if text and ":" in text:
+                    found.add(text.split(":")[0])
+    return found
+
+
+def test_the_sizing_step_answers_only_shared_size_names():
+    statuses: set[str] = set()
+    reasons: set[str] = set()
+    for path in PROBE:
+        statuses |= names_given(path, "size_status", {})
+        reasons |= _reason_codes(path)
+    assert {"sized", "below_target", "unsizable"} <= statuses
+    assert {"no_size_knob", "timeout", "below_target", "confirm_failed"} <= reasons, "the scan finds the reasons"
+    assert statuses <= set(VOCABULARY["size_status"]), statuses - set(VOCABULARY["size_status"])
+    assert reasons <= set(VOCABULARY["size_reason"]), reasons - set(VOCABULARY["size_reason"])

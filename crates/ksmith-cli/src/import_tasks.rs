@@ -81,6 +81,8 @@ pub fn import_tasks(from: &Path, workdir: &Path) -> anyhow::Result<StageReport> 
             cluster: -1,
             license: None,
             selected_as: "imported".to_string(),
+            // The evaluator derives size sets from the program's own constants.
+            alt_sizes: "[]".to_string(),
         });
     }
     if tasks.is_empty() {

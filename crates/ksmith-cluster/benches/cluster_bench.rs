@@ -111,6 +111,7 @@ fn corpus(n: usize, seed: u64) -> Vec<(Unit, usize)> {
                     class_name: "Model".into(),
                     license: None,
                     aten_ops: None,
+                    alt_sizes: "[]".into(),
                 },
                 topic,
             )

@@ -37,6 +37,9 @@ pub struct ClusterConfig {
     pub trivial_tasks: bool,
     /// Seed of the PCA start, the sample and the balanced order.
     pub seed: u64,
+    /// Leave out the modules the probe could not size for the GPU (`size_status = unsizable`):
+    /// their timings would be launch overhead.
+    pub skip_unsized: bool,
     /// The embedder.
     pub embedder: EmbedderConfig,
 }
@@ -56,6 +59,7 @@ impl Default for ClusterConfig {
             balanced_per_cell: 100,
             trivial_tasks: false,
             seed: 42,
+            skip_unsized: true,
             embedder: EmbedderConfig::default(),
         }
     }

@@ -41,7 +41,7 @@ use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{
-    AnnotationRow, ClusterRow, DedupRow, ModuleRow, OpCount, ProbeRow, TaskRow,
+    AnnotationRow, ClusterRow, DedupRow, ModuleRow, OpCount, ProbeRow, SizeStatus, TaskRow,
 };
 use ksmith_embed::Embedder;
 use rayon::prelude::*;
@@ -69,6 +69,8 @@ pub struct Unit {
     pub license: Option<String>,
     /// The ATen operators its forward dispatched (from probe; none when not recorded).
     pub aten_ops: Option<Vec<OpCount>>,
+    /// The probe's alternate size sets (a JSON list, `[]` when none), passed on to its task.
+    pub alt_sizes: String,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -129,11 +131,13 @@ pub fn cluster_units(
     })
 }
 
-/// The kept modules of the input tables, sorted by id.
+/// The kept modules of the input tables, sorted by id; with `skip_unsized`, those the probe
+/// could not size for the GPU (`size_status = unsizable`) are left out.
 pub fn kept_units(
     dedup: &[DedupRow],
     modules: &[ModuleRow],
     probes: &[ProbeRow],
+    skip_unsized: bool,
 ) -> Result<Vec<Unit>, ClusterError> {
     let mods: HashMap<&str, &ModuleRow> = modules.iter().map(|m| (m.id.as_str(), m)).collect();
     let probed: HashMap<&str, &ProbeRow> =
@@ -142,6 +146,9 @@ pub fn kept_units(
     for r in dedup.iter().filter(|r| r.kept) {
         let m = mods.get(r.module_id.as_str());
         let probe = probed.get(r.module_id.as_str());
+        if skip_unsized && probe.is_some_and(|p| p.size_status == Some(SizeStatus::Unsizable)) {
+            continue;
+        }
         let program = probe
             .and_then(|p| p.program.clone())
             .or_else(|| m.and_then(|m| m.program.clone()))
@@ -155,6 +162,7 @@ pub fn kept_units(
             class_name: m.map(|m| m.class_name.clone()).unwrap_or_default(),
             license: m.and_then(|m| m.license.clone()),
             aten_ops: probe.and_then(|p| p.aten_ops.clone()),
+            alt_sizes: probe.map_or_else(|| "[]".to_string(), |p| p.alt_sizes.clone()),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));
@@ -184,7 +192,19 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
             let modules: Vec<ModuleRow> = read_table(&modules_path)?;
             let probes: Vec<ProbeRow> = read_table(&probes_path)?;
             run.report.rows_read = (dedup.len() + modules.len() + probes.len()) as u64;
-            let units = kept_units(&dedup, &modules, &probes)?;
+            let units = kept_units(&dedup, &modules, &probes, cfg.skip_unsized)?;
+            if cfg.skip_unsized {
+                let unsized_ids: std::collections::HashSet<&str> = probes
+                    .iter()
+                    .filter(|p| p.size_status == Some(SizeStatus::Unsizable))
+                    .map(|p| p.module_id.as_str())
+                    .collect();
+                let skipped = dedup
+                    .iter()
+                    .filter(|r| r.kept && unsized_ids.contains(r.module_id.as_str()))
+                    .count();
+                run.report.count("unsized_skipped", skipped as u64);
+            }
             ctx.info(format!("cluster: {} unique modules", units.len()));
             let embedder = cfg.embedder.build()?;
             let tracker = ctx.tracker(STAGE, Some(units.len() as u64));

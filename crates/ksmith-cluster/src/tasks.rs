@@ -38,6 +38,7 @@ pub fn select(
         cluster: rows[i].cluster,
         license: units[i].license.clone(),
         selected_as: how.to_string(),
+        alt_sizes: units[i].alt_sizes.clone(),
     };
     let candidate = |i: usize| {
         (cfg.trivial_tasks || rows[i].trivial.is_none()) && !review.rejects(&units[i].id)

@@ -65,6 +65,27 @@ struct Fixture {
     group_of: HashMap<String, usize>,
 }
 
+/// A runnable module of `repo` (MIT, one star) whose program the caller sets.
+fn module_row(id: &str, repo: &str) -> ModuleRow {
+    ModuleRow {
+        id: id.into(),
+        repo: repo.into(),
+        commit: "c".into(),
+        path: "m.py".into(),
+        class_name: "Model".into(),
+        line: 1,
+        status: ModuleStatus::Ok,
+        reason: None,
+        reason_code: None,
+        program: None,
+        deps: vec![],
+        imports: vec![],
+        lines: 1,
+        license: Some("MIT".into()),
+        stars: Some(1),
+    }
+}
+
 fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
     let mut rng = SplitMix::new(seed);
     let mut modules = Vec::new();
@@ -73,43 +94,19 @@ fn write_inputs(dir: &Path, per_group: usize, seed: u64) -> Fixture {
     let mut group_of = HashMap::new();
     let mut add = |id: String, program: String, kept: bool, via_probe: bool| {
         modules.push(ModuleRow {
-            id: id.clone(),
-            repo: format!("repo/{id}"),
-            commit: "c".into(),
-            path: "m.py".into(),
-            class_name: "Model".into(),
-            line: 1,
-            status: ModuleStatus::Ok,
-            reason: None,
-            reason_code: None,
             program: Some(if via_probe {
                 "stale".into()
             } else {
                 program.clone()
             }),
-            deps: vec![],
-            imports: vec![],
             lines: program.lines().count() as u32,
-            license: Some("MIT".into()),
-            stars: Some(1),
+            ..module_row(&id, &format!("repo/{id}"))
         });
         probes.push(ProbeRow {
-            module_id: id.clone(),
-            repo: format!("repo/{id}"),
-            class_name: "Model".into(),
-            status: ProbeStatus::Ok,
-            error_class: None,
-            error_message: None,
             program: via_probe.then(|| program.clone()),
-            output_shapes: vec![],
-            output_dtypes: vec![],
-            param_count: None,
-            forward_ms: None,
             cpu_time_ms: 1.0,
-            repair_steps: vec![],
             attempts: 1,
-            aten_ops: None,
-            aten_trace: vec![],
+            ..ProbeRow::empty(&id, &format!("repo/{id}"), "Model", ProbeStatus::Ok)
         });
         dedup.push(DedupRow {
             module_id: id,
@@ -482,4 +479,80 @@ fn an_experts_review_rejects_and_relabels_centers() {
             .unwrap()
             .skipped
     );
+}
+
+/// Tasks carry the probe's alternate size sets; modules the probe could not size are left out
+/// unless `skip_unsized` is off.
+#[test]
+fn tasks_carry_alternate_sizes_and_unsized_modules_are_skipped() {
+    use ksmith_cluster::kept_units;
+    use ksmith_core::tables::SizeStatus;
+
+    let ids = ["a_sized", "b_unsizable", "c_not_sized"];
+    let modules: Vec<ModuleRow> = ids
+        .iter()
+        .map(|id| ModuleRow {
+            program: Some("module text".into()),
+            ..module_row(id, "r")
+        })
+        .collect();
+    let sized = ProbeRow {
+        program: Some("sized text".into()),
+        size_status: Some(SizeStatus::Sized),
+        sizes: r#"{"dim": 1024}"#.into(),
+        alt_sizes: r#"[{"dim": 64}, {"dim": 48}]"#.into(),
+        ..ProbeRow::empty("a_sized", "r", "Model", ProbeStatus::Ok)
+    };
+    let unsizable = ProbeRow {
+        program: Some("text".into()),
+        size_status: Some(SizeStatus::Unsizable),
+        ..ProbeRow::empty("b_unsizable", "r", "Model", ProbeStatus::Ok)
+    };
+    let plain = ProbeRow {
+        program: Some("text".into()),
+        ..ProbeRow::empty("c_not_sized", "r", "Model", ProbeStatus::Ok)
+    };
+    let probes = vec![sized, unsizable, plain];
+    let dedup: Vec<DedupRow> = ids
+        .iter()
+        .map(|id| DedupRow {
+            module_id: (*id).into(),
+            kept: true,
+            method: None,
+            duplicate_of: None,
+            similarity: None,
+            contaminated_via: None,
+        })
+        .collect();
+    let units = kept_units(&dedup, &modules, &probes, true).unwrap();
+    let kept: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(kept, vec!["a_sized", "c_not_sized"]);
+    assert_eq!(units[0].program, "sized text");
+    assert_eq!(units[0].alt_sizes, r#"[{"dim": 64}, {"dim": 48}]"#);
+    assert_eq!(units[1].alt_sizes, "[]");
+    assert_eq!(
+        kept_units(&dedup, &modules, &probes, false).unwrap().len(),
+        3
+    );
+
+    let rows: Vec<ClusterRow> = units
+        .iter()
+        .map(|u| ClusterRow {
+            module_id: u.id.clone(),
+            cluster: -1,
+            is_center: false,
+            family: "other".into(),
+            family_rule: "test".into(),
+            level: 1,
+            level_rule: "test".into(),
+            trivial: None,
+        })
+        .collect();
+    let cfg = ClusterConfig {
+        tasks: "all".into(),
+        ..Default::default()
+    };
+    let tasks = ksmith_cluster::tasks::select(&units, &rows, &cfg, &Default::default());
+    assert_eq!(tasks[0].alt_sizes, units[0].alt_sizes);
+    assert_eq!(tasks[0].program, "sized text");
 }

@@ -37,22 +37,10 @@ fn module(id: &str, program: &str, license: Option<&str>, stars: Option<i64>) ->
 
 fn probe(id: &str, status: ProbeStatus, program: Option<&str>) -> ProbeRow {
     ProbeRow {
-        module_id: id.into(),
-        repo: format!("repo-{id}"),
-        class_name: "Model".into(),
-        status,
-        error_class: None,
-        error_message: None,
         program: program.map(str::to_string),
-        output_shapes: vec![],
-        output_dtypes: vec![],
-        param_count: None,
-        forward_ms: None,
         cpu_time_ms: 1.0,
-        repair_steps: vec![],
         attempts: 1,
-        aten_ops: None,
-        aten_trace: vec![],
+        ..ProbeRow::empty(id, &format!("repo-{id}"), "Model", status)
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow, stored_text};
@@ -107,6 +107,8 @@ fn now_ms() -> u64 {
 /// One task's rollout, open for stepping.
 pub struct TaskRun<'a> {
     reference: String,
+    /// The task's recorded alternate size sets, sent with every evaluation (hidden shapes).
+    alt_sizes: Vec<SizeSet>,
     cfg: &'a RolloutConfig,
     prompts: &'a Prompts,
     dir: PathBuf,
@@ -198,6 +200,7 @@ impl<'a> TaskRun<'a> {
         let mut run = TaskRun {
             last_checkpoint: restored,
             reference: reference.to_string(),
+            alt_sizes: Vec::new(),
             cfg,
             prompts,
             dir: dir.to_path_buf(),
@@ -244,6 +247,13 @@ impl<'a> TaskRun<'a> {
         self.absorb(&plan, row).map_err(mismatch)?;
         self.replayed += 1;
         Ok(())
+    }
+
+    /// Sends `sets` (the task's recorded alternate size sets) with every evaluation, for the
+    /// evaluator's hidden-shape check; without them it derives sets from the task's constants.
+    pub fn with_alt_sizes(mut self, sets: Vec<SizeSet>) -> Self {
+        self.alt_sizes = sets;
+        self
     }
 
     /// The task's state.
@@ -321,9 +331,7 @@ impl<'a> TaskRun<'a> {
                 reference: self.reference.clone(),
                 candidate: String::new(),
                 measure: self.cfg.measure,
-                // The tasks table does not carry recorded size sets yet: the evaluator derives
-                // one from the reference's size constants.
-                alt_sizes: Vec::new(),
+                alt_sizes: self.alt_sizes.clone(),
             },
             evaluator,
         )?;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ksmith_core::chat::ChatClient;
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::Evaluator;
+use ksmith_core::evaluation::{Evaluator, SizeSet};
 use ksmith_core::progress::Tracker;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
@@ -111,6 +111,22 @@ struct Shared<'a> {
     root: std::path::PathBuf,
 }
 
+/// The task's recorded alternate size sets (`tasks.alt_sizes`: a JSON list of objects mapping
+/// constant names to integers; empty text or `[]`: none).
+fn alt_sizes_of(task: &TaskRow) -> Result<Vec<SizeSet>, Error> {
+    if task.alt_sizes.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(&task.alt_sizes).map_err(|e| Error::Corrupt {
+        task: task.task_id.clone(),
+        path: TaskRow::path_in(Path::new("")),
+        message: format!(
+            "alt_sizes is not a list of size sets ({e}): {:.200}",
+            task.alt_sizes
+        ),
+    })
+}
+
 fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> TaskOutcome {
     let dir = task_dir(&sh.root, &task.task_id);
     let mut out = TaskOutcome {
@@ -125,8 +141,15 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
         out.ending = Ending::BrokenReference(text);
         return out;
     }
+    let alt_sizes = match alt_sizes_of(task) {
+        Ok(sets) => sets,
+        Err(e) => {
+            out.ending = Ending::Failed(e);
+            return out;
+        }
+    };
     let mut run = match TaskRun::open(&task.task_id, &task.program, sh.cfg, sh.prompts, &dir) {
-        Ok(r) => r,
+        Ok(r) => r.with_alt_sizes(alt_sizes),
         Err(e) => {
             out.ending = Ending::Failed(e);
             return out;

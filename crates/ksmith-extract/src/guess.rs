@@ -79,10 +79,36 @@ pub(crate) fn init_args(facts: &ClassFacts) -> Vec<String> {
     let Some(init) = &facts.init else {
         return torch_base_init(facts.torch_base.as_deref());
     };
+    let loss = is_loss(facts);
     required(&init.params)
         .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
-        .map(|p| init_value(&p.name))
+        .map(|p| {
+            if p.name == "reduction" && !loss {
+                // Outside a loss, `reduction` is a ratio (squeeze-and-excitation blocks).
+                "4".to_string()
+            } else {
+                init_value(&p.name)
+            }
+        })
         .collect()
+}
+
+/// A loss: its `forward` takes a target (`target`, `labels`, `y_true`, ...), or it derives from
+/// a torch loss.
+fn is_loss(facts: &ClassFacts) -> bool {
+    let target = facts.forward.as_ref().is_some_and(|f| {
+        f.params.iter().any(|p| {
+            let n = p.name.to_ascii_lowercase();
+            n.starts_with("target")
+                || n.starts_with("label")
+                || matches!(n.as_str(), "y" | "y_true" | "gt" | "ground_truth")
+        })
+    });
+    target
+        || facts
+            .torch_base
+            .as_deref()
+            .is_some_and(|b| b.ends_with("Loss"))
 }
 
 /// Constructor arguments of common torch layers, for classes that only override `forward`.
@@ -189,6 +215,8 @@ pub(crate) fn init_value(name: &str) -> String {
         "'mean'"
     } else if n == "padding_mode" {
         "'zeros'"
+    } else if n.contains("padding") {
+        "0"
     } else if n == "act" || n == "activation" || n.ends_with("_act") || n.ends_with("activation") {
         "torch.nn.ReLU()"
     } else if n.ends_with("_layer") || n.ends_with("_cls") || n == "block" || n.ends_with("_class")
@@ -290,9 +318,7 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
         return Ok(vec![tensor(4)]);
     };
     let mention_rank = rank_from_mentions(facts);
-    let embedding = facts.mentions.contains(&"Embedding");
     let mut out = Vec::new();
-    let mut tensor_seen = false;
     let mut first_rank: Option<u32> = None;
     let positional: Vec<&Param> = required(&forward.params).collect();
     for p in &positional {
@@ -315,7 +341,10 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
             .iter()
             .find(|(name, _)| *name == p.name)
             .map(|(_, r)| *r);
-        let value = if is_index_name(&n) || (embedding && !tensor_seen && hinted.is_none()) {
+        // Integer inputs only where the parameter's name says indices: a class that mentions
+        // `Embedding` may embed patches with a convolution of floats (the probe's dtype rule turns
+        // a float input an embedding refuses into indices).
+        let value = if is_index_name(&n) {
             format!("torch.randint(0, 4, [{}])", dims(hinted.unwrap_or(2)))
         } else if n.starts_with("num_")
             || n.starts_with("n_")
@@ -345,7 +374,6 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
             first_rank.get_or_insert(rank);
             tensor(rank)
         };
-        tensor_seen = true;
         out.push(value);
     }
     Ok(out)
@@ -410,6 +438,21 @@ mod tests {
         assert_eq!(init_value("num_heads"), "2");
         assert_eq!(init_value("hidden_sizes"), "[4, 4]");
         assert_eq!(init_value("norm_layer"), "torch.nn.Identity");
+        assert_eq!(init_value("output_padding"), "0");
+        assert_eq!(init_value("padding_mode"), "'zeros'");
+    }
+
+    /// `reduction` is a loss's string option only in a loss; elsewhere (a squeeze-and-excitation
+    /// block) it is a ratio.
+    #[test]
+    fn reduction_is_a_string_only_in_a_loss() {
+        let se = facts(&["channels", "reduction"], &["x"], vec![]);
+        assert_eq!(init_args(&se), vec!["4", "4"]);
+        let loss = facts(&["weight", "reduction"], &["pred", "target"], vec![]);
+        assert_eq!(init_args(&loss), vec!["1.0", "'mean'"]);
+        let mut torch_loss = facts(&["reduction"], &["a", "b"], vec![]);
+        torch_loss.torch_base = Some("MSELoss".into());
+        assert_eq!(init_args(&torch_loss), vec!["'mean'"]);
     }
 
     #[test]
@@ -426,7 +469,9 @@ mod tests {
         );
         let f = facts(&[], &["x"], vec!["LSTM"]);
         assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4])"]);
-        let f = facts(&[], &["x"], vec!["Embedding"]);
+        let f = facts(&[], &["x"], vec!["Embedding", "Conv2d"]);
+        assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4, 4])"]);
+        let f = facts(&[], &["token_ids"], vec!["Embedding"]);
         assert_eq!(
             forward_args(&f).unwrap(),
             vec!["torch.randint(0, 4, [4, 4])"]

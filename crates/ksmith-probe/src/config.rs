@@ -45,9 +45,99 @@ pub struct ProbeConfig {
     /// Times a module whose Ray actor died is run again on another actor before its row says
     /// `crashed` (`WorkerDied`).
     pub ray_requeue: u32,
+    /// The sizing step (`[probe.sizing]`).
+    pub sizing: SizingConfig,
     /// The shared `[sandbox]` section (not a `[probe]` key: the CLI copies it in and checks it).
     #[serde(skip)]
     pub sandbox: ksmith_sandbox::SandboxConfig,
+}
+
+/// How runnable programs are sized for the GPU (`[probe.sizing]`; the runner's `sizing.py`).
+///
+/// The work target is `min_gflop` or `min_mb` of traffic within `max_memory_mb`; the search
+/// aims at `aim_ms` of estimated eager time on the reference GPU, never past `max_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SizingConfig {
+    /// Size the programs that run (off: programs keep the probe's sizes).
+    pub enabled: bool,
+    /// Work target: FLOPs of one forward call, in GFLOP ...
+    pub min_gflop: f64,
+    /// ... or bytes its kernels read and write, in MiB.
+    pub min_mb: f64,
+    /// Estimated eager time on the reference GPU the search aims at, ms.
+    pub aim_ms: f64,
+    /// Estimated eager time never exceeded, ms.
+    pub max_ms: f64,
+    /// Tensor memory of one forward call never exceeded, MiB.
+    pub max_memory_mb: f64,
+    /// The confirming CPU run (twice, from scratch) stays under this many MFLOP ...
+    pub confirm_mflop: f64,
+    /// ... and this many MiB of traffic and memory.
+    pub confirm_mb: f64,
+    /// Where `meta` cannot run a program, the CPU search stops at this many MFLOP.
+    pub cpu_max_mflop: f64,
+    /// Trial runs per program at most.
+    pub max_trials: u32,
+    /// Seconds per program at most (within `timeout_s`; the probe's own result is kept when
+    /// sizing runs out of time).
+    pub budget_s: f64,
+}
+
+impl Default for SizingConfig {
+    fn default() -> Self {
+        SizingConfig {
+            enabled: true,
+            min_gflop: 0.2,
+            min_mb: 64.0,
+            aim_ms: 1.0,
+            max_ms: 10.0,
+            max_memory_mb: 20480.0,
+            confirm_mflop: 20.0,
+            confirm_mb: 16.0,
+            cpu_max_mflop: 2000.0,
+            max_trials: 24,
+            budget_s: 20.0,
+        }
+    }
+}
+
+impl SizingConfig {
+    /// Checks every value (no I/O).
+    pub fn validate(&self) -> Result<(), Error> {
+        let positive = [
+            ("sizing.min_gflop", self.min_gflop),
+            ("sizing.min_mb", self.min_mb),
+            ("sizing.aim_ms", self.aim_ms),
+            ("sizing.max_ms", self.max_ms),
+            ("sizing.max_memory_mb", self.max_memory_mb),
+            ("sizing.confirm_mflop", self.confirm_mflop),
+            ("sizing.confirm_mb", self.confirm_mb),
+            ("sizing.cpu_max_mflop", self.cpu_max_mflop),
+            ("sizing.budget_s", self.budget_s),
+        ];
+        for (key, value) in positive {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(Error::Config {
+                    key,
+                    message: "must be a positive number".into(),
+                });
+            }
+        }
+        if self.aim_ms > self.max_ms {
+            return Err(Error::Config {
+                key: "sizing.aim_ms",
+                message: format!("must not exceed max_ms ({})", self.max_ms),
+            });
+        }
+        if self.max_trials < 4 {
+            return Err(Error::Config {
+                key: "sizing.max_trials",
+                message: "must be at least 4 (base, one knob, target, confirmation)".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for ProbeConfig {
@@ -70,6 +160,7 @@ impl Default for ProbeConfig {
             ray_address: String::new(),
             ray_actors: 0,
             ray_requeue: 2,
+            sizing: SizingConfig::default(),
             sandbox: Default::default(),
         }
     }
@@ -123,7 +214,7 @@ impl ProbeConfig {
         if !(self.llm_temperature.is_finite() && (0.0..=2.0).contains(&self.llm_temperature)) {
             return bad("llm_temperature", "must be in [0, 2]");
         }
-        Ok(())
+        self.sizing.validate()
     }
 
     /// The part of the configuration that decides the output (not the interpreter path nor

@@ -49,6 +49,24 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The journal of finished rows (`probes.partial.jsonl`) cannot be read or written.
+    #[error("probe journal {}: {source}", path.display())]
+    Journal {
+        /// The journal.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A line of the journal that is not a row (and not the last one, which a kill may cut).
+    #[error("probe journal {} line {line}: {message}; remove the file to probe its modules again", path.display())]
+    JournalLine {
+        /// The journal.
+        path: PathBuf,
+        /// The line number (1 is the header).
+        line: usize,
+        /// The parse error.
+        message: String,
+    },
     /// A missing `modules.parquet`, or table or report I/O (the stage contract's errors).
     #[error(transparent)]
     Core(#[from] ksmith_core::Error),

@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod error;
+pub mod journal;
 pub mod llm_repair;
 pub mod pool;
 pub mod protocol;
@@ -30,6 +31,7 @@ pub mod rows;
 pub mod runtime;
 pub mod worker;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -42,14 +44,14 @@ use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
 
-pub use config::ProbeConfig;
+pub use config::{ProbeConfig, SizingConfig};
 pub use error::Error;
 pub use pool::PoolOutput;
 
 /// The stage's name.
 pub const STAGE: &str = "probe";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 1;
+pub const CODE_VERSION: u32 = 2;
 
 /// Probes `modules.parquet` into `probes.parquet` without LLM repair.
 pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {
@@ -76,15 +78,28 @@ pub fn run_with_chat(
             }
             let modules: Vec<ModuleRow> = read_table(&input)?;
             run.report.rows_read = modules.len() as u64;
-            let output = probe_table(&modules, cfg, chat, &key, ctx, &mut run.report)?;
+            let (journal, resumed) = journal::Journal::open(&ctx.workdir, &key)?;
+            let output = probe_table(
+                &modules,
+                cfg,
+                chat,
+                &key,
+                ctx,
+                &mut run.report,
+                &journal,
+                resumed,
+            )?;
             write_table(&out, &output.rows, run.fingerprint())?;
             reuse::save_key(&ctx.workdir, &key)?;
+            journal.finish()?;
             run.report.rows_written = output.rows.len() as u64;
             Ok(())
         })
 }
 
-/// Probes the runnable modules of `modules` that have no reusable row, and counts the rows.
+/// Probes the runnable modules of `modules` that have no reusable row (from the last run or
+/// from the `journal` of an interrupted one, `resumed`), and counts the rows.
+#[allow(clippy::too_many_arguments)]
 fn probe_table(
     modules: &[ModuleRow],
     cfg: &ProbeConfig,
@@ -92,6 +107,8 @@ fn probe_table(
     key: &str,
     ctx: &StageContext,
     report: &mut StageReport,
+    journal: &journal::Journal,
+    resumed: HashMap<String, ProbeRow>,
 ) -> Result<PoolOutput, Error> {
     let todo: Vec<&ModuleRow> = modules
         .iter()
@@ -101,25 +118,34 @@ fn probe_table(
         "modules_without_program",
         (modules.len() - todo.len()) as u64,
     );
-    // Modules probed before with the same program, config and runner keep their row.
-    let previous = if ctx.force {
-        Default::default()
+    // Modules probed before with the same program, config and runner keep their row; so do
+    // those an interrupted run of this configuration finished (its journal).
+    let mut previous = if ctx.force {
+        HashMap::new()
     } else {
         reuse::previous_rows(&ctx.workdir, key)
     };
+    let resumed_count = todo.iter().filter(|m| resumed.contains_key(&m.id)).count();
+    previous.extend(resumed);
     let fresh: Vec<&ModuleRow> = todo
         .iter()
         .copied()
         .filter(|m| !previous.contains_key(&m.id))
         .collect();
-    report.count("reused", (todo.len() - fresh.len()) as u64);
+    report.count("resumed", resumed_count as u64);
+    report.count(
+        "reused",
+        (todo.len() - fresh.len()).saturating_sub(resumed_count) as u64,
+    );
     let tracker = ctx.tracker(STAGE, Some(fresh.len() as u64));
     let workers = if cfg.workers == 0 {
         ctx.threads
     } else {
         cfg.workers
     };
-    let mut output = probe_programs(&fresh, cfg, workers, chat, &tracker)?;
+    let mut output = probe_programs_with(&fresh, cfg, workers, chat, &tracker, &|row| {
+        journal.append(row)
+    })?;
     tracker.finish();
     output.rows = reuse::merge(&todo, &previous, output.rows);
     if let Some(hello) = &output.hello {
@@ -138,10 +164,19 @@ fn probe_table(
         } else if !row.repair_steps.is_empty() {
             report.count("repaired", 1);
         }
+        if let Some(size) = row.size_status {
+            report.count(&format!("size_{}", size.as_str()), 1);
+        }
+        if let Some(code) = row.size_reason_code {
+            report.count(&format!("size_reason/{}", code.as_str()), 1);
+        }
+        report.count("size_trials", u64::from(row.size_trials));
         report.count("attempts", u64::from(row.attempts));
         report.count("cpu_ms", row.cpu_time_ms as u64);
     }
     report.count("workers_started", output.workers_started);
+    report.count("setup_cpu_ms", output.setup_cpu_ms);
+    report.count("runner_cpu_ms", output.runner_cpu_ms);
     report.count("llm_asked", output.llm_asked);
     report.count("llm_fixed", output.llm_fixed);
     report.count("requeued", output.requeued);
@@ -157,21 +192,40 @@ pub fn probe_programs(
     chat: Option<&dyn ChatClient>,
     tracker: &Tracker,
 ) -> Result<PoolOutput, Error> {
+    probe_programs_with(modules, cfg, workers, chat, tracker, &|_| Ok(()))
+}
+
+/// [`probe_programs`], handing each row to `finished` as soon as its module is done (the
+/// stage journals it); an error of `finished` stops the run.
+pub fn probe_programs_with(
+    modules: &[&ModuleRow],
+    cfg: &ProbeConfig,
+    workers: usize,
+    chat: Option<&dyn ChatClient>,
+    tracker: &Tracker,
+    finished: pool::Finished<'_>,
+) -> Result<PoolOutput, Error> {
+    let runtime = runtime::Runtime::create()?;
+    probe_programs_in(&runtime, modules, cfg, workers, chat, tracker, finished)
+}
+
+/// [`probe_programs_with`] with the runner of `runtime` (the benchmark's older runner).
+pub fn probe_programs_in(
+    runtime: &runtime::Runtime,
+    modules: &[&ModuleRow],
+    cfg: &ProbeConfig,
+    workers: usize,
+    chat: Option<&dyn ChatClient>,
+    tracker: &Tracker,
+    finished: pool::Finished<'_>,
+) -> Result<PoolOutput, Error> {
     cfg.validate()?;
     if modules.is_empty() {
-        return Ok(PoolOutput {
-            rows: Vec::new(),
-            workers_started: 0,
-            hello: None,
-            llm_asked: 0,
-            llm_fixed: 0,
-            requeued: 0,
-        });
+        return Ok(PoolOutput::default());
     }
     let configured = (!cfg.python.is_empty()).then(|| Path::new(&cfg.python));
     let python = resolve_python(configured).map_err(Error::Python)?;
     worker::check_interpreter(&python)?;
-    let runtime = runtime::Runtime::create()?;
     let spec = worker::WorkerSpec {
         python,
         python_path: runtime.python_path(),
@@ -182,8 +236,8 @@ pub fn probe_programs(
     };
     let workers = workers.clamp(1, modules.len());
     if cfg.ray_address.is_empty() {
-        pool::probe_all(modules, cfg, &spec, workers, chat, tracker)
+        pool::probe_all(modules, cfg, &spec, workers, chat, tracker, finished)
     } else {
-        ray::probe_all(modules, cfg, &spec, workers, chat, tracker)
+        ray::probe_all(modules, cfg, &spec, workers, chat, tracker, finished)
     }
 }

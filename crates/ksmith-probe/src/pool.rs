@@ -6,7 +6,7 @@
 //! cannot start at all stops the run with [`Error::WorkerStart`] (a broken environment).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ksmith_core::chat::ChatClient;
@@ -21,7 +21,7 @@ use crate::rows::{self, RunnerFault};
 use crate::worker::{Worker, WorkerSpec};
 
 /// What a pool run produced.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct PoolOutput {
     /// One row per module, in input order.
     pub rows: Vec<ProbeRow>,
@@ -35,6 +35,21 @@ pub struct PoolOutput {
     pub llm_fixed: u64,
     /// Modules run again because their Ray actor died (0 for local workers).
     pub requeued: u64,
+    /// CPU time of setting children up and tearing them down (fork, confinement,
+    /// copy-on-write faults, exit; the worker's share included), ms.
+    pub setup_cpu_ms: u64,
+    /// CPU time of the runner's work on the modules (repair, verification, sizing), ms.
+    pub runner_cpu_ms: u64,
+}
+
+/// What the pool's threads share besides the queue: the workers started, the first hello and
+/// the CPU time sums.
+#[derive(Default)]
+struct Shared {
+    started: AtomicUsize,
+    hello: Mutex<Option<Hello>>,
+    setup_us: AtomicU64,
+    runner_us: AtomicU64,
 }
 
 /// The request for one module.
@@ -55,10 +70,20 @@ pub fn request_for(
         restarts: cfg.restarts,
         output_cap_bytes: cfg.output_cap_bytes,
         r#override: over,
+        sizing: cfg.sizing.enabled.then(|| cfg.sizing.clone()),
     }
 }
 
-/// Probes `modules` (each must have a program) with `workers` worker processes.
+/// A response's CPU milliseconds as whole microseconds (none or negative: 0).
+pub(crate) fn cpu_us(ms: Option<f64>) -> u64 {
+    (ms.unwrap_or(0.0).max(0.0) * 1000.0) as u64
+}
+
+/// Called with each row as soon as its module is done (from the worker's thread).
+pub type Finished<'a> = &'a (dyn Fn(&ProbeRow) -> Result<(), Error> + Sync);
+
+/// Probes `modules` (each must have a program) with `workers` worker processes, handing each
+/// row to `finished` when it is done.
 pub fn probe_all(
     modules: &[&ModuleRow],
     cfg: &ProbeConfig,
@@ -66,13 +91,13 @@ pub fn probe_all(
     workers: usize,
     chat: Option<&dyn ChatClient>,
     tracker: &Tracker,
+    finished: Finished<'_>,
 ) -> Result<PoolOutput, Error> {
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
     let results: Vec<Mutex<Option<ProbeRow>>> = modules.iter().map(|_| Mutex::new(None)).collect();
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
-    let hello: Mutex<Option<Hello>> = Mutex::new(None);
-    let started = AtomicUsize::new(0);
+    let shared = Shared::default();
     let llm_asked = AtomicUsize::new(0);
     let llm_fixed = AtomicUsize::new(0);
     let chat = if cfg.llm_repair { chat } else { None };
@@ -96,8 +121,7 @@ pub fn probe_all(
                         cfg,
                         None,
                         deadline,
-                        &started,
-                        &hello,
+                        &shared,
                     ) {
                         Ok(row) => row,
                         Err(e) => {
@@ -120,8 +144,7 @@ pub fn probe_all(
                                 &row,
                                 chat,
                                 deadline,
-                                &started,
-                                &hello,
+                                &shared,
                             ) {
                                 Ok(new_row) => {
                                     if new_row.status == ProbeStatus::Ok {
@@ -138,6 +161,13 @@ pub fn probe_all(
                                 }
                             }
                         }
+                    }
+                    if let Err(e) = finished(&row) {
+                        abort.store(true, Ordering::SeqCst);
+                        if let Ok(mut slot) = first_error.lock() {
+                            slot.get_or_insert(e);
+                        }
+                        break;
                     }
                     if let Ok(mut slot) = results[i].lock() {
                         *slot = Some(row);
@@ -166,11 +196,13 @@ pub fn probe_all(
         .collect();
     Ok(PoolOutput {
         rows,
-        workers_started: started.load(Ordering::SeqCst) as u64,
-        hello: hello.into_inner().ok().flatten(),
+        workers_started: shared.started.load(Ordering::SeqCst) as u64,
+        hello: shared.hello.into_inner().ok().flatten(),
         llm_asked: llm_asked.load(Ordering::SeqCst) as u64,
         llm_fixed: llm_fixed.load(Ordering::SeqCst) as u64,
         requeued: 0,
+        setup_cpu_ms: shared.setup_us.load(Ordering::SeqCst) / 1000,
+        runner_cpu_ms: shared.runner_us.load(Ordering::SeqCst) / 1000,
     })
 }
 
@@ -183,13 +215,12 @@ fn probe_one(
     cfg: &ProbeConfig,
     over: Option<String>,
     deadline: Duration,
-    started: &AtomicUsize,
-    hello: &Mutex<Option<Hello>>,
+    shared: &Shared,
 ) -> Result<ProbeRow, Error> {
     if worker.is_none() {
         let w = Worker::start(spec)?;
-        started.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut h) = hello.lock() {
+        shared.started.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut h) = shared.hello.lock() {
             h.get_or_insert_with(|| w.hello.clone());
         }
         *worker = Some(w);
@@ -199,7 +230,15 @@ fn probe_one(
     };
     let request = request_for(module, program, cfg, over);
     Ok(match w.probe(&request, deadline) {
-        Ok(response) => rows::from_response(module, response),
+        Ok(response) => {
+            shared
+                .setup_us
+                .fetch_add(cpu_us(response.setup_cpu_ms), Ordering::SeqCst);
+            shared
+                .runner_us
+                .fetch_add(cpu_us(response.runner_cpu_ms), Ordering::SeqCst);
+            rows::from_response(module, response)
+        }
         Err(failure) => {
             *worker = None;
             rows::from_failure(module, failure, deadline)
@@ -217,8 +256,7 @@ fn llm_attempt(
     failed: &ProbeRow,
     chat: &dyn ChatClient,
     deadline: Duration,
-    started: &AtomicUsize,
-    hello: &Mutex<Option<Hello>>,
+    shared: &Shared,
 ) -> Result<ProbeRow, Error> {
     let code = match llm_repair::ask(program, failed, cfg, chat) {
         Ok(code) => code,
@@ -232,8 +270,7 @@ fn llm_attempt(
         cfg,
         Some(code),
         deadline,
-        started,
-        hello,
+        shared,
     )?;
     Ok(llm_repair::merge(failed, row))
 }

@@ -31,6 +31,8 @@ pub struct Request {
     pub output_cap_bytes: u64,
     /// New `get_inputs`/`get_init_inputs` definitions replacing the program's (LLM repair).
     pub r#override: Option<String>,
+    /// The sizing step's targets (`[probe.sizing]`); none: no sizing.
+    pub sizing: Option<crate::config::SizingConfig>,
 }
 
 /// The worker's first line.
@@ -100,6 +102,13 @@ pub struct Response {
     /// CPU time of the module's processes, ms.
     #[serde(default)]
     pub cpu_time_ms: Option<f64>,
+    /// CPU time of the runner's own work on the module (repair, verification, sizing), ms.
+    #[serde(default)]
+    pub runner_cpu_ms: Option<f64>,
+    /// CPU time of setting the module's child up and tearing it down (the rest of
+    /// `cpu_time_ms`, plus the worker's own time for the child), ms.
+    #[serde(default)]
+    pub setup_cpu_ms: Option<f64>,
     /// Repairs applied.
     #[serde(default)]
     pub repair_steps: Vec<String>,
@@ -118,4 +127,40 @@ pub struct Response {
     /// The same operators in the order they ran.
     #[serde(default)]
     pub aten_trace: Vec<String>,
+    /// The failed attempts, one line each.
+    #[serde(default)]
+    pub attempt_log: Vec<String>,
+    /// `sized`, `below_target` or `unsizable`.
+    #[serde(default)]
+    pub size_status: Option<String>,
+    /// `code: words`.
+    #[serde(default)]
+    pub size_reason: Option<String>,
+    /// The chosen sizes (a JSON object).
+    #[serde(default)]
+    pub sizes: Option<String>,
+    /// Alternate size sets (a JSON list of objects).
+    #[serde(default)]
+    pub alt_sizes: Option<String>,
+    /// `meta` or `cpu`.
+    #[serde(default)]
+    pub sized_on: Option<String>,
+    /// Trial runs of the sizing step.
+    #[serde(default)]
+    pub size_trials: u32,
+    /// FLOPs of one forward call at the chosen sizes.
+    #[serde(default)]
+    pub est_flops: Option<f64>,
+    /// Bytes moved by that call.
+    #[serde(default)]
+    pub est_bytes: Option<f64>,
+    /// Bytes of parameters and buffers.
+    #[serde(default)]
+    pub param_bytes: Option<u64>,
+    /// Peak tensor bytes of that call.
+    #[serde(default)]
+    pub peak_bytes: Option<u64>,
+    /// Estimated eager time on the reference GPU, ms.
+    #[serde(default)]
+    pub est_ms: Option<f64>,
 }

@@ -20,7 +20,7 @@ use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
 use crate::config::ProbeConfig;
 use crate::error::Error;
 use crate::llm_repair;
-use crate::pool::{PoolOutput, request_for};
+use crate::pool::{Finished, PoolOutput, cpu_us, request_for};
 use crate::rows;
 use crate::worker::{Worker, WorkerFailure, WorkerSpec};
 
@@ -43,6 +43,7 @@ pub fn probe_all(
     workers: usize,
     chat: Option<&dyn ChatClient>,
     tracker: &Tracker,
+    finished: Finished<'_>,
 ) -> Result<PoolOutput, Error> {
     let chat = if cfg.llm_repair { chat } else { None };
     let deadline = Duration::from_secs_f64(cfg.timeout_s + cfg.watchdog_grace_s);
@@ -68,6 +69,7 @@ pub fn probe_all(
     let mut in_flight = 0usize;
     let mut results: Vec<Option<ProbeRow>> = vec![None; modules.len()];
     let (mut llm_asked, mut llm_fixed) = (0u64, 0u64);
+    let (mut setup_us, mut runner_us) = (0u64, 0u64);
     while in_flight > 0 || !waiting.is_empty() {
         while in_flight < actors * WINDOW_PER_ACTOR {
             let Some((i, over, purpose)) = waiting.pop_front() else {
@@ -102,6 +104,8 @@ pub fn probe_all(
         };
         in_flight -= 1;
         let module = modules[i];
+        setup_us += cpu_us(response.setup_cpu_ms);
+        runner_us += cpu_us(response.runner_cpu_ms);
         let row = match response.kind.as_str() {
             "result" => rows::from_response(module, response),
             "fault" => rows::from_failure(module, fault_of(&response), deadline),
@@ -134,6 +138,7 @@ pub fn probe_all(
             }
             (Purpose::First, _) => row,
         };
+        finished(&row)?;
         results[i] = Some(row);
         tracker.inc(1);
     }
@@ -159,6 +164,8 @@ pub fn probe_all(
         llm_asked,
         llm_fixed,
         requeued,
+        setup_cpu_ms: setup_us / 1000,
+        runner_cpu_ms: runner_us / 1000,
     })
 }
 

@@ -1,8 +1,8 @@
 //! From worker responses (or their absence) to `ProbeRow`s.
 
-use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus};
-
 use std::time::Duration;
+
+use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus};
 
 use crate::protocol::Response;
 use crate::worker::WorkerFailure;
@@ -38,11 +38,9 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
             ),
         };
     let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
+    let size_status = r.size_status.as_deref().and_then(SizeStatus::parse);
+    let size_reason_code = r.size_reason.as_deref().map(reason_code);
     ProbeRow {
-        module_id: module.id.clone(),
-        repo: module.repo.clone(),
-        class_name: module.class_name.clone(),
-        status,
         error_class,
         error_message,
         program: if runs { r.program } else { None },
@@ -59,6 +57,20 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
                 .collect()
         }),
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
+        attempt_log: r.attempt_log,
+        size_status,
+        size_reason_code,
+        size_reason: r.size_reason,
+        sizes: r.sizes.unwrap_or_else(|| "{}".into()),
+        alt_sizes: r.alt_sizes.unwrap_or_else(|| "[]".into()),
+        sized_on: r.sized_on,
+        size_trials: r.size_trials,
+        est_flops: r.est_flops,
+        est_bytes: r.est_bytes,
+        param_bytes: r.param_bytes,
+        peak_bytes: r.peak_bytes,
+        est_ms: r.est_ms,
+        ..ProbeRow::empty(&module.id, &module.repo, &module.class_name, status)
     }
 }
 
@@ -83,6 +95,12 @@ pub fn from_failure(module: &ModuleRow, failure: WorkerFailure, deadline: Durati
     }
 }
 
+/// The code of a sizing reason (`code: words`); a code outside the vocabulary is `error`.
+fn reason_code(reason: &str) -> SizeReason {
+    let code = reason.split(':').next().unwrap_or_default().trim();
+    SizeReason::parse(code).unwrap_or(SizeReason::Error)
+}
+
 /// The row of a module that got no response (the worker hung or died).
 pub fn without_response(
     module: &ModuleRow,
@@ -91,44 +109,19 @@ pub fn without_response(
     message: String,
 ) -> ProbeRow {
     ProbeRow {
-        module_id: module.id.clone(),
-        repo: module.repo.clone(),
-        class_name: module.class_name.clone(),
-        status,
         error_class: Some(fault.as_str().to_string()),
         error_message: Some(message),
-        program: None,
-        output_shapes: Vec::new(),
-        output_dtypes: Vec::new(),
-        param_count: None,
-        forward_ms: None,
-        cpu_time_ms: 0.0,
-        repair_steps: Vec::new(),
-        attempts: 0,
-        aten_ops: None,
-        aten_trace: Vec::new(),
+        ..ProbeRow::empty(&module.id, &module.repo, &module.class_name, status)
     }
 }
 
 #[cfg(test)]
 pub(crate) fn failed_row_for_tests() -> ProbeRow {
     ProbeRow {
-        module_id: "m".into(),
-        repo: "r".into(),
-        class_name: "C".into(),
-        status: ProbeStatus::Failed,
         error_class: Some("RuntimeError".into()),
         error_message: Some("boom".into()),
-        program: None,
-        output_shapes: vec![],
-        output_dtypes: vec![],
-        param_count: None,
-        forward_ms: None,
-        cpu_time_ms: 0.0,
-        repair_steps: vec![],
         attempts: 1,
-        aten_ops: None,
-        aten_trace: vec![],
+        ..ProbeRow::empty("m", "r", "C", ProbeStatus::Failed)
     }
 }
 
@@ -149,6 +142,81 @@ mod tests {
             assert_eq!(ProbeStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(ProbeStatus::parse("fine"), None);
+    }
+
+    /// The sizing outcomes and reasons the runner answers are exactly `SizeStatus` and
+    /// `SizeReason` (`python/ksmith/verdicts.json`; a Python test checks the runner against it).
+    #[test]
+    fn size_names_are_the_python_vocabulary() {
+        use ksmith_core::vocabulary::Vocabulary;
+
+        let shared: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(include_str!("../../../python/ksmith/verdicts.json")).unwrap();
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let names = |v: Vec<&str>| sorted(v.into_iter().map(String::from).collect());
+        assert_eq!(
+            sorted(shared["size_status"].clone()),
+            names(SizeStatus::names())
+        );
+        assert_eq!(
+            sorted(shared["size_reason"].clone()),
+            names(SizeReason::names())
+        );
+    }
+
+    #[test]
+    fn a_sizing_answer_becomes_typed_fields() {
+        let module = ksmith_core::tables::ModuleRow {
+            id: "m".into(),
+            repo: "r".into(),
+            commit: "0".repeat(40),
+            path: "p.py".into(),
+            class_name: "C".into(),
+            line: 1,
+            status: ksmith_core::tables::ModuleStatus::Ok,
+            reason: None,
+            reason_code: None,
+            lines: 1,
+            program: Some("x".into()),
+            deps: vec![],
+            imports: vec![],
+            license: None,
+            stars: None,
+        };
+        let answer = |extra: &str| -> Response {
+            serde_json::from_str(&format!(
+                r#"{{"v": 1, "type": "result", "id": "m", "status": "ok", "program": "p"{extra}}}"#
+            ))
+            .unwrap()
+        };
+        let row = from_response(
+            &module,
+            answer(
+                r#", "size_status": "below_target", "size_reason": "below_target: 0.1 GFLOP",
+                "sizes": "{\"n\": 8}", "alt_sizes": "[{\"n\": 4}]", "est_ms": 0.5"#,
+            ),
+        );
+        assert_eq!(row.size_status, Some(SizeStatus::BelowTarget));
+        assert_eq!(row.size_reason_code, Some(SizeReason::BelowTarget));
+        assert_eq!(
+            (row.sizes.as_str(), row.alt_sizes.as_str()),
+            (r#"{"n": 8}"#, r#"[{"n": 4}]"#)
+        );
+        assert_eq!(row.est_ms, Some(0.5));
+        // No sizing: empty sets, no status; a code outside the vocabulary is `error`.
+        let row = from_response(&module, answer(""));
+        assert_eq!(
+            (row.size_status, row.sizes.as_str(), row.alt_sizes.as_str()),
+            (None, "{}", "[]")
+        );
+        let row = from_response(
+            &module,
+            answer(r#", "size_status": "unsizable", "size_reason": "gremlins: x""#),
+        );
+        assert_eq!(row.size_reason_code, Some(SizeReason::Error));
     }
 
     /// The statuses the Python runner answers (`python/ksmith/verdicts.json`; a Python test

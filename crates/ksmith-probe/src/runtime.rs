@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
+/// The start of a runtime directory's name; the creating process id follows.
+const PREFIX: &str = "ksmith-probe-";
+
 /// The runner's files, relative to the runtime directory.
 pub const FILES: &[(&str, &str)] = &[
     (
@@ -47,6 +50,18 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/worker.py",
         include_str!("../../../python/ksmith/probe/worker.py"),
     ),
+    (
+        "ksmith/probe/work.py",
+        include_str!("../../../python/ksmith/probe/work.py"),
+    ),
+    (
+        "ksmith/probe/sizing.py",
+        include_str!("../../../python/ksmith/probe/sizing.py"),
+    ),
+    (
+        "ksmith/probe/constants.py",
+        include_str!("../../../python/ksmith/probe/constants.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing
@@ -78,17 +93,33 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Creates a fresh runtime directory under the system temporary directory.
+    /// Creates a fresh runtime directory under the system temporary directory holding the
+    /// embedded runner and the Ray driver, after removing those of probe processes that no longer run (killed
+    /// before they could clean up).
     pub fn create() -> Result<Runtime, Error> {
+        Runtime::with_files(
+            all_files()
+                .chain(std::iter::once(&RAY_DRIVER))
+                .map(|(rel, text)| (*rel, *text)),
+        )
+    }
+
+    /// [`Runtime::create`] with other runner files (`ksmith/...` paths and their text): the
+    /// benchmark runs the runner of an older commit with them.
+    pub fn with_files<'a>(
+        files: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Runtime, Error> {
         let base = std::env::temp_dir();
+        remove_stale(&base);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let root = base.join(format!("ksmith-probe-{}-{nanos}", std::process::id()));
+        let root = base.join(format!("{PREFIX}{}-{nanos}", std::process::id()));
         make_private_dir(&root)?;
-        for (rel, text) in all_files().chain(std::iter::once(&RAY_DRIVER)) {
-            let path = root.join("py").join(rel);
+        let runtime = Runtime { root };
+        for (rel, text) in files {
+            let path = runtime.python_path().join(rel);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {
                     path: parent.to_path_buf(),
@@ -97,9 +128,9 @@ impl Runtime {
             }
             std::fs::write(&path, text).map_err(|source| Error::Runtime { path, source })?;
         }
-        let tmp = root.join("tmp");
+        let tmp = runtime.tmp_root();
         std::fs::create_dir_all(&tmp).map_err(|source| Error::Runtime { path: tmp, source })?;
-        Ok(Runtime { root })
+        Ok(runtime)
     }
 
     /// The folder to put on `PYTHONPATH`.
@@ -122,6 +153,27 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The process that made a runtime directory, from its name (`ksmith-probe-<pid>-<nanos>`).
+fn owner(name: &str) -> Option<u32> {
+    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+}
+
+/// Removes the runtime directories under `base` whose process is gone (a `kill -9` leaves its
+/// directory behind; the next run cleans it).
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = owner(&name)
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -152,6 +204,25 @@ mod tests {
         assert!(rt.tmp_root().is_dir());
         drop(rt);
         assert!(!root.exists());
+    }
+
+    #[test]
+    fn directories_of_dead_processes_are_removed() {
+        let base = tempfile::tempdir().unwrap();
+        // A pid above the kernel's maximum (4194304) never runs.
+        let dead = base.path().join(format!("{PREFIX}4194305-1"));
+        let alive = base
+            .path()
+            .join(format!("{PREFIX}{}-1", std::process::id()));
+        let other = base.path().join("something-else");
+        for d in [&dead, &alive, &other] {
+            std::fs::create_dir_all(d.join("py")).unwrap();
+        }
+        remove_stale(base.path());
+        assert!(!dead.exists());
+        assert!(alive.exists() && other.exists());
+        assert_eq!(owner("ksmith-probe-12-34"), Some(12));
+        assert_eq!(owner("ksmith-bench-12"), None);
     }
 
     /// A module added to the runner package but not embedded would only fail at run time.

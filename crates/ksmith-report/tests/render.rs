@@ -92,22 +92,14 @@ fn write_workdir(dir: &Path) {
     let probes: Vec<ProbeRow> = modules
         .iter()
         .map(|m| ProbeRow {
-            module_id: m.id.clone(),
-            repo: "r".into(),
-            class_name: m.class_name.clone(),
-            status: ProbeStatus::Ok,
-            error_class: None,
-            error_message: None,
             program: m.program.clone(),
             output_shapes: vec!["[4]".into()],
             output_dtypes: vec!["torch.float32".into()],
             param_count: Some(1),
             forward_ms: Some(1.0),
             cpu_time_ms: 1.0,
-            repair_steps: vec![],
             attempts: 1,
-            aten_ops: None,
-            aten_trace: vec![],
+            ..ProbeRow::empty(&m.id, "r", &m.class_name, ProbeStatus::Ok)
         })
         .collect();
     write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();
@@ -147,6 +139,7 @@ fn write_workdir(dir: &Path) {
             cluster: i,
             license: None,
             selected_as: "center".into(),
+            alt_sizes: "[]".into(),
         })
         .collect();
     write_table(&TaskRow::path_in(dir), &tasks, "fp").unwrap();

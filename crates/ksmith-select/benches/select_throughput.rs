@@ -41,6 +41,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
                 cluster: (task % 97) as i32 - 1,
                 license: None,
                 selected_as: "all".into(),
+                alt_sizes: "[]".into(),
             });
         }
         // A pseudo-random but fixed speedup trajectory; a third of the steps fail.

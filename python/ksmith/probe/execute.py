@@ -28,14 +28,19 @@ import re
 import sys
 import time
 import traceback
+import types
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import guesses as G
-from .program import empty_marker, find_function, init_source, inputs_source, replace_functions
+from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
 from .result import empty_result
 from .rules import Failure, propose
+from .work import flatten_outputs
 
 PROGRAM_FILE = "<ksmith-program>"
+PROGRAM_MODULE = "__ksmith_program__"
 MESSAGE_LIMIT = 2000
 OOM_RE = re.compile(r"can't allocate memory|out of memory|Cannot allocate memory|MemoryError|std::bad_alloc")
 
@@ -60,10 +65,18 @@ def seed_all(seed: int, torch) -> None:
 
 
 def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
-    """Executes the program text in a fresh namespace, with its lines available to tracebacks."""
+    """Executes the program text in a fresh module, with its lines available to tracebacks.
+
+    The module is registered in ``sys.modules`` under its ``__name__`` (replacing the previous
+    program's) as an imported file would be: ``dataclasses``, ``typing`` and ``pickle`` look a
+    class's module up there (a ``@dataclass`` with string annotations fails without it).
+    """
     linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
     code = compile(text, name, "exec")
-    namespace: dict[str, Any] = {"__name__": "__ksmith_program__", "__file__": name}
+    module = types.ModuleType(PROGRAM_MODULE)
+    module.__file__ = name
+    sys.modules[PROGRAM_MODULE] = module
+    namespace: dict[str, Any] = module.__dict__
     exec(code, namespace)  # noqa: S102 - this is the point of the sandboxed child
     return namespace
 
@@ -90,19 +103,6 @@ def failure_of(exc: BaseException, phase: str) -> Failure:
     if isinstance(exc, MemoryError) and not message:
         message = "MemoryError: cannot allocate memory"
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
-
-
-def flatten_outputs(value, torch, out: list) -> list:
-    """Every tensor in a (nested) output, in order."""
-    if isinstance(value, torch.Tensor):
-        out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            flatten_outputs(v, torch, out)
-    elif isinstance(value, dict):
-        for k in value:
-            flatten_outputs(value[k], torch, out)
-    return out
 
 
 def same_outputs(a: list, b: list, torch) -> bool:
@@ -144,6 +144,48 @@ def _required(params) -> list[str]:
     ]
 
 
+HISTORY_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One failed attempt of the repair search."""
+
+    generation: int  # 0: the program's own inputs; 1, 2: the 2-D and 3-D restarts
+    steps: list[str]  # the repairs that led to it
+    failure: Failure
+    dead_end: bool  # no rule proposed anything for it
+
+    def line(self) -> str:
+        after = f" (after {self.steps[-1]})" if self.steps else ""
+        message = " ".join(self.failure.message.split())[:240]
+        return f"g{self.generation} {self.failure.phase} {self.failure.exc_class}: {message}{after}"
+
+
+def root_cause(history: list[Attempt]) -> Attempt | None:
+    """The failure that explains why a program does not run.
+
+    The restarts guess every tensor input anew (2-D, then 3-D), so their errors mostly say what
+    the guess broke ("not enough values to unpack"), not what the program needs; the search with
+    the program's own inputs says that. So: the first dead end (a failure no rule could do
+    anything about) reached with the program's own inputs; else the deepest failure reached with
+    them (the most repairs applied, the first of those); else the first dead end of a restart;
+    else the last failure.
+    """
+    if not history:
+        return None
+    own = [a for a in history if a.generation == 0]
+    for a in own:
+        if a.dead_end:
+            return a
+    if own:
+        return max(own, key=lambda a: (len(a.steps), -own.index(a)))
+    for a in history:
+        if a.dead_end:
+            return a
+    return history[-1]
+
+
 class Probe:
     """One program in the sandboxed child."""
 
@@ -163,6 +205,12 @@ class Probe:
         self.inputs_form = "list"
         self.last_success = None
         self.fresh = None
+        self.history: list[Attempt] = []
+        self._configs: tuple[tuple[str, frozenset[str]], ...] | None = None
+        self.last_attempt_s = 0.0  # wall time of the successful attempt
+        #: A `work.WorkMode` class: attempts measure their forward (`last_work`) for sizing.
+        self.work_mode = None
+        self.last_work = None
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -219,36 +267,84 @@ class Probe:
         raw = self.ns[name]()
         return [raw] if form == "single" else raw
 
+    def original_inputs(self):
+        """What the program's own ``get_inputs()`` returns (seeded), as a list; None when it fails."""
+        seed_all(self.seed, self.torch)
+        return self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
+
+    def build(self, state, phases: list[str] | None = None):
+        """The model and inputs of a state (seeded); ``phases`` gets each phase as it starts."""
+        torch = self.torch
+        init, forward = state
+        phases = phases if phases is not None else []
+        phases.append("init_inputs")
+        seed_all(self.seed, torch)
+        # The original functions are always called (when they work), so an attempt
+        # consumes the random generator exactly like the program run as it stands.
+        orig = self._original("get_init_inputs", self.init_original_ok)
+        args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
+        kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
+        phases.append("init")
+        model = self.ns["Model"](*args, **kwargs)
+        phases.append("inputs")
+        orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
+        inputs = [G.materialize(a.guess, torch, self.ns, orig) for a in forward]
+        return model, inputs
+
     def attempt(self, state):
         """Runs one state: returns ``(True, outputs)`` or ``(False, Failure)``."""
         torch = self.torch
         self.attempts += 1
-        init, forward = state
+        started = time.monotonic()
+        phases: list[str] = []
         phase = "init_inputs"
         try:
-            seed_all(self.seed, torch)
-            # The original functions are always called (when they work), so an attempt
-            # consumes the random generator exactly like the program run as it stands.
-            orig = self._original("get_init_inputs", self.init_original_ok)
-            args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
-            kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
-            phase = "init"
-            model = self.ns["Model"](*args, **kwargs)
-            phase = "inputs"
-            orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
-            inputs = [G.materialize(a.guess, torch, self.ns, orig) for a in forward]
+            model, inputs = self.build(state, phases)
             phase = "forward"
-            with torch.no_grad():
-                out = model(*inputs)
+            if self.work_mode is not None:
+                from .work import measure
+
+                out, self.last_work = measure(model, inputs, torch, self.work_mode)
+            else:
+                with torch.no_grad():
+                    out = model(*inputs)
         except ProbeTimeout:
             raise
         except BaseException as exc:  # noqa: BLE001 - every module error is data, SystemExit too
-            return False, failure_of(exc, phase)
+            failure = failure_of(exc, phase if phase == "forward" else phases[-1])
+            if "object has no attribute" in failure.message:
+                failure = replace(failure, configs=self.config_classes())
+            return False, failure
         tensors = flatten_outputs(out, torch, [])
         if not tensors:
             return False, Failure("output", "NoTensorOutput", f"forward returned no tensor (got {type(out).__name__})")
         self.last_success = (tensors, model)
+        self.last_attempt_s = time.monotonic() - started
         return True, tensors
+
+    def config_classes(self) -> tuple[tuple[str, frozenset[str]], ...]:
+        """The program's classes that build with no argument and are not modules (config objects),
+        with the attributes of an instance; computed once."""
+        if self._configs is None:
+            found = []
+            module = self.torch.nn.Module
+            for name, obj in list(self.ns.items()):
+                if (
+                    not isinstance(obj, type)
+                    or getattr(obj, "__module__", None) != "__ksmith_program__"
+                    or issubclass(obj, (module, BaseException))
+                ):
+                    continue
+                try:
+                    instance = obj()
+                except ProbeTimeout:
+                    raise
+                except BaseException:  # noqa: BLE001 - not a config object
+                    continue
+                attrs = set(getattr(instance, "__dict__", {})) | {a for a in dir(obj) if not a.startswith("_")}
+                found.append((name, frozenset(attrs)))
+            self._configs = tuple(found)
+        return self._configs
 
     # --- the search ---------------------------------------------------------------------------
 
@@ -263,10 +359,11 @@ class Probe:
         return (state[0], forward)
 
     def search(self, initial):
-        """Returns ``(state, steps, None)`` on success or ``(None, steps, last_failure)``."""
+        """Runs the repair search. Returns ``(state, steps, None)`` on success or ``(None, steps,
+        root)`` with the root cause (:func:`root_cause`) and the steps that led to it; every
+        failed attempt is in ``self.history`` (:meth:`history_lines`)."""
         tried = set()
-        last: Failure | None = None
-        best_steps: list[str] = []
+        self.history = []
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
@@ -284,25 +381,32 @@ class Probe:
                 ok, result = self.attempt(state)
                 if ok:
                     return state, steps, None
-                last = result
-                best_steps = steps
                 fixes = propose(result, state)
+                self.history.append(Attempt(generation, steps, result, not fixes))
                 if fixes:
                     frontier.append([(f.state, steps + [f.step]) for f in fixes])
-        return None, best_steps, last
+        root = root_cause(self.history)
+        return None, (root.steps if root else []), (root.failure if root else None)
+
+    def history_lines(self) -> list[str]:
+        """The failed attempts in order, one line each (at most ``HISTORY_LIMIT``)."""
+        return [a.line() for a in self.history[:HISTORY_LIMIT]]
 
     # --- emitting and verifying -------------------------------------------------------------------
 
-    def emit(self, initial, state) -> str:
+    def emit(self, initial, state, render: Render = render_guess, force: Collection[str] = ()) -> str:
+        """The program with the guesses of ``state`` written into whichever of
+        ``get_init_inputs``/``get_inputs`` changed (or whose side, ``"init"``/``"input"``, is in
+        ``force``), each argument written by ``render``."""
         new_defs = {}
         keep = []
-        if state[0] != initial[0] or not self.init_original_ok:
-            src, reads = init_source(state[0], self.init_params)
+        if state[0] != initial[0] or not self.init_original_ok or "init" in force:
+            src, reads = init_source(state[0], self.init_params, render)
             new_defs["get_init_inputs"] = src
             if reads:
                 keep.append("get_init_inputs")
-        if state[1] != initial[1] or not self.inputs_original_ok:
-            src, reads = inputs_source(state[1], self.inputs_form)
+        if state[1] != initial[1] or not self.inputs_original_ok or "input" in force:
+            src, reads = inputs_source(state[1], self.inputs_form, render)
             new_defs["get_inputs"] = src
             if reads:
                 keep.append("get_inputs")
@@ -424,8 +528,14 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["error_class"] = cls
         result["error_message"] = message[:MESSAGE_LIMIT]
         result["attempts"] = probe.attempts
+        result["attempt_log"] = probe.history_lines()
         return result
 
+    if request.get("sizing") is not None:
+        from .work import make_mode
+
+        # The successful attempt's measure is the sizing step's starting point.
+        probe.work_mode = make_mode(torch)
     try:
         override = request.get("override")
         if override:
@@ -452,8 +562,22 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             status = "oom" if OOM_RE.search(last.message) or last.exc_class == "MemoryError" else "failed"
             return fail(last.exc_class, f"{last.phase}: {last.message}", status)
         emitted = probe.emit(initial, state)
+        sized: dict[str, Any] = {}
+        if request.get("sizing") is not None:
+            from .sizing import size_program
+
+            # Sizing confirms its program by running it twice from scratch: that is the
+            # verification when it succeeds; the program at the probe's sizes is verified only
+            # when sizing does not succeed.
+            sized = size_program(probe, initial, state, emitted, request["sizing"], probe.last_attempt_s)
+        confirmed = sized.pop("confirmed", None)
+        program = sized.pop("sized_program", None)
         try:
-            if emitted == text and probe.last_success is not None:
+            if confirmed is not None:
+                first, model, forward_ms = confirmed
+                second = first  # the sizing step compared its two runs already
+                emitted = program
+            elif emitted == text and probe.last_success is not None:
                 # Unchanged: the successful attempt was already a run of this exact text.
                 first, model = probe.last_success
                 second, _, forward_ms = probe.run_fresh(emitted)
@@ -477,6 +601,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         except BaseException:  # noqa: BLE001 - the module ran; only its operator list is missing
             result["aten_ops"], result["aten_trace"] = None, []
         result["attempts"] = probe.attempts
+        result["attempt_log"] = probe.history_lines()
+        result.update(sized)
         if same_outputs(first, second, torch):
             result["status"] = "ok"
         else:

@@ -9,11 +9,20 @@ and the new one reads from its result. Everything else in the program stays byte
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .guesses import Arg, source_of, uses_original
 
 ORIGINAL_PREFIX = "_ksmith_original_"
+
+#: Writes one argument: its source (reading the original function's result from ``_orig``) and
+#: whether it reads that result.
+Render = Callable[[Arg], tuple[str, bool]]
+
+
+def render_guess(arg: Arg) -> tuple[str, bool]:
+    """The default :data:`Render`: the guess as it stands (:func:`.guesses.source_of`)."""
+    return source_of(arg.guess, "_orig"), uses_original(arg.guess)
 
 
 def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
@@ -66,47 +75,51 @@ def replace_functions(program: str, new_defs: dict[str, str], keep_original: Seq
     return out if out.endswith("\n") else out + "\n"
 
 
-def inputs_source(forward: Sequence[Arg], original_shape: str) -> tuple[str, bool]:
+def inputs_source(forward: Sequence[Arg], original_shape: str, render: Render = render_guess) -> tuple[str, bool]:
     """Source of a new ``get_inputs()`` and whether it reads the original function.
 
     ``original_shape`` says how the original returned its inputs: ``"list"`` (a list or tuple)
-    or ``"single"`` (one value, not in a list).
+    or ``"single"`` (one value, not in a list). ``render`` writes each argument.
     """
-    reads = any(uses_original(a.guess) for a in forward)
+    rendered = [render(a) for a in forward]
+    reads = any(r for _, r in rendered)
     body = []
     if reads:
         call = f"{ORIGINAL_PREFIX}get_inputs()"
         body.append(f"    _orig = [{call}]" if original_shape == "single" else f"    _orig = {call}")
-    items = ", ".join(source_of(a.guess, "_orig") for a in forward)
+    items = ", ".join(src for src, _ in rendered)
     body.append(f"    return [{items}]")
     return "def get_inputs():\n" + "\n".join(body) + "\n", reads
 
 
-def init_source(init: Sequence[Arg], params: Sequence[tuple[str, str, object]] | None) -> tuple[str, bool]:
+def init_source(
+    init: Sequence[Arg], params: Sequence[tuple[str, str, object]] | None, render: Render = render_guess
+) -> tuple[str, bool]:
     """Source of a new ``get_init_inputs()`` and whether it reads the original function.
 
     Positional form (``return [a, b]``, what KernelBench's ``Model(*get_init_inputs())``
     expects) when every argument can be put in position using the constructor's signature
-    ``params`` (name, kind, default); the ``[[args], {kwargs}]`` form otherwise.
+    ``params`` (name, kind, default); the ``[[args], {kwargs}]`` form otherwise. ``render``
+    writes each argument.
     """
-    reads = any(uses_original(a.guess) for a in init)
+    reads = any(render(a)[1] for a in init)
     body = []
     if reads:
         body.append(f"    _orig = {ORIGINAL_PREFIX}get_init_inputs()")
     positional = [a for a in init if not a.keyword]
     keywords = [a for a in init if a.keyword]
-    items = _as_positional(positional, keywords, params)
+    items = _as_positional(positional, keywords, params, render)
     if items is not None:
         body.append("    return [" + ", ".join(items) + "]")
     else:
-        args = ", ".join(source_of(a.guess, "_orig") for a in positional)
-        kwargs = ", ".join(f"{a.name!r}: {source_of(a.guess, '_orig')}" for a in keywords)
+        args = ", ".join(render(a)[0] for a in positional)
+        kwargs = ", ".join(f"{a.name!r}: {render(a)[0]}" for a in keywords)
         body.append(f"    return [[{args}], {{{kwargs}}}]")
     return "def get_init_inputs():\n" + "\n".join(body) + "\n", reads
 
 
-def _as_positional(positional, keywords, params) -> list[str] | None:
-    items = [source_of(a.guess, "_orig") for a in positional]
+def _as_positional(positional, keywords, params, render: Render) -> list[str] | None:
+    items = [render(a)[0] for a in positional]
     if not keywords:
         return items
     if params is None:
@@ -119,7 +132,7 @@ def _as_positional(positional, keywords, params) -> list[str] | None:
     for i in range(len(positional), last + 1):
         name, _kind, default = slots[i]
         if name in by_name:
-            items.append(source_of(by_name[name].guess, "_orig"))
+            items.append(render(by_name[name])[0])
         elif default is not _EMPTY and _literal_default(default):
             items.append(repr(default))
         else:

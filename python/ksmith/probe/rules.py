@@ -23,6 +23,7 @@ from .guesses import (
     FLOAT_DTYPES,
     INT_DTYPES,
     Arg,
+    ExprGuess,
     SeqGuess,
     TensorGuess,
     ValueGuess,
@@ -47,6 +48,9 @@ class Failure:
     exc_class: str
     message: str
     context: str = ""  # traceback source lines, for ranking arguments by name
+    #: Classes of the program that build with no argument and are not modules (config objects:
+    #: a dataclass or a class whose parameters all have defaults), with their attribute names.
+    configs: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,40 +77,36 @@ def _label(args: Sequence[Arg], index: int, forward: bool) -> str:
     return f"{base}({name})" if name else base
 
 
+def _named_first(args: Sequence[Arg], idx: list[int], failure: Failure) -> list[int]:
+    """``idx`` with the arguments whose name appears in the message or traceback first."""
+    text = failure.message + "\n" + failure.context
+
+    def named(i):
+        n = args[i].name
+        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
+
+    return sorted(idx, key=lambda i: (named(i), i))
+
+
 def _tensor_indices(state: State, failure: Failure, pred=None) -> list[int]:
     """Forward tensor inputs, those named in the message/traceback first."""
     fwd = state[1]
     idx = [i for i, a in enumerate(fwd) if isinstance(a.guess, TensorGuess)]
     if pred is not None:
         idx = [i for i in idx if pred(fwd[i].guess)]
-    text = failure.message + "\n" + failure.context
-
-    def named(i):
-        n = fwd[i].name
-        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
-
-    return sorted(idx, key=lambda i: (named(i), i))
+    return _named_first(fwd, idx, failure)
 
 
 def _int_init_indices(state: State, failure: Failure, pred=None) -> list[int]:
     """Constructor arguments that are plain ints, those named in the traceback first."""
+    return _literal_init_indices(state, failure, lambda v: type(v) is int and (pred is None or pred(v)))
+
+
+def _literal_init_indices(state: State, failure: Failure, pred) -> list[int]:
+    """Constructor arguments that are literals satisfying ``pred``, named in the traceback first."""
     init = state[0]
-    idx = [
-        i
-        for i, a in enumerate(init)
-        if isinstance(a.guess, ValueGuess)
-        and isinstance(literal_value(a.guess), int)
-        and not isinstance(literal_value(a.guess), bool)
-    ]
-    if pred is not None:
-        idx = [i for i in idx if pred(literal_value(init[i].guess))]
-    text = failure.message + "\n" + failure.context
-
-    def named(i):
-        n = init[i].name
-        return 0 if n and re.search(rf"\b{re.escape(n)}\b", text) else 1
-
-    return sorted(idx, key=lambda i: (named(i), i))
+    idx = [i for i, a in enumerate(init) if isinstance(a.guess, ValueGuess) and pred(literal_value(a.guess))]
+    return _named_first(init, idx, failure)
 
 
 def _reshape(state: State, i: int, shape, why: str) -> Fix | None:
@@ -340,7 +340,15 @@ def _view_size(m: re.Match, f: Failure, s: State) -> list[Fix]:
                 grown[-1] = known
                 fixes_for.append(grown)
         else:
-            fixes_for = [target]
+            # Keep the rank and grow one dimension to the element count (sizes such as H and W
+            # given apart: `x.reshape(B, C, H, W)` of a [B, N, C] input wants N = H * W).
+            fixes_for = []
+            if known % size == 0:
+                for d in range(1, g.rank):
+                    grown = list(g.shape)
+                    grown[d] *= known // size
+                    fixes_for.append(grown)
+            fixes_for.append(target)
         for shape in fixes_for:
             fix = _reshape(s, i, shape, f"view {target} of {size} elements")
             if fix:
@@ -371,6 +379,10 @@ def _to_long(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _to_float(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return _retype(s, f, INT_DTYPES + ("bool",), "float32", "needs floating point")
+
+
+def _to_bool(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    return _retype(s, f, FLOAT_DTYPES + INT_DTYPES, "bool", "needs a boolean mask")
 
 
 def _int_to_list(m: re.Match, f: Failure, s: State) -> list[Fix]:
@@ -516,6 +528,194 @@ def _sequence_input(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return fixes
 
 
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (int, float, str))
+
+
+def _config_object(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    # A config object passed as a number: an instance of the program's config class with that
+    # attribute, built from its defaults.
+    attr = m.group(2)
+    fixes = []
+    for name, attrs in f.configs:
+        if attr in attrs:
+            for i in _literal_init_indices(s, f, _scalar):
+                fixes.append(_set_init(s, i, ExprGuess(f"{name}()"), f"a {name} has .{attr}"))
+    return fixes
+
+
+def _module_argument(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    # A module passed as a number (Residual(fn), Parallel(*fns)): a shape-keeping module.
+    return [
+        _set_init(s, i, ExprGuess("torch.nn.Identity()"), "a module is called")
+        for i in _literal_init_indices(s, f, lambda v: _scalar(v) and not isinstance(v, str))
+    ]
+
+
+def _names_in(m: re.Match) -> tuple[str, str]:
+    return m.group("a").split(".")[-1], m.group("b").split(".")[-1]
+
+
+def _divisible_names(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``a % b == 0`` or ``a // b`` on two constructor arguments: make ``a`` a multiple of ``b``,
+    or ``b`` a divisor of ``a``."""
+    a_name, b_name = _names_in(m)
+    init = s[0]
+    ia = next((i for i, x in enumerate(init) if x.name == a_name and _int(x.guess) is not None), None)
+    ib = next((i for i, x in enumerate(init) if x.name == b_name and _int(x.guess) is not None), None)
+    if ia is None:
+        return []
+    a = _int(init[ia].guess)
+    if ib is None:
+        return [] if a % 64 == 0 else [_set_init(s, ia, ValueGuess(64), f"{a_name} divisible by {b_name}")]
+    b = max(1, _int(init[ib].guess))
+    fixes = []
+    multiple = b * max(2, -(-a // b))
+    if multiple != a:
+        fixes.append(_set_init(s, ia, ValueGuess(multiple), f"{a_name} a multiple of {b_name}"))
+    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
+    if divisor != b:
+        fixes.append(_set_init(s, ib, ValueGuess(divisor), f"{b_name} divides {a_name}"))
+    return fixes
+
+
+def _int(g) -> int | None:
+    if isinstance(g, ValueGuess):
+        v = literal_value(g)
+        if type(v) is int:
+            return v
+    return None
+
+
+def _str_to_int(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    # A string option guessed for what is a number (an SE block's `reduction` ratio).
+    fixes = []
+    for value in (4, 16):
+        for i in _literal_init_indices(s, f, lambda v: isinstance(v, str)):
+            fixes.append(_set_init(s, i, ValueGuess(value), "a number, not a string"))
+    return fixes
+
+
+def _list_to_int(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    # A list guessed for an int (or a list of lists for a list of ints).
+    fixes = []
+    for i in _literal_init_indices(s, f, lambda v: isinstance(v, list) and v):
+        v = literal_value(s[0][i].guess)
+        flat = v[0] if isinstance(v[0], list) else None
+        new = as_list_value(flat[0]) if flat and not isinstance(flat[0], list) and len(flat) == 2 else None
+        first = v[0] if not isinstance(v[0], list) else (v[0][0] if v[0] else 4)
+        if new is not None:
+            fixes.append(_set_init(s, i, ValueGuess(("__list__", *flat)), "a list of ints, not of lists"))
+        if isinstance(first, int):
+            fixes.append(_set_init(s, i, ValueGuess(first), "an int, not a list"))
+    return fixes
+
+
+#: Names of forward arguments that are sizes (`H`, `W`, `size`, `seq_len`, `num_frames`...).
+SIZE_NAME = re.compile(
+    r"^(?:[A-Z]|[hwtdn]|height|width|size|hw|length|seq_len|seqlen|len|num_\w+|n_\w+|\w+_size|\w+_len|\w+_length)$"
+)
+
+
+def _tensor_to_int(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    # A forward argument used as a size (`x.view(B, C, H, W)`) guessed as a tensor.
+    fwd = s[1]
+    fixes = []
+    named = [i for i in _tensor_indices(s, f) if fwd[i].name]
+    sizes = [i for i in named if SIZE_NAME.match(fwd[i].name or "")]
+    for i in sizes or named:
+        fixes.append(
+            Fix((s[0], set_guess(fwd, i, ValueGuess(4))), f"{_label(fwd, i, True)}: tensor -> 4 (used as a size)")
+        )
+    return fixes
+
+
+def _hidden_size(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    want, got = _ints(m.group(1)), _ints(m.group(2))
+    fixes = []
+    for i in _tensor_indices(s, f, lambda g: list(g.shape) == got):
+        fix = _reshape(s, i, want, f"hidden state {want}")
+        if fix:
+            fixes.append(fix)
+    return fixes
+
+
+def _shape_pattern(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``(*, 3, H, W)``, ``BxCxHxW``: the rank, and the channels where the message gives them."""
+    spec = m.group(1)
+    parts = [p for p in re.split(r"\s*[x,]\s*", spec.strip()) if p]
+    rank = len(parts)
+    channels = next((int(p) for p in parts if p.isdigit()), None)
+    fixes = []
+    for i in _tensor_indices(s, f):
+        g = s[1][i].guess
+        shape = list(_with_rank(g.shape, max(rank, 1)) if "*" not in parts else _with_rank(g.shape, max(rank, 4)))
+        if channels is not None:
+            pos = [j for j, p in enumerate(parts) if p.isdigit()][0] - len(parts)
+            shape[pos] = channels
+        fix = _reshape(s, i, shape, f"expected shape ({spec})")
+        if fix:
+            fixes.append(fix)
+    return fixes
+
+
+def _probability(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    got = float(m.group(1))
+    return [
+        _set_init(s, i, ValueGuess(0.1), "a probability")
+        for i in _literal_init_indices(
+            s, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == got
+        )
+    ]
+
+
+def _output_padding(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    return [
+        _set_init(s, i, ValueGuess(0), "output padding below the stride")
+        for i, a in enumerate(s[0])
+        if a.name and "padding" in a.name and _int(a.guess) not in (None, 0)
+    ]
+
+
+def _size_mismatch(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """ "Input height (4) doesn't match model (224)", "4 != 224": the input's size is the first
+    number, the one wanted the second. The dimension is the one the message names (height: the
+    second last, width: the last, size: both), else each dimension that has the size, from the
+    last, one at a time."""
+    which = (m.groupdict().get("which") or "").lower()
+    nums = [int(x) for x in m.groups() if x is not None and x.isdigit()]
+    half = len(nums) // 2
+    got, want = nums[:half], nums[half:]
+    if not got:
+        return []
+    dims = {"height": [-2], "width": [-1], "size": [-2, -1], "image size": [-2, -1]}.get(which)
+    fixes = []
+    for i in _tensor_indices(s, f):
+        g = s[1][i].guess
+        if dims is not None:
+            shape = list(g.shape)
+            if len(shape) < 3:
+                continue
+            for d, a, b in zip(dims, got * len(dims), want * len(dims)):
+                if shape[d] == a:
+                    shape[d] = b
+            fix = _reshape(s, i, shape, f"the model expects {want}, the input has {got}")
+            if fix:
+                fixes.append(fix)
+            continue
+        for d in range(g.rank - 1, 0, -1):
+            if g.shape[d] == got[0]:
+                shape = list(g.shape)
+                shape[d] = want[0]
+                fix = _reshape(s, i, shape, f"the model expects {want[0]}, the input has {got[0]}")
+                if fix:
+                    fixes.append(fix)
+    for i in _int_init_indices(s, f, lambda v: v in want):
+        v = literal_value(s[0][i].guess)
+        fixes.append(_set_init(s, i, ValueGuess(got[want.index(v)]), f"the input has {got}"))
+    return fixes
+
+
 RULES: list[tuple[re.Pattern, Rule]] = [
     (
         re.compile(r"(?P<func>\w+)\(\) missing \d+ required (?:positional|keyword-only) arguments?: (?P<names>.*)"),
@@ -567,20 +767,60 @@ RULES: list[tuple[re.Pattern, Rule]] = [
     ),
     (
         re.compile(
-            r"expected scalar type \w+ but found \w+|dtype to be Long|scalar type Long|Expected tensor for argument "
-            r"#\d+ '(?:indices|input)' to have (?:one of the following )?scalar types?|tensors used as indices must be"
-            r"|[Ee]xpected dtype (?:int|long)|expected (?:Long|Int) but|must be Long|only integers, slices|target "
-            r".*Long|not implemented for '(?:Float|Half|Double)'"
+            "|".join(
+                (
+                    r"expected scalar type (?:Long|Int) but found \w+",
+                    r"dtype to be Long",
+                    r"scalar type Long",
+                    r"Expected tensor for argument #\d+ '(?:indices|input)' to have (?:one of the following )?"
+                    r"scalar types?",
+                    r"tensors used as indices must be",
+                    r"[Ee]xpected dtype (?:int|long)",
+                    r"expected (?:Long|Int) but",
+                    r"must be Long",
+                    r"only integers, slices",
+                    r"target .*Long",
+                    r"not implemented for '(?:Float|Half|Double)'",
+                )
+            )
         ),
         _to_long,
     ),
     (
         re.compile(
-            r"expected scalar type \w+ but found \w+|must have the same dtype|not implemented for '(?:Long|Int|Bool)'"
-            r"|only Tensors of floating point|could not infer output dtype|Input type \(torch\.LongTensor\)|must have "
-            r"floating point dtype|can't be cast to the desired output type Long|must be a floating point"
+            "|".join(
+                (
+                    r"expected scalar type (?:Float|Double|Half|BFloat16) but found \w+",
+                    r"must have the same dtype",
+                    r"not implemented for '(?:Long|Int|Bool)'",
+                    r"only Tensors of floating point",
+                    r"could not infer output dtype",
+                    r"Input type \((?:torch\.LongTensor|torch\.IntTensor|long int|int|bool)\)",
+                    r"must have floating point dtype",
+                    r"can't be cast to the desired output type Long",
+                    r"must be a floating point",
+                    r"mixed dtype \(CPU\): all inputs must share same datatype",
+                    r"expected both vectors to have same dtype",
+                    r"Found dtype Long but expected Float",
+                    r"to have the same dtype",
+                )
+            )
         ),
         _to_float,
+    ),
+    (
+        re.compile(
+            "|".join(
+                (
+                    r"only supports boolean masks",
+                    r"[Ee]xpected (?:a )?(?:mask|condition) (?:tensor )?(?:to have|of) (?:dtype|scalar type) [Bb]ool",
+                    r"expected BoolTensor",
+                    r"must be a bool tensor",
+                    r"where expected condition to be a boolean",
+                )
+            )
+        ),
+        _to_bool,
     ),
     (
         re.compile(
@@ -596,7 +836,70 @@ RULES: list[tuple[re.Pattern, Rule]] = [
         ),
         _float_to_int,
     ),
+    (
+        re.compile(
+            r"(?P<a>[\w.]+) (?:must|should|has to|needs to) be (?:divisible by|a multiple of) (?:the )?(?P<b>[\w.]+)"
+        ),
+        _divisible_names,
+    ),
     (re.compile(r"divisible by|must be a multiple of|not divisible"), _divisible),
+    (re.compile(r"'(int|float|NoneType|str|bool)' object has no attribute '(\w+)'"), _config_object),
+    (
+        re.compile(
+            r"'(?:int|float|NoneType)' object is not callable|is not a Module subclass|'int' object has no attribute "
+            r"'(?:forward|weight|parameters|apply|modules|children|in_features|out_features)'"
+        ),
+        _module_argument,
+    ),
+    (
+        re.compile(
+            "|".join(
+                (
+                    r"unsupported operand type\(s\) for [^:]+: '(?:int|float)' and 'str'",
+                    r"unsupported operand type\(s\) for [^:]+: 'str' and '(?:int|float)'",
+                    r"can't multiply sequence by non-int of type 'float'",
+                    r"not supported between instances of 'str' and '(?:int|float)'",
+                    r"not supported between instances of '(?:int|float)' and 'str'",
+                )
+            )
+        ),
+        _str_to_int,
+    ),
+    (
+        re.compile(
+            r"must be tuple of ints, but found element of type list|'list' object cannot be interpreted as an integer"
+            r"|unsupported operand type\(s\) for [^:]+: 'list' and '(?:int|float)'|unsupported operand type\(s\) "
+            r"for [^:]+: '(?:int|float)' and 'list'|must be int, not list|not supported between instances of 'list' "
+            r"and 'int'|can only concatenate list \(not \"int\"\) to list|type must be tuple of ints,but got list"
+            r"|'normalized_shape' \(position \d+\) must be tuple of ints, but got list"
+        ),
+        _list_to_int,
+    ),
+    (
+        re.compile(
+            r"type must be tuple of ints,\s?but got Tensor|shall be a positive integer\. Got tensor|'Tensor' object "
+            r"cannot be interpreted as an integer|must be int, not Tensor|only integer tensors of a single element can "
+            r"be converted to an index"
+        ),
+        _tensor_to_int,
+    ),
+    (re.compile(r"Expected hidden(?:\[\d\])? size \(([\d, ]+)\), got \[([\d, ]+)\]"), _hidden_size),
+    (
+        re.compile(
+            r"(?:shape of|[Ee]xpected(?: input)?(?: shape)?) \(((?:\*, )?\d+, H, W)\)|expected ((?:B)?x?CxD?xHxW)"
+        ),
+        lambda m, f, s: _shape_pattern(_First(m), f, s),
+    ),
+    (re.compile(r"dropout probability has to be between 0 and 1, but got (-?[\d.]+)"), _probability),
+    (re.compile(r"output padding must be smaller than either stride or dilation"), _output_padding),
+    (
+        re.compile(
+            r"Input (?P<which>image size|height|width|size) \((\d+)(?:\*(\d+))?\) doesn't match model "
+            r"\((\d+)(?:\*(\d+))?\)"
+        ),
+        _size_mismatch,
+    ),
+    (re.compile(r"^(\d+) != (\d+)$"), _size_mismatch),
     (re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)"), _index_out_of_bounds),
     (re.compile(r"index out of range in self"), _index_out_of_range_in_self),
     (re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"), _batch_mismatch),
@@ -632,6 +935,23 @@ RULES: list[tuple[re.Pattern, Rule]] = [
 ]
 
 
+#: Rules read from the traceback's source lines (an ``assert`` without a message says nothing).
+CONTEXT_RULES: list[tuple[re.Pattern, Rule]] = [
+    (re.compile(r"assert\s*\(?\s*(?P<a>[\w.]+)\s*%\s*(?P<b>[\w.]+)\s*==\s*0"), _divisible_names),
+    (re.compile(r"(?P<a>[\w.]+)\s*//\s*(?P<b>[\w.]+)"), _divisible_names),
+]
+
+
+class _First:
+    """A match whose ``group(1)`` is the first group that matched (for alternations)."""
+
+    def __init__(self, m: re.Match):
+        self._m = m
+
+    def group(self, i: int = 0):
+        return next(g for g in self._m.groups() if g is not None) if i == 1 else self._m.group(i)
+
+
 def propose(failure: Failure, state: State) -> list[Fix]:
     """Every fix the rules propose for ``failure`` in ``state``, best first, without repeats."""
     text = failure.message
@@ -639,8 +959,9 @@ def propose(failure: Failure, state: State) -> list[Fix]:
         text = "MemoryError"
     seen = set()
     out: list[Fix] = []
-    for pattern, rule in RULES:
-        m = pattern.search(text)
+    checks = [(p, r, text) for p, r in RULES] + [(p, r, failure.context) for p, r in CONTEXT_RULES]
+    for pattern, rule, where in checks:
+        m = pattern.search(where)
         if not m:
             continue
         try:

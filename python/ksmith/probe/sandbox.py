@@ -82,6 +82,7 @@ class Sandbox:
         """Runs ``runner(request)`` in a sandboxed child; returns the response fields."""
         timeout = float(request.get("timeout_s", 30.0))
         cap = int(request.get("output_cap_bytes", 1 << 20))
+        own = resource.getrusage(resource.RUSAGE_SELF)
         limits = Limits(processes=self.policy.max_processes, cpu_s=int(timeout) + 2, file_bytes=cap)
         with self.jail.workspace() as tmp:
             spec = self.jail.spec(tmp, limits)
@@ -95,6 +96,8 @@ class Sandbox:
             os.close(res_w)
             result, meta = _wait(pid, res_r, started + timeout + GRACE_S)
             self.jail.release(spec)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        meta["worker_cpu_ms"] = (after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime) * 1000.0
         return assemble(result, meta, meta["timed_out"], timeout, time.monotonic() - started)
 
 
@@ -203,6 +206,10 @@ def assemble(result: bytes | None, meta: dict[str, Any], killed: bool, timeout: 
     if parsed is not None:
         parsed["cpu_time_ms"] = cpu_ms
         parsed["wall_ms"] = wall_s * 1000.0
+        # Set-up: what the child and the worker spent besides the runner's own work (fork,
+        # confinement, copy-on-write faults, exit, workspace and cgroup).
+        runner = float(parsed.get("runner_cpu_ms") or 0.0)
+        parsed["setup_cpu_ms"] = max(0.0, cpu_ms - runner) + float(meta.get("worker_cpu_ms") or 0.0)
         return parsed
     out = empty_result("crashed")
     out["cpu_time_ms"] = cpu_ms
@@ -302,8 +309,10 @@ def _run_child(request, tmp, res_w, timeout, runner, problems: list[str]) -> Non
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
+    started = time.process_time()
     result = runner(request)
     signal.setitimer(signal.ITIMER_REAL, 0)
+    result["runner_cpu_ms"] = (time.process_time() - started) * 1000.0
     if os.getpid() != me:
         return  # a forked copy of the runner: never write a result
     _write_all(res_w, json.dumps(result).encode())

@@ -2,13 +2,14 @@
 (``python -m ksmith.confine --policy JSON -- -m ksmith.probe.worker``), which passes the sandbox
 policy (workspace folder and size, process limit, whether all of it is required).
 
-Imports torch once (one intra-op thread, no torch op run, so forking is safe), then speaks JSON
-lines on stdin/stdout:
+Imports torch once (one intra-op thread; the only ops it runs are on the ``meta`` device, which
+computes nothing and starts no thread, so forking is safe), then speaks JSON lines on
+stdin/stdout:
 
 - at start it writes ``{"v": 1, "type": "hello", "pid": ..., "torch": "...", "sandbox": {...}}``;
 - for each request line ``{"v": 1, "id": "...", "program": "...", "seed": 42, "timeout_s": 30,
   "memory_mb": 4096, "max_steps": 16, "restarts": 3, "output_cap_bytes": 1048576,
-  "override": null}`` it writes one response line ``{"v": 1, "type": "result", "id": "...",
+  "override": null, "sizing": {...} or null}`` it writes one response line ``{"v": 1, "type": "result", "id": "...",
   "status": ..., ...}`` (the fields of ``ksmith_core::tables::ProbeRow``);
 - a request it cannot parse gets ``{"v": 1, "type": "error", "id": null, "message": "..."}``.
 
@@ -59,6 +60,11 @@ def main(argv=None) -> int:
 
     from .execute import run_request, warm_aten_recording
     from .sandbox import Sandbox
+    from .work import warm_up
+
+    # The sizing step's meta-device tracing imports PyTorch's Python decompositions on first use
+    # (seconds): once here, not in every child.
+    warm_up(torch)
 
     try:
         sandbox = Sandbox(policy)

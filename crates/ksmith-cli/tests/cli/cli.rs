@@ -86,14 +86,16 @@ mask=mask)\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        x
 x.contiguous()\n        out = torch.empty_like(x)\n        n = x.numel()\n        \
 double_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)\n        return out\n```\n";
 
+/// A night on one module, evaluated on the CPU (Triton's interpreter): at the probe's sizes,
+/// since sizes chosen for a GPU would take the interpreter hours.
 fn nightly_config(dir: &Path, teacher_url: Option<&str>) -> PathBuf {
     let corpus = dir.join("corpus");
     std::fs::create_dir_all(&corpus).expect("mkdir");
     std::fs::write(corpus.join("LICENSE"), LICENSE_MIT).expect("write");
     std::fs::write(corpus.join("double.py"), MODULE).expect("write");
     let mut cfg = format!(
-        "[[source]]\npath = \"{}\"\n\n[cluster]\ntasks = \"all\"\n\n[rollout]\nrequired = true\n\
-         iterations = 1\nmeasure = false\n\n[eval]\ncpu_workers = 1\n",
+        "[[source]]\npath = \"{}\"\n\n[probe.sizing]\nenabled = false\n\n[cluster]\ntasks = \"all\"\n\n\
+         [rollout]\nrequired = true\niterations = 1\nmeasure = false\n\n[eval]\ncpu_workers = 1\n",
         corpus.display()
     );
     if let Some(url) = teacher_url {

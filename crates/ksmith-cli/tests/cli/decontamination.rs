@@ -84,22 +84,9 @@ fn extract(work: &Path, sources: &[SourceSpec]) -> Vec<ModuleRow> {
         .iter()
         .filter(|m| m.status == ModuleStatus::Ok)
         .map(|m| ProbeRow {
-            module_id: m.id.clone(),
-            repo: m.repo.clone(),
-            class_name: m.class_name.clone(),
-            status: ProbeStatus::Ok,
-            error_class: None,
-            error_message: None,
-            program: None,
-            output_shapes: vec![],
-            output_dtypes: vec![],
-            param_count: None,
-            forward_ms: None,
             cpu_time_ms: 1.0,
-            repair_steps: vec![],
             attempts: 1,
-            aten_ops: None,
-            aten_trace: vec![],
+            ..ProbeRow::empty(&m.id, &m.repo, &m.class_name, ProbeStatus::Ok)
         })
         .collect();
     write_table(&ProbeRow::path_in(work), &probes, "fp-probes").expect("probes");

@@ -20,7 +20,7 @@ pub use clusters::ClusterRow;
 pub use dedup::{DedupMethod, DedupPairRow, DedupRow};
 pub use grpo::{GrpoRow, GrpoSelection};
 pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
-pub use probes::{OpCount, ProbeRow, ProbeStatus};
+pub use probes::{OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};
 pub use steps::{EditFormat, EditOutcome, StepKind, StepRow, stored_text};

@@ -23,6 +23,50 @@ crate::vocabulary! {
     }
 }
 
+crate::vocabulary! {
+    /// Whether a program that ran was sized for the GPU (the probe's sizing step).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum SizeStatus {
+        /// Its sizes reach the work target and at least two alternate size sets run.
+        Sized = "sized",
+        /// Sized as far as the program allows, below the work target.
+        BelowTarget = "below_target",
+        /// Not sized: the program stays as the probe verified it; `size_reason` says why.
+        Unsizable = "unsizable",
+    }
+}
+
+crate::vocabulary! {
+    /// Why a program is below the work target or could not be sized.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum SizeReason {
+        /// The largest sizes the program allows do too little work.
+        BelowTarget = "below_target",
+        /// The forward runs no kernel (it returns its input or a constant).
+        NoWork = "no_work",
+        /// No argument or input dimension changes the work.
+        NoSizeKnob = "no_size_knob",
+        /// The verified program did not run again for sizing.
+        TrialFailed = "trial_failed",
+        /// More trial runs than the step allows.
+        TrialBudget = "trial_budget",
+        /// No size near the target runs on the `meta` device.
+        MetaFailed = "meta_failed",
+        /// The program cannot run on `meta` and the search on the CPU failed.
+        MetaUnsupported = "meta_unsupported",
+        /// The rewritten program does not run on the CPU at a moderate size.
+        ConfirmFailed = "confirm_failed",
+        /// Two CPU runs of the rewritten program gave different outputs.
+        Nondeterministic = "nondeterministic",
+        /// Fewer than two alternate size sets run.
+        FewAlternates = "few_alternates",
+        /// The step ran out of time.
+        Timeout = "timeout",
+        /// The sizing step itself failed (a bug; the words say where).
+        Error = "error",
+    }
+}
+
 /// One probed module.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRow {
@@ -34,19 +78,21 @@ pub struct ProbeRow {
     pub class_name: String,
     /// The outcome.
     pub status: ProbeStatus,
-    /// Python exception class of the last failure (`RuntimeError`, ...).
+    /// Python exception class of the root-cause failure (`RuntimeError`, ...).
     pub error_class: Option<String>,
-    /// Message of the last failure, trimmed.
+    /// Message of the root-cause failure, trimmed (see `attempt_log`).
     pub error_message: Option<String>,
-    /// The program with repaired `get_init_inputs()` / `get_inputs()`, for modules that ran.
+    /// The program for modules that ran: with repaired `get_init_inputs()` / `get_inputs()`,
+    /// and, when sized, its sizes as module-level constants (KernelBench style).
     pub program: Option<String>,
-    /// Shape of each output tensor, e.g. `[4, 16, 32]`.
+    /// Shape of each output tensor of the CPU run that verified `program` (for a sized program,
+    /// its confirming run at the first set of `alt_sizes`), e.g. `[4, 16, 32]`.
     pub output_shapes: Vec<String>,
     /// Dtype of each output tensor, e.g. `torch.float32`.
     pub output_dtypes: Vec<String>,
-    /// Number of parameters of the instantiated module.
+    /// Number of parameters of the module in that run.
     pub param_count: Option<u64>,
-    /// CPU time of one forward pass, in milliseconds.
+    /// CPU time of one forward pass in that run, in milliseconds.
     pub forward_ms: Option<f64>,
     /// CPU time spent on this module in total (all attempts), in milliseconds.
     pub cpu_time_ms: f64,
@@ -54,6 +100,39 @@ pub struct ProbeRow {
     pub repair_steps: Vec<String>,
     /// How many times the module was run.
     pub attempts: u32,
+    /// The failed attempts of the repair search, in order, one line each (at most 64):
+    /// generation (`g0` the program's own inputs, `g1`/`g2` the 2-D/3-D restarts), phase,
+    /// exception and message, and the repair that led to it. `error_message` is the root cause
+    /// among them, not the last.
+    pub attempt_log: Vec<String>,
+    /// Whether the program was sized for the GPU; none when it did not run or sizing is off.
+    pub size_status: Option<SizeStatus>,
+    /// Why it is below the target or unsizable (with `size_reason` in words).
+    pub size_reason_code: Option<SizeReason>,
+    /// The reason in words.
+    pub size_reason: Option<String>,
+    /// The chosen sizes: a JSON object mapping the program's module-level integer constants to
+    /// their values (`{"batch_size": 16, "dim": 4096}`), which `program` carries; `{}` when
+    /// not sized.
+    pub sizes: String,
+    /// Other size sets that run (a JSON list of objects like `sizes`; `[]` when none), for the
+    /// evaluator's hidden-shape check.
+    pub alt_sizes: String,
+    /// Where the chosen sizes were checked without doing the work: `meta`, or `cpu` for a
+    /// program `meta` cannot run.
+    pub sized_on: Option<String>,
+    /// Trial runs of the sizing step.
+    pub size_trials: u32,
+    /// FLOPs of one forward call of `program` at its sizes (PyTorch's `FlopCounterMode`).
+    pub est_flops: Option<f64>,
+    /// Bytes its kernels read and write in that call.
+    pub est_bytes: Option<f64>,
+    /// Bytes of its parameters and buffers.
+    pub param_bytes: Option<u64>,
+    /// Most tensor bytes alive at once in that call (parameters and inputs included).
+    pub peak_bytes: Option<u64>,
+    /// Estimated time of that call in PyTorch eager on the reference GPU (an H200), ms.
+    pub est_ms: Option<f64>,
     /// The ATen operators one forward call dispatched, with how often (`aten::convolution`,
     /// 2), sorted by name: what the module actually runs. Empty when the call dispatched
     /// nothing (an identity); none when the module did not run or the recording failed.
@@ -72,7 +151,45 @@ pub struct OpCount {
     pub count: u64,
 }
 
+impl ProbeRow {
+    /// A row of `status` for a module, every other field empty (no program, no sizes): what a
+    /// module the runner could not answer for gets, and where other rows start.
+    pub fn empty(module_id: &str, repo: &str, class_name: &str, status: ProbeStatus) -> ProbeRow {
+        ProbeRow {
+            module_id: module_id.to_string(),
+            repo: repo.to_string(),
+            class_name: class_name.to_string(),
+            status,
+            error_class: None,
+            error_message: None,
+            program: None,
+            output_shapes: Vec::new(),
+            output_dtypes: Vec::new(),
+            param_count: None,
+            forward_ms: None,
+            cpu_time_ms: 0.0,
+            repair_steps: Vec::new(),
+            attempts: 0,
+            attempt_log: Vec::new(),
+            size_status: None,
+            size_reason_code: None,
+            size_reason: None,
+            sizes: "{}".to_string(),
+            alt_sizes: "[]".to_string(),
+            sized_on: None,
+            size_trials: 0,
+            est_flops: None,
+            est_bytes: None,
+            param_bytes: None,
+            peak_bytes: None,
+            est_ms: None,
+            aten_ops: None,
+            aten_trace: Vec::new(),
+        }
+    }
+}
+
 impl Table for ProbeRow {
     const NAME: &'static str = "probes";
-    const SCHEMA_VERSION: u32 = 2;
+    const SCHEMA_VERSION: u32 = 3;
 }

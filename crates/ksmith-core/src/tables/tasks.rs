@@ -26,9 +26,13 @@ pub struct TaskRow {
     /// Why it was chosen: `center` (a cluster medoid: the expert-seeded set), `balanced` (the
     /// cold-start set balanced across family and level), `all`, `noise` or `imported`.
     pub selected_as: String,
+    /// Other size sets of `program`'s module-level constants that run (a JSON list of objects
+    /// such as `{"batch_size": 8, "dim": 2048}`, `[]` when none), for the evaluator's
+    /// hidden-shape check: the probe's `alt_sizes`.
+    pub alt_sizes: String,
 }
 
 impl Table for TaskRow {
     const NAME: &'static str = "tasks";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

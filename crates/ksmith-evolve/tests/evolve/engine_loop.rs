@@ -408,3 +408,66 @@ fn long_answers_are_stored_up_to_the_cap_with_their_full_size() {
         );
     }
 }
+
+/// Records the alternate size sets each evaluation request carried, then evaluates as the fake.
+struct SizeRecorder {
+    inner: FakeEvaluator,
+    seen: std::sync::Mutex<Vec<(String, Vec<ksmith_core::evaluation::SizeSet>)>>,
+}
+
+impl ksmith_core::evaluation::Evaluator for SizeRecorder {
+    fn evaluate(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::EvalResult, ksmith_core::evaluation::EvalError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((r.task_id.clone(), r.alt_sizes.clone()));
+        self.inner.evaluate(r)
+    }
+}
+
+#[test]
+fn the_tasks_alternate_sizes_reach_every_evaluation_and_bad_ones_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sized = task("sized", REFERENCE);
+    sized.alt_sizes = r#"[{"batch_size": 8, "dim": 2048}, {"batch_size": 4, "dim": 512}]"#.into();
+    let plain = task("plain", REFERENCE);
+    let mut bad = task("bad", REFERENCE);
+    bad.alt_sizes = r#"{"dim": "large"}"#.into();
+    write_tasks(dir.path(), &[sized, plain, bad]);
+    let ev = SizeRecorder {
+        inner: FakeEvaluator::new(),
+        seen: Default::default(),
+    };
+    // The bad task fails the stage (after the others ran), naming the task and the column.
+    let err = run(
+        &cfg(3),
+        &StageContext::for_tests(dir.path()),
+        &ScriptedTeacher::new(),
+        &ev,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("task bad") && err.contains("alt_sizes"),
+        "{err}"
+    );
+    let seen = ev.seen.lock().unwrap();
+    let of = |id: &str| -> Vec<_> {
+        seen.iter()
+            .filter(|(t, _)| t == id)
+            .map(|(_, s)| s.clone())
+            .collect()
+    };
+    let sized_sets = of("sized");
+    assert!(!sized_sets.is_empty());
+    for sets in &sized_sets {
+        assert_eq!(sets.len(), 2);
+        assert_eq!(sets[0]["batch_size"], 8);
+        assert_eq!(sets[1]["dim"], 512);
+    }
+    assert!(of("plain").iter().all(Vec::is_empty) && !of("plain").is_empty());
+    assert!(of("bad").is_empty());
+}

@@ -312,10 +312,26 @@ fn render(t: &Template, init: &[String], inputs: &[String]) -> String {
     )
 }
 
+/// The repository name of the bench's own programs.
+pub(crate) const BENCH_REPO: &str = "bench/generated";
+
+/// A trivial module (one per worker: what starting the workers costs).
+pub(crate) fn trivial_program() -> String {
+    "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        \
+     return x + 1\n\n\ndef get_inputs():\n    return [torch.rand(2, 2)]\n\n\ndef get_init_inputs():\n    \
+     return []\n"
+        .to_string()
+}
+
+/// A runnable module row holding `program`.
+pub(crate) fn module_row(id: &str, program: String) -> ModuleRow {
+    module(id.to_string(), program)
+}
+
 fn module(id: String, program: String) -> ModuleRow {
     ModuleRow {
         id,
-        repo: "bench/generated".into(),
+        repo: BENCH_REPO.into(),
         commit: "0".repeat(40),
         path: "gen.py".into(),
         class_name: "Model".into(),

@@ -2,6 +2,8 @@
 
 mod common;
 mod ray;
+mod resume;
 mod sandbox;
+mod sizing;
 mod stage;
 mod watchdog;

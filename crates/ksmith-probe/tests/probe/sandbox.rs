@@ -15,10 +15,18 @@ use std::time::{Duration, Instant};
 use crate::common::{leftover_processes, module, program, rerun_as_ordinary_user};
 use ksmith_core::progress::Tracker;
 use ksmith_core::tables::{ProbeRow, ProbeStatus};
-use ksmith_probe::{ProbeConfig, probe_programs};
+use ksmith_probe::{ProbeConfig, SizingConfig, probe_programs};
 use ksmith_sandbox::SandboxConfig;
 
 /// The sandbox every test here asks for: all of it, and a small disk to fill.
+/// The modules here test isolation; sizing (which runs in the same child) has its own tests.
+fn without_sizing() -> SizingConfig {
+    SizingConfig {
+        enabled: false,
+        ..Default::default()
+    }
+}
+
 fn sandbox() -> SandboxConfig {
     SandboxConfig {
         require: true,
@@ -168,6 +176,7 @@ fn hostile_programs() {
         max_steps: 4,
         restarts: 1,
         sandbox: sandbox(),
+        sizing: without_sizing(),
         ..Default::default()
     };
     let started = Instant::now();
@@ -369,6 +378,7 @@ fn sibling_attack() {
         max_steps: 4,
         restarts: 1,
         sandbox: sandbox(),
+        sizing: without_sizing(),
         ..Default::default()
     };
     let out = probe_programs(&refs, &cfg, 2, None, &Tracker::hidden()).unwrap();

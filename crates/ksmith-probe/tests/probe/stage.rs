@@ -11,11 +11,14 @@ use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeRow, ProbeStatus};
 use ksmith_probe::{ProbeConfig, probe_programs, run, run_with_chat};
 
+/// The probe alone (the sizing step has tests of its own, `sizing.rs`).
 fn quick() -> ProbeConfig {
-    ProbeConfig {
+    let mut cfg = ProbeConfig {
         timeout_s: 20.0,
         ..Default::default()
-    }
+    };
+    cfg.sizing.enabled = false;
+    cfg
 }
 
 #[test]

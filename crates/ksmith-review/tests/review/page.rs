@@ -64,25 +64,13 @@ fn write_workdir(dir: &Path) {
     let probes: Vec<ProbeRow> = members
         .iter()
         .map(|m| ProbeRow {
-            module_id: m.0.into(),
-            repo: "org/zoo".into(),
-            class_name: m.5.into(),
-            status: ProbeStatus::Ok,
-            error_class: None,
-            error_message: None,
             program: Some(format!(
                 "class Model:  # {} repaired\n    def forward(self, x):\n        return x\n",
                 m.5
             )),
-            output_shapes: vec![],
-            output_dtypes: vec![],
-            param_count: None,
-            forward_ms: None,
             cpu_time_ms: 1.0,
-            repair_steps: vec![],
             attempts: 1,
-            aten_ops: None,
-            aten_trace: vec![],
+            ..ProbeRow::empty(m.0, "org/zoo", m.5, ProbeStatus::Ok)
         })
         .collect();
     write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();

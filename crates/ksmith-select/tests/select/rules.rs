@@ -89,6 +89,7 @@ fn task(id: &str, family: &str, level: u8, cluster: i32) -> TaskRow {
         cluster,
         license: Some("MIT".into()),
         selected_as: "center".into(),
+        alt_sizes: "[]".into(),
     }
 }
 

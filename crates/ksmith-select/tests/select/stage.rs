@@ -98,6 +98,7 @@ fn write_inputs(dir: &std::path::Path, steps: &[StepRow]) {
         cluster: 3,
         license: Some("Apache-2.0".into()),
         selected_as: "center".into(),
+        alt_sizes: "[]".into(),
     };
     write_table(&StepRow::path_in(dir), steps, "steps-fp").expect("write steps");
     write_table(&TaskRow::path_in(dir), &[task], "tasks-fp").expect("write tasks");

@@ -196,6 +196,7 @@ pub fn task(id: &str, program: &str) -> TaskRow {
         cluster: 0,
         license: None,
         selected_as: "center".into(),
+        alt_sizes: "[]".into(),
     }
 }
 
