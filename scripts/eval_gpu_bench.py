@@ -101,6 +101,42 @@ class Report:
             json.dump(self.data, f, indent=1)
 
 
+def parse_timing(spec: str) -> dict[str, Any]:
+    """`key=value,...` timing overrides, e.g. `warmup_ms=500,flush=read` (empty: the defaults);
+    a value is a number where it reads as one."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, _, value = part.partition("=")
+        try:
+            out[key.strip()] = float(value) if "." in value else int(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def estimator_cvs(rs: list[dict[str, Any]]) -> dict[str, float]:
+    """The speedup's CV over `rs` under other estimators than the evaluator's (median over median):
+    trimmed means, the mean of the buffer sets' medians, and medians scaled by each process's L2
+    flush time (the memory system's speed where each side was timed)."""
+    ways = {
+        "median": lambda t: t["median_ms"],
+        "mean": lambda t: t.get("mean_ms"),
+        "set_mean": lambda t: statistics.fmean(t["set_medians_ms"]) if t.get("set_medians_ms") else None,
+        "flush_scaled": lambda t: t["median_ms"] / t["flush_ms"] if t.get("flush_ms") else None,
+    }
+    out = {}
+    for name, f in ways.items():
+        vals = []
+        for r in rs:
+            ref, cand = r.get("reference_timing"), r.get("candidate_timing")
+            a, b = (f(ref), f(cand)) if ref and cand else (None, None)
+            if a and b:
+                vals.append(a / b)
+        if len(vals) == len(rs) and vals:
+            out[name] = cv(vals)
+    return out
+
+
 def cv(x: list[float]) -> float:
     return statistics.pstdev(x) / statistics.fmean(x) if len(x) > 1 else float("nan")
 
@@ -118,6 +154,12 @@ def main() -> int:
     ap.add_argument("--stability-concurrency", type=int, default=2, help="the pool's inflight_per_worker default")
     ap.add_argument("--all-honest", action="store_true", help="stability of fused_linear and tiny_scale too")
     ap.add_argument("--buffer-sets", type=int, default=None, help="timing buffer sets (default: the evaluator's)")
+    ap.add_argument("--stability-kernels", default=None, help="comma-separated honest candidates (default: four)")
+    ap.add_argument(
+        "--timing-variants",
+        default=None,
+        help="timing options compared side by side in the stability phase: 'warmup_ms=500,buffer_sets=8;...'",
+    )
     a = ap.parse_args()
     t_start = time.monotonic()
     gpu = a.device.startswith("cuda")
@@ -349,46 +391,65 @@ def main() -> int:
 
     # -- 4. stability -------------------------------------------------------------------------
     if "stability" in phases and gpu:
+        chosen = a.stability_kernels.split(",") if a.stability_kernels else list(STABILITY)
+        chosen += list(STABILITY_MORE) if a.all_honest else []
+        variants = [parse_timing(v) for v in a.timing_variants.split(";")] if a.timing_variants else [{}]
         rep.say()
         rep.say(
             f"## Speedup stability ({a.repeats} evaluations per kernel, {a.stability_concurrency} in flight, "
-            "reference cached)"
+            "reference cached; each timing variant with its own evaluator, so its reference is timed the same way)"
         )
         rep.say()
         rep.say(
-            "| candidate | speedup median | cv | min..max | cand median ms | cand cv within run | samples | method |"
+            "| timing | candidate | speedup median | cv | min..max | cand median ms | cand cv within run | samples "
+            "| GPU alone s/eval |"
         )
-        rep.say("|---|---|---|---|---|---|---|---|")
-        chosen = STABILITY + (STABILITY_MORE if a.all_honest else ())
+        rep.say("|---|---|---|---|---|---|---|---|---|")
         rows = []
         by_name = {x["candidate"]: x for x in honest}
-        for e in [by_name[c] for c in chosen]:
-            if left() < 25:
-                rep.say(f"| {e['candidate']} | skipped: past the deadline |")
-                continue
-            req = request(e["task"], e["candidate"])
-            ev.reference(req["task_id"], req["reference"])
-            with ThreadPoolExecutor(a.stability_concurrency) as pool:
-                rs = list(pool.map(ev.evaluate, [req] * (2 if a.smoke else a.repeats)))
-            sp = [r["speedup"] for r in rs if r.get("speedup")]
-            ct = rs[0].get("candidate_timing") or {}
-            if sp:
-                rep.say(
-                    f"| {e['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | {min(sp):.4f}..{max(sp):.4f} | "
-                    f"{ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | {ct.get('samples')} | {ct.get('method')} |"
+        for variant in variants:
+            timing = {**opts.get("timing", {}), **variant}
+            vev = DeviceEvaluator(a.device, dict(opts, timing=timing)) if variant else ev
+            label = json.dumps(variant) if variant else "default"
+            for e in [by_name[c] for c in chosen]:
+                if left() < 25:
+                    rep.say(f"| {label} | {e['candidate']} | skipped: past the deadline |")
+                    continue
+                req = request(e["task"], e["candidate"])
+                vev.reference(req["task_id"], req["reference"])
+                held0, n0 = vev.gate.exclusive_s, vev.gate.exclusive_n
+                with ThreadPoolExecutor(a.stability_concurrency) as pool:
+                    rs = list(pool.map(vev.evaluate, [req] * (2 if a.smoke else a.repeats)))
+                held = (vev.gate.exclusive_s - held0) / max(vev.gate.exclusive_n - n0, 1)
+                sp = [r["speedup"] for r in rs if r.get("speedup")]
+                ct = rs[0].get("candidate_timing") or {}
+                if sp:
+                    rep.say(
+                        f"| {label} | {e['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | "
+                        f"{min(sp):.4f}..{max(sp):.4f} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | "
+                        f"{ct.get('samples')} | {held:.2f} |"
+                    )
+                else:
+                    rep.say(f"| {label} | {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
+                by_way = {k: f"{v:.2%}" for k, v in estimator_cvs(rs).items()}
+                rep.say(f"|  | speedup CV by estimator: {json.dumps(by_way)} |")
+                rows.append(
+                    {
+                        "timing": variant,
+                        "candidate": e["candidate"],
+                        "speedups": sp,
+                        "cv": cv(sp) if sp else None,
+                        "gpu_alone_s": held,
+                        "cand_median_ms": [(r.get("candidate_timing") or {}).get("median_ms") for r in rs],
+                        "ref_median_ms": (rs[0].get("reference_timing") or {}).get("median_ms"),
+                        "cand_timing": [r.get("candidate_timing") for r in rs],
+                        "ref_timing": rs[0].get("reference_timing"),
+                        "estimators": estimator_cvs(rs),
+                    }
                 )
-            else:
-                rep.say(f"| {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
-            rows.append(
-                {
-                    "candidate": e["candidate"],
-                    "speedups": sp,
-                    "cv": cv(sp) if sp else None,
-                    "cand_median_ms": [(r.get("candidate_timing") or {}).get("median_ms") for r in rs],
-                    "ref_median_ms": (rs[0].get("reference_timing") or {}).get("median_ms"),
-                }
-            )
-            rep.put("stability", rows)
+                rep.put("stability", rows)
+            if vev is not ev:
+                vev.close()
     rep.say()
     rep.say(f"total {time.monotonic() - t_start:.0f} s")
     rep.flush()

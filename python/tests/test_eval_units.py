@@ -247,6 +247,8 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
     timer.cfg = {"warmup": 3, "warmup_ms": 0.0, "min_samples": 9, "max_samples": 9, "budget_ms": 1.0}
     timer.cuda = True
     timer.flush = lambda: None
+    timer.flush_buf = None
+    timer.flush_ms = []
     calls = []
 
     def run(k, ms):
@@ -260,9 +262,10 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
         def __init__(self, fn):
             self.replay = fn
 
-    fns = [run(0, 1.0), run(1, 1.0), run(2, 1.0)]
+    fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
     stats = timer.measure(fns, [Graph(f) for f in fns])
-    assert stats["method"] == "cuda_graph" and stats["samples"] == 9 and stats["median_ms"] == 1.0
+    assert stats["method"] == "cuda_graph" and stats["samples"] == 9 and stats["median_ms"] == 2.0
+    assert stats["set_medians_ms"] == [1.0, 2.0, 3.0] and stats["mean_ms"] == 2.0
     assert calls[-9:] == [0, 1, 2] * 3
     calls.clear()
     stats = timer.measure(fns, [])

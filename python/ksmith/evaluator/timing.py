@@ -54,6 +54,7 @@ def trimmed_stats(samples: list[float]) -> dict[str, Any]:
     kq1, _, kq3 = statistics.quantiles(kept, n=4) if len(kept) >= 4 else (kept[0], 0, kept[-1])
     return {
         "median_ms": statistics.median(kept),
+        "mean_ms": mean,
         "iqr_ms": kq3 - kq1,
         "cv": std / mean if mean > 0 else 0.0,
         "samples": len(kept),
@@ -104,7 +105,10 @@ class Timer:
     def __init__(self, cfg: dict[str, Any], device: str = "cuda"):
         self.cfg = cfg
         self.cuda = device.startswith("cuda")
-        self.flush_buf = None
+        self.flush_buf: torch.Tensor | None = None
+        #: The L2 flush's time before each sample of the last `_samples` (CUDA only): the memory
+        #: system's speed in this process, next to the kernel's samples.
+        self.flush_ms: list[float] = []
         if self.cuda:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
@@ -177,10 +181,13 @@ class Timer:
         """`n` samples; sample `i` runs `runs[i % len(runs)]`; around the samples in `verified`,
         `before(i, set)` and `after(i, set)` run outside the timed events."""
         events = [(self.event(), self.event()) for _ in range(n)]
+        flushes = [self.event() for _ in range(n)] if self.flush_buf is not None else []
         for i, (start, end) in enumerate(events):
             check = verified is not None and i in verified
             if check and before is not None:
                 before(i, i % len(runs))
+            if flushes:
+                flushes[i].record()
             self.flush()
             start.record()
             runs[i % len(runs)]()
@@ -190,6 +197,8 @@ class Timer:
             if check and after is not None:
                 after(i, i % len(runs))
         self.synchronize()
+        if flushes:
+            self.flush_ms = [f.elapsed_time(s) for f, (s, _) in zip(flushes, events, strict=True)]
         return [s.elapsed_time(e) for s, e in events]
 
     def measure(
@@ -219,9 +228,16 @@ class Timer:
         n = max(n, len(runs))
         verified = set(rng.sample(range(n), min(checks, n))) if rng is not None and checks > 0 else set()
         samples = self._samples(runs, n, device_sync, verified, before, after)
+        by_set: dict[int, list[float]] = {}
+        for i, x in enumerate(samples):
+            if i not in verified:
+                by_set.setdefault(i % len(runs), []).append(x)
         if verified:
             samples = [x for i, x in enumerate(samples) if i not in verified]
         stats = trimmed_stats(samples)
+        stats["set_medians_ms"] = [statistics.median(v) for _, v in sorted(by_set.items())]
+        if self.flush_ms:
+            stats["flush_ms"] = statistics.median(self.flush_ms)
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
         return stats
