@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import symtable
 
 
@@ -72,28 +73,35 @@ def int_constants(text: str) -> dict[str, int]:
     return {name: _int_literal(node) for name, node in nodes.items()}  # type: ignore[misc]
 
 
+@functools.lru_cache(maxsize=8)
+def _constant_spans(text: str) -> dict[str, tuple[int, int]]:
+    """Where each constant's literal is in ``text``: byte offsets ``(start, end)`` in its UTF-8
+    encoding. Cached: the sizing step sets the constants of one program text many times."""
+    nodes = _constant_nodes(ast.parse(text))
+    offsets = [0]
+    for line in text.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line.encode("utf-8")))
+    return {
+        name: (offsets[node.lineno - 1] + node.col_offset, offsets[node.end_lineno - 1] + node.end_col_offset)  # type: ignore[operator]
+        for name, node in nodes.items()
+    }
+
+
 def set_constants(text: str, values: dict[str, int]) -> str:
     """``text`` with each named constant's literal replaced by its value; every other byte kept.
 
     Raises ``KeyError`` naming a constant the program does not have, ``TypeError`` for a value
     that is not an int.
     """
-    nodes = _constant_nodes(ast.parse(text))
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line.encode("utf-8")))
+    spans = _constant_spans(text)
     data = text.encode("utf-8")
     edits = []
     for name, value in values.items():
-        if name not in nodes:
+        if name not in spans:
             raise KeyError(f"the program has no module-level integer constant {name!r}")
         if type(value) is not int:
             raise TypeError(f"size {name} = {value!r} is not an int")
-        node = nodes[name]
-        start = offsets[node.lineno - 1] + node.col_offset
-        end = offsets[node.end_lineno - 1] + node.end_col_offset  # type: ignore[operator]
-        edits.append((start, end, str(value).encode()))
+        edits.append((*spans[name], str(value).encode()))
     for start, end, new in sorted(edits, reverse=True):
         data = data[:start] + new + data[end:]
     return data.decode("utf-8")

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import linecache
 import random
@@ -64,6 +65,13 @@ def seed_all(seed: int, torch) -> None:
             np_random.seed(seed % (2**32))
 
 
+@functools.lru_cache(maxsize=4)
+def _compiled(text: str, name: str) -> types.CodeType:
+    """The program's code object; cached, since verification and the sizing step's confirmation
+    run the same text twice (a code object is immutable: running it again is running it anew)."""
+    return compile(text, name, "exec")
+
+
 def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
     """Executes the program text in a fresh module, with its lines available to tracebacks.
 
@@ -72,7 +80,7 @@ def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
     class's module up there (a ``@dataclass`` with string annotations fails without it).
     """
     linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
-    code = compile(text, name, "exec")
+    code = _compiled(text, name)
     module = types.ModuleType(PROGRAM_MODULE)
     module.__file__ = name
     sys.modules[PROGRAM_MODULE] = module

@@ -39,6 +39,7 @@ CPU, capped at ``cpu_max_mflop``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -484,7 +485,10 @@ class Sizer:
 
         torch = self.torch
         seed_all(self.probe.seed, torch)
-        with torch.device(device):
+        # Where the CPU is torch's default device already, no device context: it would route
+        # every torch call of the run through a Python-level mode.
+        default = device == "cpu" and torch.get_default_device().type == "cpu"
+        with contextlib.nullcontext() if default else torch.device(device):
             model, inputs = build()
             self.last_built = (model, inputs)
             t0 = time.thread_time()
