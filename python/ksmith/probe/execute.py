@@ -31,6 +31,7 @@ import time
 import traceback
 import types
 from collections.abc import Collection
+from copy import deepcopy
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,6 +71,25 @@ def _compiled(text: str, name: str) -> types.CodeType:
     """The program's code object; cached, since verification and the sizing step's confirmation
     run the same text twice (a code object is immutable: running it again is running it anew)."""
     return compile(text, name, "exec")
+
+
+def rng_state(torch) -> tuple:
+    """The state of the generators :func:`seed_all` seeds."""
+    np_random = sys.modules.get("numpy.random")
+    return (
+        random.getstate(),
+        torch.default_generator.get_state(),
+        np_random.get_state() if np_random is not None else None,
+    )
+
+
+def set_rng_state(state: tuple, torch) -> None:
+    """Puts the generators back to a :func:`rng_state`."""
+    py, cpu, np_state = state
+    random.setstate(py)
+    torch.default_generator.set_state(cpu)
+    if np_state is not None:
+        sys.modules["numpy.random"].set_state(np_state)
 
 
 def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
@@ -153,6 +173,11 @@ def _required(params) -> list[str]:
 
 
 HISTORY_LIMIT = 64
+#: A model whose constructor takes at least this much CPU time (s) is built once per set of
+#: constructor guesses in the repair search and copied after (`Probe._construct`).
+REUSE_MODEL_S = 0.02
+#: ... and whose parameters and buffers take at most this many bytes (the copy stays in memory).
+REUSE_MODEL_BYTES = 512 << 20
 
 
 @dataclass(frozen=True)
@@ -215,6 +240,9 @@ class Probe:
         self.fresh = None
         self.history: list[Attempt] = []
         self._configs: tuple[tuple[str, frozenset[str]], ...] | None = None
+        #: Init guesses -> an untouched model built from them and the random generators' state
+        #: after building it (None: not to be copied); see `_construct`.
+        self._pristine: dict[tuple, tuple[Any, tuple] | None] = {}
         self.last_attempt_s = 0.0  # wall time of the successful attempt
         #: A `work.WorkMode` class: attempts measure their forward (`last_work`) for sizing.
         self.work_mode = None
@@ -280,8 +308,10 @@ class Probe:
         seed_all(self.seed, self.torch)
         return self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
 
-    def build(self, state, phases: list[str] | None = None):
-        """The model and inputs of a state (seeded); ``phases`` gets each phase as it starts."""
+    def build(self, state, phases: list[str] | None = None, reuse: bool = False):
+        """The model and inputs of a state (seeded); ``phases`` gets each phase as it starts.
+        ``reuse``: the model may be a copy of one built before from the same arguments
+        (:meth:`_construct`)."""
         torch = self.torch
         init, forward = state
         phases = phases if phases is not None else []
@@ -293,11 +323,43 @@ class Probe:
         args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
         kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
         phases.append("init")
-        model = self.ns["Model"](*args, **kwargs)
+        model = self._construct(init, args, kwargs) if reuse else self.ns["Model"](*args, **kwargs)
         phases.append("inputs")
         orig = self._original("get_inputs", self.inputs_original_ok, self.inputs_form)
         inputs = [G.materialize(a.guess, torch, self.ns, orig) for a in forward]
         return model, inputs
+
+    def _construct(self, init, args: list, kwargs: dict):
+        """``Model(*args, **kwargs)``, or a copy of the model built before from the same guesses
+        ``init``, with the random generators where that construction left them.
+
+        The repair search tries many states that change only the forward inputs; a constructor
+        that takes long (mostly drawing initial weights) is run once for them and its model
+        kept untouched (copied before it runs forward; copying is several times cheaper than
+        drawing the weights). Building is seeded, so the copy equals what the constructor would
+        build again.
+        """
+        kept = self._pristine.get(init)
+        if kept is not None:
+            model, rng = kept
+            try:
+                copy = deepcopy(model)
+            except Exception:  # noqa: BLE001 - out of memory: built as the first time
+                self._pristine[init] = None
+            else:
+                set_rng_state(rng, self.torch)
+                return copy
+        started = time.thread_time()
+        model = self.ns["Model"](*args, **kwargs)
+        if init not in self._pristine and time.thread_time() - started >= REUSE_MODEL_S:
+            self._pristine[init] = None
+            try:
+                tensors = list(model.parameters()) + list(model.buffers())
+                if sum(t.numel() * t.element_size() for t in tensors) <= REUSE_MODEL_BYTES:
+                    self._pristine[init] = (deepcopy(model), rng_state(self.torch))
+            except Exception:  # noqa: BLE001 - a model that cannot be copied is built every time
+                pass
+        return model
 
     def attempt(self, state):
         """Runs one state: returns ``(True, outputs)`` or ``(False, Failure)``."""
@@ -307,7 +369,7 @@ class Probe:
         phases: list[str] = []
         phase = "init_inputs"
         try:
-            model, inputs = self.build(state, phases)
+            model, inputs = self.build(state, phases, reuse=True)
             phase = "forward"
             if self.work_mode is not None:
                 from .work import measure
