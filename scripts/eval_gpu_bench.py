@@ -431,7 +431,8 @@ def main() -> int:
                     )
                 else:
                     rep.say(f"| {label} | {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
-                by_way = {k: f"{v:.2%}" for k, v in estimator_cvs(rs).items()}
+                estimators = estimator_cvs(rs)
+                by_way = {k: f"{v:.2%}" for k, v in estimators.items()}
                 rep.say(f"|  | speedup CV by estimator: {json.dumps(by_way)} |")
                 rows.append(
                     {
@@ -444,7 +445,7 @@ def main() -> int:
                         "ref_median_ms": (rs[0].get("reference_timing") or {}).get("median_ms"),
                         "cand_timing": [r.get("candidate_timing") for r in rs],
                         "ref_timing": rs[0].get("reference_timing"),
-                        "estimators": estimator_cvs(rs),
+                        "estimators": estimators,
                     }
                 )
                 rep.put("stability", rows)
