@@ -63,6 +63,9 @@ struct TimingDefaults {
     buffer_sets: u32,
     buffer_mb: f64,
     checks: u32,
+    processes: u32,
+    extra_processes: u32,
+    process_spread: f64,
 }
 
 fn worker_defaults() -> &'static WorkerDefaults {
@@ -125,9 +128,11 @@ pub struct EvalConfig {
     pub timing_warmup_ms: f64,
     /// Fewest timed samples.
     pub timing_min_samples: u32,
-    /// Most timed samples.
+    /// Most timed samples (over the `timing_processes` processes together; each at least
+    /// `timing_min_samples`).
     pub timing_max_samples: u32,
-    /// Time to spend on samples, in milliseconds (bounded by min/max samples).
+    /// Time to spend on samples, in milliseconds, over the `timing_processes` processes together
+    /// (bounded by min/max samples).
     pub timing_budget_ms: f64,
     /// Copies of the inputs (each at its own addresses, with its own graph) that the timed
     /// samples rotate over, so the median does not depend on one placement in memory.
@@ -138,6 +143,16 @@ pub struct EvalConfig {
     /// Timed samples whose outputs are verified (other values written into their buffers first),
     /// at positions drawn when timing starts, so the candidate cannot tell them from the others.
     pub timing_checks: u32,
+    /// Processes the reference and each candidate are timed in (each a fresh child, a
+    /// candidate's with its judge and the checks that guard the timing); the median of their
+    /// medians is used. `timing_budget_ms` and `timing_max_samples` are shared out between them.
+    pub timing_processes: u32,
+    /// Processes added, one at a time, while the medians of those timed disagree by more than
+    /// `timing_process_spread`.
+    pub timing_extra_processes: u32,
+    /// Relative disagreement of the per-process medians (max / min - 1) above which a process is
+    /// added.
+    pub timing_process_spread: f64,
     /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
@@ -196,6 +211,9 @@ impl Default for EvalConfig {
             timing_buffer_sets: d.timing.buffer_sets,
             timing_buffer_mb: d.timing.buffer_mb,
             timing_checks: d.timing.checks,
+            timing_processes: d.timing.processes,
+            timing_extra_processes: d.timing.extra_processes,
+            timing_process_spread: d.timing.process_spread,
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
             max_cached_tasks: d.max_cached_tasks,
@@ -271,6 +289,15 @@ impl EvalConfig {
         }
         if self.timing_buffer_sets == 0 {
             return bad("timing_buffer_sets must be at least 1".into());
+        }
+        if self.timing_processes == 0 {
+            return bad("timing_processes must be at least 1".into());
+        }
+        if !(self.timing_process_spread.is_finite() && self.timing_process_spread >= 0.0) {
+            return bad(format!(
+                "timing_process_spread must be >= 0, got {}",
+                self.timing_process_spread
+            ));
         }
         if !(self.timing_buffer_mb.is_finite() && self.timing_buffer_mb >= 0.0) {
             return bad(format!(
@@ -357,6 +384,9 @@ impl EvalConfig {
                 "buffer_sets": self.timing_buffer_sets,
                 "buffer_mb": self.timing_buffer_mb,
                 "checks": self.timing_checks,
+                "processes": self.timing_processes,
+                "extra_processes": self.timing_extra_processes,
+                "process_spread": self.timing_process_spread,
             },
         })
     }
@@ -434,6 +464,20 @@ mod tests {
                     ..Default::default()
                 },
                 "request_timeout_s",
+            ),
+            (
+                EvalConfig {
+                    timing_processes: 0,
+                    ..Default::default()
+                },
+                "timing_processes",
+            ),
+            (
+                EvalConfig {
+                    timing_process_spread: -0.1,
+                    ..Default::default()
+                },
+                "timing_process_spread",
             ),
         ];
         for (cfg, key) in cases {

@@ -26,6 +26,15 @@ crash, a timeout, a forged line on the harness's channel (`sandbox_escape`).
 The GPU is shared through a gate (`gate`): correctness calls and comparisons run side by side,
 timing runs alone. On a GPU a candidate that passes is timed (with verified samples, see
 `timing`); on the CPU the same runs as a rehearsal whose times are not reported.
+
+Timing processes: the reference and each candidate are timed in `timing.processes` processes and,
+while their medians disagree, in more (`timing.another_process`); the figure used is the median
+of the per-process medians (`timing.combine`). The reference's first is its build child, the
+others children of their own (`reference_child` in time mode). Each of a candidate's is a
+`Run.supervise` of a fresh harness and judge: the first with every correctness call, the later
+ones with those that guard the timing (see `candidate_child`), each judged by the same rules, so
+a verdict found in any process is the candidate's. On the CPU both rehearse `timing.processes`
+processes (never one more: their times say nothing).
 """
 
 from __future__ import annotations
@@ -56,13 +65,15 @@ from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
+from .timing import another_process, combine, per_process
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
 # defaults of `[eval]`, and the reward function runs on them through `merge_options`.
 DEFAULT_OPTIONS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
 # The verdict names, shared with Rust (`EvalStatus`, `HackKind`; tests on both sides check them).
 VERDICTS = json.loads((pathlib.Path(__file__).parent.parent / "verdicts.json").read_text())
-#: The CPU's rehearsal of timing (Triton's interpreter is slow; its times are not reported).
+#: The CPU's rehearsal of timing (Triton's interpreter is slow; its times are not reported). The
+#: number of processes is the options' (`timing.another_process`).
 CPU_REHEARSAL = {
     "warmup": 1,
     "warmup_ms": 0.0,
@@ -114,7 +125,8 @@ class TaskFacts:
     key: str
     seed: int
     build: messages.BuildDone
-    timing: dict[str, Any] | None
+    #: The reference's timing over its processes (`timing.combine`; on the CPU the rehearsal's).
+    timing: dict[str, Any]
     warnings: list[str]
 
     def child_view(self) -> dict[str, Any]:
@@ -152,6 +164,8 @@ class DeviceEvaluator:
         self.device = device
         self.cuda = device.startswith("cuda")
         self.opts = merge_options(options)
+        #: What every child is told of timing: one process's share on a GPU, else the rehearsal.
+        self.timing = per_process(self.opts["timing"]) if self.cuda else {**self.opts["timing"], **CPU_REHEARSAL}
         self.jail = None
         if self.opts["confine"]:
             policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=self.cuda)
@@ -249,7 +263,7 @@ class DeviceEvaluator:
             "seed": seed,
             "tolerances": self.opts["tolerances"],
             "relative_error": self.opts["relative_error"],
-            "timing": self.opts["timing"],
+            "timing": self.timing,
             "audit": self.opts["audit"],
             **extra,
         }
@@ -319,27 +333,34 @@ class DeviceEvaluator:
             max_size_sets=int(o["hidden_shapes"]),
             memory_budget_mb=int(o["memory_budget_mb"]),
         )
+        with self._reference_child(task_id, config, source) as child:
+            with self.gate.shared():
+                msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
+            if isinstance(msg, messages.ReferenceFailed):
+                raise BrokenReference(task_id, _trim(msg.message + "\n" + child.log_tail(), o["log_limit"]))
+            if not isinstance(msg, messages.BuildDone):
+                raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
+            build = msg
+            stats = [self._reference_timing(child, task_id, 1)]
+        while another_process([t["median_ms"] for t in stats], self.timing, self.cuda):
+            config = self._config(seed, mode="time")
+            with self._reference_child(task_id, config, source) as child:
+                stats.append(self._reference_timing(child, task_id, len(stats) + 1))
+        warnings = [f"hidden shapes: {why}" for why in build.dropped]
+        if not build.size_sets:
+            origin = "recorded" if recorded else "derived from the task's module-level size constants"
+            warnings.append(f"no hidden size set checked (none {origin} held)")
+        return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings)
+
+    @contextlib.contextmanager
+    def _reference_child(self, task_id: str, config: dict[str, Any], source: str) -> Iterator[Child]:
+        """A reference child (build or time mode) on a workspace of its own; its failures are the
+        task's (`BrokenReference`)."""
+        o = self.opts
         with self._workspace("ref", config, {"reference.py": source}) as d:
             child = self._spawn("ksmith.evaluator.reference_child", d)
-            timing = None
             try:
-                with self.gate.shared():
-                    msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
-                if isinstance(msg, messages.ReferenceFailed):
-                    raise BrokenReference(task_id, _trim(msg.message + "\n" + child.log_tail(), o["log_limit"]))
-                if not isinstance(msg, messages.BuildDone):
-                    raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
-                build = msg
-                if self.cuda:
-                    msg = child.receive(o["run_timeout_s"])
-                    if isinstance(msg, messages.ReadyToTime):
-                        with self.gate.exclusive():
-                            child.command("go 0")
-                            msg = child.receive(o["timing_timeout_s"])
-                        if isinstance(msg, messages.Timed):
-                            timing = msg.timing
-                        elif isinstance(msg, messages.ReferenceFailed):
-                            raise BrokenReference(task_id, "timing the reference failed: " + msg.message)
+                yield child
             except ChildForged as e:
                 raise BrokenReference(task_id, f"the reference wrote on the harness's channel: {e}") from None
             except ChildTimeout as e:
@@ -348,11 +369,21 @@ class DeviceEvaluator:
                 raise BrokenReference(task_id, f"{e}\n{_trim(e.log, o['log_limit'])}") from None
             finally:
                 child.finish()
-        warnings = [f"hidden shapes: {why}" for why in build.dropped]
-        if not build.size_sets:
-            origin = "recorded" if recorded else "derived from the task's module-level size constants"
-            warnings.append(f"no hidden size set checked (none {origin} held)")
-        return TaskFacts(key=key, seed=seed, build=build, timing=timing, warnings=warnings)
+
+    def _reference_timing(self, child: Child, task_id: str, process: int) -> dict[str, Any]:
+        """The reference's timing in its `process`-th process (`child`, once built): on `go`, with
+        the GPU held alone."""
+        o = self.opts
+        with self.gate.shared():
+            msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
+        if isinstance(msg, messages.ReadyToTime):
+            with self.gate.exclusive():
+                child.command("go 0")
+                msg = child.receive(o["timing_timeout_s"])
+        if isinstance(msg, messages.Timed):
+            return msg.timing
+        why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+        raise BrokenReference(task_id, f"timing the reference failed (timing process {process}): {why}")
 
     # -- candidate -------------------------------------------------------------------------
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -398,13 +429,24 @@ class DeviceEvaluator:
         facts = self.reference(task_id, req["reference"], alt)
         measure = bool(req.get("measure", True)) and self.cuda
         run = Run(self, task_id, facts, measure, warnings)
-        files = {"reference.py": req["reference"]}
-        steer = measure or not self.cuda
-        timing = self.opts["timing"] if self.cuda else CPU_REHEARSAL
-        judge_cfg = self._config(
-            facts.seed, mode="judge", size_sets=[s["sizes"] for s in facts.build.size_sets], timing=timing
+        while run.another():
+            verdict = self._candidate_process(run, req["reference"], candidate)
+            if verdict is not None:
+                return verdict
+        return run.final()
+
+    def _candidate_process(self, run: Run, reference: str, candidate: str) -> dict[str, Any] | None:
+        """One process of `run`: a fresh harness and judge, supervised; the verdict, or None when
+        the candidate passed there (see `Run.supervise`)."""
+        facts = run.facts
+        files = {"reference.py": reference}
+        judge_cfg = self._config(facts.seed, mode="judge", size_sets=[s["sizes"] for s in facts.build.size_sets])
+        cand_cfg = self._config(
+            facts.seed,
+            steer=run.steer,
+            task=facts.child_view(),
+            correctness="timing" if run.processes else "full",
         )
-        cand_cfg = self._config(facts.seed, steer=steer, task=facts.child_view(), timing=timing)
         with (
             self._workspace("judge", judge_cfg, files) as dj,
             self._workspace("cand", cand_cfg, {**files, "candidate.py": candidate}) as dc,
@@ -448,7 +490,8 @@ class Budget:
 
 
 class Run:
-    """One candidate's evaluation, as the worker drives it (see the module doc)."""
+    """One candidate's evaluation, as the worker drives it (see the module doc): one
+    `supervise` per timing process."""
 
     def __init__(self, ev: DeviceEvaluator, task_id: str, facts: TaskFacts, measure: bool, warnings: list[str]):
         self.ev = ev
@@ -456,12 +499,42 @@ class Run:
         self.task_id = task_id
         self.facts = facts
         self.measure = measure
+        #: Whether the harness times (on a GPU when measuring, on the CPU as a rehearsal).
+        self.steer = measure or not ev.cuda
         self.warnings = warnings + facts.warnings
-        self.findings = decide.Findings()
-        self.judge_ready = False
         self.trials = int(self.o["trials"])
+        #: Processes supervised so far, and the timing of each that passed.
+        self.processes = 0
+        self.stats: list[dict[str, Any]] = []
+        # the current process's state (see `supervise`)
+        self.findings = decide.Findings()
+        #: The first process's findings, which the result reports (every correctness call).
+        self.reported = self.findings
+        self.judge_ready = False
         #: The last judged file: its kind and the judge's finding.
         self.last: tuple[str, messages.Judged] | None = None
+
+    def another(self) -> bool:
+        """Whether to supervise one more process: the first; then, when the harness times, as
+        `timing.another_process` says from the medians so far."""
+        if self.processes == 0:
+            return True
+        return self.steer and another_process([t["median_ms"] for t in self.stats], self.ev.timing, self.measure)
+
+    def final(self) -> dict[str, Any]:
+        """The result of a candidate that passed in every process: the first process's
+        correctness figures, the timings combined over the processes (`timing.combine`)."""
+        f = self.reported
+        kw: dict[str, Any] = {"errors": f.worst, "trials": len(f.trials), "trials_passed": f.passed}
+        if self.measure:
+            timing, ref = combine(self.stats), self.facts.timing
+            kw.update(candidate_timing=timing, reference_timing=ref)
+            kw["speedup"] = ref["median_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None
+        return self.result("correct", **kw)
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     def result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
         f = self.findings
@@ -529,8 +602,18 @@ class Run:
         return msg
 
     # -- the run ---------------------------------------------------------------------------
-    def supervise(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any]:
+    def supervise(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any] | None:
+        """One process: the harness's correctness calls (all in the first process, those that
+        guard the timing in a later one), then its timing when it times. The verdict's result, or
+        None when the candidate passed (its timing appended to `stats`)."""
         o = self.o
+        self.processes += 1
+        first = self.processes == 1
+        self.findings = decide.Findings()
+        if first:
+            self.reported = self.findings
+        self.judge_ready = False
+        self.last = None
         try:
             msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Unreproducible):
@@ -544,7 +627,7 @@ class Run:
             if not isinstance(msg, messages.Compiled):
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
-                self.warnings.append("weights: seeded")
+                self.warn("weights: seeded")
             budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)")
             while True:
                 msg = self.next_file(child, judge, dc, dj, budget)
@@ -565,13 +648,14 @@ class Run:
             return self.result("timeout", log=f"{e}\n{child.log_tail()}")
         except ChildDied as e:
             return self.result("runtime_error", log=f"{e}\n{e.log}")
-        self.ev._trace("correctness_done", phases=msg.phases)
-        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), self.trials, o)
+        self.ev._trace("correctness_done", process=self.processes, phases=msg.phases)
+        trials = self.trials if first else 1
+        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), trials, o)
         if v:
             return self.verdict(v)
-        if self.measure or not self.ev.cuda:
+        if self.steer:
             return self.timed(child, judge, dc, dj)
-        return self.result("correct")
+        return None
 
     def harness_failed(self, msg: messages.Message, child: Child) -> dict[str, Any]:
         if isinstance(msg, messages.Violation):
@@ -580,8 +664,9 @@ class Run:
             return self.result("runtime_error", log=msg.message + "\n" + child.log_tail())
         return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
 
-    def timed(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any]:
-        """Timing (the GPU alone) or the CPU's rehearsal, then the verified calls."""
+    def timed(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any] | None:
+        """Timing (the GPU alone) or the CPU's rehearsal, then the verified calls: the verdict's
+        result, or None (the timing appended to `stats`)."""
         o = self.o
         try:
             msg = child.receive(o["run_timeout_s"])
@@ -590,7 +675,7 @@ class Run:
             with self.ev.gate.exclusive():
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
-            self.ev._trace("timing_done", type=msg.TYPE)
+            self.ev._trace("timing_done", process=self.processes, type=msg.TYPE)
             if not isinstance(msg, messages.Timed):
                 return self.harness_failed(msg, child)
             timed = msg
@@ -611,24 +696,22 @@ class Run:
         v = decide.after_timing(self.findings)
         if v:
             return self.verdict(v)
+        self.stats.append(timed.timing)
         if not self.measure:
-            return self.result("correct")
-        timing = timed.timing
+            return None
         if timed.stream:
-            self.warnings.append(
+            self.warn(
                 f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms with a "
                 "device-wide sync"
             )
-        if timing["method"] != "cuda_graph":
-            self.warnings.append(
+        if timed.timing["method"] != "cuda_graph":
+            self.warn(
                 "CUDA-graph capture failed; timed with CUDA events and a device-wide sync: "
                 + timed.capture_error.splitlines()[0][:300]
                 if timed.capture_error
                 else "timed with CUDA events"
             )
-        ref = self.facts.timing
-        speedup = ref["median_ms"] / timing["median_ms"] if ref and timing["median_ms"] > 0 else None
-        return self.result("correct", candidate_timing=timing, reference_timing=ref, speedup=speedup)
+        return None
 
 
 def _remove(folders: list[str]) -> None:

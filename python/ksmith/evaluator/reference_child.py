@@ -1,5 +1,5 @@
 """The trusted child: runs the REFERENCE program of a task (never any candidate code), in one of
-two modes (``mode`` in `DIR/config.json`).
+three modes (``mode`` in `DIR/config.json`).
 
 `main(DIR, secret)`, in a process forked from the fork server (`forkserver`), reads
 `DIR/reference.py` and `DIR/config.json`.
@@ -12,8 +12,11 @@ two modes (``mode`` in `DIR/config.json`).
   (``memory_budget_mb``: what one evaluation holds in host memory). Then each candidate size set
   (`shapes`): the reference rebuilt from the rewritten program must run there, twice alike, and
   change some input or init value, or the set is dropped (the reason is kept). It sends
-  `BuildDone` (facts, no tensor) and, on a GPU, times the reference on `go` (the worker holds
-  the GPU). Nothing is written to disk.
+  `BuildDone` (facts, no tensor) and times the reference on `go` (the worker holds the GPU; on
+  the CPU a rehearsal whose times are not reported). Nothing is written to disk.
+- **time** (when the worker times the reference in more than one process, see `timing`): builds
+  the model and the first trial's inputs, runs them as the build does, and times the reference
+  on `go`, like the build's timing.
 - **judge** (once per candidate evaluation, next to the candidate's child): builds the model (and
   the size sets' models when asked for them) and compares, on the device, each result file the
   worker hands it (`messages.ResultReady`) with the reference's outputs for that trial, computed
@@ -213,7 +216,7 @@ def build(d: str, cfg: dict[str, Any], ch: Channel, source: str) -> None:
             dropped=dropped,
         )
     )
-    if device.startswith("cuda") and cfg.get("measure", True):
+    if cfg.get("measure", True):
         _time(ch, cfg, visible, visible.run(0)["inputs"])
 
 
@@ -293,7 +296,7 @@ def _time(ch: Channel, cfg: dict[str, Any], ref: Reference, inputs: list[Any]) -
         return fn
 
     fns = [timed(static) for static in sets]
-    timer = Timer(cfg["timing"])
+    timer = Timer(cfg["timing"], cfg["device"])
     graphs, err = timer.capture_all(fns)
     stats = timer.measure(fns, graphs)
     ch.send(messages.Timed(timing=stats, capture_error=err))
@@ -385,6 +388,10 @@ def main(d: str, secret: bytes) -> int:
     try:
         if cfg["mode"] == "build":
             build(d, cfg, ch, source)
+            return 0
+        if cfg["mode"] == "time":
+            ref = Reference(TaskProgram(source, d, int(cfg["seed"]), cfg["device"]))
+            _time(ch, cfg, ref, ref.run(0)["inputs"])
             return 0
         judge = Judge(d, cfg, source)
     except TaskBroken as e:

@@ -25,6 +25,17 @@ are verified: before such a sample, other values are written into its buffer set
 its outputs are kept for the worker to judge. A candidate that counts its calls, detects the
 timing loop, or does its work during warm-up and returns remembered results in the samples is
 wrong at a verified sample it cannot foresee.
+
+Several processes: a whole process can be slower than the others (on an H200, about one in ten
+is 1.5-2 % slower for a 40 us kernel, all its buffer sets together, while its own samples agree to
+0.3 %: no estimator inside one process removes it, see docs/bench/eval-h200.md). The worker
+therefore times the reference and each candidate in `processes` processes (each a fresh child;
+for a candidate with its judge and every check of the timing, see `evaluate`), and while their
+medians disagree by more than `process_spread` (relative, max / min - 1) adds one more, up to
+`extra_processes`: `another_process` decides, `combine` takes the median of the per-process
+medians. The samples' time and count (`budget_ms`, `max_samples`) are shared out between the
+`processes` processes (`per_process`), so the GPU time of a candidate grows only by their
+warm-ups and captures (and by one share when a process is added).
 """
 
 from __future__ import annotations
@@ -260,3 +271,54 @@ class Timer:
         local = statistics.median(self._samples([fn], n, False))
         full = statistics.median(self._samples([fn], n, True))
         return local, full
+
+
+def per_process(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The timing options one process gets: `budget_ms` and `max_samples` (totals) divided by
+    `processes`, `max_samples` no lower than `min_samples`."""
+    n = max(1, int(cfg.get("processes", 1)))
+    out = dict(cfg)
+    out["budget_ms"] = float(cfg["budget_ms"]) / n
+    out["max_samples"] = max(int(cfg["min_samples"]), int(cfg["max_samples"]) // n)
+    return out
+
+
+def spread(medians: list[float]) -> float:
+    """How far the per-process medians disagree: max / min - 1 (0 for fewer than two)."""
+    if len(medians) < 2 or min(medians) <= 0:
+        return 0.0
+    return max(medians) / min(medians) - 1.0
+
+
+def another_process(medians: list[float], cfg: dict[str, Any], measured: bool) -> bool:
+    """Whether to time in one more process, given the medians of those timed so far: until
+    `processes` are timed; then, where the times are `measured` (not the CPU's rehearsal, whose
+    host-clock times say nothing), while their `spread` is above `process_spread` and fewer than
+    `processes + extra_processes` are timed.
+
+    Why a third process and not the lower of two: the slow process is the outlier (never a fast
+    one was seen), so the lower of two would do with two processes, but it is biased low by half
+    their ordinary spread whenever both are ordinary (nine times in ten), and two slow processes
+    look alike to it. The median of three is unbiased and holds against one slow process; when
+    the first two agree, their mean (the median of two) halves the ordinary spread's variance."""
+    n = len(medians)
+    want = max(1, int(cfg.get("processes", 1)))
+    if n < want:
+        return True
+    most = want + max(0, int(cfg.get("extra_processes", 0)))
+    return measured and n < most and spread(medians) > float(cfg.get("process_spread", 0.0))
+
+
+def combine(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """One measurement from the per-process `stats` (each `Timer.measure`'s): `median_ms` is the
+    median of the per-process medians (`process_medians_ms`, in the order timed), `samples` the
+    samples kept over all processes; the other figures (IQR, CV, mean, buffer sets, flush,
+    method) are those of the process whose median is nearest the combined one."""
+    medians = [float(s["median_ms"]) for s in stats]
+    median = statistics.median(medians)
+    nearest = min(range(len(stats)), key=lambda i: abs(medians[i] - median))
+    out = dict(stats[nearest])
+    out["median_ms"] = median
+    out["samples"] = sum(int(s["samples"]) for s in stats)
+    out["process_medians_ms"] = medians
+    return out
