@@ -226,6 +226,41 @@ def test_buffer_sets_fit_the_memory_budget():
     assert buffer_sets({"buffer_sets": 3, "buffer_mb": 1024.0}, 0) == 3
 
 
+def test_another_process_while_the_medians_disagree():
+    cfg = {"processes": 2, "extra_processes": 1, "process_spread": 0.004}
+    assert timing.another_process([], cfg, True) and timing.another_process([1.0], cfg, True)
+    assert not timing.another_process([1.0, 1.003], cfg, True), "within 0.4 %: two suffice"
+    assert timing.another_process([1.0, 1.02], cfg, True), "a slow process: a third decides"
+    assert timing.another_process([1.02, 1.0], cfg, True)
+    assert not timing.another_process([1.0, 1.02, 1.001], cfg, True), "at most extra_processes more"
+    assert not timing.another_process([1.0, 1.02], cfg, False), "the CPU's rehearsal adds none"
+    assert timing.another_process([1.0], cfg, False), "but rehearses the configured processes"
+    assert timing.another_process([1.0, 1.02, 1.001], dict(cfg, extra_processes=2), True)
+    assert not timing.another_process([1.0], dict(cfg, processes=1), True)
+    assert timing.spread([1.0, 1.02, 1.001]) == pytest.approx(0.02) and timing.spread([2.0]) == 0.0
+
+
+def test_combine_takes_the_median_of_the_process_medians():
+    def stats(median, cv):
+        return {"median_ms": median, "cv": cv, "samples": 100, "method": "cuda_graph", "set_medians_ms": [median]}
+
+    three = timing.combine([stats(1.0, 0.01), stats(1.02, 0.02), stats(1.001, 0.03)])
+    assert three["median_ms"] == 1.001 and three["process_medians_ms"] == [1.0, 1.02, 1.001]
+    assert three["samples"] == 300 and three["cv"] == 0.03 and three["set_medians_ms"] == [1.001]
+    two = timing.combine([stats(1.0, 0.01), stats(1.002, 0.02)])
+    assert two["median_ms"] == pytest.approx(1.001) and two["cv"] == 0.01 and two["samples"] == 200
+    one = timing.combine([stats(1.0, 0.01)])
+    assert one == dict(stats(1.0, 0.01), process_medians_ms=[1.0])
+
+
+def test_the_samples_budget_is_shared_out_between_the_processes():
+    cfg = {"processes": 2, "budget_ms": 400.0, "min_samples": 50, "max_samples": 1000, "warmup_ms": 50.0}
+    assert timing.per_process(cfg) == dict(cfg, budget_ms=200.0, max_samples=500)
+    assert timing.per_process(dict(cfg, max_samples=60))["max_samples"] == 50, "never below min_samples"
+    one = dict(cfg, processes=1)
+    assert timing.per_process(one) == one
+
+
 def test_timing_rotates_over_every_buffer_set(monkeypatch):
     # A fake clock in place of CUDA events: each run advances it by its own duration, so the
     # measured samples show which set ran.
