@@ -19,7 +19,9 @@ constants, see GPU_SIZES), in four phases, each written out as soon as it is don
    candidates per GPU-minute (target: >= 30);
 4. stability: `--repeats` evaluations of each honest kernel, references cached, `--stability-
    concurrency` in flight: the speedup's coefficient of variation (target: <= 0.5 % for every
-   kernel of >= 10 us).
+   kernel of >= 10 us), for each of `--timing-variants` (e.g. "processes=1;processes=2": one
+   timing process against two, each variant with its own evaluator and reference timing), with
+   the timing processes per evaluation and the CV the first process alone would have given.
 
 Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same.
 Phases that would run past `--deadline-s` are skipped and say so. On `--device cpu` (Triton's
@@ -116,10 +118,14 @@ def parse_timing(spec: str) -> dict[str, Any]:
 
 def estimator_cvs(rs: list[dict[str, Any]]) -> dict[str, float]:
     """The speedup's CV over `rs` under other estimators than the evaluator's (median over median):
-    trimmed means, the mean of the buffer sets' medians, and medians scaled by each process's L2
-    flush time (the memory system's speed where each side was timed)."""
+    trimmed means, the mean of the buffer sets' medians, medians scaled by each process's L2
+    flush time (the memory system's speed where each side was timed), and, from the per-process
+    medians of both sides, the first process's alone (what one timing process would have given,
+    on its share of the samples) and the lowest process's."""
     ways = {
         "median": lambda t: t["median_ms"],
+        "first_process": lambda t: t["process_medians_ms"][0] if t.get("process_medians_ms") else None,
+        "lowest_process": lambda t: min(t["process_medians_ms"]) if t.get("process_medians_ms") else None,
         "mean": lambda t: t.get("mean_ms"),
         "set_mean": lambda t: statistics.fmean(t["set_medians_ms"]) if t.get("set_medians_ms") else None,
         "flush_scaled": lambda t: t["median_ms"] / t["flush_ms"] if t.get("flush_ms") else None,
@@ -219,7 +225,7 @@ def main() -> int:
             t0 = time.monotonic()
             facts = ev.reference(f"gpu-tasks/{name}#{time.time()}", src)
             dt = time.monotonic() - t0
-            ref_ms = facts.timing["median_ms"] if facts.timing else None
+            ref_ms = facts.timing["median_ms"] if gpu else None  # the CPU's is a rehearsal
             sets = [s["sizes"] for s in facts.build.size_sets]
             builds.append({"task": name, "seconds": dt, "reference_ms": ref_ms, "size_sets": sets})
             rep.say(
@@ -367,9 +373,16 @@ def main() -> int:
         )
         rep.say(
             f"GPU held alone (timing) {held:.1f} s over {timings} timings ({held / max(timings, 1):.2f} s each, "
-            f"{held / wall:.0%} of the wall): the part that serializes candidates"
+            f"{held / n:.2f} s per candidate, {held / wall:.0%} of the wall): the part that serializes candidates"
             + ("" if gpu else " (none on the CPU, whose gate admits everyone)")
         )
+        procs = [len(r["candidate_timing"]["process_medians_ms"]) for r in rs if r.get("candidate_timing")]
+        want = int(ev.opts["timing"]["processes"])
+        if procs:
+            rep.say(
+                f"timing processes per correct candidate: mean {statistics.fmean(procs):.2f} "
+                f"({sum(p > want for p in procs)} of {len(procs)} with more than timing.processes = {want})"
+            )
         bad = [r for r in rs if r["status"] != "correct"]
         for r in bad[:3]:
             rep.say(f"  not correct: {r['status']} {r['hack']} {r['error_log'][-400:]!r}")
@@ -384,6 +397,7 @@ def main() -> int:
                 "exclusive_s": held,
                 "timings": timings,
                 "statuses": statuses,
+                "timing_processes": procs,
             },
         )
     elif "throughput" in phases:
@@ -402,9 +416,9 @@ def main() -> int:
         rep.say()
         rep.say(
             "| timing | candidate | speedup median | cv | min..max | cand median ms | cand cv within run | samples "
-            "| GPU alone s/eval |"
+            "| GPU alone s/eval | timing processes/eval (ref) |"
         )
-        rep.say("|---|---|---|---|---|---|---|---|---|")
+        rep.say("|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         by_name = {x["candidate"]: x for x in honest}
         for variant in variants:
@@ -417,17 +431,19 @@ def main() -> int:
                     continue
                 req = request(e["task"], e["candidate"])
                 vev.reference(req["task_id"], req["reference"])
-                held0, n0 = vev.gate.exclusive_s, vev.gate.exclusive_n
+                held0 = vev.gate.exclusive_s
                 with ThreadPoolExecutor(a.stability_concurrency) as pool:
                     rs = list(pool.map(vev.evaluate, [req] * (2 if a.smoke else a.repeats)))
-                held = (vev.gate.exclusive_s - held0) / max(vev.gate.exclusive_n - n0, 1)
+                held = (vev.gate.exclusive_s - held0) / len(rs)  # per evaluation, over its timing processes
                 sp = [r["speedup"] for r in rs if r.get("speedup")]
                 ct = rs[0].get("candidate_timing") or {}
+                procs = [len((r.get("candidate_timing") or {}).get("process_medians_ms") or [1]) for r in rs]
+                ref_procs = len((rs[0].get("reference_timing") or {}).get("process_medians_ms") or [1])
                 if sp:
                     rep.say(
                         f"| {label} | {e['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | "
                         f"{min(sp):.4f}..{max(sp):.4f} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | "
-                        f"{ct.get('samples')} | {held:.2f} |"
+                        f"{ct.get('samples')} | {held:.2f} | {statistics.fmean(procs):.1f} ({ref_procs}) |"
                     )
                 else:
                     rep.say(f"| {label} | {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
@@ -442,6 +458,7 @@ def main() -> int:
                         "cv": cv(sp) if sp else None,
                         "gpu_alone_s": held,
                         "cand_median_ms": [(r.get("candidate_timing") or {}).get("median_ms") for r in rs],
+                        "cand_processes": procs,
                         "ref_median_ms": (rs[0].get("reference_timing") or {}).get("median_ms"),
                         "cand_timing": [r.get("candidate_timing") for r in rs],
                         "ref_timing": rs[0].get("reference_timing"),
