@@ -604,8 +604,9 @@ class Run:
     # -- the run ---------------------------------------------------------------------------
     def supervise(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any] | None:
         """One process: the harness's correctness calls (all in the first process, those that
-        guard the timing in a later one), then its timing when it times. The verdict's result, or
-        None when the candidate passed (its timing appended to `stats`)."""
+        guard the timing in a later one), then its timing when it times. The verdict's result
+        (with that process's correctness figures), or None when the candidate passed (its timing
+        appended to `stats`)."""
         o = self.o
         self.processes += 1
         first = self.processes == 1

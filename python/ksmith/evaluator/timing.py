@@ -296,11 +296,13 @@ def another_process(medians: list[float], cfg: dict[str, Any], measured: bool) -
     host-clock times say nothing), while their `spread` is above `process_spread` and fewer than
     `processes + extra_processes` are timed.
 
-    Why a third process and not the lower of two: the slow process is the outlier (never a fast
-    one was seen), so the lower of two would do with two processes, but it is biased low by half
-    their ordinary spread whenever both are ordinary (nine times in ten), and two slow processes
-    look alike to it. The median of three is unbiased and holds against one slow process; when
-    the first two agree, their mean (the median of two) halves the ordinary spread's variance."""
+    Why not the lower of two: the outlier process is the slow one (the H200 runs showed no fast
+    one), so the lower of two would discard it without a third process; but where both are
+    ordinary (about four times in five) the lower is biased low and varies more than their mean
+    (for a normal spread, 0.68 against 0.5 times one process's variance). So: where the two agree,
+    their mean (the median of two); where they disagree, a third process, which costs one share of
+    the samples for about one candidate in five, and the median of three, which outvotes one slow
+    process."""
     n = len(medians)
     want = max(1, int(cfg.get("processes", 1)))
     if n < want:
