@@ -166,6 +166,7 @@ def main() -> int:
         default=None,
         help="timing options compared side by side in the stability phase: 'warmup_ms=500,buffer_sets=8;...'",
     )
+    ap.add_argument("--timing", default=None, help="timing options of the bench's evaluators: 'processes=1,...'")
     a = ap.parse_args()
     t_start = time.monotonic()
     gpu = a.device.startswith("cuda")
@@ -181,6 +182,8 @@ def main() -> int:
     opts: dict[str, Any] = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     if a.buffer_sets is not None:
         opts["timing"] = {"buffer_sets": a.buffer_sets}
+    if a.timing:
+        opts["timing"] = {**opts.get("timing", {}), **parse_timing(a.timing)}
     ev = DeviceEvaluator(a.device, opts)
     ev_rt = DeviceEvaluator(a.device, dict(opts, static_checks=False))
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))

@@ -547,8 +547,10 @@ class Run:
         return self.result(v.status, v.hack, v.message)
 
     # -- the judge -------------------------------------------------------------------------
-    def judge(self, judge: Child, dc: str, dj: str, ready: messages.ResultReady) -> messages.Judged:
-        """Hands one result file to the judge and returns its finding."""
+    def hand_over(self, judge: Child, dc: str, dj: str, ready: messages.ResultReady) -> None:
+        """Moves one result file from the harness's workspace to the judge's, and waits for the
+        judge to have started (its CUDA context, the reference built): CPU work and start-up,
+        done outside the GPU gate so that no timing waits for them."""
         name = os.path.basename(ready.file)
         if name != ready.file or not name.startswith("out_"):
             raise ChildForged(f"a result file outside the workspace: {ready.file!r}")
@@ -558,20 +560,27 @@ class Run:
         except OSError as e:
             raise ChildDied(f"the result file {name} cannot be read: {e}", "") from None
         os.unlink(src)
+        if self.judge_ready:
+            return
         try:
-            if not self.judge_ready:
-                msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
-                if not isinstance(msg, messages.JudgeReady):
-                    raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
-                self.judge_ready = True
-            request = {
-                "file": name,
-                "label": ready.label,
-                "size_set": ready.size_set,
-                "trial": ready.trial,
-                "repeat": ready.repeat,
-                "diagnose": ready.diagnose,
-            }
+            msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
+        except (ChildDied, ChildTimeout, ChildForged) as e:
+            raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
+        if not isinstance(msg, messages.JudgeReady):
+            raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
+        self.judge_ready = True
+
+    def judge(self, judge: Child, ready: messages.ResultReady) -> messages.Judged:
+        """The judge's finding on one result file (handed over by `hand_over`)."""
+        request = {
+            "file": ready.file,
+            "label": ready.label,
+            "size_set": ready.size_set,
+            "trial": ready.trial,
+            "repeat": ready.repeat,
+            "diagnose": ready.diagnose,
+        }
+        try:
             judge.command(json.dumps(request))
             msg = judge.receive(self.o["run_timeout_s"])
         except (ChildDied, ChildTimeout, ChildForged) as e:
@@ -584,9 +593,11 @@ class Run:
 
     def next_file(self, child: Child, judge: Child, dc: str, dj: str, budget: Budget) -> messages.Message:
         """The harness's next message; when it is ready for a call (`messages.Ready`, after its
-        ungated work), ``next`` under the shared gate, and a result file judged there (the finding
-        is recorded). Returns the message that answers. Time spent waiting for the gate is not
-        the candidate's: `budget` is extended by it."""
+        ungated work), ``next`` under the shared gate, then its result file handed to the judge
+        (ungated) and judged under the shared gate again (the finding is recorded). Returns the
+        message that answers. Time spent waiting for the gate is not the candidate's: `budget`
+        is extended by it. The gate is held only while GPU work runs: a timing waits for every
+        shared holder, and every other candidate waits for the timing."""
         msg = child.receive(budget.left())
         if not isinstance(msg, messages.Ready):
             return msg
@@ -595,10 +606,14 @@ class Run:
             budget.extend(time.monotonic() - waited)
             child.command("next")
             msg = child.receive(budget.left())
-            if isinstance(msg, messages.ResultReady):
-                finding = self.judge(judge, dc, dj, msg)
-                self.findings.add(msg.kind, finding)
-                self.last = (msg.kind, finding)
+        if isinstance(msg, messages.ResultReady):
+            self.hand_over(judge, dc, dj, msg)
+            waited = time.monotonic()
+            with self.ev.gate.shared():
+                budget.extend(time.monotonic() - waited)
+                finding = self.judge(judge, msg)
+            self.findings.add(msg.kind, finding)
+            self.last = (msg.kind, finding)
         return msg
 
     # -- the run ---------------------------------------------------------------------------
