@@ -7,13 +7,14 @@ scratch."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from ksmith.probe.execute import Probe, exec_program, run_request  # noqa: E402
+from ksmith.probe.execute import Probe, diverging, exec_program, run_request  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom dataclasses import dataclass\n\n\n"
 
@@ -295,3 +296,51 @@ def test_recurrent_hidden_state_shape_and_probability_and_output_padding():
 """
     emitted, steps = repaired(program(up, "torch.rand([1, 4, 8, 8])", "4"))
     assert "return [0]" in emitted, steps
+
+
+# --- repairs that do not converge ---------------------------------------------------------------
+
+SCALING_VIEW = program(
+    """class Model(nn.Module):
+    def __init__(self, d_model, n_head, d_k):
+        super().__init__()
+        self.n_head, self.d_k = n_head, d_k
+        # Four times the features the view wants, whatever n_head and d_k are: changing either
+        # scales both sides of the mismatch.
+        self.qkv = nn.Linear(d_model, 4 * n_head * d_k)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        return self.qkv(x).view(b, n, self.n_head, self.d_k)
+""",
+    "torch.rand([4, 4, 4])",
+    "4, 2, 4",
+)
+
+
+def test_a_repair_that_scales_both_sides_of_a_mismatch_is_not_followed():
+    probe = Probe(SCALING_VIEW, 42, torch)
+    probe.ns = exec_program(SCALING_VIEW)
+    state, _, root = probe.search(probe.initial_state())
+    assert state is None
+    assert re.fullmatch(r"shape '\[4, 4, \d+, \d+\]' is invalid for input of size \d+", root.message)
+    # Followed blindly, n_head and d_k grow fourfold per attempt until memory runs out (minutes of
+    # CPU); each path stops after two repairs that only scaled the mismatch.
+    lines = probe.history_lines()
+    assert not any("allocate" in line or "memory" in line for line in lines), lines
+    grown = [int(n) for line in lines for n in re.findall(r"-> (\d+) \(view", line)]
+    assert grown and max(grown) <= 4**4, lines
+
+
+@pytest.mark.parametrize(
+    ("trail", "cut"),
+    [
+        ((("f #", 8), ("f #", 32), ("f #", 128)), True),  # the same failure, growing: cut
+        ((("f #", 8), ("f #", 32)), False),  # one repeat is allowed
+        ((("f #", 128), ("f #", 32), ("f #", 8)), False),  # shrinking: converging
+        ((("f #", 8), ("g #", 32), ("f #", 128)), False),  # the failure changed in between
+        ((("f #", 8), ("f #", 8), ("f #", 8)), False),  # not growing
+    ],
+)
+def test_a_path_is_cut_only_when_the_same_failure_keeps_growing(trail, cut):
+    assert diverging(trail) is cut

@@ -219,6 +219,36 @@ def root_cause(history: list[Attempt]) -> Attempt | None:
     return history[-1]
 
 
+#: Repairs in a row answered by the same form of failure with growing numbers, after which the
+#: path is not followed further (see :func:`diverging`).
+DIVERGENCE_REPEATS = 2
+
+
+def failure_form(failure: Failure) -> tuple[str, int]:
+    """A failure with its numbers left out (``shape '[#, #]' is invalid for input of size #``),
+    and the largest of those numbers."""
+    numbers = [int(n) for n in re.findall(r"\d+", failure.message)]
+    return f"{failure.phase} {failure.exc_class}: " + re.sub(r"\d+", "#", failure.message), max(numbers, default=0)
+
+
+def diverging(trail: tuple[tuple[str, int], ...]) -> bool:
+    """Whether a repair path has stopped converging: its last ``DIVERGENCE_REPEATS`` repairs were
+    each answered by a failure of the same form as the one they were made for, with its largest
+    number growing every time. ``trail`` holds the form of every failure along the path, the
+    newest last.
+
+    A size argument that the failing tensor is computed from (``q.view(b, n, n_head, d_k)`` of a
+    layer sized by ``n_head * d_k``) moves both sides of a mismatch: each change of it gives the
+    same failure with the numbers scaled, and following the rules would grow the arguments until
+    memory runs out (seen on real code: ``n_head`` 2 -> 8 -> ... -> 8388608 and ``d_k`` along with
+    it, 20 s of CPU for one module). A repair that converges changes the failure, or shrinks it.
+    """
+    last = trail[-(DIVERGENCE_REPEATS + 1) :]
+    if len(last) <= DIVERGENCE_REPEATS or len({form for form, _ in last}) != 1:
+        return False
+    return all(a[1] < b[1] for a, b in zip(last, last[1:]))
+
+
 class Probe:
     """One program in the sandboxed child."""
 
@@ -438,13 +468,13 @@ class Probe:
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
-            frontier = [[(start, first)]]
+            frontier = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
                 if not frontier[-1]:
                     frontier.pop()
                     continue
-                state, steps = frontier[-1].pop(0)
+                state, steps, trail = frontier[-1].pop(0)
                 if state in tried:
                     continue
                 tried.add(state)
@@ -452,10 +482,11 @@ class Probe:
                 ok, result = self.attempt(state)
                 if ok:
                     return state, steps, None
-                fixes = propose(result, state)
-                self.history.append(Attempt(generation, steps, result, not fixes))
-                if fixes:
-                    frontier.append([(f.state, steps + [f.step]) for f in fixes])
+                proposed = propose(result, state)
+                self.history.append(Attempt(generation, steps, result, not proposed))
+                trail = trail + (failure_form(result),)
+                if proposed and not diverging(trail):
+                    frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
         root = root_cause(self.history)
         return None, (root.steps if root else []), (root.failure if root else None)
 
