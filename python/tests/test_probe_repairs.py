@@ -344,3 +344,38 @@ def test_a_repair_that_scales_both_sides_of_a_mismatch_is_not_followed():
 )
 def test_a_path_is_cut_only_when_the_same_failure_keeps_growing(trail, cut):
     assert diverging(trail) is cut
+
+
+SLOW_AND_BROKEN = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        # A huge default configuration: every build takes a while.
+        self.table = nn.Parameter(torch.randn(1 << 21))
+        for _ in range(4):
+            torch.randn(1 << 21).sort()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        assert h == 224, "the image size is fixed"
+        return self.proj(x)
+""",
+    "torch.rand([4, 4, 4, 4])",
+    "4",
+)
+
+
+def test_the_repair_search_stops_on_its_cpu_budget_and_says_so():
+    unlimited = run_request({"program": SLOW_AND_BROKEN, "restarts": 3}, torch)
+    budgeted = run_request({"program": SLOW_AND_BROKEN, "restarts": 3, "repair_budget_s": 0.05}, torch)
+    assert unlimited["status"] == budgeted["status"] == "failed"
+    assert unlimited["attempts"] > 1
+    # Past the budget no attempt starts: the first one used it all.
+    assert budgeted["attempts"] == 1
+    assert "the repair search stopped after 1 attempt:" in budgeted["error_message"]
+    assert "budget of 0.05 s of CPU" in budgeted["attempt_log"][-1]
+    # The root cause is still the program's own failure.
+    assert "AssertionError" == budgeted["error_class"] == unlimited["error_class"]
+    assert "the image size is fixed" in budgeted["error_message"]
+    assert "stopped" not in unlimited["error_message"]

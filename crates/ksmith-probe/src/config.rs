@@ -20,6 +20,9 @@ pub struct ProbeConfig {
     pub max_steps: u32,
     /// Restarts: the first uses the program's own inputs, then all tensor inputs 2-D, then 3-D.
     pub restarts: u32,
+    /// CPU seconds of the repair search after which no new attempt starts (the attempt
+    /// running goes on); the row then fails with its root cause and says so.
+    pub repair_budget_s: f64,
     /// Seed of torch, random and numpy before every run.
     pub seed: u64,
     /// Bytes of stdout and stderr kept per module (more is dropped); also the file size limit.
@@ -149,6 +152,7 @@ impl Default for ProbeConfig {
             memory_mb: 4096,
             max_steps: 16,
             restarts: 3,
+            repair_budget_s: 3.0,
             seed: 42,
             output_cap_bytes: 1 << 20,
             max_processes: 64,
@@ -189,6 +193,9 @@ impl ProbeConfig {
         }
         if self.restarts == 0 || self.restarts > 3 {
             return bad("restarts", "must be 1, 2 or 3 (program inputs, 2-D, 3-D)");
+        }
+        if !(self.repair_budget_s.is_finite() && self.repair_budget_s > 0.0) {
+            return bad("repair_budget_s", "must be a positive number of seconds");
         }
         if self.output_cap_bytes < 1024 {
             return bad("output_cap_bytes", "must be at least 1024");
@@ -275,6 +282,13 @@ mod tests {
                     ..Default::default()
                 },
                 "restarts",
+            ),
+            (
+                ProbeConfig {
+                    repair_budget_s: 0.0,
+                    ..Default::default()
+                },
+                "repair_budget_s",
             ),
             (
                 ProbeConfig {

@@ -68,6 +68,7 @@ pub fn request_for(
         memory_mb: cfg.memory_mb,
         max_steps: cfg.max_steps,
         restarts: cfg.restarts,
+        repair_budget_s: cfg.repair_budget_s,
         output_cap_bytes: cfg.output_cap_bytes,
         r#override: over,
         sizing: cfg.sizing.enabled.then(|| cfg.sizing.clone()),

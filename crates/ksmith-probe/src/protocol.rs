@@ -27,6 +27,8 @@ pub struct Request {
     pub max_steps: u32,
     /// Restarts (program inputs, 2-D, 3-D).
     pub restarts: u32,
+    /// CPU seconds of the repair search after which no new attempt starts.
+    pub repair_budget_s: f64,
     /// Bytes of stdout/stderr kept.
     pub output_cap_bytes: u64,
     /// New `get_inputs`/`get_init_inputs` definitions replacing the program's (LLM repair).

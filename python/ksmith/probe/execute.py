@@ -6,7 +6,9 @@
 3. Search: instantiate ``Model`` and call ``forward`` under ``torch.no_grad()``; on failure ask
    :mod:`.rules` for fixes and try them depth-first, never the same state twice, at most
    ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
-   and 3-D (paritybench's restarts).
+   and 3-D (paritybench's restarts). A path whose failure only grows is left (:func:`diverging`),
+   and no attempt starts once the search has used its CPU budget (``repair_budget_s``: models
+   with huge default configurations take seconds per attempt).
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
@@ -252,12 +254,18 @@ def diverging(trail: tuple[tuple[str, int], ...]) -> bool:
 class Probe:
     """One program in the sandboxed child."""
 
-    def __init__(self, text: str, seed: int, torch, max_steps: int = 16, restarts: int = 3):
+    def __init__(
+        self, text: str, seed: int, torch, max_steps: int = 16, restarts: int = 3, budget_s: float | None = None
+    ):
         self.text = text
         self.seed = seed
         self.torch = torch
         self.max_steps = max_steps
         self.restarts = restarts
+        #: CPU seconds of the repair search after which no new attempt starts (None: no limit).
+        self.budget_s = budget_s
+        #: Set when the search stopped on its budget: what to say about it.
+        self.stopped: str | None = None
         self.attempts = 0
         self.ns: dict[str, Any] = {}
         self.init_params = None
@@ -465,6 +473,8 @@ class Probe:
         failed attempt is in ``self.history`` (:meth:`history_lines`)."""
         tried = set()
         self.history = []
+        self.stopped = None
+        started = time.process_time()
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
@@ -477,6 +487,14 @@ class Probe:
                 state, steps, trail = frontier[-1].pop(0)
                 if state in tried:
                     continue
+                used = time.process_time() - started
+                if self.budget_s is not None and self.history and used >= self.budget_s:
+                    plural = "s" * (self.attempts != 1)
+                    self.stopped = (
+                        f"the repair search stopped after {self.attempts} attempt{plural}: its budget of "
+                        f"{self.budget_s:g} s of CPU was used ({used:.1f} s)"
+                    )
+                    return self.give_up()
                 tried.add(state)
                 budget -= 1
                 ok, result = self.attempt(state)
@@ -487,12 +505,17 @@ class Probe:
                 trail = trail + (failure_form(result),)
                 if proposed and not diverging(trail):
                     frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
+        return self.give_up()
+
+    def give_up(self):
+        """The search's answer when no state ran: ``(None, steps, root cause)``."""
         root = root_cause(self.history)
         return None, (root.steps if root else []), (root.failure if root else None)
 
     def history_lines(self) -> list[str]:
-        """The failed attempts in order, one line each (at most ``HISTORY_LIMIT``)."""
-        return [a.line() for a in self.history[:HISTORY_LIMIT]]
+        """The failed attempts in order, one line each (at most ``HISTORY_LIMIT``), then why the
+        search stopped early when it did."""
+        return [a.line() for a in self.history[:HISTORY_LIMIT]] + ([self.stopped] if self.stopped else [])
 
     # --- emitting and verifying -------------------------------------------------------------------
 
@@ -623,6 +646,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         torch,
         int(request.get("max_steps", 16)),
         int(request.get("restarts", 3)),
+        float(request["repair_budget_s"]) if request.get("repair_budget_s") else None,
     )
 
     def fail(cls: str, message: str, status: str = "failed"):
@@ -662,7 +686,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         if state is None:
             assert last is not None
             status = "oom" if OOM_RE.search(last.message) or last.exc_class == "MemoryError" else "failed"
-            return fail(last.exc_class, f"{last.phase}: {last.message}", status)
+            stopped = f" ({probe.stopped})" if probe.stopped else ""
+            return fail(last.exc_class, f"{last.phase}: {last.message[: MESSAGE_LIMIT - 200]}{stopped}", status)
         emitted = probe.emit(initial, state)
         sized: dict[str, Any] = {}
         if request.get("sizing") is not None:
