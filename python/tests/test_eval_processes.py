@@ -104,7 +104,7 @@ def two_faced(forward: str, mark: str) -> str:
 )
 def test_a_candidate_that_misbehaves_only_in_its_second_process_is_caught(tmp_path, forward, hack):
     options = dict(OPTIONS, static_checks=False, audit=False, confine=False)
-    ev = DeviceEvaluator("cpu", options)
+    ev = DeviceEvaluator("cpu", dict(options, timing={"processes": 2}))
     try:
         r = ev.evaluate(request(two_faced(forward, str(tmp_path / "second"))))
     finally:
@@ -142,7 +142,7 @@ def injected_medians(ev: DeviceEvaluator) -> dict[str, list[float]]:
 
 
 def test_a_third_process_is_timed_when_the_first_two_disagree():
-    ev = DeviceEvaluator("cpu", OPTIONS)
+    ev = DeviceEvaluator("cpu", dict(OPTIONS, timing={"processes": 2}))
     spawns = spy_spawns(ev)
     medians = injected_medians(ev)
     try:
