@@ -686,8 +686,11 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         if state is None:
             assert last is not None
             status = "oom" if OOM_RE.search(last.message) or last.exc_class == "MemoryError" else "failed"
-            stopped = f" ({probe.stopped})" if probe.stopped else ""
-            return fail(last.exc_class, f"{last.phase}: {last.message[: MESSAGE_LIMIT - 200]}{stopped}", status)
+            message = f"{last.phase}: {last.message}"
+            if probe.stopped:  # kept whole past `fail`'s cut: the message makes room for it
+                note = f" ({probe.stopped})"
+                message = message[: MESSAGE_LIMIT - len(note)] + note
+            return fail(last.exc_class, message, status)
         emitted = probe.emit(initial, state)
         sized: dict[str, Any] = {}
         if request.get("sizing") is not None:
