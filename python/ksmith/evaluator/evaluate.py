@@ -547,10 +547,10 @@ class Run:
         return self.result(v.status, v.hack, v.message)
 
     # -- the judge -------------------------------------------------------------------------
-    def hand_over(self, judge: Child, dc: str, dj: str, ready: messages.ResultReady) -> None:
-        """Moves one result file from the harness's workspace to the judge's, and waits for the
-        judge to have started (its CUDA context, the reference built): CPU work and start-up,
-        done outside the GPU gate so that no timing waits for them."""
+    @staticmethod
+    def hand_over(dc: str, dj: str, ready: messages.ResultReady) -> None:
+        """Moves one result file from the harness's workspace to the judge's (CPU work: outside
+        the GPU gate, so that no timing waits for it)."""
         name = os.path.basename(ready.file)
         if name != ready.file or not name.startswith("out_"):
             raise ChildForged(f"a result file outside the workspace: {ready.file!r}")
@@ -560,12 +560,14 @@ class Run:
         except OSError as e:
             raise ChildDied(f"the result file {name} cannot be read: {e}", "") from None
         os.unlink(src)
+
+    def judge_started(self, judge: Child) -> None:
+        """Waits, the first time, for the judge to have started (its CUDA context, the reference
+        built): outside the GPU gate, like the harness's own start."""
         if self.judge_ready:
             return
-        try:
+        with _judge_failures(judge):
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
-        except (ChildDied, ChildTimeout, ChildForged) as e:
-            raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
         if not isinstance(msg, messages.JudgeReady):
             raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
         self.judge_ready = True
@@ -580,11 +582,9 @@ class Run:
             "repeat": ready.repeat,
             "diagnose": ready.diagnose,
         }
-        try:
+        with _judge_failures(judge):
             judge.command(json.dumps(request))
             msg = judge.receive(self.o["run_timeout_s"])
-        except (ChildDied, ChildTimeout, ChildForged) as e:
-            raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
         if isinstance(msg, messages.ReferenceFailed):
             raise RuntimeError(msg.message)
         if not isinstance(msg, messages.Judged):
@@ -607,7 +607,8 @@ class Run:
             child.command("next")
             msg = child.receive(budget.left())
         if isinstance(msg, messages.ResultReady):
-            self.hand_over(judge, dc, dj, msg)
+            self.hand_over(dc, dj, msg)
+            self.judge_started(judge)
             waited = time.monotonic()
             with self.ev.gate.shared():
                 budget.extend(time.monotonic() - waited)
@@ -728,6 +729,16 @@ class Run:
                 else "timed with CUDA events"
             )
         return None
+
+
+@contextlib.contextmanager
+def _judge_failures(judge: Child) -> Iterator[None]:
+    """A judge that dies, hangs or writes a forged line fails the evaluation, not the candidate:
+    raised as `RuntimeError` with the judge's log."""
+    try:
+        yield
+    except (ChildDied, ChildTimeout, ChildForged) as e:
+        raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
 
 
 def _remove(folders: list[str]) -> None:
