@@ -121,7 +121,8 @@ def estimator_cvs(rs: list[dict[str, Any]]) -> dict[str, float]:
     trimmed means, the mean of the buffer sets' medians, medians scaled by each process's L2
     flush time (the memory system's speed where each side was timed), and, from the per-process
     medians of both sides, the first process's alone (what one timing process would have given,
-    on its share of the samples) and the lowest process's."""
+    on its share of the samples) and the lowest process's; with `reference_in_process`, the
+    nearest process's reference-beside figure over the candidate's (`reference_beside`)."""
     ways = {
         "median": lambda t: t["median_ms"],
         "first_process": lambda t: t["process_medians_ms"][0] if t.get("process_medians_ms") else None,
@@ -140,6 +141,14 @@ def estimator_cvs(rs: list[dict[str, Any]]) -> dict[str, float]:
                 vals.append(a / b)
         if len(vals) == len(rs) and vals:
             out[name] = cv(vals)
+    beside = [
+        ((r.get("candidate_timing") or {}).get("reference_in_process") or {}).get("median_ms", 0)
+        / r["candidate_timing"]["median_ms"]
+        for r in rs
+        if r.get("candidate_timing")
+    ]
+    if beside and all(beside) and len(beside) == len(rs):
+        out["reference_beside"] = cv(beside)
     return out
 
 

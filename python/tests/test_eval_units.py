@@ -308,6 +308,84 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
     assert calls[-9:] == [0, 1, 2] * 3
 
 
+def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkeypatch):
+    # The fake clock of the test above: the candidate's sets take 1, 2 and 3 ms and the
+    # reference's 10, 20 and 30; each sample must be followed by the reference on its own set,
+    # and the verified samples' pairs must not count.
+    import random
+
+    clock = [0.0]
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = 0.0
+
+        def record(self):
+            self.t = clock[0]
+
+        def elapsed_time(self, other):
+            return other.t - self.t
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
+    timer = object.__new__(timing.Timer)
+    timer.cfg = {"warmup": 1, "warmup_ms": 0.0, "min_samples": 12, "max_samples": 12, "budget_ms": 1.0}
+    timer.cuda = True
+    timer.flush = lambda: None
+    timer.flush_buf = None
+    timer.flush_ms = []
+    timer.companion_ms = []
+    calls = []
+
+    def run(k, ms):
+        def fn():
+            calls.append(k)
+            clock[0] += ms
+
+        return fn
+
+    class Graph:
+        def __init__(self, fn):
+            self.replay = fn
+
+    fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
+    reference = [run("r0", 10.0), run("r1", 20.0), run("r2", 30.0)]
+    hooks = []
+    stats = timer.measure(
+        fns,
+        [Graph(f) for f in fns],
+        rng=random.Random(3),
+        checks=3,
+        before=lambda i, s: hooks.append(i),
+        after=lambda i, s: None,
+        companion=reference,
+    )
+    assert calls[-24:] == [0, "r0", 1, "r1", 2, "r2"] * 4, "each sample, then the reference on its set"
+    beside = stats["reference_in_process"]
+    assert stats["samples"] == 9 and beside["samples"] == 9, "the verified samples' pairs are left out"
+    assert beside["median_ms"] == 10.0 * stats["median_ms"]
+    assert "reference_in_process" not in timer.measure(fns, [Graph(f) for f in fns])
+
+
+def test_the_paired_speedup_is_used_only_near_the_references_own_timing():
+    ref = {"median_ms": 2.0}
+    cfg = {"reference_drift": 0.03}
+
+    def process(cand, beside):
+        return {"median_ms": cand, "reference_in_process": {"median_ms": beside}}
+
+    got, why = timing.in_process_speedup([process(1.0, 2.02)], ref, cfg)
+    assert got == pytest.approx(2.02) and why == ""
+    got, _ = timing.in_process_speedup([process(1.0, 2.02), process(1.02, 2.0), process(1.0, 1.98)], ref, cfg)
+    assert got == pytest.approx(1.98), "the median of the per-process ratios"
+    got, why = timing.in_process_speedup([process(1.0, 2.02), process(1.0, 2.2)], ref, cfg)
+    assert got is None and "timing process 2" in why and "+10.0%" in why and "reference_drift" in why
+    got, why = timing.in_process_speedup([process(1.0, 1.9)], ref, dict(cfg, reference_drift=0.06))
+    assert got == pytest.approx(1.9)
+    got, why = timing.in_process_speedup([{"median_ms": 1.0}], ref, cfg)
+    assert got is None and why == "", "no reference beside: the reference's own timing, silently"
+
+
 def test_inputs_are_fresh_signed_nonzero_and_keep_domains():
     def get_inputs():
         return [torch.randn(1000), torch.rand(1000), torch.randint(0, 5, (10,)), 3]

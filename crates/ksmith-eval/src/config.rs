@@ -66,6 +66,8 @@ struct TimingDefaults {
     processes: u32,
     extra_processes: u32,
     process_spread: f64,
+    reference_in_process: bool,
+    reference_drift: f64,
 }
 
 fn worker_defaults() -> &'static WorkerDefaults {
@@ -153,6 +155,15 @@ pub struct EvalConfig {
     /// Relative disagreement of the per-process medians (max / min - 1) above which a process is
     /// added.
     pub timing_process_spread: f64,
+    /// Whether the reference is also timed in each candidate timing process, its samples paired
+    /// with the candidate's on the same buffers (its CUDA graphs captured before the candidate is
+    /// imported); the speedup is then the ratio of the two medians in the same process, which
+    /// cancels what makes a whole process faster or slower.
+    pub timing_reference_in_process: bool,
+    /// Largest relative gap between the reference timed beside the candidate and the reference
+    /// timed in its own process for the paired ratio to be used (past it, the reference's own
+    /// timing is used, with a warning).
+    pub timing_reference_drift: f64,
     /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
@@ -214,6 +225,8 @@ impl Default for EvalConfig {
             timing_processes: d.timing.processes,
             timing_extra_processes: d.timing.extra_processes,
             timing_process_spread: d.timing.process_spread,
+            timing_reference_in_process: d.timing.reference_in_process,
+            timing_reference_drift: d.timing.reference_drift,
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
             max_cached_tasks: d.max_cached_tasks,
@@ -297,6 +310,12 @@ impl EvalConfig {
             return bad(format!(
                 "timing_process_spread must be >= 0, got {}",
                 self.timing_process_spread
+            ));
+        }
+        if !(self.timing_reference_drift.is_finite() && self.timing_reference_drift >= 0.0) {
+            return bad(format!(
+                "timing_reference_drift must be >= 0, got {}",
+                self.timing_reference_drift
             ));
         }
         if !(self.timing_buffer_mb.is_finite() && self.timing_buffer_mb >= 0.0) {
@@ -387,6 +406,8 @@ impl EvalConfig {
                 "processes": self.timing_processes,
                 "extra_processes": self.timing_extra_processes,
                 "process_spread": self.timing_process_spread,
+                "reference_in_process": self.timing_reference_in_process,
+                "reference_drift": self.timing_reference_drift,
             },
         })
     }
@@ -478,6 +499,13 @@ mod tests {
                     ..Default::default()
                 },
                 "timing_process_spread",
+            ),
+            (
+                EvalConfig {
+                    timing_reference_drift: f64::NAN,
+                    ..Default::default()
+                },
+                "timing_reference_drift",
             ),
         ];
         for (cfg, key) in cases {

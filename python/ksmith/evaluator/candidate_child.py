@@ -9,7 +9,9 @@ runs its phases (`Harness.run`):
 
 1. `prepare`: builds, from the task's program, the init inputs, the reference's weights and every
    trial's inputs on the device, at the visible sizes and at each size set, and checks their
-   fingerprints against the reference's (-> `unreproducible`, the task's fault);
+   fingerprints against the reference's (-> `unreproducible`, the task's fault); on a GPU with
+   `reference_in_process`, the timing's buffer sets and the reference's CUDA graph on each
+   (`capture_reference`), before anything of the candidate is loaded;
 2. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
    reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error` on
    failure; on a GPU one untimed call compiles its kernels;
@@ -24,14 +26,16 @@ runs its phases (`Harness.run`):
 4. `profile`: on a GPU, the share of GPU time of one call in the candidate's Triton kernels;
 5. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): CUDA-graph capture
    of every buffer set (see `timing`), the stream check when capture fails, timing with a number
-   of warm-up calls and samples drawn from SEED, and verified samples at positions drawn from SEED
+   of warm-up calls and samples drawn from SEED, each sample paired with one of the reference's
+   graph on the same set where it was captured, and verified samples at positions drawn from SEED
    (another trial's values written into the sample's buffers beforehand, its outputs kept), then
    one call on the post-timing inputs copied into the first set's buffers; each verified call is
-   a result file. On the CPU the same runs as a short rehearsal whose times are not reported (a
-   candidate that counts its calls, or behaves differently once called in a loop, shows there
-   too).
+   a result file, with whether the call changed its inputs (a candidate that writes into its
+   inputs only once it is timed would change what the reference beside it reads). On the CPU
+   the same runs as a short rehearsal whose times are not reported (a candidate that counts its
+   calls, or behaves differently once called in a loop, shows there too).
 
-A candidate is timed in more than one process (see `timing`): the worker forks a fresh harness
+A candidate can be timed in more than one process (see `timing`): the worker forks a fresh harness
 and judge for each. The first runs every phase; a later one (``correctness = "timing"`` in its
 config) prepares the visible sizes only and makes the correctness calls that guard the timing:
 trial 0 twice, under the dispatch log (PyTorch work, Triton launches, mutated or aliased inputs,
@@ -139,6 +143,12 @@ class Harness:
         self.shapes: list[Shape] = []
         self.files = 0
         self.weights = "none"
+        # the reference timed beside the candidate (`capture_reference`)
+        self.timer: Any = None
+        self.sets: list[list[Any]] = []
+        self.reference_graphs: list[Any] = []
+        self.reference_model: Any = None
+        self.reference_error = ""
 
     # -- helpers ---------------------------------------------------------------------------
     def mark(self, name: str) -> None:
@@ -250,7 +260,8 @@ class Harness:
             program = TaskProgram(reference, self.d, int(self.cfg["seed"]), self.device, sizes, index)
             model = program.build_model()
             shape = Shape(index, sizes, program.init, state_of(model))
-            del model
+            if index is not None or not self.reference_beside():
+                del model
             if init_fingerprint(shape.init, shape.state) != init_fp:
                 raise Stop(messages.Unreproducible(f"{shape.label}: the init inputs or weights differ"))
             count = trials + 1 if index is None else 1
@@ -265,9 +276,45 @@ class Harness:
                     )
                 shape.inputs.append(inputs)
             self.shapes.append(shape)
+            if index is None and self.reference_beside():
+                self.capture_reference(model, shape.inputs[0])
+                del model
         for name in [n for n in sys.modules if n == REFERENCE_MODULE or n.startswith(REFERENCE_MODULE + "_s")]:
             del sys.modules[name]
         self.mark("prepare")
+
+    def reference_beside(self) -> bool:
+        """Whether the reference is timed beside the candidate in this process (a GPU and
+        `reference_in_process`, see `timing`)."""
+        return self.cuda and bool(self.cfg["timing"].get("reference_in_process"))
+
+    def capture_reference(self, model: Any, inputs: list[Any]) -> None:
+        """The timing's buffer sets and the reference's CUDA graph on each, made before the
+        candidate is imported: what the graphs run is the task's own work whatever the candidate
+        later does to PyTorch. The candidate is timed on the same sets. When a graph cannot be
+        captured, the reference is not timed here (`reference_error` says why)."""
+        from .timing import Timer, input_sets
+
+        cfg = self.cfg["timing"]
+
+        def call(static: list[Any]) -> Callable[[], Any]:
+            def fn() -> Any:
+                with torch.no_grad():
+                    return model(*static)
+
+            return fn
+
+        try:
+            self.timer = Timer(cfg, self.device)
+            self.sets = input_sets(cfg, inputs, self.device)
+            graphs, err = self.timer.capture_all([call(s) for s in self.sets])
+        except Exception as e:  # noqa: BLE001 - the task's own capture failing only drops the pairing
+            graphs, err = [], error_text(e)
+        self.reference_graphs = graphs
+        self.reference_error = err
+        # the graphs read the model's weights: they live as long as the graphs
+        self.reference_model = model if graphs else None
+        self.mark("reference graphs")
 
     def construct(self, module: Any, shape: Shape) -> Any:
         """`ModelNew(*init)` on the device, with the reference's weights where names and shapes
@@ -454,18 +501,19 @@ class Harness:
             hardware=hardware(self.device),
         )
 
-    def time(self, seed: int) -> tuple[messages.Timed, list[tuple[str, int, list[Any]]]]:
+    def time(self, seed: int) -> tuple[messages.Timed, list[tuple[str, int, list[Any], bool]]]:
         """Timing over the buffer sets with verified samples, then the post-timing call on fresh
-        values; the verified calls' outputs (label, trial, outputs) to send as result files."""
+        values; the verified calls' outputs (label, trial, outputs, whether the call changed its
+        inputs) to send as result files."""
         from .timing import Timer, input_sets
 
         shape = self.shapes[0]
         trials = int(self.cfg["trials"])
         rng = random.Random(seed)
         cfg = self.cfg["timing"]
-        checked: list[tuple[str, int, list[Any]]] = []
+        checked: list[tuple[str, int, list[Any], bool]] = []
         try:
-            sets = input_sets(cfg, shape.inputs[0], self.device)
+            sets = self.sets or input_sets(cfg, shape.inputs[0], self.device)
             holders: list[dict[str, Any]] = [{} for _ in sets]
 
             def timed(static: list[Any], holder: dict[str, Any]) -> Callable[[], Any]:
@@ -478,7 +526,7 @@ class Harness:
                 return fn
 
             fns = [timed(static, holder) for static, holder in zip(sets, holders)]
-            timer = Timer(cfg, self.device)
+            timer = self.timer or Timer(cfg, self.device)
             graphs, capture_error = timer.capture_all(fns)
             self.check("capture")
             stream = None
@@ -503,9 +551,15 @@ class Harness:
 
             def after(sample: int, s: int) -> None:
                 outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in as_list(holders[s]["out"])]
-                checked.append((f"timed sample {sample} (buffer set {s})", pending[sample], outs))
+                mutated = not same_values(sets[s], shape.inputs[pending[sample]])
+                checked.append((f"timed sample {sample} (buffer set {s})", pending[sample], outs, mutated))
 
-            stats = timer.measure(fns, graphs, rng=rng, checks=int(cfg.get("checks", 0)), before=before, after=after)
+            companion = [g.replay for g in self.reference_graphs] or None
+            stats = timer.measure(
+                fns, graphs, rng=rng, checks=int(cfg.get("checks", 0)), before=before, after=after, companion=companion
+            )
+            if self.reference_beside() and not companion:
+                stats["reference_in_process_error"] = self.reference_error
             self.check("timing")
             self.stream_check("timing")
             for s, p in zip(sets[0], shape.inputs[trials]):
@@ -516,7 +570,8 @@ class Harness:
             else:
                 fns[0]()
             timer.synchronize()
-            checked.append(("post-timing call", trials, as_list(holders[0]["out"])))
+            mutated = not same_values(sets[0], shape.inputs[trials])
+            checked.append(("post-timing call", trials, as_list(holders[0]["out"]), mutated))
             self.check("post-timing call")
         except Violation as v:
             raise Stop(messages.Violation(v.hack, v.message)) from None
@@ -542,9 +597,9 @@ class Harness:
                 return
             timed_msg, checked = self.time(int(command[1]))
             self.ch.send(timed_msg)
-            for label, trial, outs in checked:
+            for label, trial, outs, mutated in checked:
                 self.wait_next(label)
-                payload = {"runs": [self.host_copy(outs)], "mutated": False, "alias": [], "repeat_ok": None}
+                payload = {"runs": [self.host_copy(outs)], "mutated": mutated, "alias": [], "repeat_ok": None}
                 self.send_result(payload, "timed", label, None, trial)
         except Stop as s:
             self.ch.send(s.message)

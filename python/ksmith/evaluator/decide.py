@@ -8,7 +8,8 @@ once every correctness call is judged; `after_timing` judges the verified timed 
 1. per file as it comes: the candidate mutated its inputs where the reference does not ->
    `input_mutation`; outputs that cannot be compared (count, type, shape, dtype) -> `incorrect`;
    an output aliasing an input or parameter where the reference's does not -> `output_aliasing`
-   (at a hidden size set too; a verified timed call that cannot be compared -> `output_caching`);
+   (at a hidden size set too; a verified timed call, or the post-timing call, that changed its
+   inputs -> `input_mutation`, that cannot be compared -> `output_caching`);
 2. no Triton launch -> `torch_fallback`;
 3. failing trials: outputs equal to another trial's reference outputs -> `output_caching`; every
    failing trial explained by a lower-precision computation -> `precision_downgrade`; else
@@ -77,6 +78,12 @@ class Findings:
 def early(kind: str, j: messages.Judged) -> Verdict | None:
     """The verdict one judged file decides on its own (step 1 of the module doc)."""
     if kind == "timed":
+        if j.mutated and not j.ref_mutated:
+            return Verdict(
+                "hacked",
+                "input_mutation",
+                f"{j.label}: the candidate modified its inputs in the timed code path (the reference does not)",
+            )
         if j.structure:
             return Verdict("hacked", "output_caching", f"{j.label}: {j.structure} (computed only when checked)")
         return None

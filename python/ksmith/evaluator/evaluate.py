@@ -35,6 +35,12 @@ others children of their own (`reference_child` in time mode). Each of a candida
 ones with those that guard the timing (see `candidate_child`), each judged by the same rules, so
 a verdict found in any process is the candidate's. On the CPU both rehearse `timing.processes`
 processes (never one more: their times say nothing).
+
+The speedup: with `timing.reference_in_process` (the default), the median over the candidate's
+timing processes of (the reference timed beside the candidate / the candidate) in each process
+(`timing.in_process_speedup`), unless the reference beside it is more than
+`timing.reference_drift` away from the reference's own timing (then, with a warning, and without
+the option): the reference's own median over the candidate's.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
-from .timing import another_process, combine, per_process
+from .timing import another_process, combine, in_process_speedup, per_process
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
 # defaults of `[eval]`, and the reward function runs on them through `merge_options`.
@@ -530,6 +536,11 @@ class Run:
             timing, ref = combine(self.stats), self.facts.timing
             kw.update(candidate_timing=timing, reference_timing=ref)
             kw["speedup"] = ref["median_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None
+            beside, why = in_process_speedup(self.stats, ref, self.ev.timing)
+            if beside is not None:
+                kw["speedup"] = beside
+            elif why:
+                self.warn(why)
         return self.result("correct", **kw)
 
     def warn(self, text: str) -> None:

@@ -26,11 +26,25 @@ its outputs are kept for the worker to judge. A candidate that counts its calls,
 timing loop, or does its work during warm-up and returns remembered results in the samples is
 wrong at a verified sample it cannot foresee.
 
+The reference beside the candidate (`reference_in_process`, on by default): in each candidate
+timing process the harness also builds the task's reference, allocates the buffer sets and
+captures the reference's CUDA graph on each of them before the candidate is imported (what those
+graphs run is the task's own work, whatever the candidate later does to PyTorch). `measure` then
+pairs every sample with one of the reference on the same set (`companion`), flushed and timed the
+same way (the pairs count as one sample against `max_samples`; `budget_ms` covers both), and
+reports the reference's stats as `reference_in_process`. The speedup is the ratio of the two
+medians of the same process (`in_process_speedup`): what makes a whole process slower or faster
+(about 0.2-0.6 % from one process to the next for a 40 us kernel, and the profile the candidate's
+process runs first) moves both and cancels. It is used only while the reference beside the
+candidate is within `reference_drift` of the reference timed in its own process; a larger gap is
+not a process's drift, and the reference's own figure is used instead (with a warning).
+
 Several processes: a whole process can be slower than the others (on an H200, about one in ten
 is 1.5-2 % slower for a 40 us kernel, all its buffer sets together, while its own samples agree to
 0.3 %: no estimator inside one process removes it, see docs/bench/eval-h200.md). The worker
-therefore times the reference and each candidate in `processes` processes (each a fresh child;
-for a candidate with its judge and every check of the timing, see `evaluate`), and while their
+can also time the reference and each candidate in `processes` processes (each a fresh child;
+for a candidate with its judge and every check of the timing, see `evaluate`; the default is 1,
+the reference beside the candidate does more for less), and while their
 medians disagree by more than `process_spread` (relative, max / min - 1) adds one more, up to
 `extra_processes`: `another_process` decides, `combine` takes the median of the per-process
 medians. The samples' time and count (`budget_ms`, `max_samples`) are shared out between the
@@ -120,6 +134,8 @@ class Timer:
         #: The L2 flush's time before each sample of the last `_samples` (CUDA only): the memory
         #: system's speed in this process, next to the kernel's samples.
         self.flush_ms: list[float] = []
+        #: The companion's times in the last `_samples` (see `measure`).
+        self.companion_ms: list[float] = []
         if self.cuda:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
@@ -188,11 +204,15 @@ class Timer:
         verified: set[int] | None = None,
         before: Hook | None = None,
         after: Hook | None = None,
+        companion: list[Callable[[], Any]] | None = None,
     ) -> list[float]:
         """`n` samples; sample `i` runs `runs[i % len(runs)]`; around the samples in `verified`,
-        `before(i, set)` and `after(i, set)` run outside the timed events."""
+        `before(i, set)` and `after(i, set)` run outside the timed events. With `companion`,
+        each sample is followed by one of `companion[i % len(companion)]`, flushed and timed the
+        same way; those times are left in `companion_ms`."""
         events = [(self.event(), self.event()) for _ in range(n)]
         flushes = [self.event() for _ in range(n)] if self.flush_buf is not None else []
+        paired = [(self.event(), self.event()) for _ in range(n)] if companion else []
         for i, (start, end) in enumerate(events):
             check = verified is not None and i in verified
             if check and before is not None:
@@ -207,9 +227,15 @@ class Timer:
             end.record()
             if check and after is not None:
                 after(i, i % len(runs))
+            if companion:
+                self.flush()
+                paired[i][0].record()
+                companion[i % len(companion)]()
+                paired[i][1].record()
         self.synchronize()
         if flushes:
             self.flush_ms = [f.elapsed_time(s) for f, (s, _) in zip(flushes, events, strict=True)]
+        self.companion_ms = [s.elapsed_time(e) for s, e in paired]
         return [s.elapsed_time(e) for s, e in events]
 
     def measure(
@@ -220,25 +246,35 @@ class Timer:
         checks: int = 0,
         before: Hook | None = None,
         after: Hook | None = None,
+        companion: list[Callable[[], Any]] | None = None,
     ) -> dict[str, Any]:
         """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
         returned: one per set, or none), rotating over them, and returns the stats dict of the
         protocol's `Timing`. With `rng`, the extra warm-up calls, the number of samples and the
-        `checks` verified samples (see the module doc) are drawn from it."""
+        `checks` verified samples (see the module doc) are drawn from it. With `companion` (the
+        reference's graph replays, one per set), each sample is paired with one of the companion
+        (see the module doc): the budget is shared by both, and the companion's stats are
+        `reference_in_process` in the result."""
         cfg = self.cfg
         runs = [g.replay for g in graphs] if graphs else fns
         device_sync = self.cuda and not graphs
         warmup = int(cfg["warmup"]) + (rng.randint(0, int(cfg["warmup"])) if rng else 0)
+        if companion:
+            self.warm_up(companion, warmup)
         self.warm_up(runs, warmup)
         est = statistics.median(self._samples(runs, 5, device_sync))
         flush_est = statistics.median(self._samples([lambda: None], 3, False))
-        n = int(cfg["budget_ms"] / max(est + flush_est, 1e-3))
+        per_sample = est + flush_est
+        if companion:
+            per_sample += statistics.median(self._samples(companion, 5, False)) + flush_est
+        n = int(cfg["budget_ms"] / max(per_sample, 1e-3))
         if rng is not None:
             n = int(n * rng.uniform(0.8, 1.25))
         n = max(cfg["min_samples"], min(cfg["max_samples"], n))
         n = max(n, len(runs))
         verified = set(rng.sample(range(n), min(checks, n))) if rng is not None and checks > 0 else set()
-        samples = self._samples(runs, n, device_sync, verified, before, after)
+        samples = self._samples(runs, n, device_sync, verified, before, after, companion)
+        paired = [x for i, x in enumerate(self.companion_ms) if i not in verified]
         by_set: dict[int, list[float]] = {}
         for i, x in enumerate(samples):
             if i not in verified:
@@ -251,6 +287,8 @@ class Timer:
             stats["flush_ms"] = statistics.median(self.flush_ms)
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
+        if companion:
+            stats["reference_in_process"] = trimmed_stats(paired)
         return stats
 
     def capture_all(self, fns: list[Callable[[], Any]]) -> tuple[list[Any], str]:
@@ -324,3 +362,29 @@ def combine(stats: list[dict[str, Any]]) -> dict[str, Any]:
     out["samples"] = sum(int(s["samples"]) for s in stats)
     out["process_medians_ms"] = medians
     return out
+
+
+def in_process_speedup(
+    stats: list[dict[str, Any]], reference: dict[str, Any], cfg: dict[str, Any]
+) -> tuple[float | None, str]:
+    """The speedup from the reference timed beside the candidate (`reference_in_process` of each
+    process's stats): the median over the processes of (reference in that process / candidate in
+    that process). Returns (None, why) when a process has no such figure, or when one of them is
+    more than `reference_drift` (relative) away from the reference child's own `reference`
+    median: what slows the reference in the candidate's process is then not the process's usual
+    drift (at most about 2 %), and the reference child's figure is used instead."""
+    ratios = []
+    limit = float(cfg.get("reference_drift", 0.05))
+    for i, s in enumerate(stats):
+        own = s.get("reference_in_process")
+        if not own or float(own.get("median_ms", 0.0)) <= 0 or float(s["median_ms"]) <= 0:
+            return None, ""
+        drift = float(own["median_ms"]) / float(reference["median_ms"]) - 1.0
+        if abs(drift) > limit:
+            return None, (
+                f"the reference took {float(own['median_ms']):.4f} ms beside the candidate (timing process {i + 1}) "
+                f"against {float(reference['median_ms']):.4f} ms in its own process ({drift:+.1%}, more than "
+                f"reference_drift = {limit:.1%}): the speedup uses the reference's own timing"
+            )
+        ratios.append(float(own["median_ms"]) / float(s["median_ms"]))
+    return statistics.median(ratios), ""
