@@ -261,10 +261,17 @@ def test_the_samples_budget_is_shared_out_between_the_processes():
     assert timing.per_process(one) == one
 
 
-def test_timing_rotates_over_every_buffer_set(monkeypatch):
-    # A fake clock in place of CUDA events: each run advances it by its own duration, so the
-    # measured samples show which set ran.
+class _Graph:
+    def __init__(self, fn):
+        self.replay = fn
+
+
+def _fake_clock_timer(monkeypatch, cfg, on_sync=lambda: None):
+    """A `Timer` on a fake clock in place of CUDA events (`on_sync` for each synchronize), and
+    `run(k, ms)`: a callable that records `k` in `calls` and advances the clock by `ms`, so the
+    samples show what ran."""
     clock = [0.0]
+    calls: list = []
 
     class Event:
         def __init__(self, enable_timing=True):
@@ -277,14 +284,14 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
             return other.t - self.t
 
     monkeypatch.setattr(timing.torch.cuda, "Event", Event)
-    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", on_sync)
     timer = object.__new__(timing.Timer)
-    timer.cfg = {"warmup": 3, "warmup_ms": 0.0, "min_samples": 9, "max_samples": 9, "budget_ms": 1.0}
+    timer.cfg = cfg
     timer.cuda = True
     timer.flush = lambda: None
     timer.flush_buf = None
     timer.flush_ms = []
-    calls = []
+    timer.companion_ms = []
 
     def run(k, ms):
         def fn():
@@ -293,12 +300,14 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
 
         return fn
 
-    class Graph:
-        def __init__(self, fn):
-            self.replay = fn
+    return timer, run, calls
 
+
+def test_timing_rotates_over_every_buffer_set(monkeypatch):
+    cfg = {"warmup": 3, "warmup_ms": 0.0, "min_samples": 9, "max_samples": 9, "budget_ms": 1.0}
+    timer, run, calls = _fake_clock_timer(monkeypatch, cfg)
     fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
-    stats = timer.measure(fns, [Graph(f) for f in fns])
+    stats = timer.measure(fns, [_Graph(f) for f in fns])
     assert stats["method"] == "cuda_graph" and stats["samples"] == 9 and stats["median_ms"] == 2.0
     assert stats["set_medians_ms"] == [1.0, 2.0, 3.0] and stats["mean_ms"] == 2.0
     assert calls[-9:] == [0, 1, 2] * 3
@@ -309,54 +318,21 @@ def test_timing_rotates_over_every_buffer_set(monkeypatch):
 
 
 def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkeypatch):
-    # The fake clock of the test above: the candidate's sets take 1, 2 and 3 ms and the
-    # reference's 10, 20 and 30; each sample must be followed by the reference on its own set,
-    # and the verified samples' pairs must not count.
+    # The candidate's sets take 1, 2 and 3 ms and the reference's 10, 20 and 30: each sample
+    # must be followed by the reference on its own set, and the verified samples' pairs must not
+    # count.
     import random
 
-    clock = [0.0]
-
-    class Event:
-        def __init__(self, enable_timing=True):
-            self.t = 0.0
-
-        def record(self):
-            self.t = clock[0]
-
-        def elapsed_time(self, other):
-            return other.t - self.t
-
-    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
-    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
-    timer = object.__new__(timing.Timer)
-    timer.cfg = {"warmup": 1, "warmup_ms": 0.0, "min_samples": 12, "max_samples": 12, "budget_ms": 1.0}
-    timer.cuda = True
-    timer.flush = lambda: None
-    timer.flush_buf = None
-    timer.flush_ms = []
-    timer.companion_ms = []
-    calls = []
-
-    def run(k, ms):
-        def fn():
-            calls.append(k)
-            clock[0] += ms
-
-        return fn
-
-    class Graph:
-        def __init__(self, fn):
-            self.replay = fn
-
+    cfg = {"warmup": 1, "warmup_ms": 0.0, "min_samples": 12, "max_samples": 12, "budget_ms": 1.0}
+    timer, run, calls = _fake_clock_timer(monkeypatch, cfg)
     fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
     reference = [run("r0", 10.0), run("r1", 20.0), run("r2", 30.0)]
-    hooks = []
     stats = timer.measure(
         fns,
-        [Graph(f) for f in fns],
+        [_Graph(f) for f in fns],
         rng=random.Random(3),
         checks=3,
-        before=lambda i, s: hooks.append(i),
+        before=lambda i, s: None,
         after=lambda i, s: None,
         companion=reference,
     )
@@ -364,7 +340,7 @@ def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkey
     beside = stats["reference_in_process"]
     assert stats["samples"] == 9 and beside["samples"] == 9, "the verified samples' pairs are left out"
     assert beside["median_ms"] == 10.0 * stats["median_ms"]
-    assert "reference_in_process" not in timer.measure(fns, [Graph(f) for f in fns])
+    assert "reference_in_process" not in timer.measure(fns, [_Graph(f) for f in fns])
 
 
 def test_the_paired_speedup_is_used_only_near_the_references_own_timing():
@@ -492,30 +468,11 @@ def test_warm_up_fills_warmup_ms_once_not_call_by_call(monkeypatch):
     # A fake clock in place of CUDA events, each call 1 ms: 10 calls, then 40 more to reach
     # 50 ms (the old loop re-started its clock after each call and so ran 10,000 calls of any
     # kernel shorter than warmup_ms, e.g. 6 s of a 0.6 ms matmul under the GPU's gate).
-    clock = [0.0]
     syncs = []
-
-    class Event:
-        def __init__(self, enable_timing=True):
-            self.t = 0.0
-
-        def record(self):
-            self.t = clock[0]
-
-        def elapsed_time(self, other):
-            return other.t - self.t
-
-    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
-    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: syncs.append(1))
-    timer = object.__new__(timing.Timer)
-    timer.cfg = {"warmup": 10, "warmup_ms": 50.0}
-    timer.cuda = True
-
-    def call():
-        clock[0] += 1.0
-
+    timer, run, calls = _fake_clock_timer(monkeypatch, {"warmup": 10, "warmup_ms": 50.0}, lambda: syncs.append(1))
+    call = run("call", 1.0)
     assert timer.warm_up([call], 10) == 50
-    assert clock[0] == 50.0 and len(syncs) == 3
+    assert len(calls) == 50 and len(syncs) == 3
     # a call longer than warmup_ms: the counted calls only
     timer.cfg["warmup_ms"] = 0.5
     assert timer.warm_up([call], 10) == 10
