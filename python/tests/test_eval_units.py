@@ -323,7 +323,7 @@ def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkey
     # count.
     import random
 
-    cfg = {"warmup": 1, "warmup_ms": 0.0, "min_samples": 12, "max_samples": 12, "budget_ms": 1.0}
+    cfg = {"warmup": 1, "warmup_ms": 0.0, "min_samples": 4, "max_samples": 24, "budget_ms": 1e6}
     timer, run, calls = _fake_clock_timer(monkeypatch, cfg)
     fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
     reference = [run("r0", 10.0), run("r1", 20.0), run("r2", 30.0)]
@@ -338,9 +338,10 @@ def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkey
     )
     assert calls[-24:] == [0, "r0", 1, "r1", 2, "r2"] * 4, "each sample, then the reference on its set"
     beside = stats["reference_in_process"]
-    assert stats["samples"] == 9 and beside["samples"] == 9, "the verified samples' pairs are left out"
+    assert stats["samples"] == 12 - 3 and beside["samples"] == 12 - 3, "24 samples' worth: 12 pairs, 3 verified"
     assert beside["median_ms"] == 10.0 * stats["median_ms"]
-    assert "reference_in_process" not in timer.measure(fns, [_Graph(f) for f in fns])
+    alone = timer.measure(fns, [_Graph(f) for f in fns])
+    assert "reference_in_process" not in alone and alone["samples"] == 24
 
 
 def test_the_paired_speedup_is_used_only_near_the_references_own_timing():

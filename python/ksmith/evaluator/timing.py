@@ -31,7 +31,8 @@ timing process the harness also builds the task's reference, allocates the buffe
 captures the reference's CUDA graph on each of them before the candidate is imported (what those
 graphs run is the task's own work, whatever the candidate later does to PyTorch). `measure` then
 pairs every sample with one of the reference on the same set (`companion`), flushed and timed the
-same way (the pairs count as one sample against `max_samples`; `budget_ms` covers both), and
+same way (a pair counts as two samples against `max_samples`, and `budget_ms` covers both: the
+GPU is held about as long as for the candidate alone), and
 reports the reference's stats as `reference_in_process`. The speedup is the ratio of the two
 medians of the same process (`in_process_speedup`): what makes a whole process slower or faster
 (about 0.2-0.6 % from one process to the next for a 40 us kernel, and the profile the candidate's
@@ -270,7 +271,9 @@ class Timer:
         n = int(cfg["budget_ms"] / max(per_sample, 1e-3))
         if rng is not None:
             n = int(n * rng.uniform(0.8, 1.25))
-        n = max(cfg["min_samples"], min(cfg["max_samples"], n))
+        # a pair is two samples' GPU time: the pairs count twice against max_samples
+        most = int(cfg["max_samples"]) // (2 if companion else 1)
+        n = max(cfg["min_samples"], min(most, n))
         n = max(n, len(runs))
         verified = set(rng.sample(range(n), min(checks, n))) if rng is not None and checks > 0 else set()
         samples = self._samples(runs, n, device_sync, verified, before, after, companion)
