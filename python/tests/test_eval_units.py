@@ -193,6 +193,23 @@ def test_relative_error_fails_a_small_constant_where_the_absolute_tolerance_pass
     assert compare.public(stats) == [{k: stats[0][k] for k in compare.ERROR_FIELDS}]
 
 
+def test_near_judges_a_whole_output_not_its_worst_element():
+    # A large output off by 0.25 on one element in 4096 (float16 rounding meeting cancellation)
+    # is near its reference as a whole; one off by 10 % everywhere is not.
+    ref = [torch.randn(4096)]
+    one_off = ref[0].clone()
+    one_off[7] += 0.25
+    _, stats = compare.output_errors([one_off], ref, compare.DEFAULT_TOLERANCES)
+    assert stats[0]["max_abs"] == pytest.approx(0.25) and compare.near(stats, 0.05, 1e-2)
+    _, stats = compare.output_errors([ref[0] * 1.1], ref, compare.DEFAULT_TOLERANCES)
+    assert not compare.near(stats, 0.05, 1e-2)
+    # below the noise floor, or not floating point: within the floor everywhere
+    _, stats = compare.output_errors([torch.full((100,), 5e-3)], [torch.zeros(100)], compare.DEFAULT_TOLERANCES)
+    assert stats[0]["rel_l2"] is None and compare.near(stats, 0.05, 1e-2) and not compare.near(stats, 0.05, 1e-3)
+    _, stats = compare.output_errors([torch.tensor([1, 2])], [torch.tensor([1, 3])], {})
+    assert not compare.near(stats, 0.05, 1e-2)
+
+
 def test_nan_only_matches_nan_and_stats_are_json_safe():
     ref = [torch.tensor([1.0, float("nan")])]
     ok, stats = compare.output_errors([torch.tensor([1.0, float("nan")])], ref, compare.DEFAULT_TOLERANCES)

@@ -158,6 +158,13 @@ def public(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: s[k] for k in ERROR_FIELDS} for s in stats]
 
 
+def near(stats: list[dict[str, Any]], limit: float, floor: float) -> bool:
+    """Every output of `stats` (`output_errors`'s) near its reference: within `limit` relative
+    error as a whole where that applies, else (an output below the noise floor, or not of floating
+    point) within `floor` everywhere."""
+    return all(s["rel_l2"] <= limit if s.get("rel_l2") is not None else s["max_abs"] <= floor for s in stats)
+
+
 def mean_error(stats: list[dict[str, Any]]) -> float:
     """The largest mean-abs error over outputs."""
     return max((s["mean_abs"] for s in stats), default=0.0)
