@@ -378,16 +378,18 @@ def in_process_speedup(
     drift (at most about 2 %), and the reference child's figure is used instead."""
     ratios = []
     limit = float(cfg.get("reference_drift", 0.05))
+    own = float(reference["median_ms"])
     for i, s in enumerate(stats):
-        own = s.get("reference_in_process")
-        if not own or float(own.get("median_ms", 0.0)) <= 0 or float(s["median_ms"]) <= 0:
+        beside = float((s.get("reference_in_process") or {}).get("median_ms", 0.0))
+        cand = float(s["median_ms"])
+        if beside <= 0 or cand <= 0:
             return None, ""
-        drift = float(own["median_ms"]) / float(reference["median_ms"]) - 1.0
+        drift = beside / own - 1.0
         if abs(drift) > limit:
             return None, (
-                f"the reference took {float(own['median_ms']):.4f} ms beside the candidate (timing process {i + 1}) "
-                f"against {float(reference['median_ms']):.4f} ms in its own process ({drift:+.1%}, more than "
-                f"reference_drift = {limit:.1%}): the speedup uses the reference's own timing"
+                f"the reference took {beside:.4f} ms beside the candidate (timing process {i + 1}) against "
+                f"{own:.4f} ms in its own process ({drift:+.1%}, more than reference_drift = {limit:.1%}): the "
+                "speedup uses the reference's own timing"
             )
-        ratios.append(float(own["median_ms"]) / float(s["median_ms"]))
+        ratios.append(beside / cand)
     return statistics.median(ratios), ""
