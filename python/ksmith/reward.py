@@ -13,12 +13,12 @@ Entry points (one per trainer; all share `score_answer`):
 
 What a score means (`RewardConfig`, overridable by keyword arguments, e.g. verl `reward_kwargs`):
 
-1. The program is taken from the answer: SEARCH/REPLACE blocks applied to the current (parent)
-   program, or the last fenced ```python block (preferring one that defines `ModelNew`), which
-   replaces the content of the parent's editable block (`# EVOLVE-BLOCK-START` /
-   `# EVOLVE-BLOCK-END`; an answer repeating the whole program contributes its own block), or
-   is the whole program when the parent has no editable block. A `<think>` section is ignored. No program:
-   `no_code_reward`.
+1. The program is read from the answer exactly as the rollout reads it (`ksmith.answer`, which
+   runs the rollout's own cases): SEARCH/REPLACE blocks applied to the parent's editable block
+   (`# EVOLVE-BLOCK-START` / `# EVOLVE-BLOCK-END`), or a fenced ```python block that replaces it
+   (an answer repeating the whole program contributes its own block); `<think>` sections are
+   ignored. No program (nothing readable, a SEARCH text not found, an edit outside the block, an
+   edit that changes nothing): `no_code_reward`, with the rollout's outcome in `edit_outcome`.
 2. The evaluator checks it against the reference (compile, correctness on fresh random inputs,
    integrity). A detected hack: `hack_penalty`. Any other failure: `failure_reward`.
 3. Correct and timed (GPU): the parent is re-timed in the same evaluator session (cached per
@@ -43,7 +43,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import sys
 import threading
 import urllib.error
@@ -54,10 +53,10 @@ if __package__ in (None, ""):
     # Loaded by path (verl `reward.custom_reward_function.path`): make the `ksmith` package importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from ksmith.answer import ENTRY_POINT, Edit, apply_answer  # noqa: E402
+
 GROUND_TRUTH_VERSION = 1
 PROTOCOL_VERSION = 1
-BLOCK_START = "# EVOLVE-BLOCK-START"
-BLOCK_END = "# EVOLVE-BLOCK-END"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,77 +105,20 @@ def parse_ground_truth(ground_truth) -> dict:
 
 # -- answer -> program ------------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?</think>", re.S)
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
-_DIFF = re.compile(r"<<<<<<< SEARCH\n(.*?)\n?=======\n(.*?)\n?>>>>>>> REPLACE", re.S)
+
+def read_answer(answer: str, parent_program: str, entry_point: str = ENTRY_POINT) -> Edit:
+    """How the rollout reads `answer` against `parent_program` (`ksmith.answer`): the outcome,
+    the format, the program or why there is none. No finish reason and no size limit."""
+    return apply_answer(parent_program, answer or "", None, None, entry_point)
 
 
-def _block_span(program: str):
-    """(start, end) character offsets of the editable block's content, or None."""
-    s = program.find(BLOCK_START)
-    e = program.find(BLOCK_END)
-    if s < 0 or e < 0 or e < s:
-        return None
-    start = program.index("\n", s) + 1 if "\n" in program[s:e] else s + len(BLOCK_START)
-    return start, e
-
-
-def _find_lines(haystack: list[str], needle: list[str]) -> int:
-    """Index of `needle` in `haystack` comparing lines with surrounding whitespace removed."""
-    want = [line.strip() for line in needle]
-    got = [line.strip() for line in haystack]
-    for i in range(len(got) - len(want) + 1):
-        if got[i : i + len(want)] == want:
-            return i
-    return -1
-
-
-def _apply_diffs(parent: str, diffs: list[tuple[str, str]]) -> tuple[str | None, str]:
-    span = _block_span(parent)
-    lo, hi = span if span else (0, len(parent))
-    block = parent[lo:hi]
-    for search, replace in diffs:
-        if not search.strip():
-            return None, "empty SEARCH text"
-        if search in block:
-            block = block.replace(search, replace, 1)
-            continue
-        lines = block.split("\n")
-        needle = search.split("\n")
-        i = _find_lines(lines, needle)
-        if i < 0:
-            where = "the editable block" if span else "the program"
-            return None, f"SEARCH text not found in {where}: {search.strip().splitlines()[0][:80]!r}"
-        lines[i : i + len(needle)] = replace.split("\n")
-        block = "\n".join(lines)
-    return parent[:lo] + block + parent[hi:], "diff"
-
-
-def extract_program(answer: str, parent_program: str, entry_point: str = "ModelNew") -> tuple[str | None, str]:
-    """The program an answer stands for and how it was read (`diff`, `block_rewrite`,
-    `full_program`), or None and why not."""
-    text = _THINK.sub("", answer or "")
-    if "<think>" in text and "</think>" not in text:
-        return None, "the answer is an unfinished <think> section"
-    diffs = _DIFF.findall(text)
-    if diffs:
-        return _apply_diffs(parent_program, diffs)
-    blocks = [b for b in _FENCE.findall(text) if b.strip()]
-    if not blocks:
-        return None, "no fenced code block and no SEARCH/REPLACE block"
-    with_entry = [b for b in blocks if re.search(rf"\bclass\s+{re.escape(entry_point)}\b", b)]
-    code = (with_entry or blocks)[-1]
-    span = _block_span(parent_program)
-    if span is None:
-        if with_entry:
-            return code, "full_program"
-        return None, f"the code block defines no `{entry_point}` and the parent has no editable block"
-    # The parent has an editable block: the answer replaces its content (only that part may
-    # change). An answer that repeats the whole program with the markers gives its block.
-    inner = _block_span(code)
-    body = code[inner[0] : inner[1]] if inner else code
-    lo, hi = span
-    return parent_program[:lo] + body.rstrip("\n") + "\n" + parent_program[hi:], "block_rewrite"
+def extract_program(answer: str, parent_program: str, entry_point: str = ENTRY_POINT) -> tuple[str | None, str]:
+    """The program an answer stands for and how it was read (`diff` or `full_rewrite`), or None
+    and why not."""
+    edit = read_answer(answer, parent_program, entry_point)
+    if edit.program is None:
+        return None, edit.error or edit.outcome
+    return edit.program, edit.format or ""
 
 
 # -- evaluators -------------------------------------------------------------------------------
@@ -357,13 +299,16 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         "status": "no_code",
         "hack": None,
         "how": "",
+        "edit_outcome": "",
         "message": "",
     }
-    program, how = extract_program(solution_str, gt["parent_program"], gt["entry_point"])
+    edit = read_answer(solution_str, gt["parent_program"], gt["entry_point"])
+    out["edit_outcome"] = edit.outcome
+    program = edit.program
     if program is None:
-        out["message"] = how
+        out["message"] = edit.error or ""
         return out
-    out.update(has_code=True, how=how)
+    out.update(has_code=True, how=edit.format)
     backend = backend or get_backend()
     request = {"task_id": gt["task_id"], "reference": gt["reference_program"], "candidate": program, "measure": True}
     try:

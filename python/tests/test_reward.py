@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 from ksmith import reward  # noqa: E402
-from ksmith.reward import RewardConfig, extract_program, parse_ground_truth, score_answer  # noqa: E402
+from ksmith.reward import RewardConfig, parse_ground_truth, score_answer  # noqa: E402
 
 DATA = os.path.join(ROOT, "crates", "ksmith-export", "tests", "data")
 REFERENCE = open(os.path.join(DATA, "relu_scale_reference.py")).read()
@@ -49,49 +49,22 @@ def diff(search: str, replace: str) -> str:
 # -- reading answers --------------------------------------------------------------------------
 
 
-def test_search_replace_is_applied_inside_the_block():
-    prog, how = extract_program(diff(LAUNCH, LAUNCH.replace("128", "256")), PARENT)
-    assert how == "diff"
-    assert "BLOCK=256" in prog and "BLOCK=128" not in prog
-    assert prog.startswith("import torch") and prog.rstrip().endswith("# EVOLVE-BLOCK-END")
+# How an answer becomes a program is the rollout's rule, run on the shared cases by
+# `test_answer.py`; here, what the reward makes of the answers that give no program.
 
 
-def test_search_replace_tolerates_indentation_differences():
-    prog, how = extract_program(diff(LAUNCH.strip() + "\n", "        return x\n"), PARENT)
-    assert how == "diff" and "        return x" in prog and "relu_scale_kernel[(" not in prog
-
-
-def test_search_text_not_in_the_block_is_refused():
-    prog, why = extract_program(diff("import torch\n", "import numpy\n"), PARENT)
-    assert prog is None and "not found in the editable block" in why
-
-
-def test_a_fenced_block_replaces_the_editable_block():
-    new_block = "@triton.jit\ndef k(x):\n    pass\n\nclass ModelNew(nn.Module):\n    pass\n"
-    prog, how = extract_program(f"Idea.\n```python\n{new_block}```\n", PARENT)
-    assert how == "block_rewrite"
-    assert prog.startswith("import torch\nimport torch.nn as nn\nimport triton")
-    assert "def k(x)" in prog and "relu_scale_kernel" not in prog
-    assert prog.count("# EVOLVE-BLOCK-START") == 1 and prog.count("# EVOLVE-BLOCK-END") == 1
-
-
-def test_an_answer_repeating_the_whole_program_contributes_its_block():
-    prog, how = extract_program(f"```python\n{PARENT.replace('BLOCK=128', 'BLOCK=64')}```", PARENT)
-    assert how == "block_rewrite" and "BLOCK=64" in prog and prog.count("import torch\n") == 1
-
-
-def test_without_an_editable_block_the_code_is_the_program():
-    prog, how = extract_program("```python\nimport torch\nclass ModelNew: pass\n```", REFERENCE)
-    assert how == "full_program" and prog.startswith("import torch")
-    prog, why = extract_program("```python\nprint(1)\n```", REFERENCE)
-    assert prog is None and "ModelNew" in why
-
-
-def test_think_sections_and_missing_code():
-    prog, why = extract_program("<think>```python\nclass ModelNew: pass\n```</think>No code here.", PARENT)
-    assert prog is None and "no fenced code" in why
-    prog, why = extract_program("<think>still thinking", PARENT)
-    assert prog is None and "unfinished" in why
+def test_answers_the_rollout_would_not_apply_score_as_no_code_without_evaluation():
+    ev = Scripted({})
+    for text, outcome in [
+        (diff(LAUNCH, LAUNCH), "no_op"),
+        (diff("import torch\n", "import numpy\n"), "outside_block"),
+        (diff("        launch(x)\n", "        pass\n"), "search_not_found"),
+        ("<think>a kernel with", "unparseable"),
+    ]:
+        out = score_answer(text, gt(), backend=ev)
+        assert (out["score"], out["has_code"], out["edit_outcome"]) == (0.0, False, outcome), out
+        assert out["status"] == "no_code" and out["message"]
+    assert ev.requests == [], "no evaluation without a program"
 
 
 def test_ground_truth_is_checked():
@@ -212,6 +185,7 @@ def test_hacked_incorrect_no_code_and_untimed():
     assert w["score"] == 0.0 and not w["correct"] and w["status"] == "incorrect"
     b = score_answer(answer("broken"), gt(), backend=ev)
     assert b["score"] == 0.0 and not b["compiled"]
+    assert (h["how"], h["edit_outcome"]) == ("diff", "applied")
     c = score_answer(answer("cpu"), gt(), backend=ev)
     assert c["score"] == pytest.approx(0.3) and c["correctness_only"] and not c["timed"]
     assert "correctness-only" in c["message"]
@@ -363,7 +337,10 @@ def test_cpu_evaluator_scores_correct_incorrect_and_hacked_answers(exported_gt):
     try:
         answers = {
             "correct": diff(LAUNCH, LAUNCH.replace("128", "256")),
-            "incorrect": diff("tl.maximum(x, 0.0) * scale", "tl.maximum(x, 0.0) * scale + 1.0"),
+            "incorrect": diff(
+                "    tl.store(out_ptr + offs, tl.maximum(x, 0.0) * scale, mask=mask)\n",
+                "    tl.store(out_ptr + offs, tl.maximum(x, 0.0) * scale + 1.0, mask=mask)\n",
+            ),
             "hacked_static": HACK_THREAD,
             "hacked_runtime": DECOY,
             "no_code": "Just use torch.relu.",

@@ -8,6 +8,9 @@ pub const BLOCK_START: &str = "# EVOLVE-BLOCK-START";
 /// Marker closing the editable block.
 pub const BLOCK_END: &str = "# EVOLVE-BLOCK-END";
 
+/// The class a candidate program defines (a fenced block that mentions it is the new block).
+pub const ENTRY_POINT: &str = "ModelNew";
+
 /// The fixed header of every seed program, outside the block.
 const SEED_HEADER: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n\n";
 

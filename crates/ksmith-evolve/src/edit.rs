@@ -2,15 +2,18 @@
 //!
 //! The answer is either SEARCH/REPLACE blocks (`<<<<<<< SEARCH` / `=======` /
 //! `>>>>>>> REPLACE`) or a fenced code block with the new editable block (or the whole program
-//! with its markers). Only the editable block may change. SEARCH texts are matched exactly
-//! (trailing whitespace ignored), then line by line with whitespace normalized (the replacement
-//! is re-indented by the indentation difference). Every failure has an outcome and a message
-//! that goes into the next prompt: nothing is skipped silently, and an edit applies completely
-//! or not at all.
+//! with its markers). `<think>` sections are not part of the answer. Only the editable block may
+//! change. SEARCH texts are matched exactly (trailing whitespace ignored), then line by line with
+//! whitespace normalized (the replacement is re-indented by the indentation difference, counted
+//! in characters). Every failure has an outcome and a message that goes into the next prompt:
+//! nothing is skipped silently, and an edit applies completely or not at all.
+//!
+//! The trainers' reward reads answers with a Python copy of these rules (`python/ksmith/answer.py`);
+//! both run the cases of `tests/data/answer_cases.json` with identical expected programs.
 
 use ksmith_core::tables::{EditFormat, EditOutcome};
 
-use crate::block::{Block, has_marker, split_block};
+use crate::block::{Block, ENTRY_POINT, has_marker, split_block};
 
 /// What became of an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +66,11 @@ pub fn apply_answer(
             );
         }
     };
+    let answer = match strip_think(answer) {
+        Ok(a) => a,
+        Err(e) => return EditResult::failed(None, EditOutcome::Unparseable, e),
+    };
+    let answer = answer.as_str();
     let (format, body) = if answer.contains("<<<<<<< SEARCH") || answer.contains(">>>>>>> REPLACE")
     {
         let edits = match parse_diff(answer) {
@@ -116,6 +124,29 @@ pub fn apply_answer(
         program: Some(program),
         error: None,
     }
+}
+
+/// `answer` without its `<think>` sections (and without what comes before a `</think>` that has
+/// no opening tag: a serving engine that put the opening tag in the prompt); an error for a
+/// section that is never closed.
+pub fn strip_think(answer: &str) -> Result<String, String> {
+    const OPEN: &str = "<think>";
+    const CLOSE: &str = "</think>";
+    let mut out = String::with_capacity(answer.len());
+    let mut rest = answer;
+    while let Some(i) = rest.find(OPEN) {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + OPEN.len()..];
+        let Some(j) = rest.find(CLOSE) else {
+            return Err("the answer ends inside an unfinished <think> section".into());
+        };
+        rest = &rest[j + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    Ok(match out.rfind(CLOSE) {
+        Some(k) => out[k + CLOSE.len()..].to_string(),
+        None => out,
+    })
 }
 
 /// One SEARCH/REPLACE pair.
@@ -217,8 +248,9 @@ fn normalized_lines(text: &str) -> Vec<String> {
     text.lines().map(norm).filter(|l| !l.is_empty()).collect()
 }
 
+/// The indentation of `line`, in characters (a tab or a no-break space counts one).
 fn indent(line: &str) -> usize {
-    line.len() - line.trim_start().len()
+    line.chars().take_while(|c| c.is_whitespace()).count()
 }
 
 /// Where `search` occurs in `lines`: exact match first (trailing whitespace ignored), then a
@@ -261,9 +293,8 @@ fn reindent(line: &str, shift: isize) -> String {
     if shift > 0 {
         format!("{}{line}", " ".repeat(shift as usize))
     } else {
-        let remove = (-shift) as usize;
-        let lead = indent(line).min(remove);
-        line[lead..].to_string()
+        let lead = indent(line).min(shift.unsigned_abs());
+        line.chars().skip(lead).collect()
     }
 }
 
@@ -400,11 +431,14 @@ fn rewrite_body(block: &Block<'_>, answer: &str) -> Result<String, (EditOutcome,
     let blocks = fenced_blocks(answer);
     let closed: Vec<&(String, String, bool)> = blocks
         .iter()
-        .filter(|b| b.2 && matches!(b.0.as_str(), "python" | "py" | "python3" | ""))
+        .filter(|b| {
+            b.2 && !b.1.trim().is_empty()
+                && matches!(b.0.as_str(), "python" | "py" | "python3" | "")
+        })
         .collect();
     let chosen = closed
         .iter()
-        .find(|b| b.1.contains("ModelNew") || has_marker(&b.1))
+        .find(|b| b.1.contains(ENTRY_POINT) || has_marker(&b.1))
         .or_else(|| closed.iter().max_by_key(|b| b.1.len()));
     let Some(chosen) = chosen else {
         let why = if blocks.iter().any(|b| !b.2) {
@@ -450,174 +484,57 @@ fn rewrite_body(block: &Block<'_>, answer: &str) -> Result<String, (EditOutcome,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::{BLOCK_END, BLOCK_START};
+    use serde_json::Value;
 
-    fn program(body: &str) -> String {
-        format!("import torch\n{BLOCK_START}\n{body}{BLOCK_END}\nprint('tail')\n")
-    }
-
-    const BODY: &str = "def f(x):\n    y = x + 1\n    return y\n\nclass ModelNew:\n    pass\n";
-
-    fn diff(search: &str, replace: &str) -> String {
-        format!("Here:\n```\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```\n")
-    }
-
-    #[test]
-    fn exact_diff_applies_inside_the_block() {
-        let p = program(BODY);
-        let r = apply_answer(
-            &p,
-            &diff("    y = x + 1", "    y = x * 2"),
-            Some("stop"),
-            10_000,
-        );
-        assert_eq!(r.outcome, EditOutcome::Applied, "{:?}", r.error);
-        assert_eq!(r.format, Some(EditFormat::Diff));
-        assert_eq!(r.program.unwrap(), program(&BODY.replace("x + 1", "x * 2")));
-    }
-
-    #[test]
-    fn whitespace_differences_are_tolerated_and_reindented() {
-        let p = program(BODY);
-        // Wrong indentation and doubled inner spaces in SEARCH; replacement re-indented.
-        let answer = diff("y  =  x + 1\nreturn y", "z = x + 2\nreturn z");
-        let r = apply_answer(&p, &answer, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::Applied, "{:?}", r.error);
-        let expect = BODY.replace("    y = x + 1\n    return y", "    z = x + 2\n    return z");
-        assert_eq!(r.program.unwrap(), program(&expect));
-    }
-
-    #[test]
-    fn several_blocks_apply_in_order_or_not_at_all() {
-        let p = program(BODY);
-        let two = format!(
-            "{}{}",
-            diff("    y = x + 1", "    y = x - 1"),
-            diff("    pass", "    def forward(self): return 1")
-        );
-        let r = apply_answer(&p, &two, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::Applied, "{:?}", r.error);
-        let prog = r.program.unwrap();
-        assert!(prog.contains("x - 1") && prog.contains("return 1"));
-        let half = format!(
-            "{}{}",
-            diff("    y = x + 1", "    y = x - 1"),
-            diff("nope()", "x")
-        );
-        let r = apply_answer(&p, &half, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::SearchNotFound);
-        assert!(r.program.is_none(), "partial edits must not apply");
-        assert!(r.error.unwrap().contains("#2"));
-    }
-
-    #[test]
-    fn search_not_found_names_the_closest_line() {
-        let p = program(BODY);
-        let r = apply_answer(&p, &diff("    y = x + 100", "    y = 0"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::SearchNotFound);
-        let e = r.error.unwrap();
-        assert!(e.contains("closest to line 2"), "{e}");
-    }
-
-    #[test]
-    fn edits_outside_the_block_are_refused() {
-        let p = program(BODY);
-        let r = apply_answer(
-            &p,
-            &diff("import torch", "import torch, math"),
-            None,
-            10_000,
-        );
-        assert_eq!(r.outcome, EditOutcome::OutsideBlock);
-        let r = apply_answer(&p, &diff("print('tail')", "print('x')"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::OutsideBlock);
-        let r = apply_answer(&p, &diff(BLOCK_END, "x = 1"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::OutsideBlock);
-        let whole = format!(
-            "```python\nimport torch\nimport math\n{BLOCK_START}\nclass ModelNew: pass\n{BLOCK_END}\nprint('tail')\n```"
-        );
-        let r = apply_answer(&p, &whole, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::OutsideBlock);
-        assert!(r.error.unwrap().contains("before"));
-    }
-
-    #[test]
-    fn full_rewrite_with_or_without_markers() {
-        let p = program(BODY);
-        let bare = "Sure!\n```python\nclass ModelNew:\n    x = 2\n```\nDone.";
-        let r = apply_answer(&p, bare, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::Applied);
-        assert_eq!(r.format, Some(EditFormat::FullRewrite));
-        assert_eq!(r.program.unwrap(), program("class ModelNew:\n    x = 2\n"));
-        let whole = format!(
-            "```python\nimport torch\n\n{BLOCK_START}\nclass ModelNew:\n    x = 3\n{BLOCK_END}\nprint('tail')\n```"
-        );
-        let r = apply_answer(&p, &whole, None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::Applied, "{:?}", r.error);
-        assert_eq!(r.program.unwrap(), program("class ModelNew:\n    x = 3\n"));
-        // The block with ModelNew wins over an earlier unrelated snippet.
-        let two = "```python\nprint(1)\n```\n```python\nclass ModelNew:\n    x = 4\n```";
-        let r = apply_answer(&p, two, None, 10_000);
-        assert!(r.program.unwrap().contains("x = 4"));
-    }
-
-    #[test]
-    fn no_op_and_whitespace_only_edits_are_detected() {
-        let p = program(BODY);
-        let r = apply_answer(&p, &diff("    y = x + 1", "    y = x + 1"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::NoOp);
-        let r = apply_answer(&p, &format!("```python\n{BODY}```"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::NoOp);
-        let spaced = BODY.replace("x + 1", "x  +  1");
-        let r = apply_answer(&p, &format!("```python\n{spaced}```"), None, 10_000);
-        assert_eq!(r.outcome, EditOutcome::NoOp);
-        assert!(r.error.unwrap().contains("whitespace"));
-    }
-
-    #[test]
-    fn unparseable_answers_say_why() {
-        let p = program(BODY);
-        for (answer, needle) in [
-            ("I think you should use shared memory.", "neither"),
-            ("```python\nclass ModelNew:\n    pass", "never closed"),
-            (
-                "<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n",
-                "before the `=======`",
-            ),
-            ("<<<<<<< SEARCH\nx\n=======\ny\n", "not closed"),
-            (
-                "<<<<<<< SEARCH\n\n=======\ny\n>>>>>>> REPLACE\n",
-                "empty SEARCH",
-            ),
-            ("x\n=======\ny\n>>>>>>> REPLACE\n", "without a preceding"),
-        ] {
-            let r = apply_answer(&p, answer, None, 10_000);
-            assert_eq!(r.outcome, EditOutcome::Unparseable, "{answer}");
-            let e = r.error.unwrap();
-            assert!(e.contains(needle), "{answer}: {e}");
+    /// A text of the case file: a string, or lines joined with a newline.
+    fn text(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(lines) => lines
+                .iter()
+                .map(|l| l.as_str().expect("a line is a string"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => panic!("not a text: {other}"),
         }
-        let broken = format!("```python\n{BLOCK_START}\nx\n{BLOCK_START}\n```");
-        assert_eq!(
-            apply_answer(&p, &broken, None, 10_000).outcome,
-            EditOutcome::Unparseable
-        );
     }
 
+    /// The cases the reward's reader (`python/ksmith/answer.py`) runs too, with the same
+    /// expected outcome, format and program.
     #[test]
-    fn truncated_and_too_long_answers_are_refused() {
-        let p = program(BODY);
-        let r = apply_answer(
-            &p,
-            &diff("    y = x + 1", "    y = 2"),
-            Some("length"),
-            10_000,
-        );
-        assert_eq!(r.outcome, EditOutcome::Truncated);
-        let big = format!(
-            "```python\nclass ModelNew:\n{}```",
-            "    x = 1\n".repeat(500)
-        );
-        let r = apply_answer(&p, &big, None, 1_000);
-        assert_eq!(r.outcome, EditOutcome::TooLong);
+    fn the_shared_cases() {
+        let file: Value =
+            serde_json::from_str(include_str!("../tests/data/answer_cases.json")).unwrap();
+        let cases = file["cases"].as_array().unwrap();
+        assert!(cases.len() >= 50);
+        for c in cases {
+            let name = c["name"].as_str().unwrap();
+            let parent = text(&file["parents"][c["parent"].as_str().unwrap()]);
+            let max_chars = c
+                .get("max_chars")
+                .map_or(usize::MAX, |m| m.as_u64().unwrap() as usize);
+            let r = apply_answer(
+                &parent,
+                &text(&c["answer"]),
+                c.get("finish_reason").and_then(Value::as_str),
+                max_chars,
+            );
+            let outcome = EditOutcome::parse(c["outcome"].as_str().unwrap()).unwrap();
+            let format = c["format"].as_str().map(|f| EditFormat::parse(f).unwrap());
+            assert_eq!(
+                (r.outcome, r.format),
+                (outcome, format),
+                "{name}: {:?}",
+                r.error
+            );
+            let program = (!c["program"].is_null()).then(|| text(&c["program"]));
+            assert_eq!(r.program, program, "{name}");
+            match (&r.error, c.get("error").and_then(Value::as_str)) {
+                (None, _) => assert_eq!(outcome, EditOutcome::Applied, "{name}"),
+                (Some(e), needle) => {
+                    assert!(e.contains(needle.unwrap_or_default()), "{name}: {e}")
+                }
+            }
+        }
     }
 }

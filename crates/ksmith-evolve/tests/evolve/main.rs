@@ -3,4 +3,5 @@
 mod engine_loop;
 mod loop_over_http;
 mod resume_after_kill;
+mod rollout_vs_reward;
 mod support;
