@@ -42,6 +42,7 @@ ENTRY_POINT = "ModelNew"
 #: Rust's `char::is_whitespace` (Unicode White_Space); Python's `str.isspace` also takes U+001C..F.
 _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 _WS_RUN = re.compile(f"[{_WS}]+")
+_PYTHON_ONLY_WS = re.compile("[\x1c-\x1f]")
 _FENCE_TAGS = ("python", "py", "python3", "")
 
 # The outcomes and formats are `EditOutcome` and `EditFormat` of `ksmith_core::tables::steps`.
@@ -98,7 +99,10 @@ def _lines(text: str) -> list[str]:
 
 
 def _norm(line: str) -> str:
-    return " ".join(w for w in _WS_RUN.split(line) if w)
+    """The words of ``line`` joined by one space."""
+    if _PYTHON_ONLY_WS.search(line):
+        return " ".join(w for w in _WS_RUN.split(line) if w)
+    return " ".join(line.split())
 
 
 def _normalized_lines(text: str) -> list[str]:
@@ -128,22 +132,16 @@ class Block:
 
 
 def _marker_lines(code: str, marker: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the lines whose text starts with ``marker`` after whitespace."""
     found = []
-    pos = 0
-    for line in _split_inclusive(code):
-        if _trim_start(line).startswith(marker):
-            found.append((pos, pos + len(line)))
-        pos += len(line)
+    at = code.find(marker)
+    while at >= 0:
+        start = code.rfind("\n", 0, at) + 1
+        if not _trim_start(code[start:at]):
+            end = code.find("\n", at)
+            found.append((start, len(code) if end < 0 else end + 1))
+        at = code.find(marker, at + 1)
     return found
-
-
-def _split_inclusive(code: str) -> list[str]:
-    """Rust's `split_inclusive('\\n')`."""
-    parts = code.split("\n")
-    out = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return out
 
 
 def split_block(code: str) -> Block:
@@ -243,16 +241,19 @@ def _find(lines: list[str], search: list[str]) -> tuple[int, int] | None:
     n = len(search)
     if n == 0 or n > len(lines):
         return None
-    wanted = [_trim_end(s) for s in search]
-    for i in range(len(lines) - n + 1):
-        if all(_trim_end(a) == b for a, b in zip(lines[i : i + n], wanted)):
-            return i, 0
-    folded = [_norm(s) for s in search]
-    for i in range(len(lines) - n + 1):
-        if all(_norm(a) == b for a, b in zip(lines[i : i + n], folded)):
-            k = next((j for j, s in enumerate(search) if _trim(s)), 0)
-            return i, _indent(lines[i + k]) - _indent(search[k])
-    return None
+    exact = _first(list(map(_trim_end, lines)), list(map(_trim_end, search)))
+    if exact is not None:
+        return exact, 0
+    i = _first(list(map(_norm, lines)), list(map(_norm, search)))
+    if i is None:
+        return None
+    k = next((j for j, s in enumerate(search) if _trim(s)), 0)
+    return i, _indent(lines[i + k]) - _indent(search[k])
+
+
+def _first(haystack: list[str], needle: list[str]) -> int | None:
+    n = len(needle)
+    return next((i for i in range(len(haystack) - n + 1) if haystack[i : i + n] == needle), None)
 
 
 def _reindent(line: str, shift: int) -> str:
