@@ -39,7 +39,7 @@ from pathlib import Path
 PROTOCOL_VERSION = 1
 
 #: The folders of the ksmith package a worker needs, relative to the package's parent.
-RUNNER_PACKAGES = ("ksmith/probe", "ksmith/confine")
+RUNNER_PACKAGES = ("ksmith/probe", "ksmith/confine", "ksmith/shared")
 
 
 def runner_files(root: Path) -> dict[str, str]:

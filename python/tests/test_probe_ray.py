@@ -19,7 +19,7 @@ PYROOT = Path(__file__).resolve().parent.parent
 def test_the_runner_files_are_the_worker_and_sandbox_packages():
     files = probe_ray.runner_files(PYROOT)
     assert "ksmith/__init__.py" in files
-    for package in ("probe", "confine"):
+    for package in ("probe", "confine", "shared"):
         on_disk = sorted(p.name for p in (PYROOT / "ksmith" / package).glob("*.py"))
         shipped = sorted(k.rsplit("/", 1)[1] for k in files if k.startswith(f"ksmith/{package}/"))
         assert shipped == on_disk

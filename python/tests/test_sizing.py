@@ -1,7 +1,7 @@
 """The sizing step, in-process: programs sized for the GPU keep their constraints, carry their
 sizes as module-level constants, have alternate size sets that run, stay within the work
 bounds, and programs that cannot be sized say why. Also the work measure (FLOPs equal to
-``FlopCounterMode``'s) and the constants rewriting."""
+``FlopCounterMode``'s). The constants themselves are `test_shared.py`'s."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from ksmith.probe import constants as K  # noqa: E402
 from ksmith.probe import work as W  # noqa: E402
 from ksmith.probe.execute import exec_program, run_request, split_init  # noqa: E402
 from ksmith.probe.sizing import Targets  # noqa: E402
+from ksmith.shared import constants as K  # noqa: E402
 
 torch.set_num_threads(1)
 TARGETS = Targets()
@@ -274,27 +274,3 @@ def test_bytes_views_and_peak_memory():
     assert work.input_bytes == x.nbytes and work.param_bytes == 0
     assert x.nbytes * 2 <= work.peak_bytes <= x.nbytes * 4
     assert work.eager_ms() >= 16 * W.HOST_US / 1000
-
-
-# --- constants ---------------------------------------------------------------------------------
-
-
-def test_constants_are_read_and_rewritten_in_place():
-    text = "import torch\n\nbatch_size = 16  # rows\ndim = -3\nx = y = 2\nn = 1\nn = 2\nflag = True\n"
-    assert K.int_constants(text) == {"batch_size": 16, "dim": -3}
-    new = K.set_constants(text, {"batch_size": 1024, "dim": 7})
-    assert new == text.replace("16", "1024").replace("-3", "7")
-    with pytest.raises(KeyError, match="n"):
-        K.set_constants(text, {"n": 3})
-    with pytest.raises(TypeError):
-        K.set_constants(text, {"dim": 2.5})
-
-
-def test_new_constant_names_avoid_names_the_program_reads():
-    text = (
-        "import torch\nsize = 3\n\ndef f(x):\n    return x + dim\n\n"
-        "class C:\n    def g(self, channels):\n        return channels\n"
-    )
-    taken = K.taken_names(text)
-    assert {"size", "dim", "torch", "f", "C", "len"} <= taken
-    assert "channels" not in taken  # a parameter: a constant of that name changes nothing

@@ -136,8 +136,9 @@ impl RuntimeDir {
             let path = path.to_path_buf();
             move |source| EvalClientError::Io { path, source }
         };
-        std::fs::create_dir_all(root.join("ksmith").join("evaluator")).map_err(io(&root))?;
-        std::fs::create_dir_all(root.join("ksmith").join("confine")).map_err(io(&root))?;
+        for package in ["evaluator", "confine", "shared"] {
+            std::fs::create_dir_all(root.join("ksmith").join(package)).map_err(io(&root))?;
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -58,10 +58,6 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/sizing.py",
         include_str!("../../../python/ksmith/probe/sizing.py"),
     ),
-    (
-        "ksmith/probe/constants.py",
-        include_str!("../../../python/ksmith/probe/constants.py"),
-    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

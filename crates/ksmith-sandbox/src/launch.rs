@@ -22,8 +22,9 @@ pub const ENV_PASSED: &[&str] = &[
     "KSMITH_EVAL_TRACE",
 ];
 
-/// The launcher and per-child confinement (`python/ksmith/confine`), as paths under a runtime
-/// folder on `PYTHONPATH` and their text. Each stage writes them next to its own package.
+/// The launcher and per-child confinement (`python/ksmith/confine`) and what the probe runner
+/// and the evaluator worker both use (`python/ksmith/shared`), as paths under a runtime folder on
+/// `PYTHONPATH` and their text. Each stage writes them next to its own package.
 pub const PYTHON_FILES: &[(&str, &str)] = &[
     (
         "ksmith/confine/__init__.py",
@@ -60,6 +61,18 @@ pub const PYTHON_FILES: &[(&str, &str)] = &[
     (
         "ksmith/confine/syscalls.py",
         include_str!("../../../python/ksmith/confine/syscalls.py"),
+    ),
+    (
+        "ksmith/shared/__init__.py",
+        include_str!("../../../python/ksmith/shared/__init__.py"),
+    ),
+    (
+        "ksmith/shared/constants.py",
+        include_str!("../../../python/ksmith/shared/constants.py"),
+    ),
+    (
+        "ksmith/shared/outputs.py",
+        include_str!("../../../python/ksmith/shared/outputs.py"),
     ),
 ];
 
@@ -143,20 +156,25 @@ mod tests {
             .expect("embedded")
     }
 
-    /// A module added to the package but not embedded would only fail at run time.
+    /// A module added to either package but not embedded would only fail at run time.
     #[test]
-    fn every_file_of_the_confine_package_is_embedded() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/confine");
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".py"))
-            .collect();
+    fn every_file_of_the_confine_and_shared_packages_is_embedded() {
+        let mut names = Vec::new();
+        for package in ["confine", "shared"] {
+            let dir = format!(
+                "{}/../../python/ksmith/{package}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            for e in std::fs::read_dir(dir).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                if name.ends_with(".py") || name.ends_with(".json") {
+                    names.push(format!("ksmith/{package}/{name}"));
+                }
+            }
+        }
         names.sort();
-        let embedded: Vec<String> = PYTHON_FILES
-            .iter()
-            .map(|(r, _)| r.trim_start_matches("ksmith/confine/").to_string())
-            .collect();
+        let mut embedded: Vec<String> = PYTHON_FILES.iter().map(|(r, _)| r.to_string()).collect();
+        embedded.sort();
         assert_eq!(names, embedded);
     }
 

@@ -37,6 +37,7 @@ from copy import deepcopy
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..shared.outputs import same_values
 from . import guesses as G
 from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
 from .result import empty_result
@@ -133,23 +134,6 @@ def failure_of(exc: BaseException, phase: str) -> Failure:
     if isinstance(exc, MemoryError) and not message:
         message = "MemoryError: cannot allocate memory"
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
-
-
-def same_outputs(a: list, b: list, torch) -> bool:
-    """Bitwise equality of two output lists, NaNs at the same places counting as equal."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if torch.equal(x, y):
-            continue
-        if x.is_floating_point() or x.is_complex():
-            nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-            if torch.equal(nan_x, nan_y) and torch.equal(x[~nan_x], y[~nan_y]):
-                continue
-        return False
-    return True
 
 
 def _params(fn) -> list[tuple[str, str, Any]] | None:
@@ -733,7 +717,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["attempts"] = probe.attempts
         result["attempt_log"] = probe.history_lines()
         result.update(sized)
-        if same_outputs(first, second, torch):
+        if same_values(first, second):
             result["status"] = "ok"
         else:
             result["status"] = "nondeterministic"

@@ -18,7 +18,7 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
 2. **Program.** The knobs become module-level constants (``batch_size = ...``, the constructor
    parameter's name, ``channels``, ``seq_len``, ``height``...) that the rewritten
    ``get_inputs()``/``get_init_inputs()`` read: the KernelBench format, which the evaluator
-   changes with :func:`.constants.set_constants`.
+   changes with :func:`ksmith.shared.constants.set_constants`.
 3. **Target.** From the exponents, knobs are doubled one at a time (the one furthest below its
    role's typical size first) until the estimated eager time on the reference GPU reaches
    ``aim_ms``, staying under ``max_ms``, ``max_memory_mb`` and each role's cap; the choice is
@@ -48,7 +48,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from . import constants as K
+from ..shared import constants as K
+from ..shared.outputs import same_values
 from .guesses import FLOAT_DTYPES, Arg, SeqGuess, TensorGuess, ValueGuess, literal_value
 from .program import render_guess
 from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
@@ -826,8 +827,6 @@ class Sizer:
     def confirm(self, knobs, text, start, ref):
         """Runs the rewritten program for real on the CPU, twice from scratch, at a moderate
         size; returns the size set and the first run (outputs, model, forward ms)."""
-        from .execute import same_outputs
-
         t = self.targets
         moderate = self.plan(knobs, start, ref, lambda m: self.cpu_limit(m, t.confirm_mflop, t.confirm_mb))
         candidates = [moderate] + ([start] if start != moderate else [])
@@ -844,7 +843,7 @@ class Sizer:
                     raise
                 self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
                 continue
-            if not same_outputs(first[0], second[0], self.torch):
+            if not same_values(first[0], second[0]):
                 raise Unsizable("nondeterministic", f"two CPU runs at {values} gave different outputs")
             # The operators the program dispatches are recorded on this run (execute.aten_ops).
             self.probe.fresh = built

@@ -1,0 +1,78 @@
+"""Whether two runs' outputs (or a list of inputs before and after a call) agree.
+
+- :func:`same_values`: bitwise, a NaN matching a NaN at the same place (the probe's determinism
+  check, the evaluator's input-mutation checks).
+- :func:`close`: within a per-dtype ``(atol, rtol)`` (``|a - b| <= atol + rtol * |b|``, NaN
+  matching NaN), computed in float32 (float64 for float64 tensors); integer and bool tensors must
+  be equal (the evaluator's determinism checks of the reference and of a candidate).
+
+Both need the same count of values, and tensors of the same shape and dtype at each place; other
+values are compared with ``==``. The evaluator's judge (``ksmith.evaluator.compare``) measures
+errors against the reference instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: `(atol, rtol)` of a dtype.
+Tolerance = Callable[[Any], tuple[float, float]]
+
+
+def _pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]] | None:
+    """The values side by side, or None when their structure differs (count, tensor or not,
+    shape, dtype)."""
+    import torch
+
+    if len(a) != len(b):
+        return None
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return None
+        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
+            return None
+    return list(zip(a, b))
+
+
+def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Bitwise-equal values, NaNs at the same places counting as equal (on their device)."""
+    import torch
+
+    pairs = _pairs(a, b)
+    if pairs is None:
+        return False
+    for x, y in pairs:
+        if not isinstance(x, torch.Tensor):
+            if x != y:
+                return False
+            continue
+        if torch.equal(x, y):
+            continue
+        if x.is_floating_point() or x.is_complex():
+            nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+            if torch.equal(nan_x, nan_y) and torch.equal(x[~nan_x], y[~nan_y]):
+                continue
+        return False
+    return True
+
+
+def close(a: Sequence[Any], b: Sequence[Any], tolerance: Tolerance) -> bool:
+    """Values within ``tolerance(dtype)`` of each other (on their device)."""
+    import torch
+
+    pairs = _pairs(a, b)
+    if pairs is None:
+        return False
+    for x, y in pairs:
+        if not isinstance(x, torch.Tensor):
+            if x != y:
+                return False
+        elif x.is_floating_point():
+            atol, rtol = tolerance(x.dtype)
+            wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+            if not torch.allclose(x.to(wide), y.to(wide), atol=atol, rtol=rtol, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
