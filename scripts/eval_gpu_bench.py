@@ -185,8 +185,8 @@ def main() -> int:
     def left() -> float:
         return a.deadline_s - (time.monotonic() - t_start)
 
-    from ksmith.evaluator import shapes
     from ksmith.evaluator.evaluate import DeviceEvaluator
+    from ksmith.shared.constants import int_constants, set_constants
 
     opts: dict[str, Any] = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     if a.buffer_sets is not None:
@@ -233,7 +233,7 @@ def main() -> int:
         for name in sorted(f for f in os.listdir(GPU_TASKS) if f.endswith(".py")):
             src = open(os.path.join(GPU_TASKS, name)).read()
             if not gpu:
-                src = shapes.rewrite(src, {k: max(1, v // 64) for k, v in shapes.int_constants(src).items()})
+                src = set_constants(src, {k: max(1, v // 64) for k, v in int_constants(src).items()})
             t0 = time.monotonic()
             facts = ev.reference(f"gpu-tasks/{name}#{time.time()}", src)
             dt = time.monotonic() - t0

@@ -24,7 +24,6 @@ meant for it.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import os
@@ -34,27 +33,8 @@ import time
 import traceback
 import types
 
-
-def set_constants(text: str, values: dict[str, int]) -> str:
-    """``text`` with module-level ``NAME = <int>`` constants set to ``values``."""
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    edits = []
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in values
-            and isinstance(node.value, ast.Constant)
-            and type(node.value.value) is int
-        ):
-            edits.append(
-                (node.value.lineno - 1, node.value.col_offset, node.value.end_col_offset, values[node.targets[0].id])
-            )
-    for line, start, end, value in sorted(edits, reverse=True):
-        lines[line] = lines[line][:start] + str(value) + lines[line][end:]
-    return "".join(lines)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from ksmith.shared.constants import set_constants  # noqa: E402 - the probe's definition of a constant
 
 
 def load(text: str, name: str) -> dict:

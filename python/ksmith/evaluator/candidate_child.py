@@ -58,17 +58,16 @@ from typing import Any
 
 import torch
 
-from . import messages, shapes
+from ..shared.outputs import close, same_values
+from . import compare, messages, shapes
 from .child_common import (
     Channel,
     as_list,
     clone_all,
-    close,
     enter_sandbox,
     error_text,
     hardware,
     load_module,
-    same_values,
 )
 from .inputs import fingerprint
 from .task import REFERENCE_MODULE, TaskProgram, init_fingerprint, state_of
@@ -380,7 +379,7 @@ class Harness:
             elif k == 0:
                 runs.append(self.host_copy(outs))
             else:
-                repeat_ok = close(first, outs, self.cfg["tolerances"])
+                repeat_ok = close(first, outs, lambda dtype: compare.tolerance(dtype, self.cfg["tolerances"]))
             del outs, before
         payload = {"runs": runs, "mutated": mutated, "alias": alias, "repeat_ok": repeat_ok}
         self.send_result(payload, "trial", f"trial {k}", None, k, repeat=k == 0, diagnose=True)

@@ -123,38 +123,3 @@ def hardware(device: str) -> dict[str, Any]:
         "torch": torch.__version__,
         "triton": triton.__version__,
     }
-
-
-def same_values(a: list[Any], b: list[Any]) -> bool:
-    """Bitwise-equal tensors (NaN equal to NaN), on their device."""
-    import torch
-
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor):
-            if x.is_floating_point():
-                if not torch.equal(torch.nan_to_num(x, nan=0.125), torch.nan_to_num(y, nan=0.125)):
-                    return False
-            elif not torch.equal(x, y):
-                return False
-    return True
-
-
-def close(a: list[Any], b: list[Any], tolerances: dict[str, list[float]]) -> bool:
-    """Outputs of two runs agree within the dtype's tolerance (on their device)."""
-    import torch
-
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.is_floating_point():
-                atol, rtol = tolerances.get(str(x.dtype).replace("torch.", ""), [1e-4, 1e-4])
-                if not torch.allclose(x, y, atol=atol, rtol=rtol, equal_nan=True):
-                    return False
-            elif not torch.equal(x, y):
-                return False
-        elif x != y:
-            return False
-    return True

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from ..shared.outputs import close, same_values
 from . import compare, messages
 from .child_common import (
     Channel,
@@ -43,7 +44,6 @@ from .child_common import (
     enter_sandbox,
     error_text,
     hardware,
-    same_values,
     to_device,
 )
 from .inputs import fingerprint, tensor_bytes
@@ -59,6 +59,10 @@ LOOSE_RELATIVE_LIMIT = 5e-2
 LOOSE_RELATIVE = {k: LOOSE_RELATIVE_LIMIT for k in LOOSE}
 
 
+#: How close two runs of the reference on the same inputs must be (its determinism check).
+REPEAT_TOLERANCE = (1e-5, 1e-5)
+
+
 class TaskBroken(Exception):
     """The reference cannot serve as a task (the message says why)."""
 
@@ -70,23 +74,6 @@ def _shares_storage(a: Any, b: Any) -> bool:
         return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.untyped_storage().nbytes() > 0
     except Exception:  # noqa: BLE001
         return False
-
-
-def _same(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.is_floating_point():
-                if not torch.allclose(x.double(), y.double(), atol=atol, rtol=rtol, equal_nan=True):
-                    return False
-            elif not torch.equal(x, y):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 def _all_nan(outputs: list[Any]) -> bool:
@@ -121,7 +108,7 @@ class Reference:
             else:
                 out = as_list(self.model(*dev_in))
             again = as_list(self.model(*clone_all(inputs)))
-        if not _same(out, again, 1e-5, 1e-5):
+        if not close(out, again, lambda _dtype: REPEAT_TOLERANCE):
             raise TaskBroken("the reference gives different outputs for the same inputs (nondeterministic task)")
         if _all_nan(out):
             raise TaskBroken("the reference output is all NaN on the generated inputs")
