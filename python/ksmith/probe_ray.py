@@ -46,8 +46,9 @@ def runner_files(root: Path) -> dict[str, str]:
     """The runner's source files under `root` (the folder holding `ksmith/`), by relative path."""
     files = {"ksmith/__init__.py": (root / "ksmith/__init__.py").read_text(encoding="utf-8")}
     for package in RUNNER_PACKAGES:
-        for path in sorted((root / package).glob("*.py")):
-            files[f"{package}/{path.name}"] = path.read_text(encoding="utf-8")
+        for path in sorted((root / package).iterdir()):
+            if path.suffix in (".py", ".json"):
+                files[f"{package}/{path.name}"] = path.read_text(encoding="utf-8")
     return files
 
 

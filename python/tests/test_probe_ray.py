@@ -20,7 +20,7 @@ def test_the_runner_files_are_the_worker_and_sandbox_packages():
     files = probe_ray.runner_files(PYROOT)
     assert "ksmith/__init__.py" in files
     for package in ("probe", "confine", "shared"):
-        on_disk = sorted(p.name for p in (PYROOT / "ksmith" / package).glob("*.py"))
+        on_disk = sorted(p.name for p in (PYROOT / "ksmith" / package).iterdir() if p.suffix in (".py", ".json"))
         shipped = sorted(k.rsplit("/", 1)[1] for k in files if k.startswith(f"ksmith/{package}/"))
         assert shipped == on_disk
     assert files["ksmith/probe/worker.py"] == (PYROOT / "ksmith/probe/worker.py").read_text()

@@ -1,8 +1,41 @@
 //! The `[probe]` section of the configuration.
+//!
+//! What the Python runner is sent by default (seed, limits, repair search, sizing targets) is
+//! defined once, in `python/ksmith/probe/defaults.json`: the runner reads it for a request that
+//! leaves a value out, and [`ProbeConfig::default`] embeds it ([`RUNNER_DEFAULTS_JSON`]; tests on
+//! both sides check it).
+
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+
+/// The runner's defaults (`python/ksmith/probe/defaults.json`).
+pub const RUNNER_DEFAULTS_JSON: &str = include_str!("../../../python/ksmith/probe/defaults.json");
+
+/// [`RUNNER_DEFAULTS_JSON`], parsed once.
+fn runner_defaults() -> &'static serde_json::Value {
+    static DEFAULTS: OnceLock<serde_json::Value> = OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        serde_json::from_str(RUNNER_DEFAULTS_JSON)
+            .expect("the embedded probe defaults.json parses (tested)")
+    })
+}
+
+/// The number at `key` of a defaults object (tested: every key is there, of its type).
+fn number(obj: &serde_json::Value, key: &str) -> f64 {
+    obj[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("probe defaults.json: `{key}` is a number (tested)"))
+}
+
+/// The whole number at `key` of a defaults object.
+fn whole(obj: &serde_json::Value, key: &str) -> u64 {
+    obj[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("probe defaults.json: `{key}` is a whole number (tested)"))
+}
 
 /// How modules are probed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,18 +122,21 @@ pub struct SizingConfig {
 
 impl Default for SizingConfig {
     fn default() -> Self {
+        let d = &runner_defaults()["sizing"];
         SizingConfig {
-            enabled: true,
-            min_gflop: 0.2,
-            min_mb: 64.0,
-            aim_ms: 1.0,
-            max_ms: 10.0,
-            max_memory_mb: 20480.0,
-            confirm_mflop: 20.0,
-            confirm_mb: 16.0,
-            cpu_max_mflop: 2000.0,
-            max_trials: 24,
-            budget_s: 20.0,
+            enabled: d["enabled"]
+                .as_bool()
+                .expect("probe defaults.json: `sizing.enabled` is a bool (tested)"),
+            min_gflop: number(d, "min_gflop"),
+            min_mb: number(d, "min_mb"),
+            aim_ms: number(d, "aim_ms"),
+            max_ms: number(d, "max_ms"),
+            max_memory_mb: number(d, "max_memory_mb"),
+            confirm_mflop: number(d, "confirm_mflop"),
+            confirm_mb: number(d, "confirm_mb"),
+            cpu_max_mflop: number(d, "cpu_max_mflop"),
+            max_trials: whole(d, "max_trials") as u32,
+            budget_s: number(d, "budget_s"),
         }
     }
 }
@@ -145,16 +181,17 @@ impl SizingConfig {
 
 impl Default for ProbeConfig {
     fn default() -> Self {
+        let d = runner_defaults();
         ProbeConfig {
             python: String::new(),
             workers: 0,
-            timeout_s: 30.0,
-            memory_mb: 4096,
-            max_steps: 16,
-            restarts: 3,
-            repair_budget_s: 3.0,
-            seed: 42,
-            output_cap_bytes: 1 << 20,
+            timeout_s: number(d, "timeout_s"),
+            memory_mb: whole(d, "memory_mb"),
+            max_steps: whole(d, "max_steps") as u32,
+            restarts: whole(d, "restarts") as u32,
+            repair_budget_s: number(d, "repair_budget_s"),
+            seed: whole(d, "seed"),
+            output_cap_bytes: whole(d, "output_cap_bytes"),
             max_processes: 64,
             startup_timeout_s: 120.0,
             watchdog_grace_s: 20.0,
@@ -243,6 +280,46 @@ impl ProbeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every value a request carries (but the module's own) is, by default, the value the
+    /// runner defaults to: the one in defaults.json, with nothing left over.
+    #[test]
+    fn the_default_request_is_the_runners_defaults_json() {
+        let module = ksmith_core::tables::ModuleRow {
+            id: "m".into(),
+            repo: "r".into(),
+            commit: "0".repeat(40),
+            path: "p.py".into(),
+            class_name: "C".into(),
+            line: 1,
+            status: ksmith_core::tables::ModuleStatus::Ok,
+            reason: None,
+            reason_code: None,
+            lines: 1,
+            program: Some("x".into()),
+            deps: vec![],
+            imports: vec![],
+            license: None,
+            stars: None,
+        };
+        let sent = crate::pool::request_for(&module, "x", &ProbeConfig::default(), None);
+        let mut sent = serde_json::to_value(sent).unwrap();
+        let sent = sent.as_object_mut().unwrap();
+        for own in ["v", "id", "program", "override"] {
+            sent.remove(own).unwrap();
+        }
+        let mut file = runner_defaults().clone();
+        // `enabled` is this side's: a request carries `sizing` only when it is on.
+        file["sizing"].as_object_mut().unwrap().remove("enabled");
+        let mut sizing = sent["sizing"].take();
+        sizing.as_object_mut().unwrap().remove("enabled");
+        sent.insert("sizing".into(), sizing);
+        assert_eq!(&serde_json::Value::Object(sent.clone()), &file);
+        assert_eq!(
+            serde_json::Value::Bool(SizingConfig::default().enabled),
+            runner_defaults()["sizing"]["enabled"]
+        );
+    }
 
     #[test]
     fn default_is_valid_and_bad_values_name_their_key() {

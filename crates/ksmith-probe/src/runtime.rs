@@ -23,6 +23,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/__init__.py"),
     ),
     (
+        "ksmith/probe/defaults.json",
+        include_str!("../../../python/ksmith/probe/defaults.json"),
+    ),
+    (
         "ksmith/probe/guesses.py",
         include_str!("../../../python/ksmith/probe/guesses.py"),
     ),
@@ -227,7 +231,7 @@ mod tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/probe");
         for entry in std::fs::read_dir(dir).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            if name.ends_with(".py") {
+            if name.ends_with(".py") || name.ends_with(".json") {
                 let rel = format!("ksmith/probe/{name}");
                 assert!(
                     FILES.iter().any(|(r, _)| *r == rel),

@@ -13,6 +13,14 @@ Modules:
 - ``worker``: the warm worker process speaking JSON lines with the Rust side.
 
 The Rust crate ``ksmith-probe`` embeds these files and starts ``python -m ksmith.probe.worker``.
+What a request carries when the configuration says nothing is :data:`DEFAULTS`
+(``defaults.json``), the defaults of ``[probe]`` too: ``ProbeConfig::default`` embeds the file.
 """
 
+import json
+import pathlib
+
 PROTOCOL_VERSION = 1
+
+#: The request's defaults (``defaults.json``; ``sizing`` holds the sizing step's targets).
+DEFAULTS: dict = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())

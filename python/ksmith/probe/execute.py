@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..shared.outputs import same_values
+from . import DEFAULTS
 from . import guesses as G
 from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
 from .result import empty_result
@@ -239,7 +240,13 @@ class Probe:
     """One program in the sandboxed child."""
 
     def __init__(
-        self, text: str, seed: int, torch, max_steps: int = 16, restarts: int = 3, budget_s: float | None = None
+        self,
+        text: str,
+        seed: int,
+        torch,
+        max_steps: int = DEFAULTS["max_steps"],
+        restarts: int = DEFAULTS["restarts"],
+        budget_s: float | None = None,
     ):
         self.text = text
         self.seed = seed
@@ -626,11 +633,11 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
     text = request["program"]
     probe = Probe(
         text,
-        int(request.get("seed", 42)),
+        int(request.get("seed", DEFAULTS["seed"])),
         torch,
-        int(request.get("max_steps", 16)),
-        int(request.get("restarts", 3)),
-        float(request["repair_budget_s"]) if request.get("repair_budget_s") else None,
+        int(request.get("max_steps", DEFAULTS["max_steps"])),
+        int(request.get("restarts", DEFAULTS["restarts"])),
+        float(request.get("repair_budget_s", DEFAULTS["repair_budget_s"])) or None,
     )
 
     def fail(cls: str, message: str, status: str = "failed"):

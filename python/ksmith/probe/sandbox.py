@@ -50,6 +50,7 @@ import time
 from typing import Any
 
 from ..confine import Jail, Limits, Policy, SandboxError, die_with_parent, enter, mirror
+from . import DEFAULTS
 from .result import empty_result
 
 RESULT_LIMIT = 32 << 20  # bytes of result JSON the worker accepts
@@ -80,8 +81,8 @@ class Sandbox:
 
     def run(self, request: dict[str, Any], close_fds: list[int], runner) -> dict[str, Any]:
         """Runs ``runner(request)`` in a sandboxed child; returns the response fields."""
-        timeout = float(request.get("timeout_s", 30.0))
-        cap = int(request.get("output_cap_bytes", 1 << 20))
+        timeout = float(request.get("timeout_s", DEFAULTS["timeout_s"]))
+        cap = int(request.get("output_cap_bytes", DEFAULTS["output_cap_bytes"]))
         own = resource.getrusage(resource.RUSAGE_SELF)
         limits = Limits(processes=self.policy.max_processes, cpu_s=int(timeout) + 2, file_bytes=cap)
         with self.jail.workspace() as tmp:
@@ -284,7 +285,7 @@ def _run_child(request, tmp, res_w, timeout, runner, problems: list[str]) -> Non
     ):
         os.environ[key] = tmp
     tempfile.tempdir = tmp
-    cap = int(request.get("output_cap_bytes", 1 << 20))
+    cap = int(request.get("output_cap_bytes", DEFAULTS["output_cap_bytes"]))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -295,7 +296,7 @@ def _run_child(request, tmp, res_w, timeout, runner, problems: list[str]) -> Non
     sys.stdout = _CappedText(1, cap)
     sys.stderr = _CappedText(2, cap)
     # Memory: the address space at fork (torch's mappings) plus the module's allowance.
-    memory = int(request.get("memory_mb", 4096)) << 20
+    memory = int(request.get("memory_mb", DEFAULTS["memory_mb"])) << 20
     limit = _vm_size() + memory
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

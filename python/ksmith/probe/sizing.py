@@ -50,6 +50,7 @@ from typing import Any
 
 from ..shared import constants as K
 from ..shared.outputs import same_values
+from . import DEFAULTS
 from .guesses import FLOAT_DTYPES, Arg, SeqGuess, TensorGuess, ValueGuess, literal_value
 from .program import render_guess
 from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
@@ -135,20 +136,25 @@ class Unsizable(Exception):
         self.code = code
 
 
+#: The sizing defaults (``defaults.json``), the defaults of ``[probe.sizing]`` too.
+_TARGETS = DEFAULTS["sizing"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Targets:
-    """What a sized program should do (the request's ``sizing`` object)."""
+    """What a sized program should do (the request's ``sizing`` object; ``enabled`` is the Rust
+    side's: a request without ``sizing`` is not sized)."""
 
-    min_gflop: float = 0.2
-    min_mb: float = 64.0
-    aim_ms: float = 1.0
-    max_ms: float = 10.0
-    max_memory_mb: float = 20480.0
-    confirm_mflop: float = 20.0
-    confirm_mb: float = 16.0
-    cpu_max_mflop: float = 2000.0
-    max_trials: int = 24
-    budget_s: float = 20.0
+    min_gflop: float = _TARGETS["min_gflop"]
+    min_mb: float = _TARGETS["min_mb"]
+    aim_ms: float = _TARGETS["aim_ms"]
+    max_ms: float = _TARGETS["max_ms"]
+    max_memory_mb: float = _TARGETS["max_memory_mb"]
+    confirm_mflop: float = _TARGETS["confirm_mflop"]
+    confirm_mb: float = _TARGETS["confirm_mb"]
+    cpu_max_mflop: float = _TARGETS["cpu_max_mflop"]
+    max_trials: int = _TARGETS["max_trials"]
+    budget_s: float = _TARGETS["budget_s"]
 
     @classmethod
     def from_request(cls, obj: dict[str, Any] | None) -> Targets:
