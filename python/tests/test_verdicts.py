@@ -130,37 +130,33 @@ def test_a_verdict_outside_the_vocabulary_is_refused():
         DeviceEvaluator._result(this, "hacked", "clever_trick")
 
 
-def _reason_codes(path: pathlib.Path) -> set[str]:
-    """The codes a file gives as sizing reasons: ``Unsizable("code", ...)`` and the word before
-    the first colon of a string (or f-string) assigned to ``size_reason``."""
-    found: set[str] = set()
-
-    def head(node) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
-            return node.values[0].value
-        return None
-
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call) and _call_name(node) == "Unsizable" and node.args:
-            found.update(_strings(node.args[0]))
-        elif isinstance(node, ast.Assign) and any(_is_field(t, "size_reason") for t in node.targets):
-            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
-            for v in values:
-                text = head(v)
-                if text and ":" in text:
-                    found.add(text.split(":")[0])
-    return found
-
-
 def test_the_sizing_step_answers_only_shared_size_names():
+    from ksmith.probe.sizing import SizeReason
+
     statuses: set[str] = set()
-    reasons: set[str] = set()
     for path in PROBE:
         statuses |= names_given(path, "size_status", {})
-        reasons |= _reason_codes(path)
     assert {"sized", "below_target", "unsizable"} <= statuses
-    assert {"no_size_knob", "timeout", "below_target", "confirm_failed"} <= reasons, "the scan finds the reasons"
     assert statuses <= set(VOCABULARY["size_status"]), statuses - set(VOCABULARY["size_status"])
-    assert reasons <= set(VOCABULARY["size_reason"]), reasons - set(VOCABULARY["size_reason"])
+    # The reasons are typed: `SizeReason` is the vocabulary, and a reason code is only ever a
+    # `SizeReason`'s value (or none), never a string written in place.
+    assert sorted(r.value for r in SizeReason) == sorted(VOCABULARY["size_reason"])
+    codes, raised = [], []
+    for path in PROBE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict):
+                codes += [
+                    v
+                    for k, v in zip(node.keys, node.values)
+                    if isinstance(k, ast.Constant) and k.value == "size_reason_code"
+                ]
+            elif isinstance(node, ast.Assign) and any(_is_field(t, "size_reason_code") for t in node.targets):
+                codes.append(node.value)
+            elif isinstance(node, ast.Call) and _call_name(node) == "Unsizable":
+                raised.append(node.args[0])
+    assert len(codes) >= 2 and len(raised) >= 5, "the scan finds the reasons"
+    for value in codes:
+        typed = isinstance(value, ast.Attribute) and value.attr == "value"
+        assert typed or (isinstance(value, ast.Constant) and value.value is None), ast.unparse(value)
+    for reason in raised:
+        assert isinstance(reason, ast.Attribute) and ast.unparse(reason.value) == "SizeReason", ast.unparse(reason)

@@ -135,7 +135,10 @@ pub struct Response {
     /// `sized`, `below_target` or `unsizable`.
     #[serde(default)]
     pub size_status: Option<String>,
-    /// `code: words`.
+    /// Why the program is below its target or unsizable (`size_reason` of `verdicts.json`).
+    #[serde(default)]
+    pub size_reason_code: Option<ksmith_core::tables::SizeReason>,
+    /// The same, in words.
     #[serde(default)]
     pub size_reason: Option<String>,
     /// The chosen sizes (a JSON object).

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus};
+use ksmith_core::tables::{ModuleRow, OpCount, ProbeRow, ProbeStatus, SizeStatus};
 
 use crate::protocol::Response;
 use crate::worker::WorkerFailure;
@@ -39,7 +39,6 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         };
     let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
     let size_status = r.size_status.as_deref().and_then(SizeStatus::parse);
-    let size_reason_code = r.size_reason.as_deref().map(reason_code);
     ProbeRow {
         error_class,
         error_message,
@@ -59,7 +58,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
         attempt_log: r.attempt_log,
         size_status,
-        size_reason_code,
+        size_reason_code: r.size_reason_code,
         size_reason: r.size_reason,
         sizes: r.sizes.unwrap_or_else(|| "{}".into()),
         alt_sizes: r.alt_sizes.unwrap_or_else(|| "[]".into()),
@@ -95,12 +94,6 @@ pub fn from_failure(module: &ModuleRow, failure: WorkerFailure, deadline: Durati
     }
 }
 
-/// The code of a sizing reason (`code: words`); a code outside the vocabulary is `error`.
-fn reason_code(reason: &str) -> SizeReason {
-    let code = reason.split(':').next().unwrap_or_default().trim();
-    SizeReason::parse(code).unwrap_or(SizeReason::Error)
-}
-
 /// The row of a module that got no response (the worker hung or died).
 pub fn without_response(
     module: &ModuleRow,
@@ -128,6 +121,7 @@ pub(crate) fn failed_row_for_tests() -> ProbeRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksmith_core::tables::SizeReason;
 
     #[test]
     fn every_status_round_trips_and_unknown_is_crashed() {
@@ -195,28 +189,29 @@ mod tests {
         let row = from_response(
             &module,
             answer(
-                r#", "size_status": "below_target", "size_reason": "below_target: 0.1 GFLOP",
-                "sizes": "{\"n\": 8}", "alt_sizes": "[{\"n\": 4}]", "est_ms": 0.5"#,
+                r#", "size_status": "below_target", "size_reason_code": "below_target",
+                "size_reason": "0.1 GFLOP", "sizes": "{\"n\": 8}", "alt_sizes": "[{\"n\": 4}]",
+                "est_ms": 0.5"#,
             ),
         );
         assert_eq!(row.size_status, Some(SizeStatus::BelowTarget));
         assert_eq!(row.size_reason_code, Some(SizeReason::BelowTarget));
+        assert_eq!(row.size_reason.as_deref(), Some("0.1 GFLOP"));
         assert_eq!(
             (row.sizes.as_str(), row.alt_sizes.as_str()),
             (r#"{"n": 8}"#, r#"[{"n": 4}]"#)
         );
         assert_eq!(row.est_ms, Some(0.5));
-        // No sizing: empty sets, no status; a code outside the vocabulary is `error`.
+        // No sizing: empty sets, no status.
         let row = from_response(&module, answer(""));
         assert_eq!(
             (row.size_status, row.sizes.as_str(), row.alt_sizes.as_str()),
             (None, "{}", "[]")
         );
-        let row = from_response(
-            &module,
-            answer(r#", "size_status": "unsizable", "size_reason": "gremlins: x""#),
-        );
-        assert_eq!(row.size_reason_code, Some(SizeReason::Error));
+        // A code outside the vocabulary makes the line malformed: a protocol fault of the worker.
+        let line = r#"{"v": 1, "type": "result", "id": "m", "status": "ok", "size_reason_code": "gremlins"}"#;
+        let err = serde_json::from_str::<Response>(line).unwrap_err();
+        assert!(err.to_string().contains("gremlins"), "{err}");
     }
 
     /// The statuses the Python runner answers (`python/ksmith/verdicts.json`; a Python test

@@ -22,6 +22,7 @@ def empty_result(status: str) -> dict[str, Any]:
         "aten_trace": [],
         "attempt_log": [],
         "size_status": None,
+        "size_reason_code": None,
         "size_reason": None,
         "sizes": "{}",
         "alt_sizes": "[]",

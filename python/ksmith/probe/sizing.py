@@ -32,7 +32,8 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
 
 Outcome (``size_status``): ``sized`` (work target reached, at least two alternates),
 ``below_target`` (as large as the program allows, below the target), ``unsizable`` (the program
-stays as verified; ``size_reason`` says why, starting with a code from ``verdicts.json``).
+stays as verified); ``size_reason_code`` (a :class:`SizeReason`) and ``size_reason`` (in words)
+say why.
 Programs whose operators have no ``meta`` implementation are sized with the same search on the
 CPU, capped at ``cpu_max_mflop``.
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import json
 import math
 import re
@@ -128,12 +130,36 @@ class SizingTimeout(BaseException):
     """The sizing step ran out of its time budget."""
 
 
-class Unsizable(Exception):
-    """The program cannot be sized; ``code`` is a ``size_reason`` code of ``verdicts.json``."""
+class SizeReason(enum.Enum):
+    """Why a program is below its target or unsizable: ``SizeReason`` of ``ksmith_core``, the
+    ``size_reason`` names of ``verdicts.json`` (tests on both sides check them)."""
 
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
+    BELOW_TARGET = "below_target"
+    NO_WORK = "no_work"
+    NO_SIZE_KNOB = "no_size_knob"
+    TRIAL_FAILED = "trial_failed"
+    TRIAL_BUDGET = "trial_budget"
+    META_FAILED = "meta_failed"
+    META_UNSUPPORTED = "meta_unsupported"
+    CONFIRM_FAILED = "confirm_failed"
+    NONDETERMINISTIC = "nondeterministic"
+    FEW_ALTERNATES = "few_alternates"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+class Unsizable(Exception):
+    """The program cannot be sized, for ``reason``; ``message`` says how, in words."""
+
+    def __init__(self, reason: SizeReason, message: str):
+        super().__init__(f"{reason.value}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+def _why(reason: SizeReason, words: str) -> dict[str, str]:
+    """The result fields saying why a program is not (fully) sized."""
+    return {"size_reason_code": reason.value, "size_reason": words[:2000]}
 
 
 #: The sizing defaults (``defaults.json``), the defaults of ``[probe.sizing]`` too.
@@ -480,7 +506,7 @@ class Sizer:
     def _tick(self) -> None:
         self.trials += 1
         if self.trials > self.targets.max_trials:
-            raise Unsizable("trial_budget", f"more than {self.targets.max_trials} trial runs")
+            raise Unsizable(SizeReason.TRIAL_BUDGET, f"more than {self.targets.max_trials} trial runs")
         if time.monotonic() > self.deadline:
             raise SizingTimeout()
 
@@ -737,13 +763,13 @@ class Sizer:
             self.trial_device = "cpu"
             base = self.probe.last_work or self._try(self.run_state, self.state, "cpu")
         if base is None:
-            raise Unsizable("trial_failed", f"the verified program does not run again: {self.last_error}")
+            raise Unsizable(SizeReason.TRIAL_FAILED, f"the verified program does not run again: {self.last_error}")
         if base.kernels == 0:
-            raise Unsizable("no_work", "the forward runs no kernel (it returns its input or a constant)")
+            raise Unsizable(SizeReason.NO_WORK, "the forward runs no kernel (it returns its input or a constant)")
         knobs = self.constant_knobs(base) or self.state_knobs(base)
         knobs = [k for k in knobs if _grows(k)]
         if not knobs:
-            raise Unsizable("no_size_knob", "no argument or input dimension changes the work")
+            raise Unsizable(SizeReason.NO_SIZE_KNOB, "no argument or input dimension changes the work")
         if not knobs[0].name:
             self.name_knobs(knobs)
         text = self.program_of(knobs)
@@ -753,23 +779,24 @@ class Sizer:
         moderate, confirmed = self.confirm(knobs, text, start, ref)
         alternates = self.alternates(knobs, text, target, moderate)
         if len(alternates) < 2:
-            raise Unsizable("few_alternates", f"only {len(alternates)} alternate size set(s) run")
+            raise Unsizable(SizeReason.FEW_ALTERNATES, f"only {len(alternates)} alternate size set(s) run")
         reached = self.targets.reached(work)
-        size_reason = (
-            None
-            if reached
-            else f"below_target: {work.flops / 1e9:.3g} GFLOP and {work.bytes / 2**20:.3g} MB at the largest "
-            f"sizes the program allows"
-        )
-        out = {
+        out: dict[str, Any] = {
             "size_status": "sized" if reached else "below_target",
-            "size_reason": size_reason,
             "sized_program": K.set_constants(text, target),
             "sizes": json.dumps(target),
             "alt_sizes": json.dumps(alternates),
             "sized_on": device,
             "confirmed": confirmed,
         }
+        if not reached:
+            out.update(
+                _why(
+                    SizeReason.BELOW_TARGET,
+                    f"{work.flops / 1e9:.3g} GFLOP and {work.bytes / 2**20:.3g} MB at the largest sizes "
+                    "the program allows",
+                )
+            )
         out.update(work_fields(work))
         return out
 
@@ -804,7 +831,7 @@ class Sizer:
                 break
             values = again
         if best is None:
-            raise Unsizable("meta_failed", f"no size near the target runs on meta: {self.last_error}")
+            raise Unsizable(SizeReason.META_FAILED, f"no size near the target runs on meta: {self.last_error}")
         return best[0], best[1], "meta"
 
     def cpu_target(self, knobs, text, start, ref):
@@ -828,7 +855,9 @@ class Sizer:
                 break
             k = max(grown, key=lambda k: values[k.name] / k.base)
             values[k.name] //= 2
-        raise Unsizable("meta_unsupported", f"meta cannot run the program and the CPU search failed: {self.last_error}")
+        raise Unsizable(
+            SizeReason.META_UNSUPPORTED, f"meta cannot run the program and the CPU search failed: {self.last_error}"
+        )
 
     def confirm(self, knobs, text, start, ref):
         """Runs the rewritten program for real on the CPU, twice from scratch, at a moderate
@@ -850,11 +879,11 @@ class Sizer:
                 self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
                 continue
             if not same_values(first[0], second[0]):
-                raise Unsizable("nondeterministic", f"two CPU runs at {values} gave different outputs")
+                raise Unsizable(SizeReason.NONDETERMINISTIC, f"two CPU runs at {values} gave different outputs")
             # The operators the program dispatches are recorded on this run (execute.aten_ops).
             self.probe.fresh = built
             return values, (first[0], first[2], first[3])
-        raise Unsizable("confirm_failed", f"the rewritten program does not run on the CPU: {self.last_error}")
+        raise Unsizable(SizeReason.CONFIRM_FAILED, f"the rewritten program does not run on the CPU: {self.last_error}")
 
     def alternates(self, knobs, text, target, moderate) -> list[dict[str, int]]:
         """Size sets other than the target that run: the confirmed moderate set, then sets with
@@ -1040,7 +1069,7 @@ def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], at
     budget = min(targets.budget_s, left - reserve) if left > 0 else targets.budget_s
     out: dict[str, Any] = {"size_status": "unsizable", "size_trials": 0}
     if budget < 0.5:
-        out["size_reason"] = "timeout: no time left after the repair search"
+        out.update(_why(SizeReason.TIMEOUT, "no time left after the repair search"))
         return out
     sizer = Sizer(probe, initial, state, emitted, replace(targets, budget_s=budget))
     previous = signal.getsignal(signal.SIGALRM)
@@ -1054,11 +1083,11 @@ def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], at
     try:
         out.update(sizer.size())
     except Unsizable as exc:
-        out["size_reason"] = str(exc)[:2000]
+        out.update(_why(exc.reason, exc.message))
     except SizingTimeout:
-        out["size_reason"] = f"timeout: sizing ran past its {budget:.1f} s"
+        out.update(_why(SizeReason.TIMEOUT, f"sizing ran past its {budget:.1f} s"))
     except Exception as exc:  # noqa: BLE001 - a sizing bug must not lose the probe's result
-        out["size_reason"] = f"error: {type(exc).__name__}: {exc}"[:2000]
+        out.update(_why(SizeReason.ERROR, f"{type(exc).__name__}: {exc}"))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
