@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-PROTOCOL_VERSION = 1
+from ksmith.shared.versions import PROBE_PROTOCOL as PROTOCOL_VERSION
 
 #: The folders of the ksmith package a worker needs, relative to the package's parent.
 RUNNER_PACKAGES = ("ksmith/probe", "ksmith/confine", "ksmith/shared")

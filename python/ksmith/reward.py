@@ -54,9 +54,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ksmith.answer import ENTRY_POINT, Edit, apply_answer  # noqa: E402
-
-GROUND_TRUTH_VERSION = 1
-PROTOCOL_VERSION = 1
+from ksmith.shared.versions import EVAL_PROTOCOL as PROTOCOL_VERSION  # noqa: E402
+from ksmith.shared.versions import GROUND_TRUTH as GROUND_TRUTH_VERSION  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

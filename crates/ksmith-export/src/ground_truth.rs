@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use ksmith_core::tables::GrpoRow;
 use serde::{Deserialize, Serialize};
 
-/// Version of the ground-truth JSON; the reward function refuses versions it does not know.
+/// Version of the ground-truth JSON; the reward function refuses versions it does not know
+/// (`ground_truth` of `python/ksmith/shared/versions.json`, which the reward reads; a test keeps
+/// them equal).
 pub const GROUND_TRUTH_VERSION: u32 = 1;
 
 /// The class the answer must define.
@@ -65,5 +67,16 @@ impl GroundTruth {
     pub fn to_json(&self) -> String {
         // Serializing plain strings, numbers and maps with string keys cannot fail.
         serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_is_the_one_the_reward_reads() {
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../../../python/ksmith/shared/versions.json"))
+                .unwrap();
+        assert_eq!(file["ground_truth"], super::GROUND_TRUTH_VERSION);
     }
 }

@@ -74,6 +74,14 @@ pub const PYTHON_FILES: &[(&str, &str)] = &[
         "ksmith/shared/outputs.py",
         include_str!("../../../python/ksmith/shared/outputs.py"),
     ),
+    (
+        "ksmith/shared/versions.json",
+        include_str!("../../../python/ksmith/shared/versions.json"),
+    ),
+    (
+        "ksmith/shared/versions.py",
+        include_str!("../../../python/ksmith/shared/versions.py"),
+    ),
 ];
 
 /// How one worker is sandboxed.

@@ -9,5 +9,3 @@ task), runs the candidate in its own killable child (`candidate_child` with the 
 (`timing`). Without a GPU everything runs in Triton's interpreter on CPU tensors and timing is
 reported as not measured.
 """
-
-PROTOCOL_VERSION = 1

@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-VERSION = 1
+from ..shared.versions import EVAL_PROTOCOL
+
+VERSION = EVAL_PROTOCOL
 REQUEST_FIELDS = ("task_id", "reference", "candidate")
 
 

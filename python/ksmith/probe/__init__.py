@@ -20,7 +20,5 @@ What a request carries when the configuration says nothing is :data:`DEFAULTS`
 import json
 import pathlib
 
-PROTOCOL_VERSION = 1
-
 #: The request's defaults (``defaults.json``; ``sizing`` holds the sizing step's targets).
 DEFAULTS: dict = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())

@@ -27,7 +27,7 @@ import sys
 
 from ..confine import Policy, SandboxError
 from ..confine.policy import EXIT_UNAVAILABLE
-from . import PROTOCOL_VERSION
+from ..shared.versions import PROBE_PROTOCOL as PROTOCOL_VERSION
 from .result import empty_result
 
 
