@@ -22,6 +22,7 @@
 //!   defined once for the stages and clients that share them.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`tokens`]: the one approximate token counter behind every token budget.
+//! - [`versions`]: the versions of the protocols and files the Python side shares.
 //! - [`vocabulary`]: closed vocabularies (statuses, verdicts, methods, reasons), each variant
 //!   with one stable name.
 //! - [`context`], [`progress`] and [`report`]: what a stage is given to run (work directory,
@@ -67,6 +68,7 @@ pub mod table;
 pub mod tables;
 pub mod timestamp;
 pub mod tokens;
+pub mod versions;
 pub mod vocabulary;
 
 pub use error::{Error, Result};

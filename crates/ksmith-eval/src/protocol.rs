@@ -4,10 +4,8 @@
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
 use serde::{Deserialize, Serialize};
 
-/// The protocol version this client speaks (`eval_protocol` of
-/// `python/ksmith/shared/versions.json`, which the worker and the reward read; a test keeps them
-/// equal).
-pub const VERSION: u32 = 1;
+/// The protocol version this client speaks.
+pub use ksmith_core::versions::EVAL_PROTOCOL as VERSION;
 
 /// A client message.
 #[derive(Debug, Serialize)]
@@ -91,14 +89,6 @@ pub fn parse(line: &str) -> Result<Incoming, EvalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_version_is_the_one_the_worker_reads() {
-        let file: serde_json::Value =
-            serde_json::from_str(include_str!("../../../python/ksmith/shared/versions.json"))
-                .unwrap();
-        assert_eq!(file["eval_protocol"], VERSION);
-    }
 
     /// The verdict names the Python worker may answer (`python/ksmith/verdicts.json`, checked
     /// on every verdict it builds) are exactly those of `EvalStatus` and `HackKind`.

@@ -10,10 +10,8 @@ use std::collections::BTreeMap;
 use ksmith_core::tables::GrpoRow;
 use serde::{Deserialize, Serialize};
 
-/// Version of the ground-truth JSON; the reward function refuses versions it does not know
-/// (`ground_truth` of `python/ksmith/shared/versions.json`, which the reward reads; a test keeps
-/// them equal).
-pub const GROUND_TRUTH_VERSION: u32 = 1;
+/// Version of the ground-truth JSON; the reward function refuses versions it does not know.
+pub use ksmith_core::versions::GROUND_TRUTH as GROUND_TRUTH_VERSION;
 
 /// The class the answer must define.
 pub const ENTRY_POINT: &str = "ModelNew";
@@ -67,16 +65,5 @@ impl GroundTruth {
     pub fn to_json(&self) -> String {
         // Serializing plain strings, numbers and maps with string keys cannot fail.
         serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_version_is_the_one_the_reward_reads() {
-        let file: serde_json::Value =
-            serde_json::from_str(include_str!("../../../python/ksmith/shared/versions.json"))
-                .unwrap();
-        assert_eq!(file["ground_truth"], super::GROUND_TRUTH_VERSION);
     }
 }

@@ -281,46 +281,6 @@ impl ProbeConfig {
 mod tests {
     use super::*;
 
-    /// Every value a request carries (but the module's own) is, by default, the value the
-    /// runner defaults to: the one in defaults.json, with nothing left over.
-    #[test]
-    fn the_default_request_is_the_runners_defaults_json() {
-        let module = ksmith_core::tables::ModuleRow {
-            id: "m".into(),
-            repo: "r".into(),
-            commit: "0".repeat(40),
-            path: "p.py".into(),
-            class_name: "C".into(),
-            line: 1,
-            status: ksmith_core::tables::ModuleStatus::Ok,
-            reason: None,
-            reason_code: None,
-            lines: 1,
-            program: Some("x".into()),
-            deps: vec![],
-            imports: vec![],
-            license: None,
-            stars: None,
-        };
-        let sent = crate::pool::request_for(&module, "x", &ProbeConfig::default(), None);
-        let mut sent = serde_json::to_value(sent).unwrap();
-        let sent = sent.as_object_mut().unwrap();
-        for own in ["v", "id", "program", "override"] {
-            sent.remove(own).unwrap();
-        }
-        let mut file = runner_defaults().clone();
-        // `enabled` is this side's: a request carries `sizing` only when it is on.
-        file["sizing"].as_object_mut().unwrap().remove("enabled");
-        let mut sizing = sent["sizing"].take();
-        sizing.as_object_mut().unwrap().remove("enabled");
-        sent.insert("sizing".into(), sizing);
-        assert_eq!(&serde_json::Value::Object(sent.clone()), &file);
-        assert_eq!(
-            serde_json::Value::Bool(SizingConfig::default().enabled),
-            runner_defaults()["sizing"]["enabled"]
-        );
-    }
-
     #[test]
     fn default_is_valid_and_bad_values_name_their_key() {
         ProbeConfig::default().validate().unwrap();

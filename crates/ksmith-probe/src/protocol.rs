@@ -5,9 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The protocol version both sides speak (`probe_protocol` of `python/ksmith/shared/versions.json`,
-/// which the runner reads; a test keeps them equal).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version both sides speak.
+pub use ksmith_core::versions::PROBE_PROTOCOL as PROTOCOL_VERSION;
 
 /// One module to probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,15 +168,4 @@ pub struct Response {
     /// Estimated eager time on the reference GPU, ms.
     #[serde(default)]
     pub est_ms: Option<f64>,
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_version_is_the_one_the_runner_reads() {
-        let file: serde_json::Value =
-            serde_json::from_str(include_str!("../../../python/ksmith/shared/versions.json"))
-                .unwrap();
-        assert_eq!(file["probe_protocol"], super::PROTOCOL_VERSION);
-    }
 }

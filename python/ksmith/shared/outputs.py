@@ -20,59 +20,49 @@ from typing import Any
 Tolerance = Callable[[Any], tuple[float, float]]
 
 
-def _pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]] | None:
-    """The values side by side, or None when their structure differs (count, tensor or not,
-    shape, dtype)."""
+def _agree(a: Sequence[Any], b: Sequence[Any], tensors_agree: Callable[[Any, Any], bool]) -> bool:
+    """The same structure (count, tensor or not, shape, dtype), other values equal, and
+    ``tensors_agree`` at each pair of tensors."""
     import torch
 
     if len(a) != len(b):
-        return None
+        return False
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return None
-        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
-            return None
-    return list(zip(a, b))
+            return False
+        if not isinstance(x, torch.Tensor):
+            if x != y:
+                return False
+        elif x.shape != y.shape or x.dtype != y.dtype or not tensors_agree(x, y):
+            return False
+    return True
+
+
+def _bitwise(x: Any, y: Any) -> bool:
+    import torch
+
+    if torch.equal(x, y):
+        return True
+    if not (x.is_floating_point() or x.is_complex()):
+        return False
+    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+    return torch.equal(nan_x, nan_y) and torch.equal(x[~nan_x], y[~nan_y])
 
 
 def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
     """Bitwise-equal values, NaNs at the same places counting as equal (on their device)."""
-    import torch
-
-    pairs = _pairs(a, b)
-    if pairs is None:
-        return False
-    for x, y in pairs:
-        if not isinstance(x, torch.Tensor):
-            if x != y:
-                return False
-            continue
-        if torch.equal(x, y):
-            continue
-        if x.is_floating_point() or x.is_complex():
-            nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-            if torch.equal(nan_x, nan_y) and torch.equal(x[~nan_x], y[~nan_y]):
-                continue
-        return False
-    return True
+    return _agree(a, b, _bitwise)
 
 
 def close(a: Sequence[Any], b: Sequence[Any], tolerance: Tolerance) -> bool:
     """Values within ``tolerance(dtype)`` of each other (on their device)."""
     import torch
 
-    pairs = _pairs(a, b)
-    if pairs is None:
-        return False
-    for x, y in pairs:
-        if not isinstance(x, torch.Tensor):
-            if x != y:
-                return False
-        elif x.is_floating_point():
-            atol, rtol = tolerance(x.dtype)
-            wide = torch.float64 if x.dtype == torch.float64 else torch.float32
-            if not torch.allclose(x.to(wide), y.to(wide), atol=atol, rtol=rtol, equal_nan=True):
-                return False
-        elif not torch.equal(x, y):
-            return False
-    return True
+    def within(x: Any, y: Any) -> bool:
+        if not x.is_floating_point():
+            return bool(torch.equal(x, y))
+        atol, rtol = tolerance(x.dtype)
+        wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return bool(torch.allclose(x.to(wide), y.to(wide), atol=atol, rtol=rtol, equal_nan=True))
+
+    return _agree(a, b, within)

@@ -2,7 +2,7 @@
 probe's worker protocol (``ksmith-probe`` <-> ``ksmith.probe.worker`` and the Ray driver), the
 evaluator's worker and HTTP protocol (``ksmith-eval`` <-> ``ksmith.evaluator``, the reward's
 remote backend) and the exported ground truth (``ksmith-export`` -> ``ksmith.reward``). The Rust
-constants are tested against the file."""
+side's are ``ksmith_core::versions``, tested against the file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 //! The integration tests of ksmith-probe, in one test binary (one link per crate).
 
 mod common;
+mod defaults;
 mod ray;
 mod resume;
 mod sandbox;
