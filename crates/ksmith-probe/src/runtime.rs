@@ -35,6 +35,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/rules.py"),
     ),
     (
+        "ksmith/probe/loading.py",
+        include_str!("../../../python/ksmith/probe/loading.py"),
+    ),
+    (
         "ksmith/probe/program.py",
         include_str!("../../../python/ksmith/probe/program.py"),
     ),

@@ -6,10 +6,13 @@ Modules:
 - ``guesses``: the argument guesses (tensor shapes and dtypes, literal values, expressions) and
   how they are turned into values and back into Python source.
 - ``rules``: the repair rules that read an exception and propose changed guesses.
-- ``search``: the repair search (a budget of steps, restarts with 2-D/3-D inputs, a tried set).
 - ``program``: rewriting ``get_inputs()`` / ``get_init_inputs()`` in the program text.
-- ``execute``: what the sandboxed child does with one program.
+- ``loading``: running a program text in a fresh module, and seeding the generators.
+- ``execute``: what the sandboxed child does with one program (the repair search, verification,
+  the ATen operators it runs).
+- ``sizing`` and ``work``: sizing a program for the GPU, and measuring the work of a call.
 - ``sandbox``: the child process (limits, namespaces, capped output, kill on timeout).
+- ``result``: the fields of a result line.
 - ``worker``: the warm worker process speaking JSON lines with the Rust side.
 
 The Rust crate ``ksmith-probe`` embeds these files and starts ``python -m ksmith.probe.worker``.

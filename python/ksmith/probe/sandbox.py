@@ -303,7 +303,7 @@ def _run_child(request, tmp, res_w, timeout, runner, problems: list[str]) -> Non
     if problems:
         sys.stderr.write("ksmith probe sandbox: " + "; ".join(problems) + "\n")
 
-    from .execute import ProbeTimeout
+    from .loading import ProbeTimeout
 
     def on_alarm(signum, frame):
         raise ProbeTimeout()

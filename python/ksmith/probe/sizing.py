@@ -54,6 +54,7 @@ from ..shared import constants as K
 from ..shared.outputs import same_values
 from . import DEFAULTS
 from .guesses import FLOAT_DTYPES, Arg, SeqGuess, TensorGuess, ValueGuess, literal_value
+from .loading import ProbeTimeout, exec_program, seed_all, split_init
 from .program import render_guess
 from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
 
@@ -514,7 +515,6 @@ class Sizer:
         """Runs ``build()`` (returns model and inputs) on ``device`` and one forward, measured
         (:func:`.work.measure`) when ``count``; returns outputs, work (or None), model and the
         forward's CPU time in ms."""
-        from .execute import seed_all
 
         torch = self.torch
         seed_all(self.probe.seed, torch)
@@ -545,7 +545,6 @@ class Sizer:
     def run_text(self, text: str, device: str, count: bool = True):
         """Runs a program text from scratch (exec, ``get_init_inputs``, ``Model``, ``get_inputs``)
         as the evaluator would, and its forward (measured when ``count``)."""
-        from .execute import exec_program, split_init
 
         self._tick()
 
@@ -565,7 +564,7 @@ class Sizer:
         except (SizingTimeout, Unsizable):
             raise
         except BaseException as exc:  # noqa: BLE001 - a failed trial is an answer
-            if type(exc).__name__ == "ProbeTimeout":
+            if isinstance(exc, ProbeTimeout):
                 raise
             self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
             return None
@@ -703,7 +702,7 @@ class Sizer:
         try:
             return self.probe.original_inputs()
         except BaseException as exc:  # noqa: BLE001 - only used to draw similar values
-            if type(exc).__name__ == "ProbeTimeout":
+            if isinstance(exc, ProbeTimeout):
                 raise
             return None
 
@@ -874,7 +873,7 @@ class Sizer:
             except (SizingTimeout, Unsizable):
                 raise
             except BaseException as exc:  # noqa: BLE001
-                if type(exc).__name__ == "ProbeTimeout":
+                if isinstance(exc, ProbeTimeout):
                     raise
                 self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
                 continue
@@ -900,7 +899,7 @@ class Sizer:
             except (SizingTimeout, Unsizable):
                 raise
             except BaseException as exc:  # noqa: BLE001 - a variant that fails is not an alternate
-                if type(exc).__name__ == "ProbeTimeout":
+                if isinstance(exc, ProbeTimeout):
                     raise
                 continue
             out.append(values)
