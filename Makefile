@@ -52,6 +52,7 @@ lint: venv
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(KSMITH_VENV)/bin/ruff check python scripts
 	$(KSMITH_VENV)/bin/ruff format --check python scripts
+	$(KSMITH_VENV)/bin/mypy
 
 test-rust:
 	$(CARGO) test --workspace

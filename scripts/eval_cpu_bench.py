@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAND = os.path.join(ROOT, "python", "tests", "candidates")
@@ -51,14 +52,15 @@ print(json.dumps(out))
 """
 
 
-def measure(python_dir: str, repeats: int) -> list[dict]:
+def measure(python_dir: str, repeats: int) -> list[dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, python_dir, json.dumps(PAIRS), CAND, str(repeats)],
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    rows: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return rows
 
 
 def main() -> int:

@@ -38,6 +38,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -123,7 +124,7 @@ def estimator_cvs(rs: list[dict[str, Any]]) -> dict[str, float]:
     medians of both sides, the first process's alone (what one timing process would have given,
     on its share of the samples) and the lowest process's; with `reference_in_process`, the
     nearest process's reference-beside figure over the candidate's (`reference_beside`)."""
-    ways = {
+    ways: dict[str, Callable[[dict[str, Any]], float | None]] = {
         "median": lambda t: t["median_ms"],
         "first_process": lambda t: t["process_medians_ms"][0] if t.get("process_medians_ms") else None,
         "lowest_process": lambda t: min(t["process_medians_ms"]) if t.get("process_medians_ms") else None,
@@ -183,7 +184,7 @@ def main() -> int:
     rep = Report(a.out)
 
     def left() -> float:
-        return a.deadline_s - (time.monotonic() - t_start)
+        return float(a.deadline_s) - (time.monotonic() - t_start)
 
     from ksmith.evaluator.evaluate import DeviceEvaluator
     from ksmith.shared.constants import int_constants, set_constants
@@ -308,10 +309,10 @@ def main() -> int:
             n_ok += ok
             ct = r.get("candidate_timing")
             tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
-            sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
+            shown = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
             rep.say(
                 f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
-                f"{sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
+                f"{shown} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
             )
             if not ok:
                 rep.say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
@@ -43,7 +45,7 @@ SECRETS = {"OPENAI_API_KEY": "sk-ksmith-test-secret", "KSMITH_TEACHER_API_KEY": 
 class Worker:
     """An evaluator worker speaking the JSON-lines protocol."""
 
-    def __init__(self, device: str, options: dict, policy: dict | None):
+    def __init__(self, device: str, options: dict[str, Any], policy: dict[str, Any] | None):
         command = [sys.executable, "-s", "-m", "ksmith.evaluator", "worker", "--device", device]
         command += ["--options", json.dumps(options)]
         if policy is not None:
@@ -56,27 +58,37 @@ class Worker:
         self.hello = self._read()
         self.n = 0
 
-    def _read(self) -> dict:
-        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None and self.proc.stdin is not None  # both piped
+        line = self.proc.stdout.readline()
         if not line:
             self.log.seek(0)
             raise SystemExit(f"the worker ended (exit {self.proc.wait()}):\n{self.log.read().decode()[-4000:]}")
-        return json.loads(line)
+        msg: dict[str, Any] = json.loads(line)
+        return msg
 
-    def evaluate(self, reference: str, candidate: str, measure: bool) -> dict:
+    def evaluate(self, reference: str, candidate: str, measure: bool) -> dict[str, Any]:
         self.n += 1
         request = {"task_id": "smoke", "reference": reference, "candidate": candidate, "measure": measure}
         line = json.dumps({"v": 1, "type": "evaluate", "id": str(self.n), "request": request})
-        self.proc.stdin.write(line + "\n")  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
+        assert self.proc.stdin is not None  # piped
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
         msg = self._read()
         if msg.get("type") != "result":
             raise SystemExit(f"worker error: {msg}")
-        return msg["result"]
+        result: dict[str, Any] = msg["result"]
+        return result
 
     def close(self) -> None:
-        self.proc.stdin.close()  # type: ignore[union-attr]
+        assert self.proc.stdin is not None  # piped
+        self.proc.stdin.close()
         self.proc.wait(timeout=60)
+
+
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A `re.sub` replacement that is `text` as it is (no backslash escapes)."""
+    return lambda _: text
 
 
 def main() -> int:
@@ -100,7 +112,7 @@ def main() -> int:
     unix.listen(4)
     unix.settimeout(0.2)
     outside = os.path.join(folder, "escaped")
-    accepted: list = []
+    accepted: list[socket.socket] = []
     stop = threading.Event()
 
     def accept() -> None:
@@ -114,7 +126,7 @@ def main() -> int:
     threading.Thread(target=accept, daemon=True).start()
     hostile = open(os.path.join(CAND, "isolation", "snoop.py")).read()
     for name, value in (("PORT", tcp.getsockname()[1]), ("UNIX_SOCKET", unix_path), ("OUTSIDE", outside)):
-        hostile = re.sub(rf"^{name} = .*$", lambda _, n=name, v=value: f"{n} = {v!r}", hostile, flags=re.M)
+        hostile = re.sub(rf"^{name} = .*$", _literal(f"{name} = {value!r}"), hostile, flags=re.M)
 
     options = {"run_timeout_s": 120, "timing_timeout_s": 120, "memory_limit_mb": 8192}
     # Not required, so that every check below runs and reports even where a part is missing.

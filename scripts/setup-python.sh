@@ -26,7 +26,7 @@ main() {
 
     check() {
         "$venv/bin/python" - <<'PY'
-import torch, triton, numpy, pyarrow, pytest, ruff  # noqa: F401
+import torch, triton, numpy, pyarrow, pytest, ruff, mypy  # noqa: F401
 print(f"ksmith venv ok: torch {torch.__version__}, triton {triton.__version__}, numpy {numpy.__version__}")
 PY
     }

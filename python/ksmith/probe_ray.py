@@ -31,6 +31,8 @@ import argparse
 import collections
 import json
 import os
+import queue
+import subprocess
 import sys
 import threading
 import time
@@ -101,16 +103,15 @@ def _actor_class(ray):
             )
             self.startup_timeout_s = startup_timeout_s
             self.started = 0
-            self.proc = None
+            self.proc: subprocess.Popen[str] | None = None
+            self.lines: queue.Queue[str | None] = queue.Queue()
+            self.stderr_tail: collections.deque[str | None] = collections.deque(maxlen=64)
             self.hello_line = self._start()
 
         def _start(self) -> str:
-            import queue
-            import subprocess
-
             self.started += 1
             command = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", json.dumps(self.policy), "--"]
-            self.proc = subprocess.Popen(
+            self.proc = proc = subprocess.Popen(
                 [*command, "-m", "ksmith.probe.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -122,16 +123,14 @@ def _actor_class(ray):
             )
             self.lines = queue.Queue()
             self.stderr_tail = collections.deque(maxlen=64)
-            threading.Thread(target=_pipe_lines, args=(self.proc.stdout, self.lines.put), daemon=True).start()
-            threading.Thread(target=_pipe_lines, args=(self.proc.stderr, self.stderr_tail.append), daemon=True).start()
+            threading.Thread(target=_pipe_lines, args=(proc.stdout, self.lines.put), daemon=True).start()
+            threading.Thread(target=_pipe_lines, args=(proc.stderr, self.stderr_tail.append), daemon=True).start()
             line = self._next_line(self.startup_timeout_s)
             if line is None:
                 raise RuntimeError(f"the probe worker did not start: {self._kill()}")
             return line
 
-        def _next_line(self, timeout_s: float):
-            import queue
-
+        def _next_line(self, timeout_s: float) -> str | None:
             try:
                 return self.lines.get(timeout=timeout_s)
             except queue.Empty:
@@ -165,13 +164,15 @@ def _actor_class(ray):
             """One request line in, the worker's response line out (or a fault line)."""
             if self.proc is None:
                 self._start()
+            proc = self.proc
+            assert proc is not None and proc.stdin is not None  # started with a pipe
             try:
-                self.proc.stdin.write(line if line.endswith("\n") else line + "\n")
-                self.proc.stdin.flush()
+                proc.stdin.write(line if line.endswith("\n") else line + "\n")
+                proc.stdin.flush()
             except OSError as e:
                 return self._fault(request_id, "WorkerDied", f"cannot send the request: {e}; stderr: {self._kill()}")
             answer = self._next_line(deadline_s)
-            if answer is None and self.proc.poll() is None:
+            if answer is None and proc.poll() is None:
                 self._kill()
                 message = f"the worker did not answer within {deadline_s:.0f} s; it was killed and replaced"
                 return self._fault(request_id, "Timeout", message)

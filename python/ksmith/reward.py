@@ -218,7 +218,7 @@ def _default_device() -> str:
         return "cpu"
 
 
-_BACKEND = None
+_BACKEND: LocalBackend | RemoteBackend | None = None
 _BACKEND_LOCK = threading.Lock()
 
 

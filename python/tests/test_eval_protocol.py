@@ -79,7 +79,7 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
 
 
 def test_http_endpoint_over_loopback():
-    server = make_server("127.0.0.1", 0, "cpu", {})
+    server, evaluator = make_server("127.0.0.1", 0, "cpu", {})
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
@@ -93,4 +93,4 @@ def test_http_endpoint_over_loopback():
         assert code == 422 and body["error"]["kind"] == "broken_reference"
     finally:
         server.shutdown()
-        server.evaluator.close()
+        evaluator.close()

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 from . import cgroups
 from .child import BASIC_DEVICES, PROC_READONLY, Isolation, Limits, confine, gpu_devices, isolate, mirror
@@ -88,11 +89,11 @@ class ChildSpec:
     require: bool
     network: bool = True
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> ChildSpec:
+    def from_dict(cls, data: dict[str, Any]) -> ChildSpec:
         return cls(**{**data, "limits": Limits(**data["limits"])})
 
 

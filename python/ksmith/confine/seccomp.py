@@ -76,15 +76,15 @@ DENIED: dict[str, tuple[int | None, int | None]] = {
     "query_module": (178, None),
 }
 #: Denied to children only: the worker mounts, unshares and setns to confine them.
+UNSHARE = (272, 97)
 CHILD_ONLY: dict[str, tuple[int | None, int | None]] = {
     "mount": (165, 40),
     "umount2": (166, 39),
-    "unshare": (272, 97),
+    "unshare": UNSHARE,
     "setns": (308, 268),
 }
 CLONE = (56, 220)
 CLONE3 = (435, 435)
-UNSHARE = CHILD_ONLY["unshare"]
 
 CLONE_NEWUSER = 0x10000000
 #: Every CLONE_NEW* flag (time, mount, cgroup, uts, ipc, user, pid, net).
@@ -121,11 +121,11 @@ def compile_filter(kind: str, machine: str | None = None) -> bytes | None:
     denied = dict(DENIED)
     if kind == "child":
         denied.update(CHILD_ONLY)
-    numbers = sorted({nrs[col] for nrs in denied.values() if nrs[col] is not None})
+    numbers = sorted({nr for nrs in denied.values() if (nr := nrs[col]) is not None})
     clone_mask = CLONE_NAMESPACES if kind == "child" else CLONE_NEWUSER
 
     # Instructions with symbolic jump targets, resolved below.
-    prog: list[tuple[int, object, object, int]] = [
+    prog: list[tuple[int, int | str, int | str, int]] = [
         (_LD_ABS, 0, 0, _ARCH),
         (_JEQ, 0, "kill", audit_arch),
         (_LD_ABS, 0, 0, _NR),
@@ -150,13 +150,13 @@ def compile_filter(kind: str, machine: str | None = None) -> bytes | None:
     labels["kill"] = len(prog)
     prog.append((_RET, 0, 0, RET_KILL_PROCESS))
 
-    def offset(target: object, at: int) -> int:
+    def offset(target: int | str, at: int) -> int:
         if isinstance(target, str):
             delta = labels[target] - at - 1
             if not 0 <= delta <= 255:
                 raise AssertionError(f"jump of {delta} instructions")
             return delta
-        return int(target)  # type: ignore[call-overload]
+        return target
 
     out = bytearray()
     for i, (code, jt, jf, k) in enumerate(prog):

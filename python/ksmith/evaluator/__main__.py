@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
             os.execv(sys.executable, [*launcher, "-s", "-m", "ksmith.evaluator", *(argv or sys.argv[1:])])
         from .server import make_server
 
-        server = make_server(a.host, a.port, a.device, json.loads(a.options))
+        server, evaluator = make_server(a.host, a.port, a.device, json.loads(a.options))
         print(json.dumps({"listening": f"http://{a.host}:{server.server_address[1]}"}), flush=True)
         try:
             server.serve_forever()
         finally:
-            server.evaluator.close()
+            evaluator.close()
         return 0
     if a.cmd == "check":
         from .static_check import check

@@ -252,7 +252,9 @@ class Harness:
         task = self.cfg["task"]
         trials = int(self.cfg["trials"])
         reference = open(os.path.join(self.d, "reference.py")).read()
-        wanted = [(None, None, task["init_fingerprint"], [t["fingerprint"] for t in task["trials"]])]
+        wanted: list[tuple[int | None, dict[str, int] | None, str, list[str]]] = [
+            (None, None, task["init_fingerprint"], [t["fingerprint"] for t in task["trials"]])
+        ]
         for i, s in enumerate(task["size_sets"] if self.full else []):
             wanted.append((i, s["sizes"], s["init_fingerprint"], [s["fingerprint"]]))
         for index, sizes, init_fp, trial_fps in wanted:

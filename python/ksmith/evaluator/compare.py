@@ -81,7 +81,7 @@ def output_errors(
     """(all outputs within tolerance, error statistics per output). Assumes equal structure.
     `relative` is the relative-error limit per dtype (default: `defaults.json`)."""
     ok = True
-    stats = []
+    stats: list[dict[str, Any]] = []
     for i, (c, r) in enumerate(zip(cand, ref)):
         rel_l2 = None
         if not isinstance(r, torch.Tensor):

@@ -113,7 +113,7 @@ class BrokenReference(Exception):
 
 
 def merge_options(options: dict[str, Any] | None) -> dict[str, Any]:
-    out = json.loads(json.dumps(DEFAULT_OPTIONS))
+    out: dict[str, Any] = json.loads(json.dumps(DEFAULT_OPTIONS))
     for k, v in (options or {}).items():
         if k not in out:
             raise ValueError(f"unknown evaluator option `{k}`")
@@ -293,7 +293,7 @@ class DeviceEvaluator:
         """The facts of a task, built once (see the module doc); `BrokenReference` when the task
         cannot be evaluated (remembered)."""
         recorded = bool(alt_sizes)
-        sets = alt_sizes if recorded else shapes.derive(source)
+        sets = alt_sizes if alt_sizes else shapes.derive(source)
         digest = hashlib.sha256(source.encode() + json.dumps(sets, sort_keys=True).encode()).hexdigest()[:16]
         key = f"{task_id}:{digest}"
         with self.lock:
@@ -401,7 +401,7 @@ class DeviceEvaluator:
     def _result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
         if status not in VERDICTS["eval_status"] or (hack is not None and hack not in VERDICTS["hack"]):
             raise ValueError(f"verdict outside the shared vocabulary (verdicts.json): {status} {hack}")
-        base = {
+        base: dict[str, Any] = {
             "status": status,
             "hack": hack,
             "error_log": _trim(log, self.opts["log_limit"]),
@@ -761,7 +761,7 @@ def _triton_version() -> str:
     try:
         import triton
 
-        return triton.__version__
+        return str(triton.__version__)
     except Exception:  # noqa: BLE001
         return "unavailable"
 

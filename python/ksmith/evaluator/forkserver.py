@@ -203,7 +203,8 @@ def serve(fd: int) -> int:
     gc.freeze()
     children: dict[int, int] = {}  # pidfd -> pid
     while True:
-        ready, _, _ = select.select([sock, *children], [], [])
+        waiting: list[socket.socket | int] = [sock, *children]
+        ready, _, _ = select.select(waiting, [], [])
         for pidfd in [r for r in ready if r in children]:
             pid = children.pop(pidfd)
             os.close(pidfd)

@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -179,7 +179,7 @@ class LaunchCounter:
         self.depth = 0
         self.enabled = True
         # On a GPU: the stream the harness called forward on; launches elsewhere are counted.
-        self.expected_stream = None
+        self.expected_stream: torch.cuda.Stream | None = None
         self.foreign_stream_launches = 0
         self._patch(jit.JITFunction)
         try:
@@ -189,7 +189,7 @@ class LaunchCounter:
         except Exception:  # noqa: BLE001 - no interpreter in this triton
             pass
 
-    def _patch(self, cls: type) -> None:
+    def _patch(self, cls: Any) -> None:
         original = cls.run
         counter = self
 
@@ -212,7 +212,7 @@ class LaunchCounter:
                 counter.counts[name] = counter.counts.get(name, 0) + 1
             return result
 
-        run.__wrapped__ = original
+        cast(Any, run).__wrapped__ = original
         cls.run = run
 
     def is_candidate(self, module: str | None) -> bool:
@@ -227,7 +227,7 @@ class OpLog(TorchDispatchMode):
     """Records aten compute ops run outside Triton launches, with their work estimate."""
 
     def __init__(self, launches: LaunchCounter | None):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's mode is unannotated
         self.launches = launches
         self.work: dict[str, float] = {}
         self.calls: dict[str, int] = {}
@@ -271,7 +271,7 @@ class ThreadWatch:
             watch.starts += 1
             return orig_new(*a, **k)
 
-        threading.Thread.start = start
+        cast(Any, threading.Thread).start = start
         _thread.start_new_thread = start_new_thread
         self.armed_starts = 0
 

@@ -15,12 +15,12 @@ from .worker import error_body, hello
 MAX_BODY = 16 * 2**20
 
 
-def make_server(host: str, port: int, device: str, options: dict[str, Any] | None) -> ThreadingHTTPServer:
-    """The HTTP endpoint of one local evaluator on `device`."""
+def make_server(
+    host: str, port: int, device: str, options: dict[str, Any] | None
+) -> tuple[ThreadingHTTPServer, DeviceEvaluator]:
+    """The HTTP endpoint of one local evaluator on `device`, and the evaluator (to close)."""
     evaluator = DeviceEvaluator(device, options)
-    server = serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator))
-    server.evaluator = evaluator  # type: ignore[attr-defined]
-    return server
+    return serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator)), evaluator
 
 
 def serve_with(

@@ -26,6 +26,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+#: The `try` statements (`try`/`except` and `try`/`except*`).
+_TRY_NODES = (ast.Try, ast.TryStar)
+
 #: Modules a candidate may import (the root name): the kernel's libraries and standard modules
 #: that give no capability (`time`, `json`, `weakref` as such are harmless; patching or misusing
 #: them is what the other checks and the runtime layer look for).
@@ -336,13 +339,13 @@ class _Checker:
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name):
                             self.defs.setdefault(n.id, node)
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                self.check_import(node)
-        for node in ast.walk(self.tree):
-            self.check_node(node)
-        for name, node in self.defs.items():
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(node):
+        for each in ast.walk(self.tree):
+            if isinstance(each, (ast.Import, ast.ImportFrom)):
+                self.check_import(each)
+        for each in ast.walk(self.tree):
+            self.check_node(each)
+        for name, definition in self.defs.items():
+            if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(definition):
                 self.kernels.add(name)
         if "ModelNew" not in self.defs or not isinstance(self.defs["ModelNew"], ast.ClassDef):
             self.fail("static_rejected", None, self.tree, "the program does not define `class ModelNew`")
@@ -366,7 +369,7 @@ class _Checker:
         self.check_torch_compute(reach)
         return kernels
 
-    def is_kernel(self, fn: ast.AST) -> bool:
+    def is_kernel(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for dec in fn.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             full = self.resolve(_dotted(target)) or ""
@@ -487,7 +490,7 @@ class _Checker:
     def check_try(self, reach: set[str]) -> None:
         for name in reach:
             for n in ast.walk(self.defs[name]):
-                if isinstance(n, ast.Try) or type(n).__name__ == "TryStar":
+                if isinstance(n, _TRY_NODES):
                     guarded = ast.Module(body=list(n.body), type_ignores=[])
                     if self.launches_kernel(guarded, reach):
                         self.fail(

@@ -51,7 +51,8 @@ class TaskProgram:
     def build_model(self) -> torch.nn.Module:
         """`Model(*init)` with the task's seed, on the device."""
         torch.manual_seed(self.seed)
-        return self.module.Model(*self.init).to(self.device)
+        model: torch.nn.Module = self.module.Model(*self.init).to(self.device)
+        return model
 
     def trial_seed(self, k: int) -> int:
         extra = 0 if self.set_index is None else 104729 * (self.set_index + 1)

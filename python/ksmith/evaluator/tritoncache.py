@@ -44,14 +44,14 @@ class LayeredCache(FileCacheManager):
         self.shared_dir = os.path.join(shared, key) if shared and not (override or dump) else None
 
     def get_file(self, filename: str) -> str | None:
-        own = super().get_file(filename)
+        own: str | None = super().get_file(filename)
         if own is not None or self.shared_dir is None:
             return own
         path = os.path.join(self.shared_dir, filename)
         return path if os.path.exists(path) else None
 
     def get_group(self, filename: str) -> dict[str, str] | None:
-        own = super().get_group(filename)
+        own: dict[str, str] | None = super().get_group(filename)
         if own is not None or self.shared_dir is None:
             return own
         try:

@@ -177,14 +177,15 @@ class Probe:
         self.stopped: str | None = None
         self.attempts = 0
         self.ns: dict[str, Any] = {}
-        self.init_params = None
-        self.forward_params = None
+        self.init_params: list[tuple[str, str, Any]] | None = None
+        self.forward_params: list[tuple[str, str, Any]] | None = None
         self.init_original_ok = False
         self.init_form = "list"
         self.inputs_original_ok = False
         self.inputs_form = "list"
-        self.last_success = None
-        self.fresh = None
+        self.last_success: tuple[list[Any], Any] | None = None
+        #: The model and inputs of the last verification run (`aten_ops` runs them once more).
+        self.fresh: tuple[Any, Any] | None = None
         self.history: list[Attempt] = []
         self._configs: tuple[tuple[str, frozenset[str]], ...] | None = None
         #: Init guesses -> an untouched model built from them and the random generators' state
@@ -203,8 +204,9 @@ class Probe:
         model_cls = ns.get("Model")
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
             raise LookupError("the program defines no class Model(nn.Module)")
-        self.init_params = _params(model_cls.__init__)
-        self.forward_params = _params(model_cls.forward)
+        model: Any = model_cls  # any Module subclass: its own __init__ and forward
+        self.init_params = _params(model.__init__)
+        self.forward_params = _params(model.forward)
         seed_all(self.seed, torch)
         init: tuple[G.Arg, ...] = ()
         try:
@@ -387,7 +389,7 @@ class Probe:
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
-            frontier = [[(start, first, ())]]
+            frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
                 if not frontier[-1]:
@@ -471,6 +473,8 @@ class Probe:
 
     def aten_ops(self) -> tuple[dict[str, int], list[str]]:
         """The ATen operators one more forward call of the last fresh run dispatches."""
+        if self.fresh is None:
+            raise RuntimeError("no verified run to record the operators of")
         model, inputs = self.fresh
         return record_aten_ops(model, inputs, self.torch)
 

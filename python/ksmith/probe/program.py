@@ -25,7 +25,7 @@ def render_guess(arg: Arg) -> tuple[str, bool]:
     return source_of(arg.guess, "_orig"), uses_original(arg.guess)
 
 
-def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The last top-level definition of ``name`` (the one that is in effect)."""
     found = None
     for node in tree.body:
@@ -34,7 +34,7 @@ def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
     return found
 
 
-def _span(node: ast.FunctionDef) -> tuple[int, int]:
+def _span(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
     return start, node.end_lineno or node.lineno
 

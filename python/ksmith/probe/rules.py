@@ -561,14 +561,14 @@ def _divisible_names(m: re.Match, f: Failure, s: State) -> list[Fix]:
     or ``b`` a divisor of ``a``."""
     a_name, b_name = _names_in(m)
     init = s[0]
-    ia = next((i for i, x in enumerate(init) if x.name == a_name and _int(x.guess) is not None), None)
-    ib = next((i for i, x in enumerate(init) if x.name == b_name and _int(x.guess) is not None), None)
-    if ia is None:
+    found_a = next(((i, v) for i, x in enumerate(init) if x.name == a_name and (v := _int(x.guess)) is not None), None)
+    found_b = next(((i, v) for i, x in enumerate(init) if x.name == b_name and (v := _int(x.guess)) is not None), None)
+    if found_a is None:
         return []
-    a = _int(init[ia].guess)
-    if ib is None:
+    ia, a = found_a
+    if found_b is None:
         return [] if a % 64 == 0 else [_set_init(s, ia, ValueGuess(64), f"{a_name} divisible by {b_name}")]
-    b = max(1, _int(init[ib].guess))
+    ib, b = found_b[0], max(1, found_b[1])
     fixes = []
     multiple = b * max(2, -(-a // b))
     if multiple != a:
@@ -604,7 +604,7 @@ def _list_to_int(m: re.Match, f: Failure, s: State) -> list[Fix]:
         flat = v[0] if isinstance(v[0], list) else None
         new = as_list_value(flat[0]) if flat and not isinstance(flat[0], list) and len(flat) == 2 else None
         first = v[0] if not isinstance(v[0], list) else (v[0][0] if v[0] else 4)
-        if new is not None:
+        if new is not None and flat:
             fixes.append(_set_init(s, i, ValueGuess(("__list__", *flat)), "a list of ints, not of lists"))
         if isinstance(first, int):
             fixes.append(_set_init(s, i, ValueGuess(first), "an int, not a list"))
@@ -640,7 +640,7 @@ def _hidden_size(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return fixes
 
 
-def _shape_pattern(m: re.Match, f: Failure, s: State) -> list[Fix]:
+def _shape_pattern(m: re.Match | _First, f: Failure, s: State) -> list[Fix]:
     """``(*, 3, H, W)``, ``BxCxHxW``: the rank, and the channels where the message gives them."""
     spec = m.group(1)
     parts = [p for p in re.split(r"\s*[x,]\s*", spec.strip()) if p]

@@ -187,7 +187,10 @@ class Targets:
     def from_request(cls, obj: dict[str, Any] | None) -> Targets:
         obj = obj or {}
         fields = {f.name: f.type for f in dataclasses.fields(cls)}
-        return cls(**{k: (int(v) if fields[k] == "int" else float(v)) for k, v in obj.items() if k in fields})
+        values: dict[str, Any] = {
+            k: (int(v) if fields[k] == "int" else float(v)) for k, v in obj.items() if k in fields
+        }
+        return cls(**values)
 
     def reached(self, work: Work) -> bool:
         """The work target: enough arithmetic or enough traffic, within memory."""
@@ -500,7 +503,7 @@ class Sizer:
         self.trial_device = "cpu" if small else "meta"
         self.meta_works: bool | None = None
         #: The model and inputs of the last run (what `confirm` hands to the ATen recording).
-        self.last_built = None
+        self.last_built: tuple[Any, Any] | None = None
 
     # --- runs --------------------------------------------------------------------------------
 
