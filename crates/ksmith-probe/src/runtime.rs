@@ -66,6 +66,14 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/sizing.py",
         include_str!("../../../python/ksmith/probe/sizing.py"),
     ),
+    (
+        "ksmith/probe/slots.py",
+        include_str!("../../../python/ksmith/probe/slots.py"),
+    ),
+    (
+        "ksmith/probe/sized_program.py",
+        include_str!("../../../python/ksmith/probe/sized_program.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

@@ -10,7 +10,9 @@ Modules:
 - ``loading``: running a program text in a fresh module, and seeding the generators.
 - ``execute``: what the sandboxed child does with one program (the repair search, verification,
   the ATen operators it runs).
-- ``sizing`` and ``work``: sizing a program for the GPU, and measuring the work of a call.
+- ``sizing`` and ``work``: sizing a program for the GPU, and measuring the work of a call;
+  ``slots``: the integers a program exposes and their roles; ``sized_program``: writing the
+  sizes as module-level constants.
 - ``sandbox``: the child process (limits, namespaces, capped output, kill on timeout).
 - ``result``: the fields of a result line.
 - ``worker``: the warm worker process speaking JSON lines with the Rust side.

@@ -45,7 +45,6 @@ import dataclasses
 import enum
 import json
 import math
-import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -53,68 +52,11 @@ from typing import Any
 from ..shared import constants as K
 from ..shared.outputs import same_values
 from . import DEFAULTS
-from .guesses import FLOAT_DTYPES, Arg, SeqGuess, TensorGuess, ValueGuess, literal_value
+from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess
 from .loading import ProbeTimeout, exec_program, seed_all, split_init
-from .program import render_guess
+from .sized_program import NamedTensor, NamedValue, insert_constants, render_named, tensor_maker
+from .slots import ROLES, Slot, role_of_name, state_slots, structural_name, with_values
 from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
-
-#: Per role: (typical size, largest size). Growth brings the knob furthest below its typical
-#: size up first, so shapes stay plausible (batch 16, 512 channels, 128x128 images...).
-ROLES = {
-    "batch": (16, 4096),
-    "channels": (256, 8192),
-    "features": (1024, 262144),
-    "seq": (512, 16384),
-    "spatial": (128, 4096),
-    "depth": (16, 256),
-    "value": (256, 16384),
-}
-
-#: Words in a constructor parameter's name that say it is structure, not size.
-STRUCTURE_WORDS = (
-    "kernel",
-    "stride",
-    "pad",
-    "dilation",
-    "group",
-    "head",
-    "layer",
-    "depth",
-    "block",
-    "stage",
-    "level",
-    "class",
-    "label",
-    "ratio",
-    "reduction",
-    "expan",
-    "factor",
-    "scale",
-    "patch",
-    "window",
-    "pool",
-    "order",
-    "degree",
-    "iter",
-    "step",
-    "seed",
-    "idx",
-    "index",
-    "axis",
-    "repeat",
-    "vocab",
-    "token",
-    "embeddings",
-    "max_len",
-    "max_seq",
-    "position",
-    "topk",
-    "top_k",
-    "bins",
-    "bucket",
-)
-#: Whole names that are structure.
-STRUCTURE_NAMES = ("k", "n", "p", "dim_index", "num")
 
 METRICS = ("flops", "bytes", "peak", "kernels")
 #: Programs whose repaired forward does at most this many FLOPs, with at most this many bytes of
@@ -202,22 +144,6 @@ class Targets:
         return enough and m["peak"] <= self.max_memory_mb * 2**20
 
 
-@dataclasses.dataclass(frozen=True)
-class Slot:
-    """One integer the program exposes: a constructor or forward argument (``path`` ``()``), a
-    dimension of a tensor input (``(d,)``) or of a tensor in a list input (``(item, d)``); or a
-    module-level constant (``side`` ``"constant"``, ``name`` the constant). ``rank``: the rank
-    of the tensor a dimension belongs to."""
-
-    side: str
-    arg: int
-    path: tuple
-    value: int
-    name: str | None
-    role: str
-    rank: int = 0
-
-
 @dataclasses.dataclass
 class Knob:
     """Slots that change together, their base value and how each measure scales with them."""
@@ -236,215 +162,6 @@ class Knob:
     def cap(self) -> int:
         cap = max(ROLES[self.role][1], self.base)
         return cap if self.limit is None else min(cap, self.limit)
-
-
-# --- slots -------------------------------------------------------------------------------------
-
-
-def _tokens(name: str) -> list[str]:
-    return [t for t in re.split(r"[_\W]+", name.lower()) if t]
-
-
-def structural_name(name: str | None, short: bool = True) -> bool:
-    """True when a parameter's name says it is structure (kernel size, heads, layers...);
-    ``short``: the one-letter names of ``STRUCTURE_NAMES`` too (a constructor's ``k`` is a top-k,
-    a KernelBench constant ``K`` a matrix size)."""
-    if not name:
-        return False
-    low = name.lower()
-    if short and low in STRUCTURE_NAMES:
-        return True
-    return any(w in low for w in STRUCTURE_WORDS)
-
-
-def role_of_name(name: str | None) -> str:
-    """The role a named size plays."""
-    low = (name or "").lower()
-    toks = _tokens(low)
-    if "batch" in low or low in ("b", "bs", "bsz", "n_batch"):
-        return "batch"
-    if any(t in ("seq", "len", "length", "seqlen", "time", "steps", "tokens", "ctx", "context") for t in toks):
-        return "seq"
-    if low in ("h", "w", "height", "width", "size", "img_size", "image_size", "resolution", "res") or any(
-        t in ("height", "width", "img", "image", "resolution", "spatial") for t in toks
-    ):
-        return "spatial"
-    if any(t.startswith(("chan", "plane", "filter")) or t in ("c", "ch", "inp", "oup") for t in toks):
-        return "channels"
-    return "features"
-
-
-def role_of_dim(rank: int, d: int, dtype: str) -> str:
-    """The role of dimension ``d`` of a tensor input of ``rank`` dimensions."""
-    if rank >= 2 and d == 0:
-        return "batch"
-    if rank == 1 or (rank == 2 and dtype in FLOAT_DTYPES):
-        return "features"
-    if rank == 2:
-        return "seq"  # integer [batch, tokens]
-    if rank == 3:
-        return "seq" if d == 1 else "features"
-    if d == 1:
-        return "channels"
-    if rank == 5 and d == 2:
-        return "depth"
-    return "spatial" if rank in (4, 5) else "value"
-
-
-def _int(guess) -> int | None:
-    if isinstance(guess, ValueGuess):
-        v = literal_value(guess)
-        if type(v) is int:
-            return v
-    return None
-
-
-def state_slots(state) -> list[Slot]:
-    """The slots of a verified state."""
-    out: list[Slot] = []
-    for i, a in enumerate(state[0]):
-        v = _int(a.guess)
-        if v is not None and v >= 2 and not structural_name(a.name):
-            out.append(Slot("init", i, (), v, a.name, role_of_name(a.name) if a.name else "value"))
-    for j, a in enumerate(state[1]):
-        g = a.guess
-        if isinstance(g, TensorGuess):
-            out += _tensor_slots(j, (), g)
-        elif isinstance(g, SeqGuess):
-            for k, item in enumerate(g.items):
-                if isinstance(item, TensorGuess):
-                    out += _tensor_slots(j, (k,), item)
-        else:
-            v = _int(g)
-            if v is not None and v >= 2 and a.name and not structural_name(a.name):
-                out.append(Slot("input", j, (), v, a.name, role_of_name(a.name)))
-    return out
-
-
-def _tensor_slots(j: int, prefix: tuple, g: TensorGuess) -> list[Slot]:
-    out = []
-    for d, size in enumerate(g.shape):
-        role = role_of_dim(g.rank, d, g.dtype)
-        if size >= 2 or (role == "batch" and size >= 1):
-            out.append(Slot("input", j, prefix + (d,), size, None, role, g.rank))
-    return out
-
-
-def _set(guess, path: tuple, value):
-    if not path:
-        return ValueGuess(value) if not isinstance(value, NamedValue) else value
-    if isinstance(guess, TensorGuess):
-        shape = list(guess.shape)
-        shape[path[0]] = value
-        return TensorGuess(tuple(shape), guess.dtype, None)
-    if isinstance(guess, NamedTensor):
-        dims = list(guess.dims)
-        dims[path[0]] = value
-        return replace(guess, dims=tuple(dims))
-    if isinstance(guess, SeqGuess):
-        items = list(guess.items)
-        items[path[0]] = _set(items[path[0]], path[1:], value)
-        return SeqGuess(tuple(items), guess.kind)
-    raise TypeError(f"no slot at {path} of {guess!r}")
-
-
-def with_values(state, assignment: dict[Slot, Any]):
-    """``state`` with each slot set to its value (an int, or a :class:`NamedValue` for source)."""
-    init, fwd = list(state[0]), list(state[1])
-    for slot, value in assignment.items():
-        args = init if slot.side == "init" else fwd
-        args[slot.arg] = replace(args[slot.arg], guess=_set(args[slot.arg].guess, slot.path, value))
-    return tuple(init), tuple(fwd)
-
-
-# --- writing the sized program -----------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class NamedValue:
-    """A knob's constant, written by name."""
-
-    name: str
-
-
-@dataclasses.dataclass(frozen=True)
-class NamedTensor:
-    """A tensor input some of whose dimensions are constants; ``make`` is how its values are
-    drawn (``rand``, ``randn``, ``randint:LO:HI``, ``full:V``, ``bernoulli:P``, ``ones``)."""
-
-    dims: tuple
-    dtype: str
-    make: str
-
-
-def _dims_source(dims) -> str:
-    return "[" + ", ".join(d.name if isinstance(d, NamedValue) else str(d) for d in dims) + "]"
-
-
-def _tensor_source(t: NamedTensor) -> str:
-    shape = _dims_source(t.dims)
-    dtype = "" if t.dtype == "float32" else f", dtype=torch.{t.dtype}"
-    kind, _, rest = t.make.partition(":")
-    if kind in ("rand", "randn"):
-        return f"torch.{kind}({shape}{dtype})"
-    if kind == "randint":
-        lo, hi = rest.split(":")
-        return f"torch.randint({lo}, {hi}, {shape}{dtype})"
-    if kind == "full":
-        return f"torch.full({shape}, {rest}{dtype})"
-    if kind == "bernoulli":
-        return f"(torch.rand({shape}) < {rest})"
-    return f"torch.ones({shape}{dtype})"
-
-
-def _named_source(guess) -> tuple[str, bool] | None:
-    if isinstance(guess, NamedValue):
-        return guess.name, False
-    if isinstance(guess, NamedTensor):
-        return _tensor_source(guess), False
-    if isinstance(guess, SeqGuess) and any(isinstance(g, NamedTensor) for g in guess.items):
-        parts = [_named_source(g) or render_guess(Arg(g)) for g in guess.items]
-        inner = ", ".join(p[0] for p in parts)
-        reads = any(p[1] for p in parts)
-        if guess.kind == "tuple":
-            return (f"({inner},)" if len(parts) == 1 else f"({inner})"), reads
-        return f"[{inner}]", reads
-    return None
-
-
-def render_named(arg: Arg) -> tuple[str, bool]:
-    """Writes an argument whose guess may hold knob constants (a ``program.Render``)."""
-    return _named_source(arg.guess) or render_guess(arg)
-
-
-def _maker(value, torch) -> str:
-    """How to draw a tensor like ``value`` (an original input) at another shape."""
-    if not isinstance(value, torch.Tensor) or value.numel() == 0:
-        return "rand"
-    if value.dtype == torch.bool:
-        frac = float(value.float().mean())
-        return "ones" if frac == 1.0 else ("full:False" if frac == 0.0 else f"bernoulli:{round(frac, 3)}")
-    if value.is_floating_point():
-        return "randn" if float(value.min()) < 0 else "rand"
-    lo, hi = int(value.min()), int(value.max())
-    return f"full:{lo}" if lo == hi else f"randint:{lo}:{hi + 1}"
-
-
-def insert_constants(text: str, values: dict[str, int]) -> str:
-    """Puts ``NAME = value`` lines before the first top-level definition of ``get_inputs``,
-    ``get_init_inputs`` or their kept originals."""
-    import ast
-
-    tree = ast.parse(text)
-    line = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name.lstrip("_").endswith(("get_inputs", "get_init_inputs")):
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            line = start if line is None else min(line, start)
-    lines = text.splitlines(keepends=True)
-    block = [f"{k} = {v}\n" for k, v in values.items()] + ["\n\n"]
-    at = len(lines) if line is None else line - 1
-    return "".join(lines[:at] + block + lines[at:])
 
 
 # --- the sizer ----------------------------------------------------------------------------------
@@ -1022,7 +739,7 @@ def _make_of(g: TensorGuess, originals, torch) -> str:
         try:
             from .guesses import lookup
 
-            return _maker(lookup(originals, g.orig), torch)
+            return tensor_maker(lookup(originals, g.orig), torch)
         except (LookupError, TypeError):
             pass
     if g.dtype in FLOAT_DTYPES:
