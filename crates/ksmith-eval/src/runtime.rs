@@ -1,5 +1,6 @@
 //! The Python worker package, embedded in the binary and written to a private folder at start
-//! together with the sandbox launcher (`ksmith.confine`, from `ksmith-sandbox`).
+//! together with the sandbox launcher (`ksmith.confine`) and the shared layer (`ksmith.shared`),
+//! both from `ksmith-sandbox`, which also makes the folder.
 
 use std::path::{Path, PathBuf};
 
@@ -114,58 +115,41 @@ pub fn all_sources() -> impl Iterator<Item = &'static (&'static str, &'static st
     SOURCES.iter().chain(ksmith_sandbox::PYTHON_FILES)
 }
 
-/// A private folder holding the worker package; removed on drop.
+/// The evaluator's runtime folder ([`ksmith_sandbox::RuntimeFolder`]): the worker package on
+/// `PYTHONPATH`, the workers' scratch folder and their logs; removed on drop.
 #[derive(Debug)]
 pub struct RuntimeDir {
-    root: PathBuf,
+    folder: ksmith_sandbox::RuntimeFolder,
 }
 
 impl RuntimeDir {
     /// Writes the package into a new folder (mode 0700) under `base` (default: the system
-    /// temporary folder).
+    /// temporary folder), removing those of evaluator processes that no longer run.
     pub fn create(base: Option<&Path>) -> Result<RuntimeDir, EvalClientError> {
-        let base = base
-            .map(Path::to_path_buf)
-            .unwrap_or_else(std::env::temp_dir);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let root = base.join(format!("ksmith-eval-{}-{nanos}", std::process::id()));
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| EvalClientError::Io { path, source }
-        };
-        for package in ["evaluator", "confine", "shared"] {
-            std::fs::create_dir_all(root.join("ksmith").join(package)).map_err(io(&root))?;
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
-                .map_err(io(&root))?;
-        }
-        for (rel, text) in all_sources() {
-            let path = root.join(rel);
-            std::fs::write(&path, text).map_err(io(&path))?;
-        }
-        Ok(RuntimeDir { root })
+        let files = all_sources().map(|(rel, text)| (*rel, *text));
+        let folder =
+            ksmith_sandbox::RuntimeFolder::create("ksmith-eval-", base, files).map_err(|e| {
+                EvalClientError::Io {
+                    path: e.path,
+                    source: e.source,
+                }
+            })?;
+        Ok(RuntimeDir { folder })
     }
 
     /// The folder to put on `PYTHONPATH`.
-    pub fn path(&self) -> &Path {
-        &self.root
+    pub fn path(&self) -> PathBuf {
+        self.folder.python_path()
     }
 
     /// The workers' scratch folder (a tmpfs at this path inside their sandbox).
     pub fn scratch(&self) -> PathBuf {
-        self.root.join("scratch")
+        self.folder.scratch()
     }
-}
 
-impl Drop for RuntimeDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
+    /// Where the workers' logs go.
+    pub fn logs(&self) -> &Path {
+        self.folder.root()
     }
 }
 
@@ -177,7 +161,7 @@ mod tests {
     fn writes_every_source_and_removes_them_on_drop() {
         let base = tempfile::tempdir().unwrap();
         let dir = RuntimeDir::create(Some(base.path())).unwrap();
-        let root = dir.path().to_path_buf();
+        let root = dir.path();
         for (rel, text) in all_sources() {
             assert_eq!(&std::fs::read_to_string(root.join(rel)).unwrap(), text);
         }

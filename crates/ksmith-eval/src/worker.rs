@@ -5,7 +5,7 @@
 //! it serves one, and every reference and candidate child confined further).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,7 +67,7 @@ impl WorkerProcess {
             message,
         };
         let log_path = runtime
-            .path()
+            .logs()
             .join(format!("worker-{index}-{}.log", label.replace(':', "")));
         let log = std::fs::File::create(&log_path).map_err(|source| EvalClientError::Io {
             path: log_path.clone(),
@@ -101,7 +101,7 @@ impl WorkerProcess {
             })?;
         cmd.env("PYTHONPATH", runtime.path())
             .env("PYTHONUNBUFFERED", "1")
-            .current_dir(runtime.path())
+            .current_dir(runtime.logs())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
@@ -115,25 +115,31 @@ impl WorkerProcess {
             (Some(i), Some(o)) => (i, o),
             _ => return Err(fail("no pipes to the worker".into())),
         };
-        // The greeting is read on a thread so a silent worker cannot block us past `startup`.
-        let (hello_tx, hello_rx) = mpsc::channel::<Result<String, String>>();
+        // The output is read on a thread of its own, so a silent worker cannot block us past
+        // `startup`; its first line is the greeting.
+        let lines = ksmith_sandbox::lines(stdout);
+        let greeting = ksmith_sandbox::first_line(&lines, startup)
+            .map_err(|e| e.to_string())
+            .and_then(|line| ksmith_sandbox::parse_greeting(&line, protocol::VERSION));
+        let hello = match greeting {
+            Ok(hello) => hello,
+            Err(why) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!("{why}; worker log:\n{}", tail(&log_path))));
+            }
+        };
+        let sandbox_missing = hello
+            .get("sandbox")
+            .and_then(|s| s.as_object())
+            .map(ksmith_sandbox::missing)
+            .unwrap_or_default();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
         {
             let pending = pending.clone();
             let alive = alive.clone();
             std::thread::spawn(move || {
-                let mut lines = BufReader::new(stdout).lines();
-                match lines.next() {
-                    Some(Ok(l)) => {
-                        let _ = hello_tx.send(Ok(l));
-                    }
-                    other => {
-                        let _ = hello_tx.send(Err(format!("{other:?}")));
-                        alive.store(false, Ordering::SeqCst);
-                        return;
-                    }
-                }
                 for line in lines {
                     let Ok(line) = line else { break };
                     if line.trim().is_empty() {
@@ -161,30 +167,6 @@ impl WorkerProcess {
                 }
             });
         }
-        let hello = match hello_rx.recv_timeout(startup) {
-            Ok(Ok(line)) => line,
-            Ok(Err(_)) | Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fail(format!(
-                    "no greeting within {} s; worker log:\n{}",
-                    startup.as_secs(),
-                    tail(&log_path)
-                )));
-            }
-        };
-        let sandbox_missing = match protocol::parse(&hello) {
-            Ok(msg) if msg.kind == "hello" => msg
-                .sandbox
-                .map(|s| ksmith_sandbox::missing(&s))
-                .unwrap_or_default(),
-            Ok(msg) => return Err(fail(format!("first message was `{}`", msg.kind))),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fail(e.to_string()));
-            }
-        };
         Ok(WorkerProcess {
             child: Mutex::new(child),
             stdin: Mutex::new(stdin),

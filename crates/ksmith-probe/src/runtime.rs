@@ -1,9 +1,8 @@
-//! The embedded Python runner, written to a private runtime directory at start.
+//! The embedded Python runner, written to a private runtime folder at start.
 //!
 //! The runner's source is compiled into the binary, so `ksmith` does not depend on where the
-//! checkout is; the sandbox launcher (`ksmith.confine`) comes from `ksmith-sandbox`. The
-//! directory (mode 0700) also holds the folder that is the workers' scratch tmpfs inside the
-//! sandbox, and is removed when the [`Runtime`] is dropped.
+//! checkout is; the sandbox launcher (`ksmith.confine`) and the shared layer (`ksmith.shared`)
+//! come from `ksmith-sandbox`, which also makes the folder ([`ksmith_sandbox::RuntimeFolder`]).
 
 use std::path::{Path, PathBuf};
 
@@ -98,16 +97,16 @@ pub fn runner_hash() -> String {
     h.finish()
 }
 
-/// A private directory holding the runner (`PYTHONPATH`) and the modules' temporary dirs.
+/// The runtime folder of the probe ([`ksmith_sandbox::RuntimeFolder`]): the runner on
+/// `PYTHONPATH` and the workers' scratch folder holding the modules' workspaces.
 #[derive(Debug)]
 pub struct Runtime {
-    root: PathBuf,
+    folder: ksmith_sandbox::RuntimeFolder,
 }
 
 impl Runtime {
-    /// Creates a fresh runtime directory under the system temporary directory holding the
-    /// embedded runner and the Ray driver, after removing those of probe processes that no longer run (killed
-    /// before they could clean up).
+    /// Creates a fresh runtime folder under the system temporary folder holding the embedded
+    /// runner and the Ray driver (removing those of probe processes that no longer run).
     pub fn create() -> Result<Runtime, Error> {
         Runtime::with_files(
             all_files()
@@ -121,84 +120,30 @@ impl Runtime {
     pub fn with_files<'a>(
         files: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Runtime, Error> {
-        let base = std::env::temp_dir();
-        remove_stale(&base);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let root = base.join(format!("{PREFIX}{}-{nanos}", std::process::id()));
-        make_private_dir(&root)?;
-        let runtime = Runtime { root };
-        for (rel, text) in files {
-            let path = runtime.python_path().join(rel);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| Error::Runtime {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+        let folder = ksmith_sandbox::RuntimeFolder::create(PREFIX, None, files).map_err(|e| {
+            Error::Runtime {
+                path: e.path,
+                source: e.source,
             }
-            std::fs::write(&path, text).map_err(|source| Error::Runtime { path, source })?;
-        }
-        let tmp = runtime.tmp_root();
-        std::fs::create_dir_all(&tmp).map_err(|source| Error::Runtime { path: tmp, source })?;
-        Ok(runtime)
+        })?;
+        Ok(Runtime { folder })
     }
 
     /// The folder to put on `PYTHONPATH`.
     pub fn python_path(&self) -> PathBuf {
-        self.root.join("py")
+        self.folder.python_path()
     }
 
     /// The workers' scratch folder (a tmpfs at this path inside their sandbox), which holds
     /// the per-module workspaces.
     pub fn tmp_root(&self) -> PathBuf {
-        self.root.join("tmp")
+        self.folder.scratch()
     }
 
-    /// The runtime directory.
+    /// The runtime folder.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.folder.root()
     }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// The process that made a runtime directory, from its name (`ksmith-probe-<pid>-<nanos>`).
-fn owner(name: &str) -> Option<u32> {
-    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
-}
-
-/// Removes the runtime directories under `base` whose process is gone (a `kill -9` leaves its
-/// directory behind; the next run cleans it).
-fn remove_stale(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = owner(&name)
-            && !Path::new(&format!("/proc/{pid}")).exists()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-fn make_private_dir(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|source| Error::Runtime {
-            path: path.to_path_buf(),
-            source,
-        })
 }
 
 #[cfg(test)]
@@ -216,25 +161,6 @@ mod tests {
         assert!(rt.tmp_root().is_dir());
         drop(rt);
         assert!(!root.exists());
-    }
-
-    #[test]
-    fn directories_of_dead_processes_are_removed() {
-        let base = tempfile::tempdir().unwrap();
-        // A pid above the kernel's maximum (4194304) never runs.
-        let dead = base.path().join(format!("{PREFIX}4194305-1"));
-        let alive = base
-            .path()
-            .join(format!("{PREFIX}{}-1", std::process::id()));
-        let other = base.path().join("something-else");
-        for d in [&dead, &alive, &other] {
-            std::fs::create_dir_all(d.join("py")).unwrap();
-        }
-        remove_stale(base.path());
-        assert!(!dead.exists());
-        assert!(alive.exists() && other.exists());
-        assert_eq!(owner("ksmith-probe-12-34"), Some(12));
-        assert_eq!(owner("ksmith-bench-12"), None);
     }
 
     /// A module added to the runner package but not embedded would only fail at run time.

@@ -1,14 +1,15 @@
 //! One Python worker process and the watchdog around each request.
 //!
 //! The worker is `python -m ksmith.probe.worker`, started in the sandbox by the shared launcher
-//! ([`ksmith_sandbox::Launch`]: environment allow-list, bubblewrap, per-module confinement); a
-//! reader thread turns its stdout into lines,
-//! another keeps the end of its stderr for error messages. [`Worker::probe`] sends one request
+//! ([`ksmith_sandbox::Launch`]: environment allow-list, bubblewrap, per-module confinement); its
+//! stdout is read into lines and its greeting checked the way every stage does
+//! ([`ksmith_sandbox::greeting`]), another thread keeps the end of its stderr for error
+//! messages. [`Worker::probe`] sends one request
 //! and waits for the matching response with a deadline; a worker that misses it, dies, or
 //! answers garbage is killed, and the caller starts a new one for the next module.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -120,25 +121,7 @@ impl Worker {
             .take()
             .ok_or_else(|| fail("no stderr pipe".into()))?;
         let stdin = child.stdin.take();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            loop {
-                let mut line = String::new();
-                match reader.read_line(&mut line) {
-                    Ok(0) => break,
-                    Ok(_) => {
-                        if tx.send(Ok(line)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        break;
-                    }
-                }
-            }
-        });
+        let lines = ksmith_sandbox::lines(stdout);
         let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         let tail = Arc::clone(&stderr_tail);
         let (stderr_closed_tx, stderr_closed) = channel();
@@ -174,41 +157,21 @@ impl Worker {
             stderr_closed,
             hello: placeholder,
         };
-        let line = match worker.lines.recv_timeout(startup_timeout) {
-            Ok(Ok(line)) => line,
-            Ok(Err(e)) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!("reading its output: {e}; stderr: {tail}")));
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!(
-                    "no hello within {startup_timeout:?}; stderr: {tail}"
-                )));
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!("it exited at start; stderr: {tail}")));
-            }
-        };
-        match serde_json::from_str::<Hello>(&line) {
-            Ok(hello) if hello.v == PROTOCOL_VERSION && hello.kind == "hello" => {
+        let greeting = ksmith_sandbox::first_line(&worker.lines, startup_timeout)
+            .map_err(|e| e.to_string())
+            .and_then(|line| ksmith_sandbox::parse_greeting(&line, PROTOCOL_VERSION))
+            .and_then(|object| {
+                serde_json::from_value::<Hello>(serde_json::Value::Object(object))
+                    .map_err(|e| format!("its hello is not the probe's ({e})"))
+            });
+        match greeting {
+            Ok(hello) => {
                 worker.hello = hello;
                 Ok(worker)
             }
-            Ok(hello) => {
-                worker.kill_and_tail();
-                Err(fail(format!(
-                    "it speaks protocol version {} (`{}`), this ksmith speaks {PROTOCOL_VERSION}",
-                    hello.v, hello.kind
-                )))
-            }
-            Err(e) => {
+            Err(why) => {
                 let tail = worker.kill_and_tail();
-                Err(fail(format!(
-                    "its first line is not a hello ({e}): {}; stderr: {tail}",
-                    line.trim()
-                )))
+                Err(fail(format!("{why}; stderr: {tail}")))
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The sandbox for untrusted code, shared by the probe (crawled modules) and the evaluator
 //! (generated kernels): the `[sandbox]` section ([`SandboxConfig`]), the Python launcher and
-//! per-child confinement (`python/ksmith/confine`, embedded here as [`PYTHON_FILES`] and written
-//! into each stage's runtime folder), and [`Launch`], the one way both stages start a worker.
+//! per-child confinement (`python/ksmith/confine`) with what both stages' Python sides share
+//! (`python/ksmith/shared`), embedded here as [`PYTHON_FILES`], the runtime folder each stage
+//! writes its Python files into ([`RuntimeFolder`]), [`Launch`], the one way both stages start a
+//! worker, and the reading of a worker's output and greeting ([`greeting`]).
 //!
 //! A worker starts as `python -s -m ksmith.confine --policy JSON -- <worker args>` with an
 //! environment of [`ENV_PASSED`] only: the launcher puts it in a bubblewrap sandbox (read-only
@@ -15,7 +17,11 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod greeting;
 pub mod launch;
+pub mod runtime;
 
 pub use config::SandboxConfig;
+pub use greeting::{NoGreeting, first_line, lines, parse_greeting};
 pub use launch::{ENV_PASSED, Launch, PYTHON_FILES, missing};
+pub use runtime::{RuntimeError, RuntimeFolder};
