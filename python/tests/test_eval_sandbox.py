@@ -23,7 +23,12 @@ import tempfile
 import threading
 
 import pytest
+from ksmith.confine import Policy
 from sandboxed import SECRETS, USERS, run_launched
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
@@ -213,7 +218,7 @@ def test_a_candidate_does_not_see_the_callers_secrets(monkeypatch):
             raise RuntimeError(f"LEAKED {{leaked}}")
 """
     )
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "static_checks": False})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "static_checks": False}, policy=UNCONFINED)
     try:
         result = ev.evaluate({"task_id": "env", "reference": TASK, "candidate": leak, "measure": False})
     finally:

@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from ksmith.confine import Policy
 from ksmith.evaluator import protocol, shapes
 from ksmith.evaluator.evaluate import DeviceEvaluator
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAND = os.path.join(HERE, "candidates")
@@ -66,7 +71,7 @@ def test_alt_sizes_are_validated():
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
     yield ev
     ev.close()
 
@@ -81,7 +86,7 @@ def test_a_candidate_hard_coded_to_the_visible_shape_is_incorrect_at_the_derived
     assert (r["status"], r["hack"]) == ("incorrect", None), r["error_log"]
     assert 'hidden size set {"COLS": 128, "ROWS": 8}' in r["error_log"]
     # the same candidate with the check off is correct: it is exact at the visible shape
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "hidden_shapes": 0})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "hidden_shapes": 0}, policy=UNCONFINED)
     try:
         r = evaluate(ev, "tasks/layernorm.py", "adversarial/shape_hardcoded.py")
     finally:

@@ -89,7 +89,9 @@ def test_health_lists_one_worker_per_actor(pool_url):
         body = json.loads(r.read())
     assert body["pool"] == "ray" and body["actors"] == 2
     assert {w["device"] for w in body["workers"]} == {"cpu"}
-    assert len({w["pid"] for w in body["workers"]}) == 2, "each actor is its own process"
+    assert len({w["actor_pid"] for w in body["workers"]}) == 2, "each actor is its own process"
+    for w in body["workers"]:  # each actor's worker runs inside the launcher's sandbox
+        assert w["sandbox"]["confined"] is True and w["sandbox"]["launcher"] == "bwrap", w["sandbox"]
 
 
 def test_honest_candidate_is_correct_and_not_timed_on_cpu(pool_url):
