@@ -4,8 +4,9 @@ them) each followed by an honest one that must still be correct.
 
 - snoop (``candidates/isolation/snoop.py``): no secret of the caller's environment, no network
   (loopback and internet TCP, a unix socket of the host, an abstract socket), no ``/etc/shadow``,
-  nothing of ``/root`` or ``/home`` but the way to the Python environment, no other process, no
-  device but the basic ones, no write outside its folder, no new user namespace, mount or ptrace;
+  nothing of ``/root`` or ``/home`` but the way to the Python environment and the runtime
+  package, no other process, no device but the basic ones, no write outside its folder, no new
+  user namespace, mount or ptrace;
 - fill: writing stops at the workspace's size;
 - sibling: a candidate that writes into every descriptor and working folder of every other
   process for 5 s while an honest one runs at the same time: it sees no other process, and the
