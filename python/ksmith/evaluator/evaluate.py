@@ -440,11 +440,21 @@ class DeviceEvaluator:
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
         alt = shapes.parse_sets(req["alt_sizes"]) if req.get("alt_sizes") else None
-        facts = self.reference(task_id, req["reference"], alt)
+        reference = req["reference"]
+        if alt and not self.cuda:
+            # Correctness only on the CPU: at the task's smallest recorded size set, not at the
+            # sizes chosen for a GPU (see `shapes`); the other sets stay hidden ones.
+            primary, others = shapes.smallest(reference, alt)
+            if primary is not None:
+                alt = others
+                reference = shapes.rewritten(reference, primary)
+                candidate = shapes.rewritten(candidate, primary)
+                warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
+        facts = self.reference(task_id, reference, alt)
         measure = bool(req.get("measure", True)) and self.cuda
         run = Run(self, task_id, facts, measure, warnings)
         while run.another():
-            verdict = self._candidate_process(run, req["reference"], candidate)
+            verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
                 return verdict
         return run.final()
