@@ -32,6 +32,8 @@ def main() -> int:
     patterns: list[tuple[str, re.Pattern]] = []
     for task in sorted(os.listdir(a.answers)):
         d = os.path.join(a.answers, task)
+        if not os.path.isdir(d):  # a README beside the tasks
+            continue
         files = sorted(f for f in os.listdir(d) if f.endswith(".py"))
         answers[task] = [open(os.path.join(d, f)).read() for f in files]
         if os.path.exists(os.path.join(d, "match")):
