@@ -52,25 +52,28 @@ struct Shared {
     hello: Mutex<Option<Hello>>,
     setup_us: AtomicU64,
     runner_us: AtomicU64,
-    warned: AtomicBool,
+    warned: Mutex<bool>,
 }
 
 /// What the probe runs, as its sandbox's refusals and warnings name it.
 pub(crate) const UNTRUSTED: &str = "probe: crawled modules";
 
 /// Checks a worker's hello against `[sandbox]` before its first request: an incomplete sandbox
-/// stops the run unless the configuration opts out, and then it is said once, first.
+/// stops the run unless the configuration opts out, and then it is said once, before any
+/// worker's first request (the others wait for `warned` while it is said).
 pub(crate) fn admit(
     spec: &WorkerSpec,
     hello: &Hello,
-    warned: &AtomicBool,
+    warned: &Mutex<bool>,
     tracker: &Tracker,
 ) -> Result<(), Error> {
     let missing = ksmith_sandbox::missing(&hello.sandbox);
-    if let Some(warning) = ksmith_sandbox::admit(&spec.sandbox, &missing, UNTRUSTED)?
-        && !warned.swap(true, Ordering::SeqCst)
-    {
-        tracker.warn(&warning);
+    if let Some(warning) = ksmith_sandbox::admit(&spec.sandbox, &missing, UNTRUSTED)? {
+        let mut said = warned.lock().unwrap_or_else(|e| e.into_inner());
+        if !*said {
+            tracker.warn(&warning);
+            *said = true;
+        }
     }
     Ok(())
 }
