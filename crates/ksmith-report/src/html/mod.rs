@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use crate::collect::ReportData;
 use crate::svg::{bar_chart, escape};
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1250px;color:#222}\
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
 h3{font-size:1em;margin:1.2em 0 .4em}\
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}\

@@ -199,7 +199,7 @@ pub(super) fn exported(h: &mut String, data: &ReportData) {
         h.push_str("<p class=\"muted empty\">export has not run.</p>");
         return;
     }
-    h.push_str("<table id=\"datasets\"><tr><th>dataset</th><th>rows</th><th>longest prompt / sample (tokens)</th></tr>");
+    h.push_str("<table id=\"datasets\"><tr><th>dataset</th><th class=\"text\">rows</th><th>longest prompt / sample (tokens)</th></tr>");
     for d in &data.exported {
         let rows = match &d.omitted {
             Some(why) => format!("left out: {}", escape(why)),
@@ -215,7 +215,7 @@ pub(super) fn exported(h: &mut String, data: &ReportData) {
             .map_or(String::new(), |(p, t)| format!("{p} / {t}"));
         let _ = write!(
             h,
-            "<tr class=\"dataset\"><td>{}</td><td>{rows}</td><td>{longest}</td></tr>",
+            "<tr class=\"dataset\"><td>{}</td><td class=\"text\">{rows}</td><td>{longest}</td></tr>",
             escape(&d.folder)
         );
     }
