@@ -124,25 +124,31 @@ def main(argv=None) -> int:
 
     import ray
 
+    from ksmith.confine.policy import EXIT_UNAVAILABLE, REFUSAL
     from ksmith.evaluator.server import serve_with
 
     if a.local:
         ray.init(num_cpus=a.num_cpus, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=a.address, log_to_driver=False)
-    pool = start_pool(ray, a.cpu_actors, json.loads(a.options), a.allow_unconfined)
-    server = serve_with(a.host, a.port, pool.evaluate, pool.health)
-    devices = sorted({w["device"] for w in pool.health()["workers"]})
-    print(
-        json.dumps(
-            {"listening": f"http://{a.host}:{server.server_address[1]}", "actors": len(pool.actors), "devices": devices}
-        ),
-        flush=True,
-    )
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        try:
+            pool = start_pool(ray, a.cpu_actors, json.loads(a.options), a.allow_unconfined)
+        except ray.exceptions.RayActorError as e:
+            # An actor whose node lacks part of the sandbox refused: that one line is the error.
+            text = str(e)
+            if REFUSAL not in text:
+                raise
+            print(REFUSAL + text.rsplit(REFUSAL, 1)[1].splitlines()[0], file=sys.stderr, flush=True)
+            return EXIT_UNAVAILABLE
+        server = serve_with(a.host, a.port, pool.evaluate, pool.health)
+        devices = sorted({w["device"] for w in pool.health()["workers"]})
+        listening = f"http://{a.host}:{server.server_address[1]}"
+        print(json.dumps({"listening": listening, "actors": len(pool.actors), "devices": devices}), flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
     finally:
         ray.shutdown()
     return 0

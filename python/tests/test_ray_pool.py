@@ -129,3 +129,18 @@ def test_broken_reference_is_a_422_not_a_verdict(pool_url):
 def test_wrong_protocol_version_is_refused(pool_url):
     code, body = _post(pool_url, {"v": 99, "request": {}})
     assert code == 400 and body["error"]["kind"] == "bad_request"
+
+
+def test_without_bubblewrap_the_pool_refuses_in_one_line_before_any_candidate():
+    env = dict(os.environ, PYTHONPATH=PYROOT, RAY_USAGE_STATS_ENABLED="0", KSMITH_BWRAP="/nonexistent/bwrap")
+    done = subprocess.run(
+        [sys.executable, "-m", "ksmith.ray_pool", "--local", "--num-cpus", "1", "--cpu-actors", "1", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 78 and "listening" not in done.stdout, done
+    lines = [x for x in done.stderr.splitlines() if x.startswith("ksmith sandbox: refusing to run untrusted code")]
+    assert lines and "bubblewrap is not at /nonexistent/bwrap" in lines[-1], done.stderr
+    assert "--allow-unconfined" in lines[-1], lines[-1]
