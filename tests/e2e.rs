@@ -564,7 +564,7 @@ fn the_default_configuration_on_the_cpu_gives_correctness_sft_data() {
         LoopbackServer::start(|_, _| Reply::chat(triton_answer(256))).expect("loopback teacher");
     let config = default_config_with(
         &format!("[[source]]\npath = \"{}\"\n", repo.display()),
-        &teacher.url(),
+        teacher.url(),
     );
     let cfg_path = dir.path().join("ksmith.toml");
     std::fs::write(&cfg_path, &config).expect("write config");
