@@ -118,14 +118,27 @@ impl WorkerProcess {
         // The output is read on a thread of its own, so a silent worker cannot block us past
         // `startup`; its first line is the greeting.
         let lines = ksmith_sandbox::lines(stdout);
-        let greeting = ksmith_sandbox::first_line(&lines, startup)
-            .map_err(|e| e.to_string())
-            .and_then(|line| ksmith_sandbox::parse_greeting(&line, protocol::VERSION));
-        let hello = match greeting {
+        let stop = |child: &mut Child| {
+            let _ = child.kill();
+            let _ = child.wait();
+        };
+        let line = match ksmith_sandbox::first_line(&lines, startup) {
+            Ok(line) => line,
+            Err(why) => {
+                stop(&mut child);
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(match ksmith_sandbox::unstarted(&why, &log) {
+                    ksmith_sandbox::Unstarted::Refused(refused) => {
+                        EvalClientError::Sandbox(refused)
+                    }
+                    ksmith_sandbox::Unstarted::Failed(message) => fail(message),
+                });
+            }
+        };
+        let hello = match ksmith_sandbox::parse_greeting(&line, protocol::VERSION) {
             Ok(hello) => hello,
             Err(why) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                stop(&mut child);
                 return Err(fail(format!("{why}; worker log:\n{}", tail(&log_path))));
             }
         };

@@ -157,13 +157,20 @@ impl Worker {
             stderr_closed,
             hello: placeholder,
         };
-        let greeting = ksmith_sandbox::first_line(&worker.lines, startup_timeout)
-            .map_err(|e| e.to_string())
-            .and_then(|line| ksmith_sandbox::parse_greeting(&line, PROTOCOL_VERSION))
-            .and_then(|object| {
-                serde_json::from_value::<Hello>(serde_json::Value::Object(object))
-                    .map_err(|e| format!("its hello is not the probe's ({e})"))
-            });
+        let line = match ksmith_sandbox::first_line(&worker.lines, startup_timeout) {
+            Ok(line) => line,
+            Err(why) => {
+                let stderr = worker.kill_and_stderr();
+                return Err(match ksmith_sandbox::unstarted(&why, &stderr) {
+                    ksmith_sandbox::Unstarted::Refused(refused) => Error::Sandbox(refused),
+                    ksmith_sandbox::Unstarted::Failed(message) => fail(message),
+                });
+            }
+        };
+        let greeting = ksmith_sandbox::parse_greeting(&line, PROTOCOL_VERSION).and_then(|object| {
+            serde_json::from_value::<Hello>(serde_json::Value::Object(object))
+                .map_err(|e| format!("its hello is not the probe's ({e})"))
+        });
         match greeting {
             Ok(hello) => {
                 worker.hello = hello;
@@ -267,8 +274,14 @@ impl Worker {
         self.child.id()
     }
 
-    /// Kills the worker and returns the end of its stderr.
+    /// Kills the worker and returns the end of its stderr, cut to 2000 bytes.
     fn kill_and_tail(&mut self) -> String {
+        let stderr = self.kill_and_stderr();
+        truncate(&stderr, 2000).to_string()
+    }
+
+    /// Kills the worker and returns the end of its stderr (the last 8 KiB).
+    fn kill_and_stderr(&mut self) -> String {
         self.stdin = None;
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -279,7 +292,7 @@ impl Worker {
             .lock()
             .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned())
             .unwrap_or_default();
-        truncate(tail.trim(), 2000).to_string()
+        tail.trim().to_string()
     }
 }
 

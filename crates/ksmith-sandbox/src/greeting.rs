@@ -6,6 +6,9 @@
 //! of its own, so a worker that says nothing cannot block the caller past [`first_line`]'s
 //! timeout; [`parse_greeting`] checks the greeting and hands the stage its object.
 //!
+//! A worker that gives no greeting may have refused to run without the whole sandbox; [`unstarted`]
+//! tells that one line from any other failure.
+//!
 //! [`missing`]: crate::missing
 
 use std::io::{BufRead, BufReader, Read};
@@ -66,6 +69,32 @@ pub fn first_line(
     }
 }
 
+/// A worker that gave no greeting, as a stage reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unstarted {
+    /// It refused to run without the whole sandbox: its one line is the error.
+    Refused(crate::Refused),
+    /// Anything else: why, with the end of what it wrote on stderr.
+    Failed(String),
+}
+
+/// What became of a worker that gave no greeting (`why`), from what it wrote on stderr.
+pub fn unstarted(why: &NoGreeting, stderr: &str) -> Unstarted {
+    match crate::refusal(stderr) {
+        Some(refused) => Unstarted::Refused(refused),
+        None => Unstarted::Failed(format!("{why}; stderr:\n{}", end_of(stderr.trim(), 2000))),
+    }
+}
+
+/// The last `max` bytes of `text` at most, cut at a character boundary.
+fn end_of(text: &str, max: usize) -> &str {
+    let start = text.len().saturating_sub(max);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    &text[start..]
+}
+
 /// The greeting object of `line`, if it is one of protocol `version`; otherwise what is wrong
 /// with it, in words.
 pub fn parse_greeting(
@@ -116,6 +145,23 @@ mod tests {
             first_line(&rx, Duration::from_secs(5)),
             Err(NoGreeting::Exited)
         ));
+    }
+
+    #[test]
+    fn a_refusal_is_told_from_other_silent_starts() {
+        let refused = format!("Traceback...\n{}bubblewrap is missing\n", crate::REFUSAL);
+        match unstarted(&NoGreeting::Exited, &refused) {
+            Unstarted::Refused(r) => assert!(r.0.ends_with("bubblewrap is missing"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        let long = format!("{}é the end", "x".repeat(5000));
+        match unstarted(&NoGreeting::Silent(Duration::from_secs(2)), &long) {
+            Unstarted::Failed(m) => {
+                assert!(m.starts_with("no greeting within 2s; stderr:\n"), "{m}");
+                assert!(m.ends_with("é the end") && m.len() < 2100, "{}", m.len());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..confine import Policy
 from . import protocol
 from .evaluate import BrokenReference, DeviceEvaluator
 from .worker import error_body, hello
@@ -16,10 +17,12 @@ MAX_BODY = 16 * 2**20
 
 
 def make_server(
-    host: str, port: int, device: str, options: dict[str, Any] | None
+    host: str, port: int, device: str, options: dict[str, Any] | None, policy: Policy | None = None
 ) -> tuple[ThreadingHTTPServer, DeviceEvaluator]:
-    """The HTTP endpoint of one local evaluator on `device`, and the evaluator (to close)."""
-    evaluator = DeviceEvaluator(device, options)
+    """The HTTP endpoint of one local evaluator on `device`, and the evaluator (to close)
+    (sandbox `policy`: the launcher's by default; `ksmith.confine.SandboxError` when it requires
+    what is missing)."""
+    evaluator = DeviceEvaluator(device, options, policy=policy)
     return serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator)), evaluator
 
 
