@@ -13,10 +13,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_reward import LAUNCH, PARENT, Scripted, diff, gt, result  # noqa: E402
-
 from ksmith import environment, reward  # noqa: E402
 from ksmith.environment import REPORT_KEYS, TOOL_SCHEMA, KernelEnvironment, report, report_text  # noqa: E402
+from test_reward import LAUNCH, PARENT, Scripted, diff, gt, result  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
