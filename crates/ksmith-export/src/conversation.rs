@@ -18,6 +18,15 @@ use serde::{Deserialize, Serialize};
 use crate::lengths::{SampleLength, TokenCounter};
 use crate::tool::{Mode, Report, TOOL_NAME, final_message, prose, tools_json};
 
+/// Tokens a chat template spends on the tools besides their schema: the instructions around it
+/// in the system message (Qwen 2.5's "# Tools ... <tools></tools> ... <tool_call>" preamble is
+/// about 100 tokens; Llama 3.1's JSON-calling preamble about 150).
+pub const TOOL_TEMPLATE_TOKENS: u64 = 160;
+
+/// Tokens a chat template spends on each tool call and each tool message besides their content
+/// (`<tool_call>` / `<tool_response>` tags, the call's JSON keys).
+pub const TOOL_CALL_TOKENS: u64 = 12;
+
 /// The arguments of an `evaluate` call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvaluateArguments {
@@ -153,16 +162,22 @@ pub fn chain_length(chain: &ChainRow, mode: Mode, counter: &TokenCounter) -> Sam
         Mode::Text => text_conversation(chain),
     };
     let (prompt, rest) = messages.split_at(prompt_messages(chain, mode).min(messages.len()));
+    let tags = match mode {
+        // A call and a report per turn.
+        Mode::Tools => 2 * chain.turns.len() as u64 * TOOL_CALL_TOKENS,
+        Mode::Text => 0,
+    };
     SampleLength {
         prompt: counter.messages(prompt) + tools_tokens(mode, counter),
-        response: counter.messages(rest),
+        response: counter.messages(rest) + tags,
     }
 }
 
-/// Tokens of the tools' schema in a prompt of `mode` (none in text mode).
+/// Tokens of the tools in a prompt of `mode`: their schema and [`TOOL_TEMPLATE_TOKENS`] (none
+/// in text mode).
 pub fn tools_tokens(mode: Mode, counter: &TokenCounter) -> u64 {
     match mode {
-        Mode::Tools => counter.text(&tools_json()),
+        Mode::Tools => counter.text(&tools_json()) + TOOL_TEMPLATE_TOKENS,
         Mode::Text => 0,
     }
 }
@@ -274,7 +289,16 @@ mod tests {
         let tools = chain_length(&chain(), Mode::Tools, &c);
         let text = chain_length(&chain(), Mode::Text, &c);
         let plain = c.messages(&with_instructions(&chain().prompt, Mode::Tools));
-        assert_eq!(tools.prompt, plain + c.text(&tools_json()));
+        assert_eq!(
+            tools.prompt,
+            plain + c.text(&tools_json()) + TOOL_TEMPLATE_TOKENS
+        );
+        let calls: Vec<ChatMessage> = tool_conversation(&chain())
+            .iter()
+            .skip(2)
+            .map(ToolMessage::counted)
+            .collect();
+        assert_eq!(tools.response, c.messages(&calls) + 4 * TOOL_CALL_TOKENS);
         assert!(tools.response > 0 && text.response > 0);
         // A prompt without a system message gets one.
         let p = with_instructions(&[ChatMessage::new("user", "u")], Mode::Text);

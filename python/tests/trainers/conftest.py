@@ -32,7 +32,7 @@ os.environ["WANDB_DISABLED"] = "true"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from support import export_fixture, make_tiny_model  # noqa: E402
+from support import export_fixture, make_tiny_model, make_tool_model  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -43,6 +43,15 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     return os.environ.get("KSMITH_TRAINERS_MODEL") or make_tiny_model(str(tmp_path_factory.mktemp("tiny-model")))
+
+
+@pytest.fixture(scope="session")
+def tool_model(tiny_model, tmp_path_factory) -> str:
+    """The tiny model with a chat template that renders tool calls (Qwen 2.5's); a model given by
+    `KSMITH_TRAINERS_MODEL` is taken as it is (its own template must know tool calls)."""
+    if os.environ.get("KSMITH_TRAINERS_MODEL"):
+        return tiny_model
+    return make_tool_model(tiny_model, str(tmp_path_factory.mktemp("tool-model")))
 
 
 @pytest.fixture(scope="session")
