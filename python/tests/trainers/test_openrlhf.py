@@ -109,7 +109,9 @@ class ScriptedEngine:
         self.prompts.append(list(prompt_ids))
         if self.model is not None:
             with torch.no_grad():
-                out = self.model.generate(torch.tensor([prompt_ids]), max_new_tokens=24, do_sample=False, pad_token_id=0)
+                out = self.model.generate(
+                    torch.tensor([prompt_ids]), max_new_tokens=24, do_sample=False, pad_token_id=0
+                )
             ids = out[0, len(prompt_ids) :].tolist()
             text = self.tokenizer.decode(ids)
         else:
@@ -162,7 +164,9 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     assert out["reward"] == pytest.approx(0.3) and float(out["scores"]) == pytest.approx(0.3)
     second_prompt = tokenizer.decode(engine.prompts[1])
     report = '{"status":"correct","compiled":true,"correct":true,"speedup":null,"hack":null,"error":""}'
-    assert second_prompt.endswith(f"<|im_start|>user\n{report}<|im_end|>\n<|im_start|>assistant\n"), second_prompt[-300:]
+    assert second_prompt.endswith(f"<|im_start|>user\n{report}<|im_end|>\n<|im_start|>assistant\n"), second_prompt[
+        -300:
+    ]
     assert second_prompt.count("<|im_end|>\n<|im_start|>user") == 2, "the answer's own end closes it once"
 
     # The tiny model itself: its answer has no program, which ends the episode with no reward.

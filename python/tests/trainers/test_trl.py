@@ -115,7 +115,6 @@ def test_grpo_with_the_kernel_environment_steps(dataset, tool_model, rows, tmp_p
     `GRPOTrainer` with `KernelEnv`: TRL probes it for its tools (the schema the datasets declare),
     resets one environment per rollout with the row and rewards each rollout with `get_reward`."""
     from datasets import load_dataset
-
     from ksmith.environment import TOOL_SCHEMA
 
     ds_dir = dataset("trl-env")

@@ -144,10 +144,9 @@ def agent_config(dataset, model):
 
 
 def test_agent_dataset_keeps_every_prompt_with_the_tools_schema(dataset, tool_model, rows):
+    from ksmith.environment import TOOL_SCHEMA
     from verl.trainer.ppo.utils import create_rl_dataset
     from verl.utils import hf_tokenizer
-
-    from ksmith.environment import TOOL_SCHEMA
 
     ds_dir = dataset("verl-agent")
     cfg = agent_config(ds_dir, tool_model)
