@@ -20,6 +20,7 @@ starting program are exactly the single-turn reward's. The episode's reward is i
 """
 
 import json
+import math
 
 from ksmith import reward
 
@@ -57,7 +58,8 @@ def report(result: dict) -> dict:
         "status": result["status"],
         "compiled": bool(result["compiled"]),
         "correct": correct,
-        "speedup": round(float(speedup), 2) if speedup is not None else None,
+        # Half away from zero, as the Rust side rounds (Python's round() rounds half to even).
+        "speedup": math.floor(float(speedup) * 100 + 0.5) / 100 if speedup is not None else None,
         "hack": result.get("hack"),
         "error": "" if correct else (result.get("message") or "")[-ERROR_TAIL_CHARS:],
     }

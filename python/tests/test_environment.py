@@ -91,6 +91,9 @@ def test_reports_cut_the_error_log_and_print_compact_json():
     long = {"status": "compile_error", "compiled": False, "correct": False, "hack": None, "message": "x" * 5000 + "END"}
     rep = report(long)
     assert len(rep["error"]) == environment.ERROR_TAIL_CHARS and rep["error"].endswith("END")
+    # Speedups round half away from zero, as the Rust export rounds them.
+    ok = {"status": "correct", "compiled": True, "correct": True, "hack": None, "message": ""}
+    assert report({**ok, "speedup_vs_reference": 1.125})["speedup"] == 1.13
     assert report_text(report({**long, "message": "é"})) == (
         '{"status":"compile_error","compiled":false,"correct":false,"speedup":null,"hack":null,"error":"é"}'
     )

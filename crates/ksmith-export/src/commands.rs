@@ -52,6 +52,40 @@ const EVALUATOR_NOTE: &str = "Set `KSMITH_EVAL_URL` (where the rollout workers s
     each tool call evaluates locally (GPU when visible, else the Triton CPU interpreter, \
     correctness only).";
 
+/// What ksmith's trainer tests (`make test-trainers`, on CPU) run of a multi-turn format's
+/// command, and what they cannot run.
+fn tested(format: Format) -> &'static str {
+    match format {
+        Format::VerlSftMultiturn => {
+            "Tested by ksmith (CPU): verl's `MultiTurnSFTDataset` builds every conversation with \
+             these settings; the training step needs verl's engine and GPUs and is not run."
+        }
+        Format::TrlSftMultiturn => {
+            "Tested by ksmith (CPU): one `SFTTrainer` step with this command on a tiny model."
+        }
+        Format::OpenrlhfSftMultiturn => {
+            "Tested by ksmith (CPU): OpenRLHF's `SFTDataset` keeps every conversation and trains \
+             every answer; the training step needs DeepSpeed and GPUs and is not run."
+        }
+        Format::VerlAgent => {
+            "Tested by ksmith (CPU): verl's `RLHFDataset` keeps every prompt with the tool's \
+             schema, and one `ToolAgentLoop` episode runs with the `evaluate` tool and the \
+             reward; a training step needs verl's GPU rollout engine (vLLM or SGLang) and is not \
+             run."
+        }
+        Format::TrlEnv => {
+            "Tested by ksmith (CPU): one `GRPOTrainer` step with this command on a tiny model \
+             (transformers generation, no vLLM)."
+        }
+        Format::OpenrlhfAgent => {
+            "Tested by ksmith (CPU): OpenRLHF's `PromptDataset` and one episode of its \
+             `MultiTurnAgentExecutor` with this agent file; a training step needs Ray, vLLM and \
+             GPUs and is not run."
+        }
+        _ => "",
+    }
+}
+
 /// The multi-turn SFT sizes: the whole conversation.
 fn conversation_row(c: &CardInput, key: &'static str, note: &str) -> (&'static str, u64, String) {
     (
@@ -591,7 +625,8 @@ fn usage(c: &CardInput) -> String {
     out
 }
 
-/// The "Lengths", "Trainer settings" and "Usage" sections.
+/// The "Lengths", "Trainer settings" and "Usage" sections (and, for the multi-turn formats, what
+/// ksmith's tests run of the command).
 pub fn sections(c: &CardInput) -> String {
     let l = &c.lengths;
     let mut s = String::new();
@@ -663,6 +698,10 @@ pub fn sections(c: &CardInput) -> String {
         settings(c)
     );
     let _ = writeln!(s, "## Usage\n\n{}", usage(c));
+    let note = tested(c.format);
+    if !note.is_empty() {
+        let _ = writeln!(s, "{note}\n");
+    }
     s
 }
 

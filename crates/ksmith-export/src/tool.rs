@@ -288,6 +288,9 @@ mod tests {
             ok.to_json(),
             r#"{"status":"correct","compiled":true,"correct":true,"speedup":1.84,"hack":null,"error":""}"#
         );
+        // Half away from zero (the Python environment rounds the same way).
+        let half = Report::of(&turn(EvalStatus::Correct, true, Some(1.125), ""));
+        assert_eq!(half.speedup, Some(1.13));
         let long = format!("{}END", "x".repeat(5000));
         let bad = Report::of(&turn(EvalStatus::CompileError, false, None, &long));
         assert!(!bad.compiled && !bad.correct && bad.speedup.is_none());

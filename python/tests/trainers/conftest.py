@@ -7,7 +7,8 @@ the datasets come from the real export stage (`export_fixture`), or from a work 
 real run when `KSMITH_TRAINERS_DATASETS` names its `datasets/` folder (then set
 `KSMITH_TRAINERS_MODEL` to a model folder made by `support.make_tiny_model` whose
 `tokenizer.json` that export counted with, or expect the cards' settings to fit a real model's
-tokenizer only).
+tokenizer only; the multi-turn tests use that model with Qwen 2.5's chat template, or
+`KSMITH_TRAINERS_TOOL_MODEL`).
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ def tiny_model(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def tool_model(tiny_model, tmp_path_factory) -> str:
-    """The tiny model with a chat template that renders tool calls (Qwen 2.5's); a model given by
-    `KSMITH_TRAINERS_MODEL` is taken as it is (its own template must know tool calls)."""
-    if os.environ.get("KSMITH_TRAINERS_MODEL"):
-        return tiny_model
-    return make_tool_model(tiny_model, str(tmp_path_factory.mktemp("tool-model")))
+    """The model of the multi-turn tests: `KSMITH_TRAINERS_TOOL_MODEL` (a model whose chat template
+    renders tool calls), else the test model with Qwen 2.5's template (same tokenizer)."""
+    return os.environ.get("KSMITH_TRAINERS_TOOL_MODEL") or make_tool_model(
+        tiny_model, str(tmp_path_factory.mktemp("tool-model"))
+    )
 
 
 @pytest.fixture(scope="session")
