@@ -353,6 +353,28 @@ mod tests {
     }
 
     #[test]
+    fn the_template_share_counts_against_the_prompt_cap() {
+        let c = TokenCounter::Approx;
+        let p = prompt(1000);
+        let plain = c.messages(&p);
+        let cap = cfg(plain + 10, 0, OverLength::Truncate);
+        // Without extra tokens the prompt fits; with 50 it is cut to leave them room.
+        assert!(matches!(judge(&p, 0, 1, &c, &cap), Fate::Keep(_, _, false)));
+        match judge(&p, 50, 1, &c, &cap) {
+            Fate::Keep(kept, len, true) => {
+                assert_eq!(len.prompt, c.messages(&kept) + 50);
+                assert!(len.prompt <= plain + 10, "{}", len.prompt);
+            }
+            _ => panic!("not cut"),
+        }
+        // Extra tokens alone over the cap: dropped.
+        assert!(matches!(
+            judge(&p, plain + 10, 1, &c, &cap),
+            Fate::Drop(OVER_MAX_PROMPT_TOKENS)
+        ));
+    }
+
+    #[test]
     fn cutting_keeps_character_boundaries() {
         let text = "é".repeat(10) + &"ü".repeat(10);
         let cut = cut_middle(&text, 6);

@@ -287,27 +287,15 @@ impl Measures {
     /// Measures the sources the configured formats are made from (the others stay empty).
     fn new(tables: &Tables, counter: &TokenCounter, cfg: &ExportConfig) -> Measures {
         let used = |s: Source| cfg.formats.iter().any(|f| f.source() == s);
-        let rows = |s: Source, all: &[ChainRow]| if used(s) { all.to_vec() } else { Vec::new() };
-        let env = |s: Source| {
-            if used(s) {
-                tables.env.clone()
-            } else {
-                Vec::new()
-            }
-        };
         let chains = |mode: Mode| {
             let source = Source::Chains(mode);
-            let kept = rows(source, &tables.chains);
-            Measure::new(cap_chains(&kept, mode, counter, cfg), counter, source, cfg)
+            let rows: &[ChainRow] = if used(source) { &tables.chains } else { &[] };
+            Measure::new(cap_chains(rows, mode, counter, cfg), counter, source, cfg)
         };
         let envs = |mode: Mode| {
             let source = Source::Env(mode);
-            Measure::new(
-                cap_env(&env(source), mode, counter, cfg),
-                counter,
-                source,
-                cfg,
-            )
+            let rows: &[GrpoRow] = if used(source) { &tables.env } else { &[] };
+            Measure::new(cap_env(rows, mode, counter, cfg), counter, source, cfg)
         };
         Measures {
             sft: Measure::new(
