@@ -632,11 +632,19 @@ fn why_empty(inputs: &Inputs<'_>, source: Source) -> String {
             reasons.join(", ")
         }
     );
-    let timing = ["not_timed", "parent_not_timed", "chain_not_better"];
+    let (timing, consequence): (&[&str], &str) = match source {
+        Source::Chains(_) => (
+            &["chain_not_better"],
+            "so a chain shows progress only by repairing a failing first turn",
+        ),
+        _ => (
+            &["not_timed", "parent_not_timed"],
+            "so the performance-based rules select nothing",
+        ),
+    };
     if m.steps_correct_untimed > 0 && outcome.dropped.keys().any(|k| timing.contains(&k.as_str())) {
         text.push_str(&format!(
-            "; {} correct steps have no timings (CPU evaluator), so the performance-based rules \
-             select nothing (and untimed chains are only repairs of a failing first turn)",
+            "; {} correct steps have no timings (CPU evaluator), {consequence}",
             m.steps_correct_untimed
         ));
     }

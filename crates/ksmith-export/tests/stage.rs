@@ -832,8 +832,10 @@ fn multi_turn_formats_without_rows_say_which_rule_gave_nothing() {
     std::fs::write(
         dir.path().join("selection.json"),
         r#"{"config_hash": "abc", "rules": ["rule A"], "config": {"env_rule": "first_steps"},
-            "outcome": {"chains": {"kept": 0, "dropped": {"chain_too_short": 3}},
-                        "env": {"kept": 0, "dropped": {"empty_prompt": 1}}}}"#,
+            "outcome": {"chains": {"kept": 0, "dropped": {"chain_too_short": 3,
+                                                          "chain_not_better": 2}},
+                        "env": {"kept": 0, "dropped": {"empty_prompt": 1}}},
+            "steps_correct_untimed": 4}"#,
     )
     .unwrap();
     run(
@@ -845,7 +847,12 @@ fn multi_turn_formats_without_rows_say_which_rule_gave_nothing() {
     let chains = rec["omitted"]["trl-sft-multiturn"].as_str().unwrap();
     assert!(chains.contains("multi-turn chain rules kept 0"), "{chains}");
     assert!(chains.contains("chain_too_short 3"), "{chains}");
+    assert!(
+        chains.contains("4 correct steps have no timings (CPU evaluator), so a chain shows"),
+        "{chains}"
+    );
     let env = rec["omitted"]["verl-agent"].as_str().unwrap();
     assert!(env.contains("environment rule `first_steps`"), "{env}");
+    assert!(!env.contains("no timings"), "{env}");
     assert!(rec["written"]["verl-sft"].is_object());
 }

@@ -31,6 +31,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["WANDB_DISABLED"] = "true"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The agent tests evaluate programs with the reward's local evaluator: on the CPU (the Triton
+# interpreter, untimed), whatever GPU the machine has, so their scores are the same everywhere.
+os.environ.setdefault("KSMITH_EVAL_DEVICE", "cpu")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from support import export_fixture, make_tiny_model, make_tool_model  # noqa: E402

@@ -140,6 +140,20 @@ def rows_of(dataset: str, split: str = "train") -> list[dict]:
     return list(datasets.load_dataset(dataset)[split])
 
 
+def chain_for_a_start(chain_dir: str, starts: list, task_of) -> tuple[dict, int]:
+    """A multi-turn chain whose task has an environment start among `starts` (`task_of` gives a
+    start's task), and that start's index: the chain's programs are that task's, so the start's
+    evaluation can judge them. A real run without such a pair skips; the fixture always has one."""
+    import pytest
+
+    for chain in rows_of(chain_dir):
+        for i, start in enumerate(starts):
+            if task_of(start) == chain["meta"]["task_id"]:
+                return chain, i
+    assert "KSMITH_TRAINERS_DATASETS" in os.environ, "the fixture's chains and starts share their task"
+    pytest.skip("no chain's task has an environment start in these datasets")
+
+
 def module_args(argv: list[str]) -> tuple[str, list[str]]:
     """The module a command runs (`-m M` or `--module M`) and the arguments after it."""
     for flag in ("-m", "--module"):

@@ -8,11 +8,10 @@ multi-turn SFT trains every answer, and the agent file runs an episode through O
 from __future__ import annotations
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
-from support import OpenRLHFStrategy, card_command, card_setting, module_args, openrlhf_args, rows_of
+from support import OpenRLHFStrategy, card_command, card_setting, chain_for_a_start, module_args, openrlhf_args
 
 
 def test_sft_dataset_keeps_every_sample(dataset, tiny_model, rows):
@@ -121,7 +120,7 @@ class ScriptedEngine:
         return SimpleNamespace(outputs=[output])
 
 
-def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(dataset, tool_model, rows, datasets_root):
+def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(dataset, tool_model, rows):
     """The card's command parsed by OpenRLHF, its prompts built by OpenRLHF's `PromptDataset`, and
     one episode through OpenRLHF's own `MultiTurnAgentExecutor` loaded from the card's agent file:
     a scripted answer with the program the multi-turn SFT data ends at is evaluated in the Triton
@@ -146,14 +145,16 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     data = blending_datasets(args.data.prompt_dataset, None, strategy, dataset_split=args.data.prompt_split)
     assert len(data) == rows("openrlhf-agent", "train")
     prompts = PromptDataset(data, tokenizer, strategy, input_template=args.data.input_template)
-    _, prompt, label = prompts[0][:3]
+    chain, i = chain_for_a_start(
+        dataset("openrlhf-sft-multiturn"), [data[j] for j in range(len(data))], lambda r: r["meta"]["task_id"]
+    )
+    _, prompt, label = prompts[i][:3]
 
     # What OpenRLHF's `_load_agent_executor` does with --train.agent_func_path.
     spec = importlib.util.spec_from_file_location("agent_module", args.train.agent_func_path)
     agent_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(agent_module)
     assert issubclass(agent_module.AgentExecutor, AgentExecutorBase)
-    chain = rows_of(os.path.join(datasets_root, "openrlhf-sft-multiturn"))[0]
     answer = [m["content"] for m in chain["input"] if m["role"] == "assistant"][-2]
     assert "```python" in answer, "the chain's last answer with code"
     engine = ScriptedEngine(tokenizer, [answer, "Done: that is my result."])

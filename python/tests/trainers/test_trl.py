@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 
 import pytest
-from support import card_command, card_setting, ksmith_on_path, module_args, rows_of
+from support import card_command, card_setting, chain_for_a_start, ksmith_on_path, module_args, rows_of
 
 
 def parse(script, dataset, model, out, *extra):
@@ -165,8 +164,9 @@ def test_grpo_with_the_kernel_environment_steps(dataset, tool_model, rows, tmp_p
 
     # The tool as TRL calls it (keyword arguments from the parsed call), on the program the
     # multi-turn SFT data ends at: evaluated in the Triton CPU interpreter.
-    row = load_dataset(script_args.dataset_name)["train"][0]
-    chain = rows_of(os.path.join(os.path.dirname(ds_dir), "trl-sft-multiturn"))[0]
+    starts = rows_of(script_args.dataset_name)
+    chain, i = chain_for_a_start(dataset("trl-sft-multiturn"), starts, lambda row: row["meta"]["task_id"])
+    row = starts[i]
     arguments = [m for m in chain["messages"] if m["tool_calls"]][-1]["tool_calls"][0]["function"]["arguments"]
     environment = module.KernelEnv()
     environment.reset(**row)

@@ -217,7 +217,7 @@ def run_tool_agent(cfg, tokenizer, item, server):
     return asyncio.run(run())
 
 
-def test_one_tool_agent_rollout_evaluates_the_call_and_rewards_the_best(dataset, tool_model, datasets_root):
+def test_one_tool_agent_rollout_evaluates_the_call_and_rewards_the_best(dataset, tool_model):
     """verl's own `ToolAgentLoop` on a `verl-agent` row, in this process: a scripted answer calls
     `evaluate` with the program the multi-turn SFT data ends at, the tool evaluates it in the Triton
     CPU interpreter, and the card's reward function scores the episode by that call. (verl's
@@ -231,8 +231,12 @@ def test_one_tool_agent_rollout_evaluates_the_call_and_rewards_the_best(dataset,
     ds_dir = dataset("verl-agent")
     cfg = agent_config(ds_dir, tool_model)
     tokenizer = hf_tokenizer(cfg.actor_rollout_ref.model.path)
-    item = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)[0]
-    chain = support.rows_of(os.path.join(datasets_root, "verl-sft-multiturn"))[0]
+    starts = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+    items = [starts[i] for i in range(len(starts))]
+    chain, i = support.chain_for_a_start(
+        dataset("verl-sft-multiturn"), items, lambda item: item["extra_info"]["meta"]["task_id"]
+    )
+    item = items[i]
     program = [m for m in chain["messages"] if m["tool_calls"]][-1]["tool_calls"][0]["function"]["arguments"]
     call = json.dumps({"name": "evaluate", "arguments": program})
     server = ScriptedServer(tokenizer, [f"One kernel does it.\n<tool_call>\n{call}\n</tool_call>", "Done."])
