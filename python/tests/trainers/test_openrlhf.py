@@ -8,6 +8,9 @@ multi-turn SFT trains every answer, and the agent file runs an episode through O
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -162,12 +165,13 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     executor = agent_module.AgentExecutor()
     out = asyncio.run(executor.execute(prompt, label, sampling, args.data.max_len, tokenizer, engine))
     assert len(out["action_ranges"]) == 2 and len(engine.prompts) == 2
-    assert out["reward"] == pytest.approx(0.3) and float(out["scores"]) == pytest.approx(0.3)
+    assert out["reward"] >= 0.3 and float(out["scores"]) == pytest.approx(out["reward"])
+    if os.environ["KSMITH_EVAL_DEVICE"] == "cpu":
+        assert out["reward"] == pytest.approx(0.3), "untimed on CPU: the correctness reward"
     second_prompt = tokenizer.decode(engine.prompts[1])
-    report = '{"status":"correct","compiled":true,"correct":true,"speedup":null,"hack":null,"error":""}'
-    assert second_prompt.endswith(f"<|im_start|>user\n{report}<|im_end|>\n<|im_start|>assistant\n"), second_prompt[
-        -300:
-    ]
+    turn = re.search(r"<\|im_start\|>user\n(\{.*\})<\|im_end\|>\n<\|im_start\|>assistant\n$", second_prompt, re.S)
+    assert turn, second_prompt[-300:]
+    assert json.loads(turn.group(1))["status"] == "correct"
     assert second_prompt.count("<|im_end|>\n<|im_start|>user") == 2, "the answer's own end closes it once"
 
     # The tiny model itself: its answer has no program, which ends the episode with no reward.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 
 import pytest
@@ -171,5 +172,7 @@ def test_grpo_with_the_kernel_environment_steps(dataset, tool_model, rows, tmp_p
     environment = module.KernelEnv()
     environment.reset(**row)
     report = json.loads(environment.evaluate(**arguments))
-    assert report["status"] == "correct" and report["speedup"] is None, report
-    assert environment.get_reward() == 0.3
+    assert report["status"] == "correct" and report["correct"], report
+    assert environment.get_reward() >= 0.3, "correct: at least the correctness reward"
+    if os.environ["KSMITH_EVAL_DEVICE"] == "cpu":
+        assert report["speedup"] is None and environment.get_reward() == 0.3, "untimed on CPU"

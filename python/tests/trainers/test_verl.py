@@ -243,7 +243,12 @@ def test_one_tool_agent_rollout_evaluates_the_call_and_rewards_the_best(dataset,
     out = run_tool_agent(cfg, tokenizer, item, server)
     response = tokenizer.decode(out.response_ids)
     assert '<tool_response>\n{"status":"correct","compiled":true,"correct":true' in response, response[-600:]
-    assert out.extra_fields["tool_rewards"] == [0.3], "correct, untimed on CPU: the correctness reward"
+    [score] = out.extra_fields["tool_rewards"]
+    [call] = out.extra_fields["ksmith_calls"]
+    assert call == {"score": score, "correct": 1.0, "speedup_vs_parent": call["speedup_vs_parent"]}
+    assert score >= 0.3, "correct: at least the correctness reward"
+    if os.environ["KSMITH_EVAL_DEVICE"] == "cpu":
+        assert score == 0.3, "untimed on CPU: the correctness reward"
     assert len(server.prompts) == 2 and out.num_turns == 4
     masked = [t for t, m in zip(out.response_ids, out.response_mask) if m == 0]
     assert '"status":"correct"' in tokenizer.decode(masked), "the report is not trained on"
@@ -257,7 +262,7 @@ def test_one_tool_agent_rollout_evaluates_the_call_and_rewards_the_best(dataset,
         ground_truth=item["reward_model"]["ground_truth"],
         extra_info=extra_info,
     )
-    assert result == {"score": 0.3, "correct": 1.0, "speedup_vs_parent": 0.0, "tool_calls": 1.0}
+    assert result == {**call, "tool_calls": 1.0}
 
     # The tiny model itself drives the loop: it makes no call, and the episode ends on its answer.
     from transformers import AutoModelForCausalLM
