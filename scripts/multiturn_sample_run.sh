@@ -89,5 +89,8 @@ for name, why in sorted(r["omitted"].items()):
 PY
 
 cd "$here"
-KSMITH_TRAINERS_DATASETS="$work/datasets" KSMITH_TRAINERS_MODEL="$out/tiny" \
+# GPU-sized programs are evaluated on the GPU by the agent tests (the Triton interpreter times out).
+device=cpu
+[[ "${SIZES:-cpu}" == gpu ]] && device=cuda
+KSMITH_TRAINERS_DATASETS="$work/datasets" KSMITH_TRAINERS_MODEL="$out/tiny" KSMITH_EVAL_DEVICE="$device" \
     "$trainers/bin/python" -m pytest -q -rs -m trainers python/tests/trainers
