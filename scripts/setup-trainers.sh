@@ -36,8 +36,10 @@ main() {
 import importlib.metadata as md
 
 import openrlhf.datasets  # noqa: F401
+import openrlhf.utils.agent  # noqa: F401
 import torch
 from trl import GRPOTrainer, SFTTrainer  # noqa: F401
+from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop  # noqa: F401
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset  # noqa: F401
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: F401
 

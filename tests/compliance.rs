@@ -20,7 +20,8 @@ use ksmith_core::report::StageReport;
 use ksmith_core::stage::UP_TO_DATE;
 use ksmith_core::table::{Table, read_fingerprint};
 use ksmith_core::tables::{
-    ClusterRow, DedupRow, GrpoRow, ModuleRow, ProbeRow, RepoRow, SftRow, StepRow, TaskRow,
+    ChainRow, ClusterRow, DedupRow, GrpoRow, ModuleRow, ProbeRow, RepoRow, SftRow, StepRow,
+    TaskRow, env_path_in,
 };
 
 /// One module that runs on the CPU in the probe.
@@ -199,7 +200,14 @@ fn cases() -> Vec<Case> {
             first_input: Some(("steps.parquet", "rollout")),
             skips: true,
             run: |ctx, _| Ok(ksmith_select::run(&Default::default(), ctx)?),
-            outputs: |w| vec![SftRow::path_in(w), GrpoRow::path_in(w)],
+            outputs: |w| {
+                vec![
+                    SftRow::path_in(w),
+                    GrpoRow::path_in(w),
+                    env_path_in(w),
+                    ChainRow::path_in(w),
+                ]
+            },
         },
         Case {
             stage: "export",

@@ -307,6 +307,7 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         "correctness_only": False,
         "broken_reference": False,
         "speedup_vs_parent": None,
+        "speedup_vs_reference": None,
         "status": "no_code",
         "hack": None,
         "how": "",
@@ -341,6 +342,8 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         out["score"] = cfg.failure_reward
         return out
     out["correct"] = True
+    if isinstance(res.get("speedup"), (int, float)):
+        out["speedup_vs_reference"] = float(res["speedup"])
     cand_ms = _timed_ms(res.get("candidate_timing"))
     parent_ms = _parent_ms(backend, gt, res, fresh=False) if cand_ms is not None else None
     if cand_ms is None or parent_ms is None:

@@ -24,8 +24,24 @@ datasets = pytest.importorskip(
 )
 yaml = pytest.importorskip("yaml")
 
-FOLDERS = ["verl-rl", "verl-sft", "trl-sft", "trl-sft-standard", "trl-grpo", "openrlhf-rl", "openrlhf-sft"]
+FOLDERS = [
+    "verl-rl",
+    "verl-sft",
+    "trl-sft",
+    "trl-sft-standard",
+    "trl-grpo",
+    "openrlhf-rl",
+    "openrlhf-sft",
+    "verl-sft-multiturn",
+    "trl-sft-multiturn",
+    "openrlhf-sft-multiturn",
+    "verl-agent",
+    "trl-env",
+    "openrlhf-agent",
+]
 GRPO = {"verl-rl", "trl-grpo", "openrlhf-rl"}
+ENV = {"verl-agent", "trl-env", "openrlhf-agent"}
+CHAINS = {"verl-sft-multiturn", "trl-sft-multiturn", "openrlhf-sft-multiturn"}
 TRL_RESERVED = {
     "completion",
     "completion_ids",
@@ -68,8 +84,19 @@ def shards(exported, folder, split=None):
     return sorted(glob.glob(os.path.join(exported["datasets"], folder, "data", pattern)))
 
 
+def source(folder: str) -> str:
+    """The selected table a dataset is made from."""
+    if folder in GRPO:
+        return "grpo"
+    if folder in ENV:
+        return "env"
+    if folder in CHAINS:
+        return "chains"
+    return "sft"
+
+
 def expected_rows(exported, folder, split):
-    return exported["rows"]["grpo" if folder in GRPO else "sft"].get(split, 0)
+    return exported["rows"][source(folder)].get(split, 0)
 
 
 def card(exported, folder) -> tuple[dict, str]:
@@ -103,8 +130,8 @@ def test_pyarrow_sees_one_schema_zstd_metadata_and_small_row_groups(exported, fo
     for f in files:
         pf = pq.ParquetFile(f)
         footer = pf.metadata.metadata
-        assert footer[b"ksmith.dataset_schema_version"] == b"1.1.0"
-        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.1.0"
+        assert footer[b"ksmith.dataset_schema_version"] == b"1.2.0"
+        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.2.0"
         assert footer[b"ksmith.format"] == folder.replace("-", "_").encode()
         for g in range(pf.metadata.num_row_groups):
             rg = pf.metadata.row_group(g)
@@ -221,6 +248,59 @@ def test_openrlhf_keys(exported):
     assert [m["role"] for m in sft[0]["output"]] == ["assistant"]
 
 
+TOOL_MESSAGE_KEYS = ["role", "content", "tool_calls", "name"]
+
+
+def test_multiturn_sft_has_tool_calls_tools_and_no_trl_trigger_columns(exported):
+    for folder in ("verl-sft-multiturn", "trl-sft-multiturn"):
+        ds = load(exported, folder)["train"]
+        assert list(ds.features) == ["messages", "tools", "meta"]
+        assert list(ds.features["messages"].feature) == TOOL_MESSAGE_KEYS
+        row = ds[0]
+        roles = [m["role"] for m in row["messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+        call = row["messages"][2]["tool_calls"][0]
+        assert call["type"] == "function" and call["function"]["name"] == "evaluate"
+        assert "class ModelNew" in call["function"]["arguments"]["program"]
+        assert "```" not in row["messages"][2]["content"], "the program travels in the call, not the text"
+        assert row["messages"][1]["tool_calls"] is None and row["messages"][3]["name"] == "evaluate"
+        first, second = json.loads(row["messages"][3]["content"]), json.loads(row["messages"][5]["content"])
+        assert first["status"] == "incorrect" and "max abs error" in first["error"]
+        assert second["correct"] is True and second["error"] == ""
+        assert row["messages"][6]["tool_calls"] is None, "the conversation ends without a call"
+        assert row["tools"][0]["function"]["parameters"]["required"] == ["program"]
+        assert len(row["meta"]["step_ids"]) == 2
+        assert row["meta"]["end_speedup"] == second["speedup"] == 1.3, "the report's speedup is the chain's end"
+    # verl's multi-turn SFT dataset reads with pandas (pyarrow backend): nested cells as dicts.
+    df = pq.read_table(shards(exported, "verl-sft-multiturn", "train")[0]).to_pandas()
+    assert df["messages"].iloc[0][2]["tool_calls"][0]["function"]["name"] == "evaluate"
+    text = load(exported, "openrlhf-sft-multiturn")["train"]
+    assert text.features["input"] == MESSAGE and "output" not in text.features
+    roles = [m["role"] for m in text[0]["input"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert "```python" in text[0]["input"][2]["content"], "text answers keep their code"
+
+
+def test_agent_datasets_carry_the_ground_truth_for_the_tool_and_the_instructions(exported):
+    verl = load(exported, "verl-agent")["train"]
+    assert list(verl.features) == ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
+    row = verl[0]
+    assert row["agent_name"] == "tool_agent"
+    assert (
+        row["extra_info"]["tools_kwargs"]["evaluate"]["create_kwargs"]["ground_truth"]
+        == row["reward_model"]["ground_truth"]
+    )
+    gt = json.loads(row["reward_model"]["ground_truth"])
+    assert gt["parent_is_reference"] and "# EVOLVE-BLOCK-START" in gt["parent_program"]
+    assert "`evaluate` tool" in row["prompt"][0]["content"]
+    trl = load(exported, "trl-env")["train"]
+    assert not TRL_RESERVED & set(trl.features)
+    assert json.loads(trl[0]["ground_truth"])["task_id"] == "relu_scale"
+    orl = load(exported, "openrlhf-agent")["train"]
+    assert "SEARCH/REPLACE blocks applied to your last program" in orl[0]["input"][0]["content"]
+    json.loads(orl[0]["label"])
+
+
 def test_a_second_export_with_nothing_changed_does_nothing(exported):
     assert exported["skipped"] is False
     first = {f: os.stat(f).st_mtime_ns for folder in FOLDERS for f in shards(exported, folder)}
@@ -272,9 +352,9 @@ def test_the_card_states_lengths_that_match_the_rows(exported, folder):
     header, body = card(exported, folder)
     assert "## Lengths" in body and "## Trainer settings" in body
     ds = load(exported, folder)
-    meta_key = "extra_info" if folder == "verl-rl" else "meta"
-    rows = [r[meta_key] for split in ds.values() for r in split]
-    if folder in GRPO:
+    meta = {"verl-rl": lambda r: r["extra_info"], "verl-agent": lambda r: r["extra_info"]["meta"]}
+    rows = [meta.get(folder, lambda r: r["meta"])(r) for split in ds.values() for r in split]
+    if folder in GRPO or folder in ENV:
         longest = max(r["prompt_tokens"] for r in rows)
     else:
         longest = max(r["prompt_tokens"] + r["response_tokens"] for r in rows)

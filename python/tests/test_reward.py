@@ -139,6 +139,7 @@ def test_correct_and_faster_is_rewarded_by_speedup_over_the_re_timed_parent():
     out = score_answer(answer("fast"), gt(), backend=ev)
     assert out["correct"] and out["timed"] and not out["correctness_only"]
     assert out["speedup_vs_parent"] == pytest.approx(2.0)
+    assert out["speedup_vs_reference"] == pytest.approx(4.0), "the evaluator's speedup over eager"
     assert out["score"] == pytest.approx(0.3 + 1.0)
     parent_requests = [r for r, _ in ev.requests if r["candidate"] == PARENT]
     assert len(parent_requests) == 1 and parent_requests[0]["measure"] is True

@@ -63,7 +63,8 @@ pub enum Command {
     Cluster(#[command(flatten)] Common),
     /// Evolve kernels with a teacher LLM and GPU evaluators: steps.parquet.
     Rollout(#[command(flatten)] Common),
-    /// Pick SFT and GRPO samples from the steps: sft.parquet, grpo.parquet.
+    /// Pick SFT and GRPO samples, agent-environment starts and multi-turn chains from the steps:
+    /// sft.parquet, grpo.parquet, env.parquet, chains.parquet.
     Select(#[command(flatten)] Common),
     /// Write the datasets for trainers (verl, TRL, OpenRLHF): datasets/<name>/.
     Export(#[command(flatten)] Common),

@@ -29,7 +29,7 @@ pub enum Stage {
     Cluster,
     /// Tasks to `steps.parquet`.
     Rollout,
-    /// Steps to `sft.parquet` and `grpo.parquet`.
+    /// Steps to `sft.parquet`, `grpo.parquet`, `env.parquet` and `chains.parquet`.
     Select,
     /// Samples to `datasets/<name>/`.
     Export,

@@ -1,6 +1,7 @@
-//! Export's throughput: all seven formats written from N SFT and N GRPO rows (4 KB prompts,
-//! 1 KB programs, 2 KB answers; repetitive text, so files compress far better than real
-//! data), with 1 and 2 threads. Prints a table of medians over 3 runs.
+//! Export's throughput: all thirteen formats written from N SFT rows, N GRPO rows, N
+//! environment starts (the GRPO rows again) and N / 4 three-step chains (4 KB prompts, 1 KB
+//! programs, 2 KB answers; repetitive text, so files compress far better than real data), with
+//! 1 and 2 threads. Prints a table of medians over 3 runs.
 //!
 //! `cargo bench -p ksmith-export`
 
@@ -8,8 +9,11 @@ use std::time::Instant;
 
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::EvalStatus;
 use ksmith_core::table::{Table, write_table};
-use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, Split};
+use ksmith_core::tables::{
+    ChainRow, ChainTurn, GrpoRow, GrpoSelection, SftKind, SftRow, Split, env_path_in,
+};
 use ksmith_export::{ExportConfig, run};
 
 fn prompt(i: usize) -> Vec<ChatMessage> {
@@ -85,8 +89,42 @@ fn main() {
                 }
             })
             .collect();
+        let chains: Vec<ChainRow> = (0..n / 4)
+            .map(|i| ChainRow {
+                sample_id: format!("c{i}"),
+                split: split(i),
+                task_id: format!("t{}", i / 10),
+                island: (i % 4) as u32,
+                family: "activation".into(),
+                level: 1,
+                cluster: (i / 100) as i32,
+                prompt: prompt(i),
+                start_step_id: None,
+                start_speedup: Some(1.0),
+                turns: (0..3)
+                    .map(|t| ChainTurn {
+                        step_id: format!("c{i}-{t}"),
+                        iteration: t,
+                        response: format!("idea {t}\n```python\n{}\n```", "a".repeat(2000)),
+                        program: format!("{t}{}", "p".repeat(1000)),
+                        status: EvalStatus::Correct,
+                        hack: None,
+                        correct: true,
+                        speedup: Some(1.0 + f64::from(t)),
+                        error_log: String::new(),
+                    })
+                    .collect(),
+                tokens: 3000,
+                token_counter: "approx_chars_div_4".into(),
+                teacher: "t".into(),
+                repo: "org/repo".into(),
+                license: Some("MIT".into()),
+            })
+            .collect();
         write_table(&SftRow::path_in(dir.path()), &sft, "sft").expect("write");
         write_table(&GrpoRow::path_in(dir.path()), &grpo, "grpo").expect("write");
+        write_table(&env_path_in(dir.path()), &grpo, "env").expect("write");
+        write_table(&ChainRow::path_in(dir.path()), &chains, "chains").expect("write");
         write_table::<ksmith_core::tables::RepoRow>(
             &ksmith_core::tables::RepoRow::path_in(dir.path()),
             &[],
@@ -116,7 +154,7 @@ fn main() {
         println!(
             "| {n} | {threads} | {:.2} | {:.0} | {:.1} |",
             times[1],
-            (2 * n) as f64 / times[1],
+            (3 * n + chains.len()) as f64 / times[1],
             bytes as f64 / 1e6
         );
     }

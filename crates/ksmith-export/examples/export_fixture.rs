@@ -1,33 +1,50 @@
-//! Writes a synthetic selection (sft.parquet, grpo.parquet, selection.json, repos.parquet)
-//! into a work directory and runs the export stage on it.
+//! Writes a synthetic selection (sft.parquet, grpo.parquet, env.parquet, chains.parquet,
+//! selection.json, repos.parquet) into a work directory and runs the export stage on it.
 //!
 //! Used by the Python tests (`python/tests/test_export.py`, `test_reward.py`), which load the
 //! exported datasets with pyarrow and `datasets` and score answers with the reward function:
 //!
 //! ```text
-//! cargo run -q -p ksmith-export --example export_fixture -- <workdir> [<sft rows> <grpo rows>]
+//! cargo run -q -p ksmith-export --example export_fixture -- <workdir> [<sft rows> <grpo rows> [<env rows> <chains>]]
 //! ```
 //!
 //! `KSMITH_FIXTURE_TOKENIZER=<tokenizer.json>` counts tokens with that tokenizer (the trainer
 //! tests pass the one of their test model). Prints a JSON summary (rows per dataset and split)
 //! on stdout. Every GRPO row carries a real
 //! tiny task (a scaled ReLU reference and a correct Triton parent), so the reward function can
-//! evaluate answers against it in the Triton CPU interpreter.
+//! evaluate answers against it in the Triton CPU interpreter; every environment start is that
+//! task's seed (the reference as the editable block, as the rollout builds it), so an agent's
+//! evaluations run too; every chain is a failing translation, then the correct program.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::EvalStatus;
 use ksmith_core::table::{Table, write_table};
 use ksmith_core::tables::{
-    GrpoRow, GrpoSelection, RepoRow, RepoStatus, SftKind, SftRow, SourceKind, Split,
+    ChainRow, ChainTurn, GrpoRow, GrpoSelection, RepoRow, RepoStatus, SftKind, SftRow, SourceKind,
+    Split, env_path_in,
 };
 use ksmith_export::{ExportConfig, run};
 
 const REFERENCE: &str = include_str!("../tests/data/relu_scale_reference.py");
 const PARENT: &str = include_str!("../tests/data/relu_scale_triton.py");
 const FAMILIES: [&str; 3] = ["activation", "normalization", "attention"];
+/// The imports the rollout's seed program puts before the editable block.
+const SEED_HEADER: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\
+                           import triton\nimport triton.language as tl\n\n";
+
+/// The seed program of the task: the reference as the editable block (as the rollout builds it).
+fn seed() -> String {
+    format!("{SEED_HEADER}# EVOLVE-BLOCK-START\n{REFERENCE}# EVOLVE-BLOCK-END\n")
+}
+
+/// A translation that runs but computes the wrong thing (no ReLU).
+fn wrong_program() -> String {
+    PARENT.replace("tl.maximum(x, 0.0) * scale", "x * scale")
+}
 
 fn prompt(i: usize, current: &str) -> Vec<ChatMessage> {
     vec![
@@ -84,6 +101,100 @@ fn grpo_rows(n: usize) -> Vec<GrpoRow> {
                 parent_runtime_ms: timed.then_some(0.008),
                 eager_runtime_ms: timed.then_some(0.010),
                 hardware: if timed { "NVIDIA H200" } else { "" }.to_string(),
+                repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
+                license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
+            }
+        })
+        .collect()
+}
+
+fn env_rows(n: usize) -> Vec<GrpoRow> {
+    let seed = seed();
+    (0..n)
+        .map(|i| {
+            let timed = i % 3 != 0;
+            GrpoRow {
+                sample_id: format!("env-{i:03}"),
+                selection: GrpoSelection::FirstSteps,
+                split: split(i),
+                task_id: "relu_scale".to_string(),
+                step_id: format!("first-{i:03}"),
+                parent_step_id: None,
+                iteration: 0,
+                island: (i % 2) as u32,
+                family: FAMILIES[i % 3].to_string(),
+                level: (i % 3) as u8 + 1,
+                cluster: (i % 5) as i32,
+                prompt: prompt(i, &seed),
+                prompt_tokens: 300 + i as u64,
+                token_counter: "approx_chars_div_4".to_string(),
+                reference_program: REFERENCE.to_string(),
+                parent_program: seed.clone(),
+                parent_speedup: timed.then_some(1.0),
+                parent_runtime_ms: timed.then_some(0.010),
+                eager_runtime_ms: timed.then_some(0.010),
+                hardware: if timed { "NVIDIA H200" } else { "" }.to_string(),
+                repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
+                license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
+            }
+        })
+        .collect()
+}
+
+fn chain_rows(n: usize) -> Vec<ChainRow> {
+    let seed = seed();
+    (0..n)
+        .map(|i| {
+            let timed = i % 2 == 0;
+            let turn = |t: u32, correct: bool| ChainTurn {
+                step_id: format!("chain-{i:03}-{t}"),
+                iteration: t * 3,
+                response: if correct {
+                    format!(
+                        "The report shows the ReLU is missing; apply it in the kernel.\n\
+                         ```python\n{PARENT}```"
+                    )
+                } else {
+                    format!(
+                        "One Triton kernel scales every element; ModelNew launches it.\n\
+                         ```python\n{}```",
+                        wrong_program()
+                    )
+                },
+                program: if correct {
+                    PARENT.to_string()
+                } else {
+                    wrong_program()
+                },
+                status: if correct {
+                    EvalStatus::Correct
+                } else {
+                    EvalStatus::Incorrect
+                },
+                hack: None,
+                correct,
+                speedup: (correct && timed).then_some(1.3 + i as f64 / 10.0),
+                error_log: if correct {
+                    String::new()
+                } else {
+                    "output 0: max abs error 2.7 (atol 1e-4) on trial 1 of 3".to_string()
+                },
+            };
+            ChainRow {
+                sample_id: format!("chain-{i:03}"),
+                split: split(i),
+                task_id: "relu_scale".to_string(),
+                island: (i % 4) as u32,
+                family: FAMILIES[i % 3].to_string(),
+                level: (i % 3) as u8 + 1,
+                cluster: (i % 5) as i32,
+                prompt: prompt(i, &seed),
+                start_step_id: None,
+                start_speedup: timed.then_some(1.0),
+                turns: vec![turn(0, false), turn(1, true)],
+                tokens: 900 + i as u64,
+                token_counter: "approx_chars_div_4".to_string(),
+                teacher: "teacher-model".to_string(),
                 repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
                 license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
             }
@@ -153,8 +264,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let (n_sft, n_grpo) = (arg(2, 23)?, arg(3, 17)?);
+    let (n_env, n_chains) = (arg(4, 9)?, arg(5, 11)?);
     let sft = sft_rows(n_sft);
     let grpo = grpo_rows(n_grpo);
+    let env = env_rows(n_env);
+    let chains = chain_rows(n_chains);
     // The fingerprints stand for the content, as select's would.
     write_table(
         &SftRow::path_in(&workdir),
@@ -165,6 +279,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &GrpoRow::path_in(&workdir),
         &grpo,
         &format!("fixture-grpo-{n_grpo}"),
+    )?;
+    write_table(
+        &env_path_in(&workdir),
+        &env,
+        &format!("fixture-env-{n_env}"),
+    )?;
+    write_table(
+        &ChainRow::path_in(&workdir),
+        &chains,
+        &format!("fixture-chains-{n_chains}"),
     )?;
     write_table(
         &RepoRow::path_in(&workdir),
@@ -202,6 +326,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     expected.insert("sft", count(sft.iter().map(|r| r.split).collect()));
     expected.insert("grpo", count(grpo.iter().map(|r| r.split).collect()));
+    expected.insert("env", count(env.iter().map(|r| r.split).collect()));
+    expected.insert("chains", count(chains.iter().map(|r| r.split).collect()));
     println!(
         "{}",
         serde_json::json!({

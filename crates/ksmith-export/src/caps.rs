@@ -1,20 +1,25 @@
 //! The length caps of `[export]`: samples over `max_prompt_tokens` or `max_response_tokens` are
-//! dropped, or (`over_length = "truncate"`) have their prompt cut to fit.
+//! dropped, or (`over_length = "truncate"`) have their prompt cut to fit; multi-turn
+//! conversations over `max_conversation_tokens` (or whose first prompt is over
+//! `max_prompt_tokens`) are dropped.
 //!
 //! Only prompts are ever cut, in the middle of their longest message, with a marker saying how
 //! much was cut; an answer over `max_response_tokens` is always dropped, since a cut answer would
-//! train the model on a broken program. Every sample is measured here once; the measured
+//! train the model on a broken program, and a conversation is never cut (a cut one would show
+//! reports on programs the model never wrote). Every sample is measured here once; the measured
 //! lengths feed the card's statistics.
 
 use std::collections::BTreeMap;
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::tables::{GrpoRow, SftRow};
+use ksmith_core::tables::{ChainRow, GrpoRow, SftRow};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ExportConfig;
+use crate::conversation::{chain_length, tools_tokens, with_instructions};
 use crate::lengths::{SampleLength, TokenCounter};
+use crate::tool::Mode;
 
 /// What happens to a sample whose prompt is over `max_prompt_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +35,8 @@ pub enum OverLength {
 pub const OVER_MAX_PROMPT_TOKENS: &str = "over_max_prompt_tokens";
 /// See [`OVER_MAX_PROMPT_TOKENS`].
 pub const OVER_MAX_RESPONSE_TOKENS: &str = "over_max_response_tokens";
+/// See [`OVER_MAX_PROMPT_TOKENS`].
+pub const OVER_MAX_CONVERSATION_TOKENS: &str = "over_max_conversation_tokens";
 
 /// The samples of one set after the caps, with their lengths.
 #[derive(Debug, Clone, Default)]
@@ -50,9 +57,11 @@ enum Fate {
     Drop(&'static str),
 }
 
-/// Applies the caps to one prompt and its response length.
+/// Applies the caps to one prompt (plus `extra` tokens the chat template adds to it, such as
+/// the tools' schema) and its response length.
 fn judge(
     prompt: &[ChatMessage],
+    extra: u64,
     response: u64,
     counter: &TokenCounter,
     cfg: &ExportConfig,
@@ -60,7 +69,7 @@ fn judge(
     if cfg.max_response_tokens > 0 && response > cfg.max_response_tokens {
         return Fate::Drop(OVER_MAX_RESPONSE_TOKENS);
     }
-    let tokens = counter.messages(prompt);
+    let tokens = counter.messages(prompt) + extra;
     let cap = cfg.max_prompt_tokens;
     if cap == 0 || tokens <= cap {
         let len = SampleLength {
@@ -72,10 +81,13 @@ fn judge(
     if cfg.over_length == OverLength::Drop {
         return Fate::Drop(OVER_MAX_PROMPT_TOKENS);
     }
-    match truncate(prompt, cap, counter) {
+    if extra >= cap {
+        return Fate::Drop(OVER_MAX_PROMPT_TOKENS);
+    }
+    match truncate(prompt, cap - extra, counter) {
         Some((cut, tokens)) => {
             let len = SampleLength {
-                prompt: tokens,
+                prompt: tokens + extra,
                 response,
             };
             Fate::Keep(cut, len, true)
@@ -168,7 +180,7 @@ pub fn cap_sft(rows: &[SftRow], counter: &TokenCounter, cfg: &ExportConfig) -> C
             let cut = r.messages.len().saturating_sub(1);
             let (prompt, answer) = r.messages.split_at(cut);
             let response = counter.messages(answer);
-            judge(prompt, response, counter, cfg)
+            judge(prompt, 0, response, counter, cfg)
         })
         .collect();
     collect(rows, fates, |r, prompt| {
@@ -192,6 +204,7 @@ pub fn cap_grpo(rows: &[GrpoRow], counter: &TokenCounter, cfg: &ExportConfig) ->
         .map(|r| {
             judge(
                 &r.prompt,
+                0,
                 counter.text(&r.parent_program),
                 counter,
                 &prompt_only,
@@ -202,6 +215,64 @@ pub fn cap_grpo(rows: &[GrpoRow], counter: &TokenCounter, cfg: &ExportConfig) ->
         prompt,
         ..r.clone()
     })
+}
+
+/// The agent-environment starts of `mode` after the prompt cap: each prompt carries `mode`'s
+/// instructions (and, in tool mode, is counted with the tools' schema); the response length is
+/// the current program's, as for GRPO.
+pub fn cap_env(
+    rows: &[GrpoRow],
+    mode: Mode,
+    counter: &TokenCounter,
+    cfg: &ExportConfig,
+) -> Capped<GrpoRow> {
+    let prompt_only = ExportConfig {
+        max_response_tokens: 0,
+        ..cfg.clone()
+    };
+    let extra = tools_tokens(mode, counter);
+    let fates: Vec<Fate> = rows
+        .par_iter()
+        .map(|r| {
+            judge(
+                &with_instructions(&r.prompt, mode),
+                extra,
+                counter.text(&r.parent_program),
+                counter,
+                &prompt_only,
+            )
+        })
+        .collect();
+    collect(rows, fates, |r, prompt| GrpoRow {
+        prompt,
+        ..r.clone()
+    })
+}
+
+/// The chains whose conversation in `mode` fits: a first prompt over `max_prompt_tokens` or a
+/// conversation over `max_conversation_tokens` is dropped, never cut.
+pub fn cap_chains(
+    rows: &[ChainRow],
+    mode: Mode,
+    counter: &TokenCounter,
+    cfg: &ExportConfig,
+) -> Capped<ChainRow> {
+    let fates: Vec<Fate> = rows
+        .par_iter()
+        .map(|r| {
+            let len = chain_length(r, mode, counter);
+            if cfg.max_prompt_tokens > 0 && len.prompt > cfg.max_prompt_tokens {
+                Fate::Drop(OVER_MAX_PROMPT_TOKENS)
+            } else if cfg.max_conversation_tokens > 0
+                && len.prompt + len.response > cfg.max_conversation_tokens
+            {
+                Fate::Drop(OVER_MAX_CONVERSATION_TOKENS)
+            } else {
+                Fate::Keep(Vec::new(), len, false)
+            }
+        })
+        .collect();
+    collect(rows, fates, |r, _| r.clone())
 }
 
 #[cfg(test)]
@@ -228,7 +299,7 @@ mod tests {
     fn under_the_caps_nothing_changes() {
         let c = TokenCounter::Approx;
         let p = prompt(100);
-        match judge(&p, 10, &c, &cfg(1000, 1000, OverLength::Drop)) {
+        match judge(&p, 0, 10, &c, &cfg(1000, 1000, OverLength::Drop)) {
             Fate::Keep(kept, len, cut) => {
                 assert_eq!(kept, p);
                 assert_eq!(len.prompt, c.messages(&p));
@@ -243,7 +314,7 @@ mod tests {
         let c = TokenCounter::Approx;
         for over in [OverLength::Drop, OverLength::Truncate] {
             assert!(matches!(
-                judge(&prompt(10), 501, &c, &cfg(0, 500, over)),
+                judge(&prompt(10), 0, 501, &c, &cfg(0, 500, over)),
                 Fate::Drop(OVER_MAX_RESPONSE_TOKENS)
             ));
         }
@@ -254,10 +325,10 @@ mod tests {
         let c = TokenCounter::Approx;
         let p = prompt(4000);
         assert!(matches!(
-            judge(&p, 1, &c, &cfg(300, 0, OverLength::Drop)),
+            judge(&p, 0, 1, &c, &cfg(300, 0, OverLength::Drop)),
             Fate::Drop(OVER_MAX_PROMPT_TOKENS)
         ));
-        match judge(&p, 1, &c, &cfg(300, 0, OverLength::Truncate)) {
+        match judge(&p, 0, 1, &c, &cfg(300, 0, OverLength::Truncate)) {
             Fate::Keep(kept, len, cut) => {
                 assert!(cut);
                 assert!(len.prompt <= 300, "{}", len.prompt);
@@ -276,7 +347,29 @@ mod tests {
             ChatMessage::new("user", "u".repeat(40)),
         ];
         assert!(matches!(
-            judge(&tiny, 1, &c, &cfg(20, 0, OverLength::Truncate)),
+            judge(&tiny, 0, 1, &c, &cfg(20, 0, OverLength::Truncate)),
+            Fate::Drop(OVER_MAX_PROMPT_TOKENS)
+        ));
+    }
+
+    #[test]
+    fn the_template_share_counts_against_the_prompt_cap() {
+        let c = TokenCounter::Approx;
+        let p = prompt(1000);
+        let plain = c.messages(&p);
+        let cap = cfg(plain + 10, 0, OverLength::Truncate);
+        // Without extra tokens the prompt fits; with 50 it is cut to leave them room.
+        assert!(matches!(judge(&p, 0, 1, &c, &cap), Fate::Keep(_, _, false)));
+        match judge(&p, 50, 1, &c, &cap) {
+            Fate::Keep(kept, len, true) => {
+                assert_eq!(len.prompt, c.messages(&kept) + 50);
+                assert!(len.prompt <= plain + 10, "{}", len.prompt);
+            }
+            _ => panic!("not cut"),
+        }
+        // Extra tokens alone over the cap: dropped.
+        assert!(matches!(
+            judge(&p, plain + 10, 1, &c, &cap),
             Fate::Drop(OVER_MAX_PROMPT_TOKENS)
         ));
     }

@@ -42,6 +42,8 @@ pub struct CapsApplied {
     pub max_prompt_tokens: u64,
     /// `[export] max_response_tokens` (0 = none).
     pub max_response_tokens: u64,
+    /// `[export] max_conversation_tokens` (0 = none).
+    pub max_conversation_tokens: u64,
     /// Samples left out, by reason.
     pub dropped: BTreeMap<String, u64>,
     /// Samples whose prompt was cut to fit.
@@ -87,6 +89,8 @@ pub struct CardInput {
     pub fit: Fit,
     /// True when tokens were approximated (`chars / 4`).
     pub approx: bool,
+    /// `[export] agent_max_turns`: evaluations per agent episode.
+    pub agent_max_turns: u32,
     /// What the length caps did.
     pub caps: CapsApplied,
 }
@@ -160,6 +164,40 @@ fn columns(format: Format) -> &'static str {
              | `input` | list<struct<role, content>> | system and user messages |\n\
              | `output` | list<struct<role, content>> | the assistant message |\n\
              | `meta` | struct | kind, lineage, metrics, provenance |\n"
+        }
+        Format::VerlSftMultiturn | Format::TrlSftMultiturn => {
+            "| column | type | meaning |\n|---|---|---|\n\
+             | `messages` | list<struct<role, content, tool_calls, name>> | system (with the instructions for the `evaluate` tool), user (the first step's prompt), then per step an assistant message (the teacher's explanation) calling `evaluate` with its program (`tool_calls[].function.arguments.program`) and a `tool` message with the evaluator's JSON report; a last assistant message without a call |\n\
+             | `tools` | list<struct> | the `evaluate` tool's JSON schema (OpenAI function form) |\n\
+             | `meta` | struct | task, island, step ids and iterations, start and end speedups, family, level, cluster, tokens, teacher, provenance |\n"
+        }
+        Format::OpenrlhfSftMultiturn => {
+            "| column | type | meaning |\n|---|---|---|\n\
+             | `input` | list<struct<role, content>> | the whole conversation: system (with the instructions), user, then per step the teacher's whole answer and a user message with the evaluator's JSON report; a last assistant message without code |\n\
+             | `meta` | struct | task, island, step ids and iterations, start and end speedups, family, level, cluster, tokens, teacher, provenance |\n"
+        }
+        Format::VerlAgent => {
+            "| column | type | meaning |\n|---|---|---|\n\
+             | `data_source` | string | reward routing key |\n\
+             | `agent_name` | string | `tool_agent`: verl's `ToolAgentLoop` |\n\
+             | `prompt` | list<struct<role, content>> | system (with the instructions for the `evaluate` tool) and user messages |\n\
+             | `ability` | string | task category |\n\
+             | `reward_model` | struct<style, ground_truth> | `ground_truth`: JSON with the reference and the program the episode starts from |\n\
+             | `extra_info` | struct | `index`, `tools_kwargs.evaluate.create_kwargs.ground_truth` (the same JSON, for the tool) and `meta` (lineage and rollout metrics) |\n"
+        }
+        Format::TrlEnv => {
+            "| column | type | meaning |\n|---|---|---|\n\
+             | `prompt` | list<struct<role, content>> | system (with the instructions for the `evaluate` tool) and user messages |\n\
+             | `ground_truth` | string | JSON: the reference and the program the episode starts from (the environment's `reset` reads it) |\n\
+             | `data_source` | string | reward routing key |\n\
+             | `meta` | struct | lineage and rollout metrics |\n"
+        }
+        Format::OpenrlhfAgent => {
+            "| column | type | meaning |\n|---|---|---|\n\
+             | `input` | list<struct<role, content>> | system (with the instructions for answering in text) and user messages (`--data.apply_chat_template`) |\n\
+             | `label` | string | JSON ground truth: the agent's `reset` reads it |\n\
+             | `datasource` | string | reward routing key |\n\
+             | `meta` | struct | lineage and rollout metrics |\n"
         }
     }
 }
@@ -388,13 +426,14 @@ pub(crate) mod tests {
             fingerprint: "f".into(),
             data_source: "ds".into(),
             download_size: 1234,
-            fit: if format.source() == crate::formats::Source::Grpo {
-                Fit::rl(&lengths, true)
-            } else {
-                Fit::sft(&lengths, true)
+            fit: match format.source() {
+                crate::formats::Source::Grpo => Fit::rl(&lengths, true),
+                crate::formats::Source::Env(_) => Fit::agent(&lengths, true, 3),
+                _ => Fit::sft(&lengths, true),
             },
             lengths,
             approx: true,
+            agent_max_turns: 3,
             caps: CapsApplied::default(),
         }
     }

@@ -3,18 +3,25 @@
 //! 1.16.x, OpenRLHF 0.11.x), naming every shard of every split.
 //!
 //! Commands use three shell variables the card defines: `DS` (the dataset folder), `MODEL` (the
-//! model to train) and `KSMITH` (a ksmith checkout, for `python/ksmith/reward.py`). The Python
-//! tests parse each command with the trainer's own parser (hydra for verl, `TrlParser` for TRL,
-//! argparse for OpenRLHF) and build the trainer's datasets from it.
+//! model to train) and `KSMITH` (a ksmith checkout, for `python/ksmith/reward.py` and the agent
+//! adapters in `python/ksmith/trainers/`). The Python tests parse each command with the
+//! trainer's own parser (hydra for verl, `TrlParser` for TRL, argparse for OpenRLHF) and build
+//! the trainer's datasets from it.
 
 use std::fmt::Write as _;
 
 use crate::card::{CardInput, SplitFiles};
-use crate::formats::Format;
+use crate::formats::{Format, Source};
+use crate::lengths::Fit;
 
 /// verl's default `data.max_token_len_per_gpu` for SFT (dynamic batch size): a sample longer
 /// than this needs the setting raised too.
 const VERL_SFT_TOKENS_PER_GPU: u64 = 8192;
+
+/// verl's `multi_turn.max_tool_response_length` for the agent datasets, in characters: a
+/// report (an error log's end of 2,000 characters, JSON-escaped, and the fields around it)
+/// fits whole.
+pub const VERL_TOOL_RESPONSE_CHARS: u64 = 4096;
 
 /// The split named `name`, if it has rows.
 fn split<'a>(c: &'a CardInput, name: &str) -> Option<&'a SplitFiles> {
@@ -33,10 +40,70 @@ fn variables(c: &CardInput) -> String {
         "DS=/path/to/{}    # this folder\nMODEL=/path/to/model    # the model to train\n",
         c.format.folder()
     );
-    if c.format.source() == crate::formats::Source::Grpo {
+    if c.format.source().is_rl() {
         s.push_str("KSMITH=/path/to/ksmith    # a ksmith checkout: python/ksmith/reward.py\n");
     }
     s
+}
+
+/// The sentence every agent card ends its usage with: where the evaluator runs.
+const EVALUATOR_NOTE: &str = "Set `KSMITH_EVAL_URL` (where the rollout workers start: before \
+    `ray start`, or in Ray's runtime environment) to evaluate on a remote evaluator; otherwise \
+    each tool call evaluates locally (GPU when visible, else the Triton CPU interpreter, \
+    correctness only).";
+
+/// What ksmith's trainer tests (`make test-trainers`, on CPU) run of a multi-turn format's
+/// command, and what they cannot run.
+fn tested(format: Format) -> &'static str {
+    match format {
+        Format::VerlSftMultiturn => {
+            "Tested by ksmith (CPU): verl's `MultiTurnSFTDataset` builds every conversation with \
+             these settings; the training step needs verl's engine and GPUs and is not run."
+        }
+        Format::TrlSftMultiturn => {
+            "Tested by ksmith (CPU): one `SFTTrainer` step with this command on a tiny model."
+        }
+        Format::OpenrlhfSftMultiturn => {
+            "Tested by ksmith (CPU): OpenRLHF's `SFTDataset` keeps every conversation and trains \
+             every answer; the training step needs DeepSpeed and GPUs and is not run."
+        }
+        Format::VerlAgent => {
+            "Tested by ksmith (CPU): verl's `RLHFDataset` keeps every prompt with the tool's \
+             schema, and one `ToolAgentLoop` episode runs with the `evaluate` tool and the \
+             reward; a training step needs verl's GPU rollout engine (vLLM or SGLang) and is not \
+             run."
+        }
+        Format::TrlEnv => {
+            "Tested by ksmith (CPU): one `GRPOTrainer` step with this command on a tiny model \
+             (transformers generation, no vLLM)."
+        }
+        Format::OpenrlhfAgent => {
+            "Tested by ksmith (CPU): OpenRLHF's `PromptDataset` and one episode of its \
+             `MultiTurnAgentExecutor` with this agent file; a training step needs Ray, vLLM and \
+             GPUs and is not run."
+        }
+        _ => "",
+    }
+}
+
+/// The multi-turn SFT sizes: the whole conversation.
+fn conversation_row(c: &CardInput, key: &'static str, note: &str) -> (&'static str, u64, String) {
+    (
+        key,
+        c.fit.total,
+        format!("longest conversation: {} tokens{note}", c.lengths.total.max),
+    )
+}
+
+/// The per-turn size of an agent episode, in words.
+fn episode(c: &CardInput) -> String {
+    format!(
+        "{} turns x ({}x the longest current program ({} tokens) + {} for a report)",
+        c.agent_max_turns,
+        Fit::RL_RESPONSE_FACTOR,
+        c.lengths.response.max,
+        Fit::REPORT_TOKENS
+    )
 }
 
 /// Joins command parts as one shell command, one argument per line.
@@ -132,6 +199,78 @@ fn settings(c: &CardInput) -> String {
                 l.total.max
             ),
         )],
+        Format::VerlSftMultiturn => {
+            let mut rows = vec![conversation_row(c, "verl `data.max_length`", "")];
+            if f.total > VERL_SFT_TOKENS_PER_GPU {
+                rows.push((
+                    "verl `data.max_token_len_per_gpu`",
+                    f.total,
+                    "at least one whole sample per GPU".to_string(),
+                ));
+            }
+            rows
+        }
+        Format::TrlSftMultiturn => vec![conversation_row(
+            c,
+            "TRL `max_length`",
+            " (TRL cuts longer ones at the end)",
+        )],
+        Format::OpenrlhfSftMultiturn => vec![conversation_row(
+            c,
+            "OpenRLHF `--data.max_len`",
+            " (longer samples are dropped silently)",
+        )],
+        Format::VerlAgent => vec![
+            (
+                "verl `data.max_prompt_length`",
+                f.prompt,
+                format!(
+                    "longest prompt with the tools' schema: {} tokens",
+                    l.prompt.max
+                ),
+            ),
+            ("verl `data.max_response_length`", f.response, episode(c)),
+            (
+                "verl `multi_turn.max_assistant_turns`",
+                u64::from(c.agent_max_turns) + 1,
+                "the evaluations and the last answer".to_string(),
+            ),
+            (
+                "verl `multi_turn.max_tool_response_length`",
+                VERL_TOOL_RESPONSE_CHARS,
+                "characters: a whole report".to_string(),
+            ),
+        ],
+        Format::TrlEnv => vec![
+            ("TRL `max_completion_length`", f.response, episode(c)),
+            (
+                "TRL `max_tool_calling_iterations`",
+                u64::from(c.agent_max_turns),
+                "evaluations per episode".to_string(),
+            ),
+            (
+                "TRL `vllm_max_model_length` (with vLLM)",
+                f.total,
+                format!("longest prompt ({} tokens) plus the episode", l.prompt.max),
+            ),
+        ],
+        Format::OpenrlhfAgent => vec![
+            (
+                "OpenRLHF `--data.max_len`",
+                f.total,
+                format!(
+                    "longest prompt ({} tokens) plus {}",
+                    l.prompt.max,
+                    episode(c)
+                ),
+            ),
+            (
+                "`KSMITH_AGENT_MAX_TURNS`",
+                u64::from(c.agent_max_turns),
+                "evaluations per episode (the agent stops earlier on an answer without code)"
+                    .to_string(),
+            ),
+        ],
     };
     let mut s = String::from("| setting | value | fits |\n|---|---|---|\n");
     for (key, value, why) in rows {
@@ -293,17 +432,209 @@ fn usage(c: &CardInput) -> String {
             ]);
             let _ = writeln!(out, "```bash\n{}{}\n```", variables(c), command(&parts));
         }
+        Format::VerlSftMultiturn => {
+            let mut parts = vec![
+                "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
+                    .to_string(),
+                "model.path=$MODEL".to_string(),
+            ];
+            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
+            parts.extend(validation.map(|v| hydra_files("data.val_files", v)));
+            parts.extend([
+                "data.messages_key=messages".to_string(),
+                "data.tools_key=tools".to_string(),
+                format!("data.max_length={}", f.total),
+                "data.truncation=error".to_string(),
+            ]);
+            if f.total > VERL_SFT_TOKENS_PER_GPU {
+                parts.push(format!("data.max_token_len_per_gpu={}", f.total));
+            }
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nverl templates each message on its own and checks the \
+                 result against the whole conversation; models whose template renders turns \
+                 differently in context need `data.ignore_input_ids_mismatch=True`.",
+                variables(c),
+                command(&parts)
+            );
+        }
+        Format::TrlSftMultiturn => {
+            let mut parts = vec![
+                "trl sft".to_string(),
+                "--model_name_or_path $MODEL".to_string(),
+                "--dataset_name $DS".to_string(),
+                format!("--max_length {}", f.total),
+                "--assistant_only_loss true".to_string(),
+                "--output_dir sft-out".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval_strategy epoch".to_string());
+                parts.push("--dataset_test_split validation".to_string());
+            }
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nTRL renders each row's `tools` into the prompt. \
+                 `--assistant_only_loss true` trains on the assistant turns only (the calls \
+                 and the explanations, not the reports); it needs a chat template TRL knows \
+                 (Qwen 2.5 and 3, Llama 3, ...) or one with `{{% generation %}}` markers.",
+                variables(c),
+                command(&parts)
+            );
+        }
+        Format::OpenrlhfSftMultiturn => {
+            let mut parts = vec![
+                "deepspeed --module openrlhf.cli.train_sft".to_string(),
+                "--model.model_name_or_path $MODEL".to_string(),
+                "--data.dataset $DS".to_string(),
+                "--data.dataset_split train".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval.dataset $DS".to_string());
+                parts.push("--eval.split validation".to_string());
+            }
+            parts.extend([
+                "--data.input_key input".to_string(),
+                "--data.apply_chat_template".to_string(),
+                "--data.multiturn".to_string(),
+                format!("--data.max_len {}", f.total),
+            ]);
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nOpenRLHF trains on every assistant turn of `input`.",
+                variables(c),
+                command(&parts)
+            );
+        }
+        Format::VerlAgent => {
+            let mut parts = vec![
+                "PYTHONPATH=$KSMITH/python python -m verl.trainer.main_ppo".to_string(),
+                "algorithm.adv_estimator=grpo".to_string(),
+                "actor_rollout_ref.model.path=$MODEL".to_string(),
+            ];
+            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
+            parts.extend(
+                validation
+                    .or(train)
+                    .map(|v| hydra_files("data.val_files", v)),
+            );
+            if validation.is_none() {
+                parts.push("trainer.val_before_train=False".to_string());
+                parts.push("trainer.test_freq=-1".to_string());
+            }
+            parts.extend([
+                "data.prompt_key=prompt".to_string(),
+                format!("data.max_prompt_length={}", f.prompt),
+                format!("data.max_response_length={}", f.response),
+                "data.filter_overlong_prompts=True".to_string(),
+                "data.truncation=error".to_string(),
+                "actor_rollout_ref.rollout.multi_turn.enable=True".to_string(),
+                "actor_rollout_ref.rollout.multi_turn.format=hermes".to_string(),
+                "actor_rollout_ref.rollout.multi_turn.tool_config_path=$KSMITH/python/ksmith/trainers/verl_tools.yaml"
+                    .to_string(),
+                format!(
+                    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns={}",
+                    c.agent_max_turns + 1
+                ),
+                format!(
+                    "actor_rollout_ref.rollout.multi_turn.max_tool_response_length={VERL_TOOL_RESPONSE_CHARS}"
+                ),
+                "reward.custom_reward_function.path=$KSMITH/python/ksmith/trainers/verl_agent.py"
+                    .to_string(),
+                "reward.custom_reward_function.name=compute_score".to_string(),
+            ]);
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nEvery row names verl's `tool_agent` loop; the `evaluate` \
+                 tool (`ksmith.trainers.verl_agent.EvaluateTool`, needs `$KSMITH/python` on the \
+                 workers' `PYTHONPATH`) scores each call with `ksmith.reward.score_answer` \
+                 against the row's `extra_info.tools_kwargs`, and the episode's reward is its \
+                 best call (no call: the last answer scored as a single-turn answer). The \
+                 `hermes` parser reads `<tool_call>` blocks (Qwen 2.5 and 3, Hermes); set \
+                 `multi_turn.format` for other models. {EVALUATOR_NOTE}",
+                variables(c),
+                command(&parts)
+            );
+        }
+        Format::TrlEnv => {
+            let mut parts = vec![
+                "PYTHONPATH=$KSMITH/python python -m ksmith.trainers.trl_env".to_string(),
+                "--model_name_or_path $MODEL".to_string(),
+                "--dataset_name $DS".to_string(),
+                format!("--max_completion_length {}", f.response),
+                format!("--max_tool_calling_iterations {}", c.agent_max_turns),
+                "--output_dir env-out".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval_strategy epoch".to_string());
+                parts.push("--dataset_test_split validation".to_string());
+            }
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\n`ksmith.trainers.trl_env` is `trl grpo` with \
+                 `environment_factory=KernelEnv`: each rollout's environment reads the row's \
+                 `ground_truth` on `reset`, exposes `evaluate` as the tool, and its \
+                 `get_reward` is the best call's `ksmith.reward.score_answer` score. In Python: \
+                 `GRPOTrainer(model=MODEL, args=GRPOConfig(max_completion_length={}, \
+                 max_tool_calling_iterations={}), train_dataset=load_dataset(DS)[\"train\"], \
+                 environment_factory=ksmith.trainers.trl_env.KernelEnv)`. With `--use_vllm`, \
+                 also `--vllm_max_model_length {}`. {EVALUATOR_NOTE}",
+                variables(c),
+                command(&parts),
+                f.response,
+                c.agent_max_turns,
+                f.total
+            );
+        }
+        Format::OpenrlhfAgent => {
+            let mut parts = vec![
+                format!(
+                    "KSMITH_AGENT_MAX_TURNS={} python -m openrlhf.cli.train_ppo_ray",
+                    c.agent_max_turns
+                ),
+                "--actor.model_name_or_path $MODEL".to_string(),
+                "--data.prompt_dataset $DS".to_string(),
+                "--data.prompt_split train".to_string(),
+            ];
+            if validation.is_some() {
+                parts.push("--eval.dataset $DS".to_string());
+                parts.push("--eval.split validation".to_string());
+            }
+            parts.extend([
+                "--data.input_key input".to_string(),
+                "--data.label_key label".to_string(),
+                "--data.apply_chat_template".to_string(),
+                format!("--data.max_len {}", f.total),
+                "--train.agent_func_path $KSMITH/python/ksmith/trainers/openrlhf_agent.py"
+                    .to_string(),
+                "--algo.advantage.estimator group_norm".to_string(),
+                "--rollout.n_samples_per_prompt 8".to_string(),
+            ]);
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```\n\nOpenRLHF loads `AgentExecutor` from that file: each \
+                 answer is read as a single-turn answer (`ksmith.reward.extract_program` against \
+                 the last program), scored with `ksmith.reward.score_answer`, and the report \
+                 comes back as a user turn rendered with the model's chat template; an answer \
+                 without code, or `KSMITH_AGENT_MAX_TURNS` answers, end the episode, whose \
+                 reward is its best answer's score. {EVALUATOR_NOTE}",
+                variables(c),
+                command(&parts)
+            );
+        }
     }
     out
 }
 
-/// The "Lengths", "Trainer settings" and "Usage" sections.
+/// The "Lengths", "Trainer settings" and "Usage" sections (and, for the multi-turn formats, what
+/// ksmith's tests run of the command).
 pub fn sections(c: &CardInput) -> String {
     let l = &c.lengths;
     let mut s = String::new();
     let response = match c.format.source() {
-        crate::formats::Source::Sft => "response (answer)",
-        crate::formats::Source::Grpo => "current program (an answer rewrites it)",
+        Source::Sft => "response (answer)",
+        Source::Grpo => "current program (an answer rewrites it)",
+        Source::Chains(_) => "rest of the conversation (answers, calls, reports)",
+        Source::Env(_) => "current program (each answer rewrites it)",
     };
     let _ = writeln!(
         s,
@@ -329,7 +660,10 @@ pub fn sections(c: &CardInput) -> String {
         let _ = writeln!(s, "| {name} | {} | {} | {} |", st.median, st.p99, st.max);
     }
     let caps = &c.caps;
-    if caps.max_prompt_tokens > 0 || caps.max_response_tokens > 0 {
+    if caps.max_prompt_tokens > 0
+        || caps.max_response_tokens > 0
+        || caps.max_conversation_tokens > 0
+    {
         let dropped: Vec<String> = caps
             .dropped
             .iter()
@@ -337,10 +671,12 @@ pub fn sections(c: &CardInput) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "\nCaps (`[export]`): max_prompt_tokens = {}, max_response_tokens = {} (0 = none); \
-             samples left out: {}; prompts cut to fit: {}.",
+            "\nCaps (`[export]`): max_prompt_tokens = {}, max_response_tokens = {}, \
+             max_conversation_tokens = {} (0 = none); samples left out: {}; prompts cut to fit: \
+             {}.",
             caps.max_prompt_tokens,
             caps.max_response_tokens,
+            caps.max_conversation_tokens,
             if dropped.is_empty() {
                 "none".to_string()
             } else {
@@ -362,6 +698,10 @@ pub fn sections(c: &CardInput) -> String {
         settings(c)
     );
     let _ = writeln!(s, "## Usage\n\n{}", usage(c));
+    let note = tested(c.format);
+    if !note.is_empty() {
+        let _ = writeln!(s, "{note}\n");
+    }
     s
 }
 

@@ -14,7 +14,10 @@ use crate::formats::Format;
 #[serde(deny_unknown_fields, default)]
 pub struct ExportConfig {
     /// Which datasets to write, one folder each under `<workdir>/datasets/`: `verl_rl`,
-    /// `verl_sft`, `trl_sft`, `trl_sft_standard`, `trl_grpo`, `openrlhf_rl`, `openrlhf_sft`.
+    /// `verl_sft`, `trl_sft`, `trl_sft_standard`, `trl_grpo`, `openrlhf_rl`, `openrlhf_sft`
+    /// (single turn), `verl_sft_multiturn`, `trl_sft_multiturn`, `openrlhf_sft_multiturn`
+    /// (chains as conversations with the evaluator), `verl_agent`, `trl_env`,
+    /// `openrlhf_agent` (agent RL with the evaluator as the environment).
     pub formats: Vec<Format>,
     /// Pretty name of the datasets in their cards.
     pub pretty_name: String,
@@ -53,6 +56,11 @@ pub struct ExportConfig {
     /// What happens to a prompt over `max_prompt_tokens`: `drop` the sample, or `truncate`
     /// (cut its longest message in the middle, with a marker, until it fits).
     pub over_length: OverLength,
+    /// Multi-turn SFT conversations over this many tokens are dropped (never cut); 0 = no cap.
+    pub max_conversation_tokens: u64,
+    /// Most evaluations (assistant turns) per agent episode: the agent datasets' cards size the
+    /// response for it and pass it to each trainer.
+    pub agent_max_turns: u32,
 }
 
 impl Default for ExportConfig {
@@ -78,6 +86,8 @@ impl Default for ExportConfig {
             max_prompt_tokens: 0,
             max_response_tokens: 0,
             over_length: OverLength::Drop,
+            max_conversation_tokens: 0,
+            agent_max_turns: 4,
         }
     }
 }
@@ -111,6 +121,9 @@ impl ExportConfig {
                 "zstd_level",
                 format!("must be in 1..=22, got {}", self.zstd_level),
             );
+        }
+        if self.agent_max_turns == 0 {
+            return bad("agent_max_turns", "must be at least 1".to_string());
         }
         if self.data_source.trim().is_empty() {
             return bad("data_source", "must not be empty".to_string());
@@ -181,6 +194,13 @@ mod tests {
             ),
             (
                 ExportConfig {
+                    agent_max_turns: 0,
+                    ..Default::default()
+                },
+                "agent_max_turns",
+            ),
+            (
+                ExportConfig {
                     tolerances: [("float32".to_string(), [-1.0, 0.0])].into(),
                     ..Default::default()
                 },
@@ -204,7 +224,7 @@ mod tests {
     /// The section as documented for `configs/default.toml`.
     const DOCUMENTED: &str = r#"
 [export]
-formats = ["verl_rl", "verl_sft", "trl_sft", "trl_sft_standard", "trl_grpo", "openrlhf_rl", "openrlhf_sft"]
+formats = ["verl_rl", "verl_sft", "trl_sft", "trl_sft_standard", "trl_grpo", "openrlhf_rl", "openrlhf_sft", "verl_sft_multiturn", "trl_sft_multiturn", "openrlhf_sft_multiturn", "verl_agent", "trl_env", "openrlhf_agent"]
 pretty_name = "Kernel-Smith Triton kernel evolution"
 data_source = "ksmith/triton_kernel"
 ability = "triton_kernel_optimization"
@@ -218,6 +238,8 @@ tokenizer = ""
 max_prompt_tokens = 0
 max_response_tokens = 0
 over_length = "drop"
+max_conversation_tokens = 0
+agent_max_turns = 4
 "#;
 
     #[test]

@@ -22,9 +22,10 @@ use ksmith_core::tables::{GrpoRow, SftRow};
 use crate::config::ExportConfig;
 use crate::ground_truth::{ENTRY_POINT, GroundTruth};
 use crate::lengths::SampleLength;
+use crate::tool::Mode;
 
 /// Version of the exported schemas, written into every file's metadata and every card.
-pub const DATASET_SCHEMA_VERSION: &str = "1.1.0";
+pub const DATASET_SCHEMA_VERSION: &str = "1.2.0";
 
 /// A dataset format (one folder under `<workdir>/datasets/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -44,20 +45,81 @@ pub enum Format {
     OpenrlhfRl,
     /// OpenRLHF SFT: `input` and `output` message lists.
     OpenrlhfSft,
+    /// verl multi-turn SFT of chains: `messages` with `evaluate` tool calls and tool reports,
+    /// `tools` (+ `meta`).
+    VerlSftMultiturn,
+    /// TRL SFT of chains: the same `messages` and `tools` columns (+ `meta`).
+    TrlSftMultiturn,
+    /// OpenRLHF multi-turn SFT of chains: the whole conversation in `input` (answers in text,
+    /// reports as user messages) (+ `meta`).
+    OpenrlhfSftMultiturn,
+    /// verl agent RL: the verl RL columns plus `agent_name` (`tool_agent`) and
+    /// `extra_info.tools_kwargs` (the `evaluate` tool's ground truth).
+    VerlAgent,
+    /// TRL GRPO with an environment (`environment_factory`): `prompt`, `ground_truth`,
+    /// `data_source`, `meta`.
+    TrlEnv,
+    /// OpenRLHF agent RL (`--train.agent_func_path`): `input`, `label`, `datasource`, `meta`.
+    OpenrlhfAgent,
 }
 
-/// Which selected table a format is built from.
+/// Which selected table a format is built from (and, for the multi-turn ones, how its
+/// conversations talk to the evaluator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     /// `sft.parquet`.
     Sft,
     /// `grpo.parquet`.
     Grpo,
+    /// `chains.parquet`.
+    Chains(Mode),
+    /// `env.parquet`.
+    Env(Mode),
+}
+
+impl Source {
+    /// Every source, in a fixed order.
+    pub const ALL: [Source; 6] = [
+        Source::Sft,
+        Source::Grpo,
+        Source::Chains(Mode::Tools),
+        Source::Chains(Mode::Text),
+        Source::Env(Mode::Tools),
+        Source::Env(Mode::Text),
+    ];
+
+    /// The set in select's outcome (`sft`, `grpo`, `chains`, `env`).
+    pub fn set(self) -> &'static str {
+        match self {
+            Source::Sft => "sft",
+            Source::Grpo => "grpo",
+            Source::Chains(_) => "chains",
+            Source::Env(_) => "env",
+        }
+    }
+
+    /// The name of the measured samples in the report's counters (`sft`, `grpo`,
+    /// `chains_tools`, `chains_text`, `env_tools`, `env_text`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Source::Sft => "sft",
+            Source::Grpo => "grpo",
+            Source::Chains(Mode::Tools) => "chains_tools",
+            Source::Chains(Mode::Text) => "chains_text",
+            Source::Env(Mode::Tools) => "env_tools",
+            Source::Env(Mode::Text) => "env_text",
+        }
+    }
+
+    /// True for sources whose samples are prompts to answer (RL), not conversations to learn.
+    pub fn is_rl(self) -> bool {
+        matches!(self, Source::Grpo | Source::Env(_))
+    }
 }
 
 impl Format {
     /// Every format, in a fixed order.
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 13] = [
         Format::VerlRl,
         Format::VerlSft,
         Format::TrlSft,
@@ -65,6 +127,12 @@ impl Format {
         Format::TrlGrpo,
         Format::OpenrlhfRl,
         Format::OpenrlhfSft,
+        Format::VerlSftMultiturn,
+        Format::TrlSftMultiturn,
+        Format::OpenrlhfSftMultiturn,
+        Format::VerlAgent,
+        Format::TrlEnv,
+        Format::OpenrlhfAgent,
     ];
 
     /// The config key (`verl_rl`, ...).
@@ -77,6 +145,12 @@ impl Format {
             Format::TrlGrpo => "trl_grpo",
             Format::OpenrlhfRl => "openrlhf_rl",
             Format::OpenrlhfSft => "openrlhf_sft",
+            Format::VerlSftMultiturn => "verl_sft_multiturn",
+            Format::TrlSftMultiturn => "trl_sft_multiturn",
+            Format::OpenrlhfSftMultiturn => "openrlhf_sft_multiturn",
+            Format::VerlAgent => "verl_agent",
+            Format::TrlEnv => "trl_env",
+            Format::OpenrlhfAgent => "openrlhf_agent",
         }
     }
 
@@ -92,6 +166,10 @@ impl Format {
             Format::VerlSft | Format::TrlSft | Format::TrlSftStandard | Format::OpenrlhfSft => {
                 Source::Sft
             }
+            Format::VerlSftMultiturn | Format::TrlSftMultiturn => Source::Chains(Mode::Tools),
+            Format::OpenrlhfSftMultiturn => Source::Chains(Mode::Text),
+            Format::VerlAgent | Format::TrlEnv => Source::Env(Mode::Tools),
+            Format::OpenrlhfAgent => Source::Env(Mode::Text),
         }
     }
 }
@@ -105,7 +183,8 @@ pub struct Message {
     pub content: String,
 }
 
-fn messages(msgs: &[ChatMessage]) -> Vec<Message> {
+/// The exported form of chat messages.
+pub(crate) fn messages(msgs: &[ChatMessage]) -> Vec<Message> {
     msgs.iter()
         .map(|m| Message {
             role: m.role.clone(),

@@ -199,6 +199,24 @@ impl Fit {
         }
     }
 
+    /// Tokens of one evaluator report at most: [`crate::tool::ERROR_TAIL_CHARS`] characters of
+    /// error log at about 3 characters per token, the JSON around it and the chat template's
+    /// markers.
+    pub const REPORT_TOKENS: u64 = 768;
+
+    /// The settings for agent episodes of at most `turns` evaluations: the longest prompt, and
+    /// per turn [`Fit::RL_RESPONSE_FACTOR`] times the longest current program plus a report.
+    pub fn agent(l: &Lengths, approx: bool, turns: u32) -> Self {
+        let prompt = Self::settle(l.prompt.max, approx);
+        let per_turn = l.response.max * Self::RL_RESPONSE_FACTOR + Self::REPORT_TOKENS;
+        let response = Self::settle(per_turn * u64::from(turns), approx);
+        Fit {
+            prompt,
+            response,
+            total: prompt + response,
+        }
+    }
+
     /// The settings for RL prompts: the longest prompt, and [`Fit::RL_RESPONSE_FACTOR`] times
     /// the longest current program for the answer.
     pub fn rl(l: &Lengths, approx: bool) -> Self {
@@ -266,6 +284,10 @@ mod tests {
         // RL: the answer gets twice the longest current program: 600 + 120 -> 768.
         let rl = Fit::rl(&l, true);
         assert_eq!((rl.prompt, rl.response, rl.total), (1280, 768, 2048));
+        // An agent episode of 3 turns: 3 x (600 + 768) = 4104, +20% = 4924 -> 5120.
+        let agent = Fit::agent(&l, true, 3);
+        assert_eq!((agent.prompt, agent.response), (1280, 5120));
+        assert_eq!(agent.total, 6400);
     }
 
     #[test]

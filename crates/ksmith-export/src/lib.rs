@@ -1,8 +1,9 @@
 //! Export: writes the selected samples as Parquet datasets in the trainers' own schemas.
 //!
-//! Input: `sft.parquet` (`SftRow`), `grpo.parquet` (`GrpoRow`), `selection.json` (the rules
-//! select applied and what they kept) and, when present, `repos.parquet` (`RepoRow`, for pinned
-//! commits in the cards). Output: one folder per configured [`Format`] that has rows under
+//! Input: `sft.parquet` (`SftRow`), `grpo.parquet` (`GrpoRow`), `chains.parquet` (`ChainRow`:
+//! multi-turn chains), `env.parquet` (`GrpoRow`: starts of agent episodes), `selection.json`
+//! (the rules select applied and what they kept) and, when present, `repos.parquet` (`RepoRow`,
+//! for pinned commits in the cards). Output: one folder per configured [`Format`] that has rows under
 //! `<workdir>/datasets/`, in the Hugging Face layout: `data/train-0000i-of-0000N.parquet`,
 //! `data/validation-...` (zstd, one fixed schema across shards and splits, schema version in the
 //! metadata) and a `README.md` dataset card whose YAML header (`configs` naming every file, a
@@ -12,7 +13,8 @@
 //! over-long samples ([`caps`]), and each card states the lengths and the trainer settings that
 //! fit them with a command line per trainer ([`commands`]). The reward function trainers call
 //! lives in `python/ksmith/reward.py` and reads the [`ground_truth::GroundTruth`] JSON these
-//! datasets carry.
+//! datasets carry; the multi-turn formats talk to the evaluator as a tool ([`tool`],
+//! [`conversation`]) whose trainer adapters live in `python/ksmith/trainers/`.
 //!
 //! Invariants: a dataset folder is replaced atomically (written under a temporary name, then
 //! renamed); a re-run with unchanged inputs and config does nothing; a split without rows is
@@ -23,8 +25,11 @@
 
 pub mod caps;
 pub mod card;
+pub mod chain_formats;
 pub mod commands;
 pub mod config;
+pub mod conversation;
+pub mod env_formats;
 pub mod error;
 pub mod features;
 pub mod formats;
@@ -33,6 +38,7 @@ pub mod layout;
 pub mod lengths;
 pub mod record;
 pub mod shards;
+pub mod tool;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,15 +50,16 @@ use ksmith_core::ids::content_id;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{META_FINGERPRINT, Table, read_table, write_bytes_atomically};
-use ksmith_core::tables::{GrpoRow, RepoRow, SftRow, Split};
+use ksmith_core::tables::{ChainRow, GrpoRow, RepoRow, SftRow, Split, env_path_in};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::caps::{Capped, cap_grpo, cap_sft};
+use crate::caps::{Capped, cap_chains, cap_env, cap_grpo, cap_sft};
 use crate::formats::{Measured, Source};
 use crate::lengths::{Fit, Lengths, SampleLength, TokenCounter};
 use crate::record::{ExportRecord, WrittenDataset};
+use crate::tool::Mode;
 
 pub use config::ExportConfig;
 pub use error::Error;
@@ -61,7 +68,7 @@ pub use formats::{DATASET_SCHEMA_VERSION, Format};
 /// The stage's name.
 pub const STAGE: &str = "export";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 /// Metadata key of the exported schema version.
 pub const META_DATASET_SCHEMA_VERSION: &str = "ksmith.dataset_schema_version";
@@ -230,11 +237,13 @@ struct Measure<T> {
 }
 
 impl<T> Measure<T> {
-    fn new(capped: Capped<T>, counter: &TokenCounter, source: Source) -> Self {
+    fn new(capped: Capped<T>, counter: &TokenCounter, source: Source, cfg: &ExportConfig) -> Self {
         let lengths = Lengths::of(&counter.name(), &capped.lengths);
+        let approx = counter.is_approx();
         let fit = match source {
-            Source::Sft => Fit::sft(&lengths, counter.is_approx()),
-            Source::Grpo => Fit::rl(&lengths, counter.is_approx()),
+            Source::Sft | Source::Chains(_) => Fit::sft(&lengths, approx),
+            Source::Grpo => Fit::rl(&lengths, approx),
+            Source::Env(_) => Fit::agent(&lengths, approx, cfg.agent_max_turns),
         };
         Measure {
             capped,
@@ -242,14 +251,114 @@ impl<T> Measure<T> {
             fit,
         }
     }
+
+    /// Rows kept, rows left out by reason, prompts cut, lengths and settings.
+    fn summary(&self) -> Summary<'_> {
+        Summary {
+            rows: self.capped.rows.len(),
+            dropped: &self.capped.dropped,
+            truncated: self.capped.truncated,
+            lengths: &self.lengths,
+            fit: self.fit,
+        }
+    }
+}
+
+/// What the caps and the counter made of one source's samples.
+struct Summary<'a> {
+    rows: usize,
+    dropped: &'a BTreeMap<&'static str, u64>,
+    truncated: u64,
+    lengths: &'a Lengths,
+    fit: Fit,
+}
+
+/// Every source's samples after the caps, measured.
+struct Measures {
+    sft: Measure<SftRow>,
+    grpo: Measure<GrpoRow>,
+    chains_tools: Measure<ChainRow>,
+    chains_text: Measure<ChainRow>,
+    env_tools: Measure<GrpoRow>,
+    env_text: Measure<GrpoRow>,
+}
+
+impl Measures {
+    /// Measures the sources the configured formats are made from (the others stay empty).
+    fn new(tables: &Tables, counter: &TokenCounter, cfg: &ExportConfig) -> Measures {
+        let used = |s: Source| cfg.formats.iter().any(|f| f.source() == s);
+        let chains = |mode: Mode| {
+            let source = Source::Chains(mode);
+            let rows: &[ChainRow] = if used(source) { &tables.chains } else { &[] };
+            Measure::new(cap_chains(rows, mode, counter, cfg), counter, source, cfg)
+        };
+        let envs = |mode: Mode| {
+            let source = Source::Env(mode);
+            let rows: &[GrpoRow] = if used(source) { &tables.env } else { &[] };
+            Measure::new(cap_env(rows, mode, counter, cfg), counter, source, cfg)
+        };
+        Measures {
+            sft: Measure::new(
+                cap_sft(&tables.sft, counter, cfg),
+                counter,
+                Source::Sft,
+                cfg,
+            ),
+            grpo: Measure::new(
+                cap_grpo(&tables.grpo, counter, cfg),
+                counter,
+                Source::Grpo,
+                cfg,
+            ),
+            chains_tools: chains(Mode::Tools),
+            chains_text: chains(Mode::Text),
+            env_tools: envs(Mode::Tools),
+            env_text: envs(Mode::Text),
+        }
+    }
+
+    fn summary(&self, source: Source) -> Summary<'_> {
+        match source {
+            Source::Sft => self.sft.summary(),
+            Source::Grpo => self.grpo.summary(),
+            Source::Chains(Mode::Tools) => self.chains_tools.summary(),
+            Source::Chains(Mode::Text) => self.chains_text.summary(),
+            Source::Env(Mode::Tools) => self.env_tools.summary(),
+            Source::Env(Mode::Text) => self.env_text.summary(),
+        }
+    }
+
+    /// The prompt rows of `source` (GRPO or an environment's starts).
+    fn prompts(&self, source: Source) -> &Measure<GrpoRow> {
+        match source {
+            Source::Env(Mode::Tools) => &self.env_tools,
+            Source::Env(Mode::Text) => &self.env_text,
+            _ => &self.grpo,
+        }
+    }
+
+    /// The chains of `source`.
+    fn chains(&self, source: Source) -> &Measure<ChainRow> {
+        match source {
+            Source::Chains(Mode::Text) => &self.chains_text,
+            _ => &self.chains_tools,
+        }
+    }
+}
+
+/// The selected tables export reads.
+struct Tables {
+    sft: Vec<SftRow>,
+    grpo: Vec<GrpoRow>,
+    env: Vec<GrpoRow>,
+    chains: Vec<ChainRow>,
 }
 
 /// What every format's dataset is made from.
 struct Inputs<'a> {
     cfg: &'a ExportConfig,
     ctx: &'a StageContext,
-    sft: Measure<SftRow>,
-    grpo: Measure<GrpoRow>,
+    measures: Measures,
     counter: String,
     approx: bool,
     repos: &'a [RepoRow],
@@ -278,12 +387,16 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     cfg.validate()?;
     let sft_path = SftRow::path_in(&ctx.workdir);
     let grpo_path = GrpoRow::path_in(&ctx.workdir);
+    let env_path = env_path_in(&ctx.workdir);
+    let chains_path = ChainRow::path_in(&ctx.workdir);
     let manifest_path = ctx.workdir.join("selection.json");
     let repos_path = RepoRow::path_in(&ctx.workdir);
     let datasets = datasets_dir(&ctx.workdir);
     let plan = StagePlan::new(ctx, STAGE, CODE_VERSION)
         .require(&sft_path, "select")
         .require(&grpo_path, "select")
+        .require(&env_path, "select")
+        .require(&chains_path, "select")
         .require(&manifest_path, "select");
     plan.check_inputs()?;
     let manifest_bytes =
@@ -298,6 +411,8 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
         .config(cfg)
         .optional_input(&sft_path)
         .optional_input(&grpo_path)
+        .optional_input(&env_path)
+        .optional_input(&chains_path)
         .optional_input(&repos_path)
         .part("selection.json", &content_id(&manifest_bytes))
         .part("tokenizer", &tokenizer_hash(cfg)?);
@@ -319,8 +434,12 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     }
     plan = plan.output_file(&ExportRecord::path_in(&datasets));
     plan.run(|run| {
-        let sft: Vec<SftRow> = read_table(&sft_path)?;
-        let grpo: Vec<GrpoRow> = read_table(&grpo_path)?;
+        let tables = Tables {
+            sft: read_table(&sft_path)?,
+            grpo: read_table(&grpo_path)?,
+            env: read_table(&env_path)?,
+            chains: read_table(&chains_path)?,
+        };
         let repos: Vec<RepoRow> = if repos_path.exists() {
             read_table(&repos_path)?
         } else {
@@ -330,25 +449,20 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
             ));
             Vec::new()
         };
-        run.report.rows_read = (sft.len() + grpo.len()) as u64;
+        run.report.rows_read =
+            (tables.sft.len() + tables.grpo.len() + tables.env.len() + tables.chains.len()) as u64;
         std::fs::create_dir_all(&datasets).map_err(|e| ksmith_core::Error::io(&datasets, e))?;
         let counter = TokenCounter::load(&cfg.tokenizer)?;
         let pool = run.pool()?;
         let started = Instant::now();
-        let (sft, grpo) = pool.install(|| {
-            (
-                Measure::new(cap_sft(&sft, &counter, cfg), &counter, Source::Sft),
-                Measure::new(cap_grpo(&grpo, &counter, cfg), &counter, Source::Grpo),
-            )
-        });
+        let measures = pool.install(|| Measures::new(&tables, &counter, cfg));
         run.report
             .count("token_count_ms", started.elapsed().as_millis() as u64);
-        count_measures(&sft, &grpo, &mut run.report);
+        count_measures(&measures, cfg, &mut run.report);
         let inputs = Inputs {
             cfg,
             ctx,
-            sft,
-            grpo,
+            measures,
             counter: counter.name(),
             approx: counter.is_approx(),
             repos: &repos,
@@ -410,12 +524,12 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
         for (format, result) in results {
             let written = result?;
             let folder = format.folder();
-            let m = measure_of(&inputs, format);
+            let m = inputs.measures.summary(format.source());
             let mut entry = WrittenDataset {
                 splits: BTreeMap::new(),
                 files: BTreeMap::new(),
-                lengths: m.0.clone(),
-                fit: m.1,
+                lengths: m.lengths.clone(),
+                fit: m.fit,
             };
             for split in &written.splits {
                 run.report
@@ -435,45 +549,30 @@ pub fn run(cfg: &ExportConfig, ctx: &StageContext) -> Result<StageReport, Error>
     })
 }
 
-/// The report's counts of the caps and the lengths: `<set>/<reason>` drops, `<set>_truncated`,
-/// and `<set>_<prompt|response|total>_tokens_<median|p99|max>`.
-fn count_measures(sft: &Measure<SftRow>, grpo: &Measure<GrpoRow>, report: &mut StageReport) {
-    let sets: [(&str, &BTreeMap<&str, u64>, u64, &Lengths); 2] = [
-        (
-            "sft",
-            &sft.capped.dropped,
-            sft.capped.truncated,
-            &sft.lengths,
-        ),
-        (
-            "grpo",
-            &grpo.capped.dropped,
-            grpo.capped.truncated,
-            &grpo.lengths,
-        ),
-    ];
-    for (set, dropped, truncated, lengths) in sets {
-        for (reason, n) in dropped {
+/// The report's counts of the caps and the lengths of every source a configured format is
+/// made from: `<source>/<reason>` drops, `<source>_truncated`, and
+/// `<source>_<prompt|response|total>_tokens_<median|p99|max>` (sources: `sft`, `grpo`,
+/// `chains_tools`, `chains_text`, `env_tools`, `env_text`).
+fn count_measures(measures: &Measures, cfg: &ExportConfig, report: &mut StageReport) {
+    for source in Source::ALL {
+        if !cfg.formats.iter().any(|f| f.source() == source) {
+            continue;
+        }
+        let set = source.key();
+        let m = measures.summary(source);
+        for (reason, n) in m.dropped {
             *report.dropped.entry(format!("{set}/{reason}")).or_default() += n;
         }
-        report.count(&format!("{set}_truncated"), truncated);
+        report.count(&format!("{set}_truncated"), m.truncated);
         for (part, st) in [
-            ("prompt", lengths.prompt),
-            ("response", lengths.response),
-            ("total", lengths.total),
+            ("prompt", m.lengths.prompt),
+            ("response", m.lengths.response),
+            ("total", m.lengths.total),
         ] {
             report.count(&format!("{set}_{part}_tokens_median"), st.median);
             report.count(&format!("{set}_{part}_tokens_p99"), st.p99);
             report.count(&format!("{set}_{part}_tokens_max"), st.max);
         }
-    }
-}
-
-/// The lengths and settings of the set `format` is made from.
-fn measure_of<'a>(inputs: &'a Inputs<'_>, format: Format) -> (&'a Lengths, Fit) {
-    match format.source() {
-        Source::Sft => (&inputs.sft.lengths, inputs.sft.fit),
-        Source::Grpo => (&inputs.grpo.lengths, inputs.grpo.fit),
     }
 }
 
@@ -483,11 +582,7 @@ fn plan_formats(inputs: &Inputs<'_>) -> (Vec<Format>, Vec<(Format, String)>) {
     let mut omitted = Vec::new();
     for &format in &inputs.cfg.formats {
         let source = format.source();
-        let rows = match source {
-            Source::Sft => inputs.sft.capped.rows.len(),
-            Source::Grpo => inputs.grpo.capped.rows.len(),
-        };
-        if rows > 0 {
+        if inputs.measures.summary(source).rows > 0 {
             write.push(format);
         } else {
             omitted.push((format, why_empty(inputs, source)));
@@ -498,10 +593,8 @@ fn plan_formats(inputs: &Inputs<'_>) -> (Vec<Format>, Vec<(Format, String)>) {
 
 /// Which rule gave no rows for `source`, and why.
 fn why_empty(inputs: &Inputs<'_>, source: Source) -> String {
-    let (set, caps) = match source {
-        Source::Sft => ("sft", &inputs.sft.capped.dropped),
-        Source::Grpo => ("grpo", &inputs.grpo.capped.dropped),
-    };
+    let set = source.set();
+    let caps = inputs.measures.summary(source).dropped;
     let capped: u64 = caps.values().sum();
     if capped > 0 {
         let reasons: Vec<String> = caps.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -511,15 +604,18 @@ fn why_empty(inputs: &Inputs<'_>, source: Source) -> String {
         );
     }
     let m = inputs.manifest;
+    let configured = |key: &str| {
+        m.config
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_string()
+    };
     let rule = match source {
         Source::Sft => "SFT rules (correctness, performance)".to_string(),
-        Source::Grpo => format!(
-            "GRPO rule `{}`",
-            m.config
-                .get("grpo_rule")
-                .and_then(|v| v.as_str())
-                .unwrap_or("?")
-        ),
+        Source::Grpo => format!("GRPO rule `{}`", configured("grpo_rule")),
+        Source::Env(_) => format!("environment rule `{}`", configured("env_rule")),
+        Source::Chains(_) => "multi-turn chain rules".to_string(),
     };
     let Some(outcome) = m.outcome.get(set) else {
         return format!("no rows: select's {rule} selected nothing");
@@ -536,11 +632,19 @@ fn why_empty(inputs: &Inputs<'_>, source: Source) -> String {
             reasons.join(", ")
         }
     );
-    let timing = ["not_timed", "parent_not_timed"];
+    let (timing, consequence): (&[&str], &str) = match source {
+        Source::Chains(_) => (
+            &["chain_not_better"],
+            "so a chain shows progress only by repairing a failing first turn",
+        ),
+        _ => (
+            &["not_timed", "parent_not_timed"],
+            "so the performance-based rules select nothing",
+        ),
+    };
     if m.steps_correct_untimed > 0 && outcome.dropped.keys().any(|k| timing.contains(&k.as_str())) {
         text.push_str(&format!(
-            "; {} correct steps have no timings (CPU evaluator), so the performance-based rules \
-             select nothing",
+            "; {} correct steps have no timings (CPU evaluator), {consequence}",
             m.steps_correct_untimed
         ));
     }
@@ -622,16 +726,24 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
         ],
     };
     let counter = inputs.counter.as_str();
-    let (sft, sft_len) = (&inputs.sft.capped.rows, &inputs.sft.capped.lengths);
-    let (grpo, grpo_len) = (&inputs.grpo.capped.rows, &inputs.grpo.capped.lengths);
     let measured = |length: &SampleLength| Measured {
         length: *length,
         counter,
     };
+    let source = format.source();
+    let m = &inputs.measures;
+    let (sft, sft_len) = (&m.sft.capped.rows, &m.sft.capped.lengths);
+    let prompts = m.prompts(source);
+    let (grpo, grpo_len) = (&prompts.capped.rows, &prompts.capped.lengths);
+    let chains = m.chains(source);
+    let (chain, chain_len) = (&chains.capped.rows, &chains.capped.lengths);
     let sft_info = |r: usize, i: usize| formats::sft_info(&sft[r], i, measured(&sft_len[r]));
     let grpo_info = |r: usize, i: usize| formats::grpo_info(&grpo[r], i, measured(&grpo_len[r]));
+    let chain_info =
+        |r: usize, i: usize| chain_formats::chain_info(&chain[r], i, measured(&chain_len[r]));
     let sft_splits = by_split(sft, |r| r.split);
     let grpo_splits = by_split(grpo, |r| r.split);
+    let chain_splits = by_split(chain, |r| r.split);
     match format {
         Format::VerlRl => write_splits(
             staged,
@@ -640,17 +752,24 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
             }),
             &opts,
         ),
-        Format::TrlGrpo => write_splits(
+        Format::TrlGrpo | Format::TrlEnv => write_splits(
             staged,
             map_splits(&grpo_splits, |r, i| {
                 formats::trl_grpo(&grpo[r], grpo_info(r, i), cfg)
             }),
             &opts,
         ),
-        Format::OpenrlhfRl => write_splits(
+        Format::OpenrlhfRl | Format::OpenrlhfAgent => write_splits(
             staged,
             map_splits(&grpo_splits, |r, i| {
                 formats::openrlhf_rl(&grpo[r], grpo_info(r, i), cfg)
+            }),
+            &opts,
+        ),
+        Format::VerlAgent => write_splits(
+            staged,
+            map_splits(&grpo_splits, |r, i| {
+                env_formats::verl_agent(&grpo[r], grpo_info(r, i), cfg)
             }),
             &opts,
         ),
@@ -682,6 +801,20 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
             }),
             &opts,
         ),
+        Format::VerlSftMultiturn | Format::TrlSftMultiturn => write_splits(
+            staged,
+            map_splits(&chain_splits, |r, i| {
+                chain_formats::tool_sft(&chain[r], chain_info(r, i))
+            }),
+            &opts,
+        ),
+        Format::OpenrlhfSftMultiturn => write_splits(
+            staged,
+            map_splits(&chain_splits, |r, i| {
+                chain_formats::openrlhf_sft_multiturn(&chain[r], chain_info(r, i))
+            }),
+            &opts,
+        ),
     }
 }
 
@@ -698,38 +831,43 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
             origin,
         )
     };
-    let (facts, dropped, truncated): (Vec<_>, _, _) = match format.source() {
-        Source::Grpo => (
-            inputs
-                .grpo
-                .capped
-                .rows
-                .iter()
-                .map(|r| {
-                    fact(
-                        r.level,
-                        &r.family,
-                        r.selection.as_str(),
-                        &r.repo,
-                        &r.license,
-                    )
-                })
-                .collect(),
-            &inputs.grpo.capped.dropped,
-            inputs.grpo.capped.truncated,
-        ),
-        Source::Sft => (
-            inputs
-                .sft
-                .capped
-                .rows
-                .iter()
-                .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
-                .collect(),
-            &inputs.sft.capped.dropped,
-            inputs.sft.capped.truncated,
-        ),
+    let m = &inputs.measures;
+    let source = format.source();
+    let facts: Vec<_> = match source {
+        Source::Grpo | Source::Env(_) => m
+            .prompts(source)
+            .capped
+            .rows
+            .iter()
+            .map(|r| {
+                fact(
+                    r.level,
+                    &r.family,
+                    r.selection.as_str(),
+                    &r.repo,
+                    &r.license,
+                )
+            })
+            .collect(),
+        Source::Sft => m
+            .sft
+            .capped
+            .rows
+            .iter()
+            .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
+            .collect(),
+        Source::Chains(_) => m
+            .chains(source)
+            .capped
+            .rows
+            .iter()
+            .map(|r| {
+                let kind = format!("{} turns", r.turns.len());
+                fact(r.level, &r.family, &kind, &r.repo, &r.license)
+            })
+            .collect(),
     };
+    let summary = m.summary(source);
     let mut level = Vec::with_capacity(facts.len());
     let mut family = Vec::with_capacity(facts.len());
     let mut kind = Vec::with_capacity(facts.len());
@@ -742,7 +880,6 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
     }
     let provenance = provenance(&prov_rows, inputs.repos);
     let cfg = inputs.cfg;
-    let (lengths, fit) = measure_of(inputs, format);
     card::CardInput {
         format,
         pretty_name: cfg.pretty_name.clone(),
@@ -759,14 +896,20 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
         fingerprint: inputs.fingerprint.clone(),
         data_source: cfg.data_source.clone(),
         download_size: written.bytes,
-        lengths: lengths.clone(),
-        fit,
+        lengths: summary.lengths.clone(),
+        fit: summary.fit,
         approx: inputs.approx,
+        agent_max_turns: cfg.agent_max_turns,
         caps: card::CapsApplied {
             max_prompt_tokens: cfg.max_prompt_tokens,
             max_response_tokens: cfg.max_response_tokens,
-            dropped: dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            truncated,
+            max_conversation_tokens: cfg.max_conversation_tokens,
+            dropped: summary
+                .dropped
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            truncated: summary.truncated,
         },
     }
 }

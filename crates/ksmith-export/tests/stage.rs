@@ -1,5 +1,6 @@
 //! The export stage on small selections: layout, schemas as Arrow types, ground truth, metadata,
-//! skip and re-run, missing inputs, formats without rows, length caps and token counts.
+//! skip and re-run, missing inputs, formats without rows, length caps and token counts, the
+//! multi-turn conversations and the agent environments.
 
 #![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
 
@@ -9,8 +10,11 @@ use std::path::Path;
 use arrow::datatypes::DataType;
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::EvalStatus;
 use ksmith_core::table::{Table, write_table};
-use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, Split};
+use ksmith_core::tables::{
+    ChainRow, ChainTurn, GrpoRow, GrpoSelection, SftKind, SftRow, Split, env_path_in,
+};
 use ksmith_export::ground_truth::GroundTruth;
 use ksmith_export::{ExportConfig, Format, dataset_dir, run};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -73,9 +77,63 @@ fn sft(i: usize, split: Split) -> SftRow {
     }
 }
 
+fn chain(i: usize, split: Split, turns: usize) -> ChainRow {
+    let turn = |t: usize| {
+        let correct = t + 1 == turns;
+        ChainTurn {
+            step_id: format!("c{i}t{t}"),
+            iteration: t as u32,
+            response: format!("Idea {t}.\n```python\nedit {t}\n```"),
+            program: format!("class ModelNew: pass  # chain {i} turn {t}\n"),
+            status: if correct {
+                EvalStatus::Correct
+            } else {
+                EvalStatus::CompileError
+            },
+            hack: None,
+            correct,
+            speedup: correct.then_some(1.75),
+            error_log: if correct { "" } else { "SyntaxError" }.into(),
+        }
+    };
+    ChainRow {
+        sample_id: format!("c{i}"),
+        split,
+        task_id: format!("task{i}"),
+        island: 1,
+        family: "activation".into(),
+        level: 1,
+        cluster: i as i32,
+        prompt: vec![
+            ChatMessage::new("system", "sys"),
+            ChatMessage::new("user", format!("translate {i}")),
+        ],
+        start_step_id: None,
+        start_speedup: None,
+        turns: (0..turns).map(turn).collect(),
+        tokens: 100,
+        token_counter: "approx_chars_div_4".into(),
+        teacher: "t".into(),
+        repo: "org/repo".into(),
+        license: Some("MIT".into()),
+    }
+}
+
 fn inputs(dir: &Path, sft_rows: &[SftRow], grpo_rows: &[GrpoRow]) {
+    all_inputs(dir, sft_rows, grpo_rows, &[], &[]);
+}
+
+fn all_inputs(
+    dir: &Path,
+    sft_rows: &[SftRow],
+    grpo_rows: &[GrpoRow],
+    env_rows: &[GrpoRow],
+    chain_rows: &[ChainRow],
+) {
     write_table(&SftRow::path_in(dir), sft_rows, "sft-fp").expect("fixture I/O");
     write_table(&GrpoRow::path_in(dir), grpo_rows, "grpo-fp").expect("fixture I/O");
+    write_table(&env_path_in(dir), env_rows, "env-fp").expect("fixture I/O");
+    write_table(&ChainRow::path_in(dir), chain_rows, "chains-fp").expect("fixture I/O");
     std::fs::write(
         dir.join("selection.json"),
         r#"{"config_hash": "abc", "rules": ["rule A", "rule B"]}"#,
@@ -176,7 +234,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.1.0")
+        Some("1.2.0")
     );
     let batch = &batches[0];
     let rm = batch
@@ -513,4 +571,288 @@ fn missing_or_broken_inputs_are_clear_errors() {
     assert!(err.contains("selection.json"), "{err}");
     // Nothing was published.
     assert!(!dir.path().join("datasets").exists());
+}
+
+fn struct_fields(dt: &DataType) -> Vec<&str> {
+    match dt {
+        DataType::Struct(f) => f.iter().map(|f| f.name().as_str()).collect(),
+        DataType::List(item) => struct_fields(item.data_type()),
+        other => panic!("not a struct: {other:?}"),
+    }
+}
+
+fn json_rows(path: &Path) -> Vec<serde_json::Value> {
+    let (_, batches) = read(path);
+    let mut out = Vec::new();
+    for b in batches {
+        let rows: Vec<serde_json::Value> = serde_arrow::from_record_batch(&b).unwrap();
+        out.extend(rows);
+    }
+    out
+}
+
+#[test]
+fn chains_become_tool_call_and_text_conversations_with_their_cards() {
+    let dir = tempfile::tempdir().unwrap();
+    let chains = vec![
+        chain(0, Split::Train, 2),
+        chain(1, Split::Train, 3),
+        chain(2, Split::Validation, 2),
+    ];
+    all_inputs(dir.path(), &[], &[], &[], &chains);
+    let cfg = ExportConfig {
+        formats: vec![
+            Format::VerlSftMultiturn,
+            Format::TrlSftMultiturn,
+            Format::OpenrlhfSftMultiturn,
+        ],
+        ..Default::default()
+    };
+    let report = run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
+    assert_eq!(report.counters.get("verl-sft-multiturn/train"), Some(&2));
+    assert_eq!(
+        report.counters.get("trl-sft-multiturn/validation"),
+        Some(&1)
+    );
+    assert!(report.counters["chains_tools_total_tokens_max"] > 0);
+    assert!(report.counters["chains_text_total_tokens_max"] > 0);
+
+    let ds = dataset_dir(dir.path(), Format::VerlSftMultiturn);
+    let file = ds.join("data/train-00000-of-00001.parquet");
+    let (schema, _) = read(&file);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["messages", "tools", "meta"],
+        "no prompt/completion/text column"
+    );
+    assert_eq!(
+        struct_fields(schema.field(0).data_type()),
+        ["role", "content", "tool_calls", "name"]
+    );
+    let rows = json_rows(&file);
+    let messages = rows[1]["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
+    );
+    let call = &messages[2]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "evaluate");
+    assert_eq!(
+        call["function"]["arguments"]["program"],
+        "class ModelNew: pass  # chain 1 turn 0\n"
+    );
+    assert_eq!(
+        messages[2]["content"], "Idea 0.",
+        "the program travels in the call"
+    );
+    assert_eq!(messages[3]["name"], "evaluate");
+    let report0: serde_json::Value =
+        serde_json::from_str(messages[3]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(report0["status"], "compile_error");
+    assert_eq!(report0["compiled"], false);
+    assert_eq!(report0["error"], "SyntaxError");
+    let last: serde_json::Value =
+        serde_json::from_str(messages[7]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(last["speedup"], 1.75);
+    assert!(messages[8].get("tool_calls").is_none_or(|c| c.is_null()));
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("calling the `evaluate` tool")
+    );
+    assert_eq!(rows[0]["tools"][0]["function"]["name"], "evaluate");
+    assert_eq!(rows[1]["meta"]["step_ids"][2], "c1t2");
+    assert_eq!(rows[1]["meta"]["end_speedup"], 1.75);
+
+    let text = json_rows(
+        &dataset_dir(dir.path(), Format::OpenrlhfSftMultiturn)
+            .join("data/train-00000-of-00001.parquet"),
+    );
+    let input = text[0]["input"].as_array().unwrap();
+    let roles: Vec<&str> = input.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    assert!(
+        input[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("```python\nedit 0")
+    );
+
+    let card = std::fs::read_to_string(ds.join("README.md")).unwrap();
+    assert!(card.contains("data.tools_key=tools"), "{card}");
+    assert!(card.contains("-m verl.trainer.sft_trainer"));
+    let trl =
+        std::fs::read_to_string(dataset_dir(dir.path(), Format::TrlSftMultiturn).join("README.md"))
+            .unwrap();
+    assert!(trl.contains("--assistant_only_loss true"), "{trl}");
+    let orl = std::fs::read_to_string(
+        dataset_dir(dir.path(), Format::OpenrlhfSftMultiturn).join("README.md"),
+    )
+    .unwrap();
+    assert!(orl.contains("--data.multiturn") && orl.contains("--data.input_key input"));
+    let max_total = report.counters["chains_text_total_tokens_max"];
+    let fit = (max_total + max_total / 5).div_ceil(256) * 256;
+    assert!(orl.contains(&format!("--data.max_len {fit}")), "{orl}");
+
+    // The conversation cap drops whole conversations, never cuts them.
+    let capped = ExportConfig {
+        max_conversation_tokens: report.counters["chains_tools_total_tokens_max"] - 1,
+        ..cfg
+    };
+    let report = run(&capped, &StageContext::for_tests(dir.path())).unwrap();
+    assert!(
+        report
+            .dropped
+            .get("chains_tools/over_max_conversation_tokens")
+            .is_some_and(|n| *n >= 1),
+        "{:?}",
+        report.dropped
+    );
+}
+
+#[test]
+fn environment_starts_carry_the_instructions_the_tool_arguments_and_agent_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = vec![
+        grpo(0, Split::Train, None),
+        grpo(1, Split::Validation, None),
+    ];
+    all_inputs(dir.path(), &[], &[], &env, &[]);
+    let cfg = ExportConfig {
+        formats: vec![Format::VerlAgent, Format::TrlEnv, Format::OpenrlhfAgent],
+        agent_max_turns: 3,
+        ..Default::default()
+    };
+    let report = run(&cfg, &StageContext::for_tests(dir.path())).unwrap();
+    assert_eq!(report.counters.get("verl-agent/train"), Some(&1));
+    let ds = dataset_dir(dir.path(), Format::VerlAgent);
+    let file = ds.join("data/train-00000-of-00001.parquet");
+    let (schema, _) = read(&file);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "data_source",
+            "agent_name",
+            "prompt",
+            "ability",
+            "reward_model",
+            "extra_info"
+        ]
+    );
+    let rows = json_rows(&file);
+    assert_eq!(rows[0]["agent_name"], "tool_agent");
+    let gt = &rows[0]["reward_model"]["ground_truth"];
+    assert_eq!(
+        &rows[0]["extra_info"]["tools_kwargs"]["evaluate"]["create_kwargs"]["ground_truth"],
+        gt
+    );
+    let parsed: GroundTruth = serde_json::from_str(gt.as_str().unwrap()).unwrap();
+    assert!(parsed.parent_is_reference);
+    assert_eq!(rows[0]["extra_info"]["index"], 0);
+    assert_eq!(rows[0]["extra_info"]["meta"]["task_id"], "task0");
+    let system = rows[0]["prompt"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("sys\n\n# Working with the evaluator"),
+        "{system}"
+    );
+    assert!(system.contains("`evaluate` tool"));
+
+    let text = json_rows(
+        &dataset_dir(dir.path(), Format::OpenrlhfAgent).join("data/train-00000-of-00001.parquet"),
+    );
+    let system = text[0]["input"][0]["content"].as_str().unwrap();
+    assert!(system.contains("SEARCH/REPLACE blocks applied to your last program"));
+    assert!(!system.contains("`evaluate` tool"));
+    let trl = json_rows(
+        &dataset_dir(dir.path(), Format::TrlEnv).join("data/train-00000-of-00001.parquet"),
+    );
+    assert_eq!(trl[0]["ground_truth"], *gt);
+
+    // The tool-call prompt is counted with the tools' schema: longer than the text one's
+    // instructions alone would make it.
+    let tools_prompt = report.counters["env_tools_prompt_tokens_max"];
+    assert!(tools_prompt > report.counters["env_text_prompt_tokens_max"]);
+    let card = std::fs::read_to_string(ds.join("README.md")).unwrap();
+    let program = report.counters["env_tools_response_tokens_max"];
+    let per_turn = 3 * (2 * program + ksmith_export::lengths::Fit::REPORT_TOKENS);
+    let response = (per_turn + per_turn / 5).div_ceil(256) * 256;
+    assert!(
+        card.contains(&format!("data.max_response_length={response}")),
+        "{card}"
+    );
+    assert!(card.contains("actor_rollout_ref.rollout.multi_turn.max_assistant_turns=4"));
+    assert!(card.contains("verl_tools.yaml") && card.contains("trainers/verl_agent.py"));
+    let trl_card =
+        std::fs::read_to_string(dataset_dir(dir.path(), Format::TrlEnv).join("README.md")).unwrap();
+    assert!(trl_card.contains("-m ksmith.trainers.trl_env"));
+    assert!(trl_card.contains("--max_tool_calling_iterations 3"));
+    let orl_card =
+        std::fs::read_to_string(dataset_dir(dir.path(), Format::OpenrlhfAgent).join("README.md"))
+            .unwrap();
+    assert!(orl_card.contains("KSMITH_AGENT_MAX_TURNS=3 python -m openrlhf.cli.train_ppo_ray"));
+    assert!(
+        orl_card
+            .contains("--train.agent_func_path $KSMITH/python/ksmith/trainers/openrlhf_agent.py")
+    );
+}
+
+#[test]
+fn multi_turn_formats_without_rows_say_which_rule_gave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    all_inputs(dir.path(), &[sft(0, Split::Train)], &[], &[], &[]);
+    std::fs::write(
+        dir.path().join("selection.json"),
+        r#"{"config_hash": "abc", "rules": ["rule A"], "config": {"env_rule": "first_steps"},
+            "outcome": {"chains": {"kept": 0, "dropped": {"chain_too_short": 3,
+                                                          "chain_not_better": 2}},
+                        "env": {"kept": 0, "dropped": {"empty_prompt": 1}}},
+            "steps_correct_untimed": 4}"#,
+    )
+    .unwrap();
+    run(
+        &ExportConfig::default(),
+        &StageContext::for_tests(dir.path()),
+    )
+    .unwrap();
+    let rec = record(dir.path());
+    let chains = rec["omitted"]["trl-sft-multiturn"].as_str().unwrap();
+    assert!(chains.contains("multi-turn chain rules kept 0"), "{chains}");
+    assert!(chains.contains("chain_too_short 3"), "{chains}");
+    assert!(
+        chains.contains("4 correct steps have no timings (CPU evaluator), so a chain shows"),
+        "{chains}"
+    );
+    let env = rec["omitted"]["verl-agent"].as_str().unwrap();
+    assert!(env.contains("environment rule `first_steps`"), "{env}");
+    assert!(!env.contains("no timings"), "{env}");
+    assert!(rec["written"]["verl-sft"].is_object());
 }

@@ -51,6 +51,20 @@ pub struct SelectConfig {
     /// Samples over this many tokens are dropped (SFT: the whole conversation; GRPO: the
     /// prompt).
     pub max_tokens: u64,
+    /// Which steps' prompts start the agent environments (`env.parquet`): `first_steps` (one per
+    /// task, from the PyTorch reference), `best_steps` (the GRPO best-step parents) or
+    /// `all_steps`; `grpo_max_prompts_per_parent` applies too.
+    pub env_rule: GrpoRule,
+    /// Multi-turn chains: fewest steps in a chain.
+    pub chain_min_turns: u32,
+    /// Multi-turn chains: most steps in a chain (the latest ones, ending at the best step).
+    pub chain_max_turns: u32,
+    /// Multi-turn chains: the last program must be faster than the first turn's and than the
+    /// program the first prompt shows by more than this factor (when both are timed).
+    pub chain_min_gain: f64,
+    /// Multi-turn chains: the longest conversation (prompt, answers, programs, evaluations), in
+    /// tokens; a longer lineage starts later.
+    pub chain_max_tokens: u64,
     /// A Hugging Face `tokenizer.json` to count tokens with. This build has no tokenizer
     /// support: leave empty (tokens are then approximated as `approx_chars_div_4`).
     pub tokenizer: Option<PathBuf>,
@@ -76,6 +90,11 @@ impl Default for SelectConfig {
             grpo_best_scope: BestScope::Task,
             grpo_max_prompts_per_parent: 1,
             max_tokens: 65_536,
+            env_rule: GrpoRule::FirstSteps,
+            chain_min_turns: 2,
+            chain_max_turns: 8,
+            chain_min_gain: 1.0,
+            chain_max_tokens: 32_768,
             tokenizer: None,
             level_proportions: BTreeMap::new(),
             max_family_share: 0.35,
@@ -120,6 +139,33 @@ impl SelectConfig {
         }
         if self.max_tokens == 0 {
             return bad("max_tokens", "must be at least 1".to_string());
+        }
+        if self.chain_min_turns < 2 {
+            return bad(
+                "chain_min_turns",
+                format!(
+                    "must be at least 2 (a chain of one step is a single-turn sample), got {}",
+                    self.chain_min_turns
+                ),
+            );
+        }
+        if self.chain_max_turns < self.chain_min_turns {
+            return bad(
+                "chain_max_turns",
+                format!(
+                    "must be at least chain_min_turns ({}), got {}",
+                    self.chain_min_turns, self.chain_max_turns
+                ),
+            );
+        }
+        if !(self.chain_min_gain.is_finite() && self.chain_min_gain >= 1.0) {
+            return bad(
+                "chain_min_gain",
+                format!("must be a number >= 1.0, got {}", self.chain_min_gain),
+            );
+        }
+        if self.chain_max_tokens == 0 {
+            return bad("chain_max_tokens", "must be at least 1".to_string());
         }
         if let Some(path) = &self.tokenizer
             && !path.as_os_str().is_empty()
@@ -211,6 +257,35 @@ mod tests {
             ),
             (
                 SelectConfig {
+                    chain_min_turns: 1,
+                    ..Default::default()
+                },
+                "chain_min_turns",
+            ),
+            (
+                SelectConfig {
+                    chain_min_turns: 4,
+                    chain_max_turns: 3,
+                    ..Default::default()
+                },
+                "chain_max_turns",
+            ),
+            (
+                SelectConfig {
+                    chain_min_gain: 0.9,
+                    ..Default::default()
+                },
+                "chain_min_gain",
+            ),
+            (
+                SelectConfig {
+                    chain_max_tokens: 0,
+                    ..Default::default()
+                },
+                "chain_max_tokens",
+            ),
+            (
+                SelectConfig {
                     validation_fraction: 1.0,
                     ..Default::default()
                 },
@@ -265,6 +340,11 @@ grpo_min_parent_speedup = 1.0
 grpo_best_scope = "task"
 grpo_max_prompts_per_parent = 1
 max_tokens = 65536
+env_rule = "first_steps"
+chain_min_turns = 2
+chain_max_turns = 8
+chain_min_gain = 1.0
+chain_max_tokens = 32768
 level_proportions = {}
 max_family_share = 0.35
 validation_fraction = 0.05

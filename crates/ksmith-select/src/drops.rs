@@ -1,5 +1,5 @@
-//! Why a step is not a sample: one closed vocabulary, counted in the report as `sft/<reason>`
-//! or `grpo/<reason>`.
+//! Why a step is not a sample: one closed vocabulary, counted in the report as `sft/<reason>`,
+//! `grpo/<reason>`, `env/<reason>` or `chains/<reason>` (a chain is judged once per island).
 
 use ksmith_core::report::StageReport;
 use serde::{Deserialize, Serialize};
@@ -12,6 +12,10 @@ ksmith_core::vocabulary! {
         Sft = "sft",
         /// GRPO prompts.
         Grpo = "grpo",
+        /// Starts of agent environments (`env.parquet`).
+        Env = "env",
+        /// Multi-turn chains (`chains.parquet`), judged per island.
+        Chains = "chains",
     }
 }
 
@@ -63,6 +67,16 @@ ksmith_core::vocabulary! {
         BalanceFamilyCap = "balance_family_cap",
         /// Dropped to meet the level proportions.
         BalanceLevelProportion = "balance_level_proportion",
+        /// The island has no correct step for a chain to end at.
+        NoCorrectStep = "no_correct_step",
+        /// The lineage of the island's best step has fewer usable steps than `chain_min_turns`
+        /// (a step without a whole answer, a program or an evaluation breaks it).
+        ChainTooShort = "chain_too_short",
+        /// The chain's last program does not beat its first turn's and its first prompt's
+        /// program by `chain_min_gain`.
+        ChainNotBetter = "chain_not_better",
+        /// The chain's first prompt already shows a program of one of its turns.
+        LaterProgramInPrompt = "later_program_in_prompt",
     }
 }
 

@@ -1,7 +1,10 @@
-//! Select: chooses SFT samples and GRPO prompts from the rollout's steps.
+//! Select: chooses SFT samples, GRPO prompts, agent-environment starts and multi-turn chains
+//! from the rollout's steps.
 //!
 //! Input: `steps.parquet` (`StepRow`) and `tasks.parquet` (`TaskRow`: family, level, cluster).
-//! Output: `sft.parquet` ([`SftRow`]), `grpo.parquet` ([`GrpoRow`]) and `selection.json`
+//! Output: `sft.parquet` ([`SftRow`]), `grpo.parquet` ([`GrpoRow`]), `env.parquet` (more
+//! [`GrpoRow`]s: the starts of agent episodes, `env_rule`), `chains.parquet` ([`ChainRow`]: per
+//! island, the lineage of its best step, see [`chains`]) and `selection.json`
 //! ([`SelectionManifest`], the rules in words for the dataset cards).
 //!
 //! The rules (see [`rules`]): correctness SFT = every correct translation (a first step, or a
@@ -18,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod balance;
+pub mod chains;
 pub mod config;
 pub mod drops;
 pub mod error;
@@ -30,7 +34,7 @@ pub mod trajectory;
 
 pub use config::{BestScope, GrpoRule, SelectConfig};
 pub use error::Error;
-pub use ksmith_core::tables::{GrpoRow, SftRow};
+pub use ksmith_core::tables::{ChainRow, GrpoRow, SftRow};
 pub use manifest::SelectionManifest;
 pub use selection::{Selection, select};
 pub use trajectory::StepView;
@@ -38,24 +42,27 @@ pub use trajectory::StepView;
 /// The stage's name.
 pub const STAGE: &str = "select";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
 use ksmith_core::table::{Table, read_table, write_bytes_atomically, write_table};
-use ksmith_core::tables::{StepRow, TaskRow};
+use ksmith_core::tables::{StepRow, TaskRow, env_path_in};
 
 use crate::drops::SampleSet;
 
 /// Runs the select stage in `ctx.workdir`: reads `steps.parquet` and `tasks.parquet`, writes
-/// `sft.parquet`, `grpo.parquet`, `selection.json` and `reports/select.json`.
+/// `sft.parquet`, `grpo.parquet`, `env.parquet`, `chains.parquet`, `selection.json` and
+/// `reports/select.json`.
 pub fn run(cfg: &SelectConfig, ctx: &StageContext) -> Result<StageReport, Error> {
     cfg.validate()?;
     let steps_path = StepRow::path_in(&ctx.workdir);
     let tasks_path = TaskRow::path_in(&ctx.workdir);
     let sft_path = SftRow::path_in(&ctx.workdir);
     let grpo_path = GrpoRow::path_in(&ctx.workdir);
+    let env_path = env_path_in(&ctx.workdir);
+    let chains_path = ChainRow::path_in(&ctx.workdir);
     let manifest_path = SelectionManifest::path_in(&ctx.workdir);
     StagePlan::new(ctx, STAGE, CODE_VERSION)
         .config(cfg)
@@ -63,6 +70,8 @@ pub fn run(cfg: &SelectConfig, ctx: &StageContext) -> Result<StageReport, Error>
         .input(&tasks_path, "cluster")
         .output(&sft_path)
         .output(&grpo_path)
+        .output(&env_path)
+        .output(&chains_path)
         .output_file(&manifest_path)
         .run(|run| {
             let rows: Vec<StepRow> = read_table(&steps_path)?;
@@ -86,16 +95,22 @@ pub fn run(cfg: &SelectConfig, ctx: &StageContext) -> Result<StageReport, Error>
             }
             write_table(&sft_path, &chosen.sft, run.fingerprint())?;
             write_table(&grpo_path, &chosen.grpo, run.fingerprint())?;
+            write_table(&env_path, &chosen.env, run.fingerprint())?;
+            write_table(&chains_path, &chosen.chains, run.fingerprint())?;
             let manifest = SelectionManifest::new(cfg, run.fingerprint()).with_outcome(
                 &run.report,
-                [
+                &[
                     (SampleSet::Sft, chosen.sft.len()),
                     (SampleSet::Grpo, chosen.grpo.len()),
+                    (SampleSet::Env, chosen.env.len()),
+                    (SampleSet::Chains, chosen.chains.len()),
                 ],
             );
             let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
             write_bytes_atomically(&manifest_path, &json)?;
-            run.report.rows_written = (chosen.sft.len() + chosen.grpo.len()) as u64;
+            run.report.rows_written =
+                (chosen.sft.len() + chosen.grpo.len() + chosen.env.len() + chosen.chains.len())
+                    as u64;
             Ok(())
         })
 }

@@ -28,8 +28,8 @@ pub struct SelectionManifest {
     pub token_counter: String,
     /// One sentence per rule, in the order they apply.
     pub rules: Vec<String>,
-    /// What the rules kept and dropped per set (`sft`, `grpo`), so that export can say why a
-    /// dataset has no rows. Empty in manifests of older versions.
+    /// What the rules kept and dropped per set (`sft`, `grpo`, `env`, `chains`), so that export
+    /// can say why a dataset has no rows. Empty in manifests of older versions.
     #[serde(default)]
     pub outcome: BTreeMap<String, SetOutcome>,
     /// Correct steps without a GPU timing (CPU interpreter): they can be neither performance
@@ -62,8 +62,8 @@ impl SelectionManifest {
     }
 
     /// Adds what the run kept (`kept` rows per set) and dropped (from `report`).
-    pub fn with_outcome(mut self, report: &StageReport, kept: [(SampleSet, usize); 2]) -> Self {
-        for (set, n) in kept {
+    pub fn with_outcome(mut self, report: &StageReport, kept: &[(SampleSet, usize)]) -> Self {
+        for &(set, n) in kept {
             let prefix = format!("{set}/");
             let dropped = report
                 .dropped
@@ -92,11 +92,11 @@ impl SelectionManifest {
     }
 }
 
-/// The rules of `cfg` in words.
-pub fn rules(cfg: &SelectConfig) -> Vec<String> {
-    let grpo = match cfg.grpo_rule {
+/// The prompt rule `rule` of set `set` (`GRPO`, `Environments`) in words.
+fn prompt_rule(set: &str, rule: GrpoRule, cfg: &SelectConfig) -> String {
+    match rule {
         GrpoRule::BestSteps => format!(
-            "GRPO (best_steps): prompts whose current program was the best so far of its \
+            "{set} (best_steps): prompts whose current program was the best so far of its \
              trajectory ({}) when the prompt was built (no earlier step was faster), correct \
              and faster than eager by more than {}x; at most {} prompt(s) per current program \
              (0 = no limit). The answer is rewarded by its speedup relative to that program.",
@@ -108,16 +108,21 @@ pub fn rules(cfg: &SelectConfig) -> Vec<String> {
             cfg.grpo_max_prompts_per_parent
         ),
         GrpoRule::AllSteps => format!(
-            "GRPO (all_steps, ablation): every prompt whose current program is correct or is \
+            "{set} (all_steps): every prompt whose current program is correct or is \
              the PyTorch reference; at most {} prompt(s) per current program (0 = no limit).",
             cfg.grpo_max_prompts_per_parent
         ),
         GrpoRule::FirstSteps => format!(
-            "GRPO (first_steps, ablation): only first-step prompts (translate the PyTorch \
+            "{set} (first_steps): only first-step prompts (translate the PyTorch \
              reference); at most {} prompt(s) per task (0 = no limit).",
             cfg.grpo_max_prompts_per_parent
         ),
-    };
+    }
+}
+
+/// The rules of `cfg` in words.
+pub fn rules(cfg: &SelectConfig) -> Vec<String> {
+    let grpo = prompt_rule("GRPO", cfg.grpo_rule, cfg);
     vec![
         "SFT correctness: every correct translation: a first step (PyTorch reference to \
          Triton) or a step that repaired a failing Triton program into a correct one; \
@@ -131,6 +136,18 @@ pub fn rules(cfg: &SelectConfig) -> Vec<String> {
             cfg.sft_min_speedup, cfg.sft_min_gain_over_parent
         ),
         grpo,
+        prompt_rule("Agent environments", cfg.env_rule, cfg),
+        format!(
+            "Multi-turn chains: per island, the lineage (parent -> child) of its best step (the \
+             fastest correct one; the earliest when untimed), its latest {} steps at most and {} \
+             at least, every step with a whole answer, a program and an evaluation; it must end \
+             better than it starts (the last program beats the first turn's, a failing one by \
+             being correct, a correct one by more than {}x its speedup, and the program the \
+             first prompt shows when both are timed), its first prompt must show none of its \
+             programs, and it must fit {} tokens ({APPROX_CHARS_DIV_4}); a lineage that does not \
+             starts later.",
+            cfg.chain_max_turns, cfg.chain_min_turns, cfg.chain_min_gain, cfg.chain_max_tokens
+        ),
         format!(
             "Token budget: samples over {} tokens are dropped (SFT: whole conversation; GRPO: \
              prompt), counted with {APPROX_CHARS_DIV_4} (ceil(characters / 4) + 4 per message).",

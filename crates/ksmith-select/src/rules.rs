@@ -65,13 +65,15 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
     }
 }
 
-/// Judges `step`'s prompt for GRPO under `cfg.grpo_rule`. `Ok` means selected.
+/// Judges `step`'s prompt for GRPO (or for an environment start) under `rule`. `Ok` means
+/// selected.
 ///
 /// `best_steps` takes a prompt when its current program was, at the time the prompt was built,
 /// the best program of its trajectory (no earlier step was faster), correct and faster than
 /// eager by more than `grpo_min_parent_speedup`: the prompt then shows no better program the
 /// model could copy.
 pub fn grpo_verdict(
+    rule: GrpoRule,
     step: &StepView,
     parent: Parent<'_>,
     best: &BestSoFar,
@@ -80,7 +82,7 @@ pub fn grpo_verdict(
     if step.prompt.is_empty() {
         return Err(DropReason::EmptyPrompt);
     }
-    match (cfg.grpo_rule, parent) {
+    match (rule, parent) {
         (_, Parent::Missing) => Err(DropReason::ParentMissing),
         (GrpoRule::FirstSteps, Parent::Reference) => Ok(()),
         (GrpoRule::FirstSteps, Parent::Step(_)) => Err(DropReason::NotFirstStep),

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
-use ksmith_core::tables::{GrpoRow, GrpoSelection, SftKind, SftRow, Split, TaskRow};
+use ksmith_core::tables::{ChainRow, GrpoRow, GrpoSelection, SftKind, SftRow, Split, TaskRow};
 use rayon::prelude::*;
 
 use crate::balance::{Member, balance};
@@ -23,6 +23,10 @@ pub struct Selection {
     pub sft: Vec<SftRow>,
     /// GRPO prompts, sorted by split, task, iteration.
     pub grpo: Vec<GrpoRow>,
+    /// Starts of agent environments (`[select] env_rule`), sorted by split, task, iteration.
+    pub env: Vec<GrpoRow>,
+    /// Multi-turn chains, sorted by split, task, island.
+    pub chains: Vec<ChainRow>,
 }
 
 fn sample_id(set: &str, kind: &str, step_id: &str) -> String {
@@ -62,11 +66,61 @@ type SftCandidate<'a> = (SftKind, &'a StepView, &'a TaskRow, Parent<'a>);
 /// A step taken for GRPO, before its row is built.
 type GrpoCandidate<'a> = (&'a StepView, &'a TaskRow, Parent<'a>);
 
-/// Selects SFT and GRPO samples from `steps`, counting every drop in `report`.
+/// Judges prompts for one prompt set (GRPO or environment starts) under one rule, keeping at
+/// most `grpo_max_prompts_per_parent` prompts per current program.
+struct PromptPicker<'a> {
+    set: SampleSet,
+    rule: GrpoRule,
+    per_parent: HashMap<String, u32>,
+    taken: Vec<GrpoCandidate<'a>>,
+}
+
+impl<'a> PromptPicker<'a> {
+    fn new(set: SampleSet, rule: GrpoRule) -> Self {
+        PromptPicker {
+            set,
+            rule,
+            per_parent: HashMap::new(),
+            taken: Vec::new(),
+        }
+    }
+
+    /// Takes `step`'s prompt or counts why not.
+    fn judge(
+        &mut self,
+        (step, task, parent): GrpoCandidate<'a>,
+        best: &BestSoFar,
+        cfg: &SelectConfig,
+        report: &mut StageReport,
+    ) {
+        match grpo_verdict(self.rule, step, parent, best, cfg) {
+            Ok(()) if approx_conversation_tokens(&step.prompt) > cfg.max_tokens => {
+                count_drop(report, self.set, DropReason::OverTokenBudget);
+            }
+            Ok(()) => {
+                let parent_key = match parent {
+                    Parent::Step(p) => format!("step:{}", p.step_id),
+                    _ => format!("reference:{}", step.task_id),
+                };
+                let n = self.per_parent.entry(parent_key).or_default();
+                if cfg.grpo_max_prompts_per_parent > 0 && *n >= cfg.grpo_max_prompts_per_parent {
+                    count_drop(report, self.set, DropReason::ParentPromptLimit);
+                } else {
+                    *n += 1;
+                    self.taken.push((step, task, parent));
+                }
+            }
+            Err(reason) => count_drop(report, self.set, reason),
+        }
+    }
+}
+
+/// Selects SFT samples, GRPO prompts, environment starts and multi-turn chains from `steps`,
+/// counting every drop in `report`.
 ///
 /// Phases: `judge` every step once for each set, build the rows (`sft_row`, `grpo_row`), drop
-/// SFT samples over the token budget, `keep_balanced` per set (per kind for SFT), sort, and
-/// count what was kept.
+/// SFT samples over the token budget, pick one chain per island ([`crate::chains`]),
+/// `keep_balanced` per set (per kind for SFT), sort, and count what was kept.
 pub fn select(
     steps: &[StepView],
     tasks: &[TaskRow],
@@ -74,9 +128,10 @@ pub fn select(
     report: &mut StageReport,
 ) -> Selection {
     let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
-    let (sft_candidates, grpo_candidates) = judge(steps, &tasks, cfg, report);
+    let (sft_candidates, grpo_candidates, env_candidates) = judge(steps, &tasks, cfg, report);
     let eager = eager_by_task(steps);
     let selection = grpo_selection(cfg.grpo_rule);
+    let env_selection = grpo_selection(cfg.env_rule);
     let mut sft: Vec<SftRow> = sft_candidates
         .par_iter()
         .map(|&(kind, step, task, parent)| sft_row(kind, step, task, parent, cfg))
@@ -85,6 +140,11 @@ pub fn select(
         .par_iter()
         .map(|&(step, task, parent)| grpo_row(selection, step, task, parent, &eager, cfg))
         .collect();
+    let env: Vec<GrpoRow> = env_candidates
+        .par_iter()
+        .map(|&(step, task, parent)| grpo_row(env_selection, step, task, parent, &eager, cfg))
+        .collect();
+    let chains = crate::chains::chains(steps, &tasks, cfg, report);
 
     sft.retain(|r| {
         let ok = r.tokens <= cfg.max_tokens;
@@ -101,6 +161,9 @@ pub fn select(
     }
     let member = |r: &GrpoRow| (r.level, r.family.clone(), r.sample_id.clone());
     let mut kept_grpo = keep_balanced(grpo, member, SampleSet::Grpo, cfg, report);
+    let mut kept_env = keep_balanced(env, member, SampleSet::Env, cfg, report);
+    let member = |r: &ChainRow| (r.level, r.family.clone(), r.sample_id.clone());
+    let mut kept_chains = keep_balanced(chains, member, SampleSet::Chains, cfg, report);
 
     kept_sft.sort_by(|a, b| {
         (a.split, a.kind, &a.task_id, a.iteration, &a.step_id).cmp(&(
@@ -111,30 +174,44 @@ pub fn select(
             &b.step_id,
         ))
     });
-    kept_grpo.sort_by(|a, b| {
-        (a.split, &a.task_id, a.iteration, &a.step_id).cmp(&(
-            b.split,
-            &b.task_id,
-            b.iteration,
-            &b.step_id,
-        ))
-    });
-    count_kept(&kept_sft, &kept_grpo, report);
-    Selection {
+    for rows in [&mut kept_grpo, &mut kept_env] {
+        rows.sort_by(|a, b| {
+            (a.split, &a.task_id, a.iteration, &a.step_id).cmp(&(
+                b.split,
+                &b.task_id,
+                b.iteration,
+                &b.step_id,
+            ))
+        });
+    }
+    kept_chains
+        .sort_by(|a, b| (a.split, &a.task_id, a.island).cmp(&(b.split, &b.task_id, b.island)));
+    let selection = Selection {
         sft: kept_sft,
         grpo: kept_grpo,
-    }
+        env: kept_env,
+        chains: kept_chains,
+    };
+    count_kept(&selection, report);
+    selection
 }
 
-/// Judges every step once for SFT and once for GRPO, in a fixed order (so "earliest"
-/// decisions do not depend on the input order); returns the steps taken for each set and
-/// counts the others by reason.
+/// The steps each per-step set took: SFT, GRPO, environment starts.
+type Judged<'a> = (
+    Vec<SftCandidate<'a>>,
+    Vec<GrpoCandidate<'a>>,
+    Vec<GrpoCandidate<'a>>,
+);
+
+/// Judges every step once for SFT, once for GRPO and once as an environment start, in a fixed
+/// order (so "earliest" decisions do not depend on the input order); returns the steps taken
+/// for each set and counts the others by reason.
 fn judge<'a>(
     steps: &'a [StepView],
     tasks: &HashMap<&str, &'a TaskRow>,
     cfg: &SelectConfig,
     report: &mut StageReport,
-) -> (Vec<SftCandidate<'a>>, Vec<GrpoCandidate<'a>>) {
+) -> Judged<'a> {
     let traj = Trajectories::new(steps);
     let best = BestSoFar::new(steps, cfg.grpo_best_scope == BestScope::Island);
     let mut order: Vec<&StepView> = steps.iter().collect();
@@ -147,13 +224,14 @@ fn judge<'a>(
     });
     let mut untimed_correct = 0u64;
     let mut sft_candidates: Vec<SftCandidate<'a>> = Vec::new();
-    let mut grpo_candidates: Vec<GrpoCandidate<'a>> = Vec::new();
+    let mut grpo = PromptPicker::new(SampleSet::Grpo, cfg.grpo_rule);
+    let mut env = PromptPicker::new(SampleSet::Env, cfg.env_rule);
     let mut answers_seen: HashSet<(String, String)> = HashSet::new();
-    let mut prompts_per_parent: HashMap<String, u32> = HashMap::new();
     for step in order {
         let Some(task) = tasks.get(step.task_id.as_str()).copied() else {
-            count_drop(report, SampleSet::Sft, DropReason::UnknownTask);
-            count_drop(report, SampleSet::Grpo, DropReason::UnknownTask);
+            for set in [SampleSet::Sft, SampleSet::Grpo, SampleSet::Env] {
+                count_drop(report, set, DropReason::UnknownTask);
+            }
             continue;
         };
         let parent = traj.parent(step);
@@ -171,32 +249,15 @@ fn judge<'a>(
             }
             SftVerdict::Drop(reason) => count_drop(report, SampleSet::Sft, reason),
         }
-        match grpo_verdict(step, parent, &best, cfg) {
-            Ok(()) if approx_conversation_tokens(&step.prompt) > cfg.max_tokens => {
-                count_drop(report, SampleSet::Grpo, DropReason::OverTokenBudget);
-            }
-            Ok(()) => {
-                let parent_key = match parent {
-                    Parent::Step(p) => format!("step:{}", p.step_id),
-                    _ => format!("reference:{}", step.task_id),
-                };
-                let n = prompts_per_parent.entry(parent_key).or_default();
-                if cfg.grpo_max_prompts_per_parent > 0 && *n >= cfg.grpo_max_prompts_per_parent {
-                    count_drop(report, SampleSet::Grpo, DropReason::ParentPromptLimit);
-                } else {
-                    *n += 1;
-                    grpo_candidates.push((step, task, parent));
-                }
-            }
-            Err(reason) => count_drop(report, SampleSet::Grpo, reason),
-        }
+        grpo.judge((step, task, parent), &best, cfg, report);
+        env.judge((step, task, parent), &best, cfg, report);
     }
     report.count("steps_correct_untimed", untimed_correct);
-    (sft_candidates, grpo_candidates)
+    (sft_candidates, grpo.taken, env.taken)
 }
 
 /// The train/validation split of `task` (by its cluster).
-fn split(task: &TaskRow, cfg: &SelectConfig) -> Split {
+pub(crate) fn split(task: &TaskRow, cfg: &SelectConfig) -> Split {
     split_of(
         &cfg.seed,
         cfg.validation_fraction,
@@ -334,17 +395,25 @@ fn keep_balanced<R>(
     kept
 }
 
-/// Kept samples by kind and split (`sft_correctness_train`, `grpo_validation`, ...).
-fn count_kept(sft: &[SftRow], grpo: &[GrpoRow], report: &mut StageReport) {
+/// Kept samples by kind and split (`sft_correctness_train`, `grpo_validation`,
+/// `env_train`, `chains_train`, ...).
+fn count_kept(s: &Selection, report: &mut StageReport) {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for r in sft {
+    for r in &s.sft {
         *counts
             .entry(format!("sft_{}_{}", r.kind.as_str(), r.split.as_str()))
             .or_default() += 1;
     }
-    for r in grpo {
+    for (set, rows) in [("grpo", &s.grpo), ("env", &s.env)] {
+        for r in rows {
+            *counts
+                .entry(format!("{set}_{}", r.split.as_str()))
+                .or_default() += 1;
+        }
+    }
+    for r in &s.chains {
         *counts
-            .entry(format!("grpo_{}", r.split.as_str()))
+            .entry(format!("chains_{}", r.split.as_str()))
             .or_default() += 1;
     }
     for (k, v) in counts {

@@ -7,7 +7,8 @@ the datasets come from the real export stage (`export_fixture`), or from a work 
 real run when `KSMITH_TRAINERS_DATASETS` names its `datasets/` folder (then set
 `KSMITH_TRAINERS_MODEL` to a model folder made by `support.make_tiny_model` whose
 `tokenizer.json` that export counted with, or expect the cards' settings to fit a real model's
-tokenizer only).
+tokenizer only; the multi-turn tests use that model with Qwen 2.5's chat template, or
+`KSMITH_TRAINERS_TOOL_MODEL`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["WANDB_DISABLED"] = "true"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The agent tests evaluate programs with the reward's local evaluator: on the CPU (the Triton
+# interpreter, untimed), whatever GPU the machine has, so their scores are the same everywhere.
+os.environ.setdefault("KSMITH_EVAL_DEVICE", "cpu")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from support import export_fixture, make_tiny_model  # noqa: E402
+from support import export_fixture, make_tiny_model, make_tool_model  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -43,6 +47,15 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     return os.environ.get("KSMITH_TRAINERS_MODEL") or make_tiny_model(str(tmp_path_factory.mktemp("tiny-model")))
+
+
+@pytest.fixture(scope="session")
+def tool_model(tiny_model, tmp_path_factory) -> str:
+    """The model of the multi-turn tests: `KSMITH_TRAINERS_TOOL_MODEL` (a model whose chat template
+    renders tool calls), else the test model with Qwen 2.5's template (same tokenizer)."""
+    return os.environ.get("KSMITH_TRAINERS_TOOL_MODEL") or make_tool_model(
+        tiny_model, str(tmp_path_factory.mktemp("tool-model"))
+    )
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -17,6 +18,8 @@ from types import SimpleNamespace
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SFT = ["verl-sft", "trl-sft", "trl-sft-standard", "openrlhf-sft"]
 RL = ["verl-rl", "trl-grpo", "openrlhf-rl"]
+MULTITURN = ["verl-sft-multiturn", "trl-sft-multiturn", "openrlhf-sft-multiturn"]
+AGENT = ["verl-agent", "trl-env", "openrlhf-agent"]
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -58,6 +61,20 @@ def make_tiny_model(path: str) -> str:
     )
     torch.manual_seed(0)
     Qwen2ForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def make_tool_model(model: str, path: str) -> str:
+    """The tiny model with Qwen 2.5's chat template (as TRL ships it, so TRL recognizes it), which
+    renders tools, `<tool_call>` blocks and tool messages: the multi-turn formats need a template
+    that knows tool calls. Same tokenizer and weights as `model`."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    shutil.copytree(model, path, dirs_exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = qwen2_5_chat_template
+    tokenizer.save_pretrained(path)
     return path
 
 
@@ -106,6 +123,35 @@ def card_command(dataset: str, model: str) -> tuple[dict, list[str]]:
         name, value = argv.pop(0).split("=", 1)
         env[name] = value
     return env, argv
+
+
+def ksmith_on_path(env: dict) -> None:
+    """What the card's `PYTHONPATH=$KSMITH/python` does for the trainer's processes."""
+    path = env.get("PYTHONPATH")
+    assert path == os.path.join(ROOT, "python"), env
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def rows_of(dataset: str, split: str = "train") -> list[dict]:
+    """The rows of a dataset's split, as `datasets` loads them."""
+    import datasets
+
+    return list(datasets.load_dataset(dataset)[split])
+
+
+def chain_for_a_start(chain_dir: str, starts: list, task_of) -> tuple[dict, int]:
+    """A multi-turn chain whose task has an environment start among `starts` (`task_of` gives a
+    start's task), and that start's index: the chain's programs are that task's, so the start's
+    evaluation can judge them. A real run without such a pair skips; the fixture always has one."""
+    import pytest
+
+    for chain in rows_of(chain_dir):
+        for i, start in enumerate(starts):
+            if task_of(start) == chain["meta"]["task_id"]:
+                return chain, i
+    assert "KSMITH_TRAINERS_DATASETS" in os.environ, "the fixture's chains and starts share their task"
+    pytest.skip("no chain's task has an environment start in these datasets")
 
 
 def module_args(argv: list[str]) -> tuple[str, list[str]]:

@@ -1,4 +1,8 @@
-//! `grpo.parquet`: GRPO prompts chosen by select, with what the reward needs to score answers.
+//! `grpo.parquet`: GRPO prompts chosen by select, with what the reward needs to score answers;
+//! and `env.parquet`: the same rows for the starts of agent episodes (the `[select] env_rule`),
+//! where the evaluator is a tool the model calls over several turns.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -74,4 +78,14 @@ pub struct GrpoRow {
 impl Table for GrpoRow {
     const NAME: &'static str = "grpo";
     const SCHEMA_VERSION: u32 = 1;
+}
+
+/// The file of the agent environments' starts in a work directory: [`GrpoRow`]s chosen by
+/// `[select] env_rule` (a second table of the same row type, so every GRPO column reaches the
+/// environment datasets too).
+pub const ENV_FILE: &str = "env.parquet";
+
+/// The path of [`ENV_FILE`] in `workdir`.
+pub fn env_path_in(workdir: &Path) -> PathBuf {
+    workdir.join(ENV_FILE)
 }

@@ -5,6 +5,7 @@
 //! `SCHEMA_VERSION`.
 
 mod annotations;
+mod chains;
 mod clusters;
 mod dedup;
 mod grpo;
@@ -16,9 +17,10 @@ mod steps;
 mod tasks;
 
 pub use annotations::{AnnotationRow, ReviewVerdict};
+pub use chains::{ChainRow, ChainTurn};
 pub use clusters::ClusterRow;
 pub use dedup::{DedupMethod, DedupPairRow, DedupRow};
-pub use grpo::{GrpoRow, GrpoSelection};
+pub use grpo::{ENV_FILE, GrpoRow, GrpoSelection, env_path_in};
 pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
 pub use probes::{OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};

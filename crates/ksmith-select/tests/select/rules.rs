@@ -341,6 +341,36 @@ fn grpo_ablations_all_steps_and_first_steps() {
 }
 
 #[test]
+fn environment_starts_follow_their_own_rule() {
+    let steps = trajectory_a();
+    let tasks = [task("A", "act", 1, 0)];
+    // Default: first steps, one per task (s0 and s7 are both first steps of task A).
+    let out = select(
+        &steps,
+        &tasks,
+        &no_balance(),
+        &mut StageReport::new("select"),
+    );
+    let env: Vec<&str> = out.env.iter().map(|r| r.step_id.as_str()).collect();
+    assert_eq!(env, ["s0"]);
+    assert_eq!(out.env[0].selection, GrpoSelection::FirstSteps);
+    assert_eq!(out.env[0].parent_program, out.env[0].reference_program);
+    // `best_steps`: the same prompts as the GRPO set.
+    let cfg = SelectConfig {
+        env_rule: GrpoRule::BestSteps,
+        ..no_balance()
+    };
+    let mut report = StageReport::new("select");
+    let out = select(&steps, &tasks, &cfg, &mut report);
+    assert!(!out.grpo.is_empty());
+    assert_eq!(out.env, out.grpo);
+    assert_eq!(
+        report.dropped.get("env/first_step"),
+        report.dropped.get("grpo/first_step")
+    );
+}
+
+#[test]
 fn untimed_rollouts_give_no_performance_samples_and_no_best_steps() {
     // A CPU-interpreter rollout: everything correct, nothing timed.
     let steps = vec![

@@ -6,7 +6,8 @@ use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing, TimingMe
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{
-    EditFormat, EditOutcome, GrpoRow, SftKind, SftRow, StepKind, StepRow, TaskRow,
+    ChainRow, EditFormat, EditOutcome, GrpoRow, GrpoSelection, SftKind, SftRow, StepKind, StepRow,
+    TaskRow, env_path_in,
 };
 use ksmith_select::{SelectConfig, SelectionManifest, run};
 
@@ -134,7 +135,21 @@ fn run_writes_tables_manifest_and_report_then_skips() {
     assert_eq!(grpo[0].prompt[0].role, "system");
     assert_eq!(grpo[0].prompt[1].content, "Step c: make it faster.");
     assert_eq!(grpo[0].parent_program, "# program b\n");
-    assert_eq!(report.rows_written, 4);
+    // The agent environments start from the reference (one per task, `first_steps`).
+    let env: Vec<GrpoRow> = read_table(&env_path_in(dir.path())).unwrap();
+    assert_eq!(env.len(), 1);
+    assert_eq!(
+        (env[0].step_id.as_str(), env[0].selection),
+        ("a", GrpoSelection::FirstSteps)
+    );
+    assert_eq!(env[0].parent_program, "# reference\n");
+    // One chain: the island's lineage a -> b -> c ends at its best step.
+    let chains: Vec<ChainRow> = read_table(&ChainRow::path_in(dir.path())).unwrap();
+    assert_eq!(chains.len(), 1);
+    let ids: Vec<&str> = chains[0].turns.iter().map(|t| t.step_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(chains[0].prompt[1].content, "Step a: make it faster.");
+    assert_eq!(report.rows_written, 6);
     assert_eq!(report.dropped.get("grpo/first_step"), Some(&1));
     let saved: StageReport =
         serde_json::from_slice(&std::fs::read(StageReport::path_in(dir.path(), "select")).unwrap())
@@ -149,6 +164,8 @@ fn run_writes_tables_manifest_and_report_then_skips() {
     // What each set kept and why the rest was dropped, for export to explain empty datasets.
     assert_eq!(manifest.outcome["sft"].kept, 3);
     assert_eq!(manifest.outcome["grpo"].kept, 1);
+    assert_eq!(manifest.outcome["env"].kept, 1);
+    assert_eq!(manifest.outcome["chains"].kept, 1);
     assert_eq!(
         manifest.outcome["grpo"].dropped.get("first_step"),
         Some(&1),
@@ -156,8 +173,11 @@ fn run_writes_tables_manifest_and_report_then_skips() {
         manifest.outcome
     );
     assert_eq!(
-        manifest.outcome["grpo"].dropped.values().sum::<u64>()
-            + manifest.outcome["sft"].dropped.values().sum::<u64>(),
+        manifest
+            .outcome
+            .values()
+            .map(|o| o.dropped.values().sum::<u64>())
+            .sum::<u64>(),
         report.dropped_total()
     );
 
