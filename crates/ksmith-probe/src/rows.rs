@@ -57,6 +57,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
                 .collect()
         }),
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
+        aten_calls: if runs { r.aten_calls } else { Vec::new() },
         attempt_log: r.attempt_log,
         size_status,
         size_reason_code,
@@ -217,6 +218,21 @@ mod tests {
             answer(r#", "size_status": "unsizable", "size_reason": "gremlins: x""#),
         );
         assert_eq!(row.size_reason_code, Some(SizeReason::Error));
+        // The attributed calls come with the trace, and only for a module that ran.
+        let calls = r#", "aten_trace": ["aten::convolution"],
+            "aten_calls": ["aten::convolution(2d,k3x3,s1,p1,d1,dw)"]"#;
+        let row = from_response(&module, answer(calls));
+        assert_eq!(row.aten_calls, ["aten::convolution(2d,k3x3,s1,p1,d1,dw)"]);
+        assert_eq!(row.aten_trace, ["aten::convolution"]);
+        let failed = answer(calls).status.map(|_| "failed".to_string());
+        let row = from_response(
+            &module,
+            Response {
+                status: failed,
+                ..answer(calls)
+            },
+        );
+        assert!(row.aten_calls.is_empty() && row.aten_trace.is_empty());
     }
 
     /// The statuses the Python runner answers (`python/ksmith/verdicts.json`; a Python test
