@@ -11,8 +11,10 @@ to the kernel is:
   dimensions left out) and runs of neighbouring dimensions that stay together are merged, so
   the description does not depend on how many dimensions a tensor happens to have. A reduction,
   a softmax, a normalization or a concatenation writes the dimensions it works along as ``R`` and
-  the others as ``K``: ``KR`` is the innermost block (a last-dim norm, a spatial mean), ``KRK`` a
-  middle one (a channels-first norm of an NCHW tensor), ``RK`` the outermost, ``R`` everything.
+  the others as ``K``, neighbouring ``R`` merged and the leading ``K`` too: ``KR`` is the
+  innermost block (a last-dim norm of any rank, a spatial mean), ``KRKK`` the channels of an
+  NCHW tensor (a channels-first norm), ``KRK`` its height, ``RK`` the outermost of a matrix,
+  ``R`` everything.
   ``permute``/``transpose``/``t`` write their merged permutation (``p=021``: the two inner
   blocks swap), copies the memory order of a non-contiguous source (``m=021``: a transposing
   copy), and an element-wise call whose tensors are laid out differently ``x``.
@@ -232,11 +234,18 @@ def _memory_order(t) -> list[int]:
 
 
 def _pattern(t, marked: set[int]) -> str:
-    """``R``/``K`` for each dimension in memory order, runs merged (``KR``, ``KRK``, ``R``); ``-``
-    for a tensor with no dimension longer than one."""
+    """``R``/``K`` for each dimension in memory order (``KRKK``: the channels of an NCHW
+    tensor), with neighbouring ``R`` merged (they work as one flattened dimension) and the
+    leading ``K`` merged (batch dimensions, however many); ``-`` for a tensor with no dimension
+    longer than one."""
     labels = ["R" if d in marked else "K" for d in _memory_order(t)]
-    merged = [c for i, c in enumerate(labels) if i == 0 or labels[i - 1] != c]
-    return "".join(merged) or "-"
+    out = []
+    for i, c in enumerate(labels):
+        leading = c == "K" and "R" not in labels[:i]
+        if i > 0 and labels[i - 1] == c and (c == "R" or leading):
+            continue
+        out.append(c)
+    return "".join(out) or "-"
 
 
 def _merged(order: list[int]) -> list[int] | None:
