@@ -35,10 +35,15 @@ pub struct DedupConfig {
     pub simhash_tables: usize,
     /// Hyperplanes (bits) per table.
     pub simhash_bits: usize,
-    /// Near and semantic pairs whose modules both have recorded ATen operators must run alike:
-    /// the weighted Jaccard of the operators that do work and of their consecutive pairs, in
-    /// the order they ran, at or above this (1.0: the same operators, in the same order).
+    /// Near and semantic pairs whose modules both have recorded calls must run alike: the
+    /// same kernel-deciding calls (convolutions, norms, reductions, layouts, ...) and the
+    /// weighted Jaccard of the calls that do work and of their consecutive pairs, in the order
+    /// they ran, at or above this (1.0: the same calls, in the same order).
     pub aten_threshold: f64,
+    /// Drop modules whose sized programs made the same calls, with the attributes that decide
+    /// their kernels, in the same order, at sizes of the same regime (arithmetic intensity
+    /// within a factor of 4): the same computation however it is written.
+    pub kernel: bool,
     /// Drop modules with the same structural hash (Weisfeiler-Lehman hash of the syntax tree
     /// with identifier names and literal values forgotten).
     pub structural: bool,
@@ -92,6 +97,7 @@ impl Default for DedupConfig {
             simhash_tables: 16,
             simhash_bits: 16,
             aten_threshold: 0.95,
+            kernel: true,
             structural: true,
             wl_iterations: 4,
             max_bucket_pairs: 64,

@@ -1,0 +1,371 @@
+//! What the calls a module's forward made (probe's `aten_calls`, recorded on the sized program)
+//! say about the kernel problem it is.
+//!
+//! A recorded call is `aten::name(attrs)@dtype` (`python/ksmith/probe/aten_calls.py` defines the
+//! attributes: the dimensions a reduction or norm works along in memory order, a convolution's
+//! kernel, stride and grouping, a matrix product's factors' roles...). [`canonical`] keeps the
+//! calls that do work, written one way whatever way the author wrote them: views are left out
+//! (their layout shows in the calls that read them), copies too unless they move data across a
+//! layout or cast it (`aten::copy(m=021)`), and fused calls are split into their parts
+//! (`addmm(a,w)` is `mm(a,w)` then a broadcast `add(b)`, as `x @ w.t() + b` runs). A [`Run`]
+//! holds what dedup and cluster compare: the calls and their consecutive pairs with counts (for
+//! [`crate::aten::agreement`]), the set of kernel-deciding calls (two modules whose
+//! convolutions, norms, reductions or layouts differ are different kernels however alike they
+//! look), the whole sequence (the same computation) and the distinct calls and pairs without
+//! counts (the same computation repeated a different number of times). [`regime`] buckets a
+//! sized program's arithmetic intensity: the same computation at sizes of another regime is
+//! another kernel problem.
+
+use std::collections::BTreeMap;
+
+use crate::aten::{Kind, kind};
+
+/// Width of a [`regime`] bucket: arithmetic intensities within a factor of this are one regime.
+pub const REGIME_BASE: f64 = 4.0;
+
+/// One recorded call, split into its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The operator with its namespace, without the in-place `_` (`aten::relu`).
+    pub op: &'a str,
+    /// The attributes between the parentheses (`2d,k3x3,s1,p1,d1,dw`; empty when none).
+    pub attrs: &'a str,
+    /// The dtype of the first tensor input when it is not float32 (`bf16`; empty otherwise).
+    pub dtype: &'a str,
+}
+
+impl<'a> Call<'a> {
+    /// Splits a recorded call (`aten::convolution(2d,k3x3,s1,p1,d1,dw)@f16`).
+    pub fn parse(call: &'a str) -> Call<'a> {
+        let (head, dtype) = match call.rfind('@') {
+            Some(i) if !call[i..].contains(')') => (&call[..i], &call[i + 1..]),
+            _ => (call, ""),
+        };
+        let (op, attrs) = match head.find('(') {
+            Some(i) => (
+                &head[..i],
+                head[i + 1..].strip_suffix(')').unwrap_or(&head[i + 1..]),
+            ),
+            None => (head, ""),
+        };
+        let op = match op.strip_suffix('_') {
+            Some(stripped) if !stripped.ends_with(':') => stripped,
+            _ => op,
+        };
+        Call { op, attrs, dtype }
+    }
+
+    /// The call written back (`op(attrs)@dtype`), with another operator name.
+    fn written(&self, op: &str, attrs: &str) -> String {
+        let mut out = op.to_string();
+        if !attrs.is_empty() {
+            out.push('(');
+            out.push_str(attrs);
+            out.push(')');
+        }
+        if !self.dtype.is_empty() {
+            out.push('@');
+            out.push_str(self.dtype);
+        }
+        out
+    }
+
+    /// The name without namespace (`relu`).
+    fn base(&self) -> &'a str {
+        self.op.rsplit("::").next().unwrap_or(self.op)
+    }
+}
+
+/// The calls that do work, each written one way (see the module's documentation).
+pub fn canonical<S: AsRef<str>>(calls: &[S]) -> Vec<String> {
+    let mut out = Vec::with_capacity(calls.len());
+    for raw in calls {
+        let c = Call::parse(raw.as_ref());
+        match kind(c.op) {
+            Kind::View => continue,
+            Kind::Copy => {
+                let moves = c
+                    .attrs
+                    .split(',')
+                    .any(|a| a.starts_with("m=") || a.starts_with("to="));
+                let copies = matches!(
+                    c.base(),
+                    "clone" | "contiguous" | "copy" | "_to_copy" | "to" | "_copy_from"
+                );
+                if moves && copies {
+                    out.push(c.written("aten::copy", c.attrs));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let fused = |product: &str, out: &mut Vec<String>| {
+            let roles: Vec<&str> = c
+                .attrs
+                .split(',')
+                .filter(|a| matches!(*a, "a" | "w"))
+                .collect();
+            out.push(c.written(product, &roles.join(",")));
+            out.push(c.written("aten::add", "b"));
+        };
+        match c.base() {
+            "addmm" => fused("aten::mm", &mut out),
+            "baddbmm" => fused("aten::bmm", &mut out),
+            "addmv" => fused("aten::mv", &mut out),
+            "_addmm_activation" => {
+                fused("aten::mm", &mut out);
+                let act = if c.attrs.split(',').any(|a| a == "gelu") {
+                    "aten::gelu"
+                } else {
+                    "aten::relu"
+                };
+                out.push(c.written(act, ""));
+            }
+            _ => out.push(c.written(c.op, c.attrs)),
+        }
+    }
+    out
+}
+
+/// True for the calls whose attributes decide which kernel runs: convolutions, matrix
+/// products, attention, recurrences, norms, reductions, softmax, pooling, resampling,
+/// embeddings, losses, data movement and transposing copies (not element-wise arithmetic and
+/// activations, whose differences [`crate::aten::agreement`] weighs).
+pub fn decides_kernel(call: &str) -> bool {
+    let c = Call::parse(call);
+    c.op == "aten::copy"
+        || matches!(
+            kind(c.op),
+            Kind::Convolution
+                | Kind::Matmul
+                | Kind::Attention
+                | Kind::Recurrent
+                | Kind::Normalization
+                | Kind::VectorNorm
+                | Kind::Reduction
+                | Kind::Softmax
+                | Kind::Pooling
+                | Kind::Upsampling
+                | Kind::Embedding
+                | Kind::Loss
+                | Kind::Movement
+        )
+}
+
+/// What dedup and cluster compare of one recorded forward pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Run {
+    /// The canonical calls and each consecutive pair of them (`a>b`) with their counts, sorted:
+    /// what [`crate::aten::agreement`] compares.
+    pub features: Vec<(String, u64)>,
+    /// A hash of the distinct kernel-deciding calls ([`decides_kernel`]); two runs whose
+    /// hashes differ run a different kernel somewhere.
+    pub kernels: u64,
+    /// A hash of the whole canonical sequence: the same computation. None when nothing in it
+    /// computes (views, copies and data movement only).
+    pub sequence: Option<u128>,
+    /// A hash of the distinct canonical calls and pairs, without counts: the same computation
+    /// repeated any number of times (a stack of one block at depth 2 or 12). None when
+    /// nothing computes.
+    pub computation: Option<u128>,
+}
+
+impl Run {
+    /// The run of recorded calls (`aten_calls`); `ops` are the recorded counts by operator
+    /// (`aten_ops`), which cover the whole forward pass when the calls were cut at the
+    /// recording's limit: the sequence then includes them.
+    pub fn of<'a, S: AsRef<str>>(
+        calls: &[S],
+        ops: impl IntoIterator<Item = (&'a str, u64)>,
+    ) -> Run {
+        let seq = canonical(calls);
+        let mut features: BTreeMap<String, u64> = BTreeMap::new();
+        for c in &seq {
+            *features.entry(c.clone()).or_default() += 1;
+        }
+        for w in seq.windows(2) {
+            *features.entry(format!("{}>{}", w[0], w[1])).or_default() += 1;
+        }
+        let mut kernels: Vec<&str> = seq
+            .iter()
+            .map(String::as_str)
+            .filter(|c| decides_kernel(c))
+            .collect();
+        kernels.sort_unstable();
+        kernels.dedup();
+        let computes = seq.iter().any(|c| kind(c).computes());
+        let (sequence, computation) = if computes {
+            let mut h = blake3::Hasher::new();
+            for c in &seq {
+                h.update(c.as_bytes());
+                h.update(b"\n");
+            }
+            let ops: Vec<(&str, u64)> = ops.into_iter().collect();
+            if ops.iter().map(|(_, n)| n).sum::<u64>() > calls.len() as u64 {
+                h.update(b"\0counts\n");
+                for (op, n) in &ops {
+                    h.update(op.as_bytes());
+                    h.update(&n.to_le_bytes());
+                }
+            }
+            let mut set = blake3::Hasher::new();
+            for f in features.keys() {
+                set.update(f.as_bytes());
+                set.update(b"\n");
+            }
+            (Some(digest(&h)), Some(digest(&set)))
+        } else {
+            (None, None)
+        };
+        let mut kh = blake3::Hasher::new();
+        for k in &kernels {
+            kh.update(k.as_bytes());
+            kh.update(b"\n");
+        }
+        Run {
+            features: features.into_iter().collect(),
+            kernels: digest(&kh) as u64,
+            sequence,
+            computation,
+        }
+    }
+}
+
+fn digest(h: &blake3::Hasher) -> u128 {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    u128::from_le_bytes(b)
+}
+
+/// The regime of a sized program's work: its arithmetic intensity (FLOPs per byte moved, the
+/// probe's `est_flops` / `est_bytes` at the chosen sizes) on a log scale of base
+/// [`REGIME_BASE`], rounded; `i32::MIN` for work without FLOPs (data movement); none when
+/// either estimate is missing or the bytes are not positive.
+pub fn regime(flops: Option<f64>, bytes: Option<f64>) -> Option<i32> {
+    let (f, b) = (flops?, bytes?);
+    if !f.is_finite() || !b.is_finite() || b <= 0.0 || f < 0.0 {
+        return None;
+    }
+    if f == 0.0 {
+        return Some(i32::MIN);
+    }
+    Some(((f / b).ln() / REGIME_BASE.ln()).round() as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_split_into_operator_attributes_and_dtype() {
+        let c = Call::parse("aten::convolution(2d,k3x3,s1,p1,d1,dw)@f16");
+        assert_eq!(
+            (c.op, c.attrs, c.dtype),
+            ("aten::convolution", "2d,k3x3,s1,p1,d1,dw", "f16")
+        );
+        let c = Call::parse("aten::relu_");
+        assert_eq!((c.op, c.attrs, c.dtype), ("aten::relu", "", ""));
+        let c = Call::parse("aten::_to_copy(to=bf16)");
+        assert_eq!((c.op, c.attrs, c.dtype), ("aten::_to_copy", "to=bf16", ""));
+    }
+
+    #[test]
+    fn a_linear_layer_is_one_sequence_however_it_runs() {
+        // nn.Linear on a 3-D input, and x @ w.t() + b.
+        let module = [
+            "aten::view",
+            "aten::t(w)",
+            "aten::addmm(a,w)",
+            "aten::_unsafe_view",
+        ];
+        let written = [
+            "aten::t(w)",
+            "aten::view",
+            "aten::mm(a,w)",
+            "aten::_unsafe_view",
+            "aten::add(b)",
+        ];
+        assert_eq!(canonical(&module), ["aten::mm(a,w)", "aten::add(b)"]);
+        assert_eq!(canonical(&module), canonical(&written));
+        let none: [(&str, u64); 0] = [];
+        assert_eq!(Run::of(&module, none), Run::of(&written, none));
+    }
+
+    #[test]
+    fn layout_copies_and_casts_stay_other_copies_and_views_go() {
+        let calls = [
+            "aten::permute(p=021)",
+            "aten::clone(m=021)",
+            "aten::native_layer_norm(KR)",
+            "aten::clone",
+            "aten::empty",
+            "aten::_to_copy(to=bf16)",
+            "aten::relu_@bf16",
+        ];
+        assert_eq!(
+            canonical(&calls),
+            [
+                "aten::copy(m=021)",
+                "aten::native_layer_norm(KR)",
+                "aten::copy(to=bf16)",
+                "aten::relu@bf16"
+            ]
+        );
+    }
+
+    #[test]
+    fn kernels_tell_layouts_and_convolution_kinds_apart() {
+        let none = || std::iter::empty::<(&str, u64)>();
+        let run = |calls: &[&str]| Run::of(calls, none());
+        let last = run(&["aten::native_layer_norm(KR)", "aten::gelu"]);
+        let first = run(&["aten::native_layer_norm(KRK)", "aten::gelu"]);
+        let tanh = run(&["aten::native_layer_norm(KR)", "aten::gelu(tanh)"]);
+        assert_ne!(last.kernels, first.kernels);
+        assert_ne!(last.sequence, first.sequence);
+        // An activation's variant is no kernel-deciding call, but another sequence.
+        assert_eq!(last.kernels, tanh.kernels);
+        assert_ne!(last.sequence, tanh.sequence);
+        let dw = run(&["aten::convolution(2d,k3x3,s1,p1,d1,dw)"]);
+        let dense = run(&["aten::convolution(2d,k3x3,s1,p1,d1,dense)"]);
+        assert_ne!(dw.kernels, dense.kernels);
+        // Nothing that computes: no sequence.
+        assert_eq!(run(&["aten::view", "aten::clone"]).sequence, None);
+    }
+
+    #[test]
+    fn the_computation_forgets_repetition_the_sequence_does_not() {
+        let none = || std::iter::empty::<(&str, u64)>();
+        let block = ["aten::mm(a,w)", "aten::gelu", "aten::mm(a,w)"];
+        let twice: Vec<&str> = block.iter().chain(block.iter()).copied().collect();
+        let thrice: Vec<&str> = twice.iter().chain(block.iter()).copied().collect();
+        let (a, b) = (Run::of(&twice, none()), Run::of(&thrice, none()));
+        assert_ne!(a.sequence, b.sequence);
+        assert_eq!(a.computation, b.computation);
+        assert_eq!(a.kernels, b.kernels);
+    }
+
+    #[test]
+    fn a_cut_recording_includes_the_counts() {
+        let calls = ["aten::relu"; 3];
+        let short = Run::of(&calls, [("aten::relu", 3)]);
+        let cut_a = Run::of(&calls, [("aten::relu", 5)]);
+        let cut_b = Run::of(&calls, [("aten::relu", 9)]);
+        assert_eq!(
+            short.sequence,
+            Run::of(&calls, [("aten::relu", 3)]).sequence
+        );
+        assert_ne!(cut_a.sequence, cut_b.sequence);
+        assert_ne!(short.sequence, cut_a.sequence);
+    }
+
+    #[test]
+    fn regimes_bucket_the_arithmetic_intensity() {
+        assert_eq!(regime(Some(1e9), Some(1e9)), Some(0));
+        assert_eq!(regime(Some(16e9), Some(1e9)), Some(2));
+        assert_eq!(regime(Some(20e9), Some(1e9)), Some(2));
+        assert_eq!(regime(Some(1e9), Some(64e9)), Some(-3));
+        assert_eq!(regime(Some(0.0), Some(1e6)), Some(i32::MIN));
+        assert_eq!(regime(None, Some(1.0)), None);
+        assert_eq!(regime(Some(1.0), Some(0.0)), None);
+    }
+}
