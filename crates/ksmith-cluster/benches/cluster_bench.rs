@@ -112,6 +112,7 @@ fn corpus(n: usize, seed: u64) -> Vec<(Unit, usize)> {
                     license: None,
                     aten_ops: None,
                     alt_sizes: "[]".into(),
+                    problem: None,
                 },
                 topic,
             )

@@ -15,7 +15,9 @@
 //!
 //! Tasks ([`tasks`]), following the paper: every unique module is a candidate for the
 //! cold-start rollouts, balanced across (family, level) (`tasks = "balanced"`, the default),
-//! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). Modules
+//! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). One kernel
+//! problem (the computation a sized program ran, at any depth, and the regime of its sizes,
+//! [`Problem`]) takes at most `tasks_per_problem` tasks. Modules
 //! that compute nothing (views, reshapes, identities) or mostly call a module given to their
 //! constructor are not tasks unless `trivial_tasks = true`. An expert's review
 //! (`annotations.parquet`, from `ksmith review`), when present, is applied before tasks are
@@ -52,7 +54,7 @@ pub use error::ClusterError;
 /// The stage's name.
 pub const STAGE: &str = "cluster";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 /// One unique module to cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +73,35 @@ pub struct Unit {
     pub aten_ops: Option<Vec<OpCount>>,
     /// The probe's alternate size sets (a JSON list, `[]` when none), passed on to its task.
     pub alt_sizes: String,
+    /// The kernel problem its sized program is ([`Problem`]); none when its calls were not
+    /// recorded or nothing in them computes.
+    pub problem: Option<Problem>,
+}
+
+/// What makes a kernel problem: the computation a sized program ran (the distinct canonical
+/// calls and consecutive pairs, [`ksmith_embed::calls::Run::computation`]: the same at any
+/// depth) and the regime of its sizes ([`ksmith_embed::calls::regime`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Problem {
+    /// The computation's hash.
+    pub computation: u128,
+    /// The arithmetic-intensity regime (none when not estimated).
+    pub regime: Option<i32>,
+}
+
+impl Problem {
+    /// The problem of a probe row; none without recorded calls that compute.
+    pub fn of(probe: &ProbeRow) -> Option<Problem> {
+        let ops = probe.aten_ops.as_ref()?;
+        let run = ksmith_embed::calls::Run::of(
+            &probe.aten_calls,
+            ops.iter().map(|o| (o.op.as_str(), o.count)),
+        );
+        Some(Problem {
+            computation: run.computation?,
+            regime: ksmith_embed::calls::regime(probe.est_flops, probe.est_bytes),
+        })
+    }
 }
 
 /// The result of clustering, aligned with the input units.
@@ -163,6 +194,7 @@ pub fn kept_units(
             license: m.and_then(|m| m.license.clone()),
             aten_ops: probe.and_then(|p| p.aten_ops.clone()),
             alt_sizes: probe.map_or_else(|| "[]".to_string(), |p| p.alt_sizes.clone()),
+            problem: probe.and_then(|p| Problem::of(p)),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));
@@ -219,7 +251,7 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
                 false => review::Review::default(),
             };
             review.apply(&mut rows, &mut run.report);
-            let task_rows = tasks::select(&units, &rows, cfg, &review);
+            let task_rows = tasks::select(&units, &rows, cfg, &review, &mut run.report);
             count_clusters(&result, &rows, &task_rows, &mut run.report);
             write_table(&clusters_path, &rows, run.fingerprint())?;
             write_table(&tasks_path, &task_rows, run.fingerprint())?;

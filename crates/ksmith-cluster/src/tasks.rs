@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 
+use ksmith_core::report::StageReport;
 use ksmith_core::tables::{ClusterRow, TaskRow};
 use ksmith_embed::hashing::{hash_str, mix};
 
-use crate::Unit;
 use crate::config::ClusterConfig;
 use crate::review::Review;
+use crate::{Problem, Unit};
 
 /// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
 type CellMember = (bool, u64, usize);
@@ -22,11 +23,16 @@ type CellMember = (bool, u64, usize);
 /// - `all`: every module (`"all"`);
 /// - `centers`: the medoid of every cluster (`"center"`), plus every noise module when
 ///   `noise_tasks` (`"noise"`).
+///
+/// With `balanced` and `all`, a kernel problem ([`Problem`]) takes at most `tasks_per_problem`
+/// tasks, chosen in the same order (centers first, then the seeded hash); the modules left
+/// out are counted in `report` (`problem_repeats`).
 pub fn select(
     units: &[Unit],
     rows: &[ClusterRow],
     cfg: &ClusterConfig,
     review: &Review,
+    report: &mut StageReport,
 ) -> Vec<TaskRow> {
     let task = |i: usize, how: &str| TaskRow {
         task_id: units[i].id.clone(),
@@ -43,18 +49,24 @@ pub fn select(
     let candidate = |i: usize| {
         (cfg.trivial_tasks || rows[i].trivial.is_none()) && !review.rejects(&units[i].id)
     };
+    let order =
+        |i: usize| -> CellMember { (!rows[i].is_center, mix(cfg.seed, hash_str(&units[i].id)), i) };
+    let mut limited = || {
+        let candidates: Vec<usize> = (0..units.len()).filter(|&i| candidate(i)).collect();
+        let (kept, repeats) = per_problem(candidates, units, cfg.tasks_per_problem, order);
+        report.count("problem_repeats", repeats);
+        kept
+    };
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
-        "all" => (0..units.len())
-            .filter(|&i| candidate(i))
-            .map(|i| task(i, "all"))
-            .collect(),
+        "all" => limited().into_iter().map(|i| task(i, "all")).collect(),
         "balanced" => {
             let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
-            for (i, r) in rows.iter().enumerate().filter(|(i, _)| candidate(*i)) {
+            for i in limited() {
+                let r = &rows[i];
                 cells
                     .entry((r.family.as_str(), r.level))
                     .or_default()
-                    .push((!r.is_center, mix(cfg.seed, hash_str(&units[i].id)), i));
+                    .push(order(i));
             }
             cells
                 .into_values()
@@ -84,4 +96,31 @@ pub fn select(
     };
     out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     out
+}
+
+/// The candidates kept when each kernel problem takes at most `limit` of them (0: no limit),
+/// in `order`; and how many were left out. Candidates without a problem are all kept.
+fn per_problem(
+    mut candidates: Vec<usize>,
+    units: &[Unit],
+    limit: usize,
+    order: impl Fn(usize) -> CellMember,
+) -> (Vec<usize>, u64) {
+    if limit == 0 {
+        return (candidates, 0);
+    }
+    candidates.sort_by_key(|&i| order(i));
+    let mut taken: BTreeMap<Problem, usize> = BTreeMap::new();
+    let before = candidates.len();
+    candidates.retain(|&i| match units[i].problem {
+        None => true,
+        Some(p) => {
+            let n = taken.entry(p).or_default();
+            *n += 1;
+            *n <= limit
+        }
+    });
+    let left_out = (before - candidates.len()) as u64;
+    candidates.sort_unstable();
+    (candidates, left_out)
 }

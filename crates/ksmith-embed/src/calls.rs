@@ -164,9 +164,9 @@ pub struct Run {
     /// A hash of the whole canonical sequence: the same computation. None when nothing in it
     /// computes (views, copies and data movement only).
     pub sequence: Option<u128>,
-    /// A hash of the distinct canonical calls and pairs, without counts: the same computation
-    /// repeated any number of times (a stack of one block at depth 2 or 12). None when
-    /// nothing computes.
+    /// A hash of the distinct canonical calls and consecutive pairs, the last call paired with
+    /// the first, without counts: the same computation repeated any number of times (one
+    /// block, or a stack of it at depth 2 or 12). None when nothing computes.
     pub computation: Option<u128>,
 }
 
@@ -208,8 +208,16 @@ impl Run {
                     h.update(&n.to_le_bytes());
                 }
             }
+            let mut distinct: Vec<&str> = features.keys().map(String::as_str).collect();
+            let wrap = match (seq.last(), seq.first()) {
+                (Some(last), Some(first)) => format!("{last}>{first}"),
+                _ => String::new(),
+            };
+            distinct.push(&wrap);
+            distinct.sort_unstable();
+            distinct.dedup();
             let mut set = blake3::Hasher::new();
-            for f in features.keys() {
+            for f in distinct {
                 set.update(f.as_bytes());
                 set.update(b"\n");
             }
@@ -342,6 +350,10 @@ mod tests {
         assert_ne!(a.sequence, b.sequence);
         assert_eq!(a.computation, b.computation);
         assert_eq!(a.kernels, b.kernels);
+        // One block is the same computation too (its last call feeds its first in a stack).
+        assert_eq!(Run::of(&block, none()).computation, a.computation);
+        let other = ["aten::mm(a,w)", "aten::relu", "aten::mm(a,w)"];
+        assert_ne!(Run::of(&other, none()).computation, a.computation);
     }
 
     #[test]
