@@ -172,7 +172,19 @@ def test_norm_pool_attention_and_dtype_attributes():
     causal = calls(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True), q)
     assert len(causal) == 1 and causal[0].endswith("(causal)"), causal
     assert calls(lambda x: x * 2.0, x) == ["mul(s)"]
-    assert calls(lambda x, b: x + b, x, torch.randn(8, 1, 1)) == ["add(b)"]
+
+
+def test_broadcasts_say_along_which_dimensions_the_smaller_operand_varies():
+    x = torch.randn(2, 8, 6, 6)
+    per_channel = calls(lambda x, g: x * g, x, torch.randn(8, 1, 1))
+    last_dim = calls(lambda x, g: x * g, torch.randn(2, 36, 8), torch.randn(8))
+    assert per_channel == ["mul(b=KRKK)"]
+    assert last_dim == ["mul(b=KR)"]
+    # timm's LayerScale2d and LayerScale: the same multiply, another layout.
+    assert calls(lambda x, g: x * g.view(1, -1, 1, 1), x, torch.randn(8)) == per_channel
+    # A mean subtracted along the channels varies along everything else.
+    assert calls(lambda x: x - x.mean(1, keepdim=True), x) == ["mean(KRKK)", "sub(b=RKR)"]
+    assert calls(lambda a, b: a + b, x, x) == ["add"]
     assert calls(lambda x: torch.relu(x), x.double()) == ["relu@f64"]
     assert calls(lambda x: x.to(torch.bfloat16), x)[0] == "_to_copy(to=bf16)"
 

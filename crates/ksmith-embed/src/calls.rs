@@ -7,8 +7,9 @@
 //! calls that do work, written one way whatever way the author wrote them: views are left out
 //! (their layout shows in the calls that read them), copies too unless they move data across a
 //! layout or cast it (`aten::copy(m=021)`), and fused calls are split into their parts
-//! (`addmm(a,w)` is `mm(a,w)` then a broadcast `add(b)`, as `x @ w.t() + b` runs). A [`Run`]
-//! holds what dedup and cluster compare: the calls and their consecutive pairs with counts (for
+//! (`addmm(a,w)` is `mm(a,w)` then the bias added along the last dimension, `add(b=KR)`, as
+//! `x @ w.t() + b` runs). A [`Run`] holds what dedup and cluster compare: the calls and their
+//! consecutive pairs with counts (for
 //! [`crate::aten::agreement`]), the set of kernel-deciding calls (two modules whose
 //! convolutions, norms, reductions or layouts differ are different kernels however alike they
 //! look), the whole sequence (the same computation) and the distinct calls and pairs without
@@ -106,7 +107,7 @@ pub fn canonical<S: AsRef<str>>(calls: &[S]) -> Vec<String> {
                 .filter(|a| matches!(*a, "a" | "w"))
                 .collect();
             out.push(c.written(product, &roles.join(",")));
-            out.push(c.written("aten::add", "b"));
+            out.push(c.written("aten::add", "b=KR"));
         };
         match c.base() {
             "addmm" => fused("aten::mm", &mut out),
@@ -291,9 +292,9 @@ mod tests {
             "aten::view",
             "aten::mm(a,w)",
             "aten::_unsafe_view",
-            "aten::add(b)",
+            "aten::add(b=KR)",
         ];
-        assert_eq!(canonical(&module), ["aten::mm(a,w)", "aten::add(b)"]);
+        assert_eq!(canonical(&module), ["aten::mm(a,w)", "aten::add(b=KR)"]);
         assert_eq!(canonical(&module), canonical(&written));
         let none: [(&str, u64); 0] = [];
         assert_eq!(Run::of(&module, none), Run::of(&written, none));

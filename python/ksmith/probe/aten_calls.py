@@ -28,8 +28,10 @@ to the kernel is:
   group norms (``g1``, ``gC`` one channel per group, ``grp``), ``noaffine``.
 - **Others.** Pooling kernel and stride (``global`` for an adaptive pool to one element),
   attention's ``causal`` and ``mask``, ``gelu``'s ``tanh``, interpolation's ``ac``
-  (align_corners), an element-wise call's broadcasting (``s`` with a scalar operand, ``b`` with
-  operands of other shapes), a cast's target dtype (``to=bf16``). Views of a parameter are
+  (align_corners), an element-wise call's broadcasting (``s`` with a scalar operand, ``b=KR``
+  with a smaller operand varying along the dimensions marked ``R``: a bias over the last
+  dimension is no per-channel scale of an NCHW tensor, ``b=KRKK``), a cast's target dtype
+  (``to=bf16``). Views of a parameter are
   marked ``w`` (a transposed weight is no data movement of the computation).
 """
 
@@ -396,8 +398,11 @@ def _pool_attributes(base: str, named: dict[str, Any]) -> list[str]:
 
 
 def _broadcast(named: dict[str, Any], torch) -> list[str]:
-    """``s`` when an operand is a scalar (or one element), ``b`` when tensor operands differ in
-    shape, ``x`` when same-shaped operands are laid out differently; nothing for unary calls."""
+    """``s`` when an operand is a scalar (or one element); ``b=<pattern>`` when a smaller tensor
+    is broadcast over the largest, the pattern (as for reductions, in the largest tensor's memory
+    order) marking ``R`` where the smaller one varies (``b=KR`` a bias over the last dimension,
+    ``b=KRKK`` a per-channel scale of an NCHW tensor); ``x`` when same-shaped operands are laid
+    out differently; nothing for unary calls."""
     operands = [v for k, v in named.items() if k != "out" and isinstance(v, (torch.Tensor, int, float, bool))]
     tensors = [v for v in operands if isinstance(v, torch.Tensor)]
     if len(operands) < 2 or not tensors:
@@ -407,7 +412,11 @@ def _broadcast(named: dict[str, Any], torch) -> list[str]:
         out.append("s")
     big = [t for t in tensors if t.numel() > 1]
     if len({tuple(t.shape) for t in big}) > 1:
-        out.append("b")
+        full = max(big, key=lambda t: t.numel())
+        other = next(t for t in big if tuple(t.shape) != tuple(full.shape))
+        offset = full.dim() - other.dim()
+        varies = {offset + i for i in range(other.dim()) if other.shape[i] > 1 and offset + i >= 0}
+        out.append(f"b={_pattern(full, varies)}")
     elif len({tuple(_memory_order(t)) for t in big}) > 1:
         out.append("x")
     return out
