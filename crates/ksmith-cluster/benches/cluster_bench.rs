@@ -112,7 +112,8 @@ fn corpus(n: usize, seed: u64) -> Vec<(Unit, usize)> {
                     license: None,
                     aten_ops: None,
                     alt_sizes: "[]".into(),
-                    problem: None,
+                    computation: None,
+                    intensity: None,
                 },
                 topic,
             )

@@ -34,7 +34,7 @@ pub struct ClusterConfig {
     pub balanced_per_cell: usize,
     /// With `tasks = "balanced"` or `"all"`: tasks per kernel problem. Modules whose sized
     /// programs ran the same computation (the same calls and consecutive pairs, at any depth)
-    /// at sizes of the same regime (arithmetic intensity within a factor of 4) are one
+    /// at sizes of one regime (arithmetic intensities chained within a factor of 4) are one
     /// problem: one computation takes more slots only where its sizes make another problem.
     /// 0 turns this off.
     pub tasks_per_problem: usize,

@@ -16,8 +16,9 @@
 //! Tasks ([`tasks`]), following the paper: every unique module is a candidate for the
 //! cold-start rollouts, balanced across (family, level) (`tasks = "balanced"`, the default),
 //! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). One kernel
-//! problem (the computation a sized program ran, at any depth, and the regime of its sizes,
-//! [`Problem`]) takes at most `tasks_per_problem` tasks. Modules
+//! problem (the computation a sized program ran, at any depth, at sizes of one regime of
+//! arithmetic intensity, [`ksmith_embed::calls::regimes`]) takes at most `tasks_per_problem`
+//! tasks. Modules
 //! that compute nothing (views, reshapes, identities) or mostly call a module given to their
 //! constructor are not tasks unless `trivial_tasks = true`. An expert's review
 //! (`annotations.parquet`, from `ksmith review`), when present, is applied before tasks are
@@ -73,35 +74,12 @@ pub struct Unit {
     pub aten_ops: Option<Vec<OpCount>>,
     /// The probe's alternate size sets (a JSON list, `[]` when none), passed on to its task.
     pub alt_sizes: String,
-    /// The kernel problem its sized program is ([`Problem`]); none when its calls were not
-    /// recorded or nothing in them computes.
-    pub problem: Option<Problem>,
-}
-
-/// What makes a kernel problem: the computation a sized program ran (the distinct canonical
-/// calls and consecutive pairs, [`ksmith_embed::calls::Run::computation`]: the same at any
-/// depth) and the regime of its sizes ([`ksmith_embed::calls::regime`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Problem {
-    /// The computation's hash.
-    pub computation: u128,
-    /// The arithmetic-intensity regime (none when not estimated).
-    pub regime: Option<i32>,
-}
-
-impl Problem {
-    /// The problem of a probe row; none without recorded calls that compute.
-    pub fn of(probe: &ProbeRow) -> Option<Problem> {
-        let ops = probe.aten_ops.as_ref()?;
-        let run = ksmith_embed::calls::Run::of(
-            &probe.aten_calls,
-            ops.iter().map(|o| (o.op.as_str(), o.count)),
-        );
-        Some(Problem {
-            computation: run.computation?,
-            regime: ksmith_embed::calls::regime(probe.est_flops, probe.est_bytes),
-        })
-    }
+    /// The computation its sized program ran ([`ksmith_embed::calls::Run::computation`]: the
+    /// distinct calls and consecutive pairs, the same at any depth); none when its calls were
+    /// not recorded or nothing in them computes.
+    pub computation: Option<u128>,
+    /// The arithmetic intensity of its sized program's work ([`ksmith_embed::calls::intensity`]).
+    pub intensity: Option<f64>,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -194,7 +172,15 @@ pub fn kept_units(
             license: m.and_then(|m| m.license.clone()),
             aten_ops: probe.and_then(|p| p.aten_ops.clone()),
             alt_sizes: probe.map_or_else(|| "[]".to_string(), |p| p.alt_sizes.clone()),
-            problem: probe.and_then(|p| Problem::of(p)),
+            computation: probe.and_then(|p| {
+                let ops = p.aten_ops.as_ref()?;
+                ksmith_embed::calls::Run::of(
+                    &p.aten_calls,
+                    ops.iter().map(|o| (o.op.as_str(), o.count)),
+                )
+                .computation
+            }),
+            intensity: probe.and_then(|p| ksmith_embed::calls::intensity(p.est_flops, p.est_bytes)),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));

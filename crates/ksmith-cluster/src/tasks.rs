@@ -6,9 +6,9 @@ use ksmith_core::report::StageReport;
 use ksmith_core::tables::{ClusterRow, TaskRow};
 use ksmith_embed::hashing::{hash_str, mix};
 
+use crate::Unit;
 use crate::config::ClusterConfig;
 use crate::review::Review;
-use crate::{Problem, Unit};
 
 /// (not a center, seeded hash of the id, index): the order of members within a balanced cell.
 type CellMember = (bool, u64, usize);
@@ -24,9 +24,10 @@ type CellMember = (bool, u64, usize);
 /// - `centers`: the medoid of every cluster (`"center"`), plus every noise module when
 ///   `noise_tasks` (`"noise"`).
 ///
-/// With `balanced` and `all`, a kernel problem ([`Problem`]) takes at most `tasks_per_problem`
-/// tasks, chosen in the same order (centers first, then the seeded hash); the modules left
-/// out are counted in `report` (`problem_repeats`).
+/// With `balanced` and `all`, a kernel problem (one computation, [`Unit::computation`], at
+/// sizes of one regime of arithmetic intensity, [`ksmith_embed::calls::regimes`]) takes at most
+/// `tasks_per_problem` tasks, chosen in the same order (centers first, then the seeded hash);
+/// the modules left out are counted in `report` (`problem_repeats`).
 pub fn select(
     units: &[Unit],
     rows: &[ClusterRow],
@@ -110,14 +111,24 @@ fn per_problem(
         return (candidates, 0);
     }
     candidates.sort_by_key(|&i| order(i));
-    let mut taken: BTreeMap<Problem, usize> = BTreeMap::new();
+    let keyed: Vec<Option<(u128, Option<f64>)>> = candidates
+        .iter()
+        .map(|&i| Some((units[i].computation?, units[i].intensity)))
+        .collect();
+    let problems = ksmith_embed::calls::regimes(&keyed);
+    let mut taken: BTreeMap<(u128, u32), usize> = BTreeMap::new();
     let before = candidates.len();
-    candidates.retain(|&i| match units[i].problem {
-        None => true,
-        Some(p) => {
-            let n = taken.entry(p).or_default();
-            *n += 1;
-            *n <= limit
+    let mut at = 0;
+    candidates.retain(|_| {
+        let problem = problems[at];
+        at += 1;
+        match problem {
+            None => true,
+            Some(p) => {
+                let n = taken.entry(p).or_default();
+                *n += 1;
+                *n <= limit
+            }
         }
     });
     let left_out = (before - candidates.len()) as u64;

@@ -240,7 +240,7 @@ fn main() {
             stars: Some((i % 97) as i64),
             lines: g.program.lines().count() as u32,
             run: Some(run),
-            regime: Some((g.family % 3) as i32),
+            intensity: Some(4f64.powi((g.family % 3) as i32 * 2)),
         })
         .collect();
     let bytes: usize = items.iter().map(|c| c.program.len()).sum();

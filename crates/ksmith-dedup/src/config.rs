@@ -41,7 +41,7 @@ pub struct DedupConfig {
     /// they ran, at or above this (1.0: the same calls, in the same order).
     pub aten_threshold: f64,
     /// Drop modules whose sized programs made the same calls, with the attributes that decide
-    /// their kernels, in the same order, at sizes of the same regime (arithmetic intensity
+    /// their kernels, in the same order, at sizes of one regime (arithmetic intensities chained
     /// within a factor of 4): the same computation however it is written.
     pub kernel: bool,
     /// Drop modules with the same structural hash (Weisfeiler-Lehman hash of the syntax tree

@@ -35,8 +35,9 @@ pub struct Candidate {
     /// What its forward ran on the sized program (probe's `aten_calls`); none when nothing was
     /// recorded.
     pub run: Option<Run>,
-    /// The regime of its sized work ([`ksmith_embed::calls::regime`]); none when not estimated.
-    pub regime: Option<i32>,
+    /// The arithmetic intensity of its sized work ([`ksmith_embed::calls::intensity`]); none
+    /// when not estimated.
+    pub intensity: Option<f64>,
 }
 
 /// Counts of what the engine found.
@@ -121,10 +122,11 @@ pub fn deduplicate(
     let mut late = Vec::new();
     if cfg.kernel {
         // The same calls in the same order at sizes of the same regime.
-        let keys: Vec<Option<(u128, Option<i32>)>> = items
+        let sequences: Vec<Option<(u128, Option<f64>)>> = items
             .iter()
-            .map(|c| Some((c.run.as_ref()?.sequence?, c.regime)))
+            .map(|c| Some((c.run.as_ref()?.sequence?, c.intensity)))
             .collect();
+        let keys = ksmith_embed::calls::regimes(&sequences);
         late.push(Classes::from_keys(DedupMethod::Kernel, &keys));
     }
     for c in classes.iter().chain(&late) {

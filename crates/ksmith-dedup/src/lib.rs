@@ -120,7 +120,7 @@ pub fn runnable_candidates(
                     ops.iter().map(|o| (o.op.as_str(), o.count)),
                 )
             }),
-            regime: ksmith_embed::calls::regime(p.est_flops, p.est_bytes),
+            intensity: ksmith_embed::calls::intensity(p.est_flops, p.est_bytes),
         });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

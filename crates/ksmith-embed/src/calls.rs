@@ -13,16 +13,17 @@
 //! [`crate::aten::agreement`]), the set of kernel-deciding calls (two modules whose
 //! convolutions, norms, reductions or layouts differ are different kernels however alike they
 //! look), the whole sequence (the same computation) and the distinct calls and pairs without
-//! counts (the same computation repeated a different number of times). [`regime`] buckets a
-//! sized program's arithmetic intensity: the same computation at sizes of another regime is
-//! another kernel problem.
+//! counts (the same computation repeated a different number of times). [`regimes`] splits the
+//! modules of one computation by the arithmetic intensity of their sized programs: the same
+//! computation at sizes of another regime is another kernel problem.
 
 use std::collections::BTreeMap;
 
 use crate::aten::{Kind, kind};
 
-/// Width of a [`regime`] bucket: arithmetic intensities within a factor of this are one regime.
-pub const REGIME_BASE: f64 = 4.0;
+/// Sorted by arithmetic intensity, the modules of one computation change regime where one's
+/// intensity is more than this factor above the previous one's ([`regimes`]).
+pub const REGIME_RATIO: f64 = 4.0;
 
 /// One recorded call, split into its parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,19 +247,49 @@ fn digest(h: &blake3::Hasher) -> u128 {
     u128::from_le_bytes(b)
 }
 
-/// The regime of a sized program's work: its arithmetic intensity (FLOPs per byte moved, the
-/// probe's `est_flops` / `est_bytes` at the chosen sizes) on a log scale of base
-/// [`REGIME_BASE`], rounded; `i32::MIN` for work without FLOPs (data movement); none when
-/// either estimate is missing or the bytes are not positive.
-pub fn regime(flops: Option<f64>, bytes: Option<f64>) -> Option<i32> {
+/// The arithmetic intensity of a sized program's work: FLOPs per byte moved (the probe's
+/// `est_flops` / `est_bytes` at the chosen sizes; 0 for work without FLOPs); none when either
+/// estimate is missing, not finite or negative, or no byte moves.
+pub fn intensity(flops: Option<f64>, bytes: Option<f64>) -> Option<f64> {
     let (f, b) = (flops?, bytes?);
-    if !f.is_finite() || !b.is_finite() || b <= 0.0 || f < 0.0 {
-        return None;
+    (f.is_finite() && b.is_finite() && f >= 0.0 && b > 0.0).then(|| f / b)
+}
+
+/// The regimes of keyed items (`(key, intensity)`, none for an item without a key): items of one
+/// key, sorted by intensity, are one regime while each is within [`REGIME_RATIO`] of the
+/// previous one (so no fixed bucket boundary splits two close intensities; 0 is a regime of
+/// its own), numbered from 0 upwards within the key; items of the key without an intensity
+/// are one more regime (`u32::MAX`). The result is the item's `(key, regime)`, none without a
+/// key.
+pub fn regimes<K: Ord + Copy>(items: &[Option<(K, Option<f64>)>]) -> Vec<Option<(K, u32)>> {
+    let mut order: Vec<(K, f64, usize)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, it)| {
+            let (k, x) = (*it)?;
+            Some((k, x.unwrap_or(f64::NAN), i))
+        })
+        .collect();
+    // By key, then intensity (NaN, no intensity, last), then index.
+    order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1).then(a.2.cmp(&b.2))));
+    let mut out = vec![None; items.len()];
+    let mut prev: Option<(K, f64, u32)> = None;
+    for (k, x, i) in order {
+        let regime = match prev {
+            _ if x.is_nan() => u32::MAX,
+            Some((pk, px, pr)) if pk == k && !px.is_nan() => {
+                if x > px * REGIME_RATIO || (px == 0.0 && x > 0.0) {
+                    pr + 1
+                } else {
+                    pr
+                }
+            }
+            _ => 0,
+        };
+        out[i] = Some((k, regime));
+        prev = Some((k, x, regime));
     }
-    if f == 0.0 {
-        return Some(i32::MIN);
-    }
-    Some(((f / b).ln() / REGIME_BASE.ln()).round() as i32)
+    out
 }
 
 #[cfg(test)]
@@ -372,13 +403,36 @@ mod tests {
     }
 
     #[test]
-    fn regimes_bucket_the_arithmetic_intensity() {
-        assert_eq!(regime(Some(1e9), Some(1e9)), Some(0));
-        assert_eq!(regime(Some(16e9), Some(1e9)), Some(2));
-        assert_eq!(regime(Some(20e9), Some(1e9)), Some(2));
-        assert_eq!(regime(Some(1e9), Some(64e9)), Some(-3));
-        assert_eq!(regime(Some(0.0), Some(1e6)), Some(i32::MIN));
-        assert_eq!(regime(None, Some(1.0)), None);
-        assert_eq!(regime(Some(1.0), Some(0.0)), None);
+    fn regimes_split_one_computation_where_its_intensities_jump() {
+        assert_eq!(intensity(Some(8e9), Some(2e9)), Some(4.0));
+        assert_eq!(intensity(Some(0.0), Some(1e6)), Some(0.0));
+        assert_eq!(intensity(None, Some(1.0)), None);
+        assert_eq!(intensity(Some(1.0), Some(0.0)), None);
+        // Key 1: 10, 30, 100 chain within a factor of 4; 1000 jumps; 0 and none apart. Key 2
+        // starts again. An item without a key has no regime.
+        let items = [
+            Some((1u8, Some(100.0))),
+            Some((1, Some(10.0))),
+            Some((2, Some(5000.0))),
+            Some((1, Some(1000.0))),
+            Some((1, Some(30.0))),
+            Some((1, Some(0.0))),
+            Some((1, None)),
+            None,
+            Some((1, Some(0.0))),
+        ];
+        let r = regimes(&items);
+        let regime = |i: usize| r[i].map(|(_, g)| g);
+        assert_eq!(regime(1), regime(4));
+        assert_eq!(regime(1), regime(0));
+        assert_ne!(regime(0), regime(3));
+        assert_eq!(regime(5), regime(8));
+        assert_ne!(regime(5), regime(1));
+        assert_eq!(regime(6), Some(u32::MAX));
+        assert_eq!(r[2], Some((2, 0)));
+        assert_eq!(r[7], None);
+        // 124 and 189 are one regime, wherever a fixed bucket boundary would fall.
+        let close = regimes(&[Some((0u8, Some(124.0))), Some((0, Some(189.0)))]);
+        assert_eq!(close[0], close[1]);
     }
 }
