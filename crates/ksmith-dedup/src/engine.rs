@@ -17,7 +17,7 @@ use crate::features::{Features, Wanted, features};
 use crate::groups::{
     Classes, Edge, Outcome, SurvivorKey, contain, license_rank, method_priority, resolve,
 };
-use crate::pairs::{near_pairs, semantic_pairs};
+use crate::pairs::{kernel_pairs, near_pairs, semantic_pairs};
 
 /// A runnable module offered to dedup.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +140,12 @@ pub fn deduplicate(
         stats.pairs.insert(DedupMethod::Near, found.len() as u64);
         edges.extend(found);
     }
+    if cfg.kernel {
+        let intensities: Vec<Option<f64>> = items.iter().map(|c| c.intensity).collect();
+        let found = kernel_pairs(&runs, &intensities, cfg);
+        *stats.pairs.entry(DedupMethod::Kernel).or_default() += found.len() as u64;
+        edges.extend(found);
+    }
     if cfg.semantic {
         let embedder = embedder.ok_or_else(|| {
             DedupError::Config("semantic dedup is on but no embedder was given".into())
@@ -164,7 +170,7 @@ pub fn deduplicate(
         .collect();
     let mut outcomes = resolve(&keys, &classes, &edges, &late);
     let copies: Vec<bool> = hits.iter().map(Option::is_some).collect();
-    let via = contain(&keys, &mut outcomes, &copies);
+    let via = contain(&keys, &mut outcomes, &copies, &late);
     // What taints each module: its own copy of a problem, or the copy it goes with.
     let taints: Vec<Option<Taint<'_>>> = (0..items.len())
         .map(|i| match (&hits[i], via[i]) {
@@ -301,7 +307,8 @@ fn decide(
         .map(|e| (e.a as usize, e.b as usize, e.method, e.similarity))
         .collect();
     for c in classes {
-        let similarity = (c.method == DedupMethod::Exact).then_some(1.0);
+        let similarity =
+            matches!(c.method, DedupMethod::Exact | DedupMethod::Kernel).then_some(1.0);
         for m in &c.members {
             for &other in &m[1..] {
                 evidence.push((m[0] as usize, other as usize, c.method, similarity));

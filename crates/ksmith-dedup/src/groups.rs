@@ -223,7 +223,8 @@ pub fn resolve(
             similarity: None,
         });
         let take = |out: &mut Vec<Option<Outcome>>, class: &Classes| {
-            let similarity = (class.method == DedupMethod::Exact).then_some(1.0);
+            let similarity =
+                matches!(class.method, DedupMethod::Exact | DedupMethod::Kernel).then_some(1.0);
             for m in class.others(c) {
                 if out[m as usize].is_none() {
                     out[m as usize] = Some(Outcome {
@@ -266,13 +267,14 @@ pub fn resolve(
 /// module of its group that shares its code (the survivor and the members matched by exact,
 /// structural, near or semantic), never one matched only by the kernel method (the same
 /// computation is no copy of the text). The kernel members of a group whose survivor goes are
-/// regrouped among themselves in `outcomes` (the best survives, the others are its kernel
-/// duplicates: they all share one kernel key). Returns, for each module that is not itself a
-/// copy but goes with one, that copy.
+/// regrouped in `outcomes`: those of one kernel class (`kernel`, whose members all match each
+/// other) around the best of them, the others alone. Returns, for each module that is not
+/// itself a copy but goes with one, that copy.
 pub fn contain(
     keys: &[SurvivorKey],
     outcomes: &mut [Outcome],
     copies: &[bool],
+    kernel: &[Classes],
 ) -> Vec<Option<usize>> {
     let n = outcomes.len();
     let by_code = |o: &Outcome| o.method != Some(DedupMethod::Kernel);
@@ -284,7 +286,9 @@ pub fn contain(
         }
     }
     let mut via = vec![None; n];
-    let mut orphans: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    // Orphans by (their survivor, their kernel class; each alone when in none).
+    let mut orphans: std::collections::BTreeMap<(usize, usize, usize), Vec<usize>> =
+        Default::default();
     for i in 0..n {
         let s = outcomes[i].survivor as usize;
         if copies[i] {
@@ -294,7 +298,12 @@ pub fn contain(
             if by_code(&outcomes[i]) {
                 via[i] = Some(c);
             } else {
-                orphans.entry(s).or_default().push(i);
+                let class = kernel.iter().enumerate().find_map(|(k, c)| {
+                    let id = *c.class_of.get(i)?;
+                    (id != u32::MAX).then_some((k, id as usize))
+                });
+                let (k, id) = class.unwrap_or((usize::MAX, i));
+                orphans.entry((s, k, id)).or_default().push(i);
             }
         }
     }
@@ -310,7 +319,7 @@ pub fn contain(
             outcomes[m] = Outcome {
                 survivor: head as u32,
                 method: Some(DedupMethod::Kernel),
-                similarity: None,
+                similarity: Some(1.0),
             };
         }
     }
@@ -445,9 +454,14 @@ mod tests {
         );
         // 0 survives; 1 is its near duplicate, 2 and 3 only compute the same; 4 is apart.
         let edges = vec![edge(0, 1, DedupMethod::Near)];
-        let mut out = resolve(&keys, &[], &edges, &[kernel]);
+        let mut out = resolve(&keys, &[], &edges, std::slice::from_ref(&kernel));
         // A copy in the code part (the survivor) takes the code part, not the kernel part.
-        let via = contain(&keys, &mut out, &[true, false, false, false, false]);
+        let via = contain(
+            &keys,
+            &mut out,
+            &[true, false, false, false, false],
+            &[kernel],
+        );
         assert_eq!(via, vec![None, Some(0), None, None, None]);
         // The kernel part regroups around its best member.
         assert_eq!((out[2].survivor, out[2].method), (2, None));
@@ -457,16 +471,17 @@ mod tests {
         );
         assert_eq!(out[4].survivor, 4);
         // A copy that is only a kernel match of the survivor goes alone.
-        let mut out = resolve(
-            &keys,
-            &[],
-            &edges,
-            &[Classes::from_keys(
-                DedupMethod::Kernel,
-                &[Some(1u8), Some(1), Some(1), Some(1), None],
-            )],
+        let kernel = Classes::from_keys(
+            DedupMethod::Kernel,
+            &[Some(1u8), Some(1), Some(1), Some(1), None],
         );
-        let via = contain(&keys, &mut out, &[false, false, false, true, false]);
+        let mut out = resolve(&keys, &[], &edges, std::slice::from_ref(&kernel));
+        let via = contain(
+            &keys,
+            &mut out,
+            &[false, false, false, true, false],
+            &[kernel],
+        );
         assert!(via.iter().all(Option::is_none));
         assert!(out[..3].iter().all(|o| o.survivor == 0));
     }

@@ -14,10 +14,10 @@
 //! literals forgotten), and decontamination against evaluation benchmarks ([`benchmark`],
 //! [`contamination`]: KernelBench at a pinned commit by default). What the sized programs ran
 //! (probe's `aten_calls`, [`ksmith_embed::calls`]) makes matches and vetoes them: the kernel
-//! method matches modules that made the same calls with the same kernel-deciding attributes in
-//! the same order at sizes of one regime, however their code is written; near and semantic
-//! pairs, and exact and structural classes, need the same kernel-deciding calls, and near and
-//! semantic pairs calls that agree in the same order (`aten_threshold`).
+//! method matches modules that ran alike (the same kernel-deciding calls, calls that agree in
+//! their order at `aten_threshold` or above) at sizes of one regime, however their code is
+//! written; near and semantic pairs, and exact and structural classes, need the same
+//! kernel-deciding calls, and near and semantic pairs calls that agree.
 //!
 //! Invariants: every runnable module gets a row; groups are stars ([`groups`]): a dropped row
 //! names its survivor (kept), the method of their direct match and its similarity, so no

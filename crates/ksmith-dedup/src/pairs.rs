@@ -14,7 +14,7 @@
 
 use ksmith_core::tables::DedupMethod;
 use ksmith_embed::aten::agreement;
-use ksmith_embed::calls::Run;
+use ksmith_embed::calls::{REGIME_RATIO, Run};
 use ksmith_embed::hashing::SplitMix;
 use ndarray::{Array2, ArrayView2, Axis};
 use rayon::prelude::*;
@@ -63,6 +63,61 @@ pub fn near_pairs(feats: &[Features], runs: &[Option<&Run>], cfg: &DedupConfig) 
                 method: DedupMethod::Near,
                 similarity: Some(j),
             })
+        })
+        .collect()
+}
+
+/// Kernel pairs: modules whose sized programs ran alike however their code differs: the same
+/// kernel-deciding calls ([`Run::kernels`]), calls that agree at `aten_threshold` or above and
+/// arithmetic intensities ([`ksmith_embed::calls::intensity`], one per item) within
+/// [`REGIME_RATIO`] of each other (or both unknown). Candidates share their kernel-deciding
+/// calls; sorted by the weight of their calls, each is compared with the following ones while
+/// the weights allow the threshold (a weighted Jaccard of `t` needs weights within a factor of
+/// `t`), at most `max_bucket_pairs` of them. Pairs that ran the same sequence are left to the
+/// kernel class. The similarity is the agreement.
+pub fn kernel_pairs(
+    runs: &[Option<&Run>],
+    intensities: &[Option<f64>],
+    cfg: &DedupConfig,
+) -> Vec<Edge> {
+    let mut order: Vec<(u64, u64, u32, &Run)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let r = (*r)?;
+            r.sequence?;
+            Some((r.kernels, r.weight, i as u32, r))
+        })
+        .collect();
+    order.sort_unstable_by_key(|&(k, w, i, _)| (k, w, i));
+    let t = cfg.aten_threshold;
+    let regime_alike = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => x.max(y) <= x.min(y) * REGIME_RATIO,
+        _ => false,
+    };
+    (0..order.len())
+        .into_par_iter()
+        .flat_map_iter(|k| {
+            let (kernels, weight, a, ra) = order[k];
+            order[k + 1..]
+                .iter()
+                .take_while(move |&&(kb, wb, _, _)| kb == kernels && weight as f64 >= t * wb as f64)
+                .take(cfg.max_bucket_pairs)
+                .filter_map(move |&(_, _, b, rb)| {
+                    if ra.sequence == rb.sequence
+                        || !regime_alike(intensities[a as usize], intensities[b as usize])
+                    {
+                        return None;
+                    }
+                    let g = agreement(&ra.features, &rb.features)?;
+                    (g >= t).then_some(Edge {
+                        a: a.min(b),
+                        b: a.max(b),
+                        method: DedupMethod::Kernel,
+                        similarity: Some(g),
+                    })
+                })
         })
         .collect()
 }

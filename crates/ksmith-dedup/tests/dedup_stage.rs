@@ -495,6 +495,7 @@ fn every_dropped_row_is_a_direct_match_of_a_kept_survivor_recorded_in_the_pairs(
         let threshold = match p.method {
             DedupMethod::Near => Some(cfg.near_threshold),
             DedupMethod::Semantic => Some(cfg.semantic_threshold),
+            DedupMethod::Kernel => Some(cfg.aten_threshold),
             _ => None,
         };
         if let Some(t) = threshold {

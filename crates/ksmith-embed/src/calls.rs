@@ -157,9 +157,12 @@ pub fn decides_kernel(call: &str) -> bool {
 /// What dedup and cluster compare of one recorded forward pass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Run {
-    /// The canonical calls and each consecutive pair of them (`a>b`) with their counts, sorted:
-    /// what [`crate::aten::agreement`] compares.
-    pub features: Vec<(String, u64)>,
+    /// The canonical calls and each consecutive pair of them (`a>b`), each as its hash
+    /// ([`crate::hashing::hash_str`]) with its count, sorted by hash: what
+    /// [`crate::aten::agreement`] compares.
+    pub features: Vec<(u64, u64)>,
+    /// The sum of the counts of `features`.
+    pub weight: u64,
     /// A hash of the distinct kernel-deciding calls ([`decides_kernel`]); two runs whose
     /// hashes differ run a different kernel somewhere.
     pub kernels: u64,
@@ -232,8 +235,14 @@ impl Run {
             kh.update(k.as_bytes());
             kh.update(b"\n");
         }
+        let mut hashed: Vec<(u64, u64)> = features
+            .iter()
+            .map(|(f, n)| (crate::hashing::hash_str(f), *n))
+            .collect();
+        hashed.sort_unstable();
         Run {
-            features: features.into_iter().collect(),
+            weight: hashed.iter().map(|f| f.1).sum(),
+            features: hashed,
             kernels: digest(&kh) as u64,
             sequence,
             computation,

@@ -381,3 +381,110 @@ fn contamination_does_not_spread_through_the_kernel_method() {
         Some("functional")
     );
 }
+
+/// A pre-norm attention block's calls with its norm's pattern, its out-projection's bias or
+/// not.
+fn attention_calls(norm: &str, bias: bool) -> Vec<String> {
+    let mut calls: Vec<String> = [
+        format!("aten::native_layer_norm({norm})"),
+        "aten::mm(a,w)".into(),
+        "aten::clone(m=0213)".into(),
+        "aten::clone(m=021)".into(),
+        "aten::bmm(a,a)".into(),
+        "aten::mul(s)".into(),
+        "aten::_softmax(KR)".into(),
+        "aten::clone(m=0213)".into(),
+        "aten::bmm(a,a)".into(),
+        "aten::clone(m=0213)".into(),
+        "aten::mm(a,w)".into(),
+    ]
+    .to_vec();
+    if bias {
+        calls.push("aten::add(b=KR)".into());
+    }
+    calls.push("aten::add".into());
+    calls
+}
+
+/// A transformer of two blocks (attention, feed-forward); the first attention's bias or not.
+fn transformer_calls(norm: &str, bias: bool) -> Vec<String> {
+    let ffn: Vec<String> = [
+        format!("aten::native_layer_norm({norm})"),
+        "aten::addmm(a,w)".into(),
+        "aten::gelu".into(),
+        "aten::addmm(a,w)".into(),
+        "aten::add".into(),
+    ]
+    .to_vec();
+    [
+        attention_calls(norm, bias),
+        ffn.clone(),
+        attention_calls(norm, false),
+        ffn,
+    ]
+    .concat()
+}
+
+#[test]
+fn modules_that_run_alike_match_however_their_code_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(17);
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("stack", transformer_calls("KR", false)),
+        // A bias more: the same kernel problem.
+        ("stack-bias", transformer_calls("KR", true)),
+        // Its norms over the channels of an NCHW tensor: other kernels.
+        ("stack-first", transformer_calls("KRKK", false)),
+        // One attention block, and the same with two more element-wise steps: on so short a
+        // run, calls that disagree.
+        ("attention", attention_calls("KR", false)),
+        (
+            "attention-tanh",
+            [
+                attention_calls("KR", false),
+                vec!["aten::mul(s)".into(), "aten::tanh".into()],
+            ]
+            .concat(),
+        ),
+    ];
+    let modules: Vec<ModuleRow> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            module(
+                id,
+                &synth::original(&mut rng),
+                Some("MIT"),
+                Some(9 - i as i64),
+            )
+        })
+        .collect();
+    let mut probes = ok_probes(&modules);
+    for (p, (_, calls)) in probes.iter_mut().zip(&cases) {
+        let calls: Vec<&str> = calls.iter().map(String::as_str).collect();
+        ran(p, &calls);
+    }
+    write_inputs(dir.path(), &modules, &probes);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    assert!(rows["stack"].kept);
+    let r = &rows["stack-bias"];
+    assert_eq!(
+        (r.method, r.duplicate_of.as_deref()),
+        (Some(DedupMethod::Kernel), Some("stack"))
+    );
+    assert!(
+        r.similarity.unwrap() >= 0.9 && r.similarity.unwrap() < 1.0,
+        "{r:?}"
+    );
+    for id in ["stack-first", "attention", "attention-tanh"] {
+        assert!(rows[id].kept, "{:?}", rows[id]);
+    }
+    // At sizes of another regime, the same stack is another problem.
+    probes[0].est_flops = Some(1e9);
+    probes[0].est_bytes = Some(1e8);
+    probes[1].est_flops = Some(1e12);
+    probes[1].est_bytes = Some(1e8);
+    write_inputs(dir.path(), &modules, &probes);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 1);
+    assert!(rows["stack-bias"].kept, "{:?}", rows["stack-bias"]);
+}
