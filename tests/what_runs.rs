@@ -207,10 +207,18 @@ fn one_computation_is_one_task_and_other_kernels_never_merge() {
     ] {
         assert!(row(class).kept, "{:?}", row(class));
     }
+    // One task for the trio. `Projection` (the same computation inside `MlpWrapped`, with
+    // constructor arguments the probe sized itself) is its own task exactly when its sizes make
+    // another kernel problem: an arithmetic intensity more than 4 times apart.
     let tasks: Vec<TaskRow> = read_table(&TaskRow::path_in(work)).expect("tasks");
-    let mlp_tasks = tasks
-        .iter()
-        .filter(|t| trio.contains(&t.class_name.as_str()) || t.class_name == "Projection")
-        .count();
-    assert!(mlp_tasks <= 1, "{tasks:?}");
+    let tasked = |class: &str| tasks.iter().any(|t| t.class_name == class);
+    assert_eq!(trio.iter().filter(|c| tasked(c)).count(), 1, "{tasks:?}");
+    let intensity = |class: &str| {
+        let p = probes.iter().find(|p| p.class_name == class).expect(class);
+        p.est_flops.expect("flops") / p.est_bytes.expect("bytes")
+    };
+    let (a, b) = (intensity(kept[0]), intensity("Projection"));
+    let other_problem = a.max(b) > 4.0 * a.min(b);
+    assert_eq!(row("Projection").kept, other_problem, "{a} {b}");
+    assert_eq!(tasked("Projection"), other_problem, "{a} {b}");
 }
