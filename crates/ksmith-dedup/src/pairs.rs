@@ -14,7 +14,7 @@
 
 use ksmith_core::tables::DedupMethod;
 use ksmith_embed::aten::agreement;
-use ksmith_embed::calls::{REGIME_RATIO, Run};
+use ksmith_embed::calls::{REGIME_RATIO, Run, regime_alike};
 use ksmith_embed::hashing::SplitMix;
 use ndarray::{Array2, ArrayView2, Axis};
 use rayon::prelude::*;
@@ -70,7 +70,7 @@ pub fn near_pairs(feats: &[Features], runs: &[Option<&Run>], cfg: &DedupConfig) 
 /// Kernel pairs: modules whose sized programs ran alike however their code differs: the same
 /// kernel-deciding calls ([`Run::kernels`]), calls that agree at `aten_threshold` or above and
 /// arithmetic intensities ([`ksmith_embed::calls::intensity`], one per item) within
-/// [`REGIME_RATIO`] of each other (or both unknown). Candidates share their kernel-deciding
+/// [`REGIME_RATIO`] of each other ([`regime_alike`]). Candidates share their kernel-deciding
 /// calls; sorted by the weight of their calls, each is compared with the following ones while
 /// the weights allow the threshold (a weighted Jaccard of `t` needs weights within a factor of
 /// `t`), at most `max_bucket_pairs` of them. Pairs that ran the same sequence are left to the
@@ -91,11 +91,6 @@ pub fn kernel_pairs(
         .collect();
     order.sort_unstable_by_key(|&(k, w, i, _)| (k, w, i));
     let t = cfg.aten_threshold;
-    let regime_alike = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => x.max(y) <= x.min(y) * REGIME_RATIO,
-        _ => false,
-    };
     (0..order.len())
         .into_par_iter()
         .flat_map_iter(|k| {

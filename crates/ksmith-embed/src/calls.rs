@@ -25,6 +25,24 @@ use crate::aten::{Kind, kind};
 /// intensity is more than this factor above the previous one's ([`regimes`]).
 pub const REGIME_RATIO: f64 = 4.0;
 
+/// Arithmetic intensities below this (FLOPs per byte) are one regime: every kernel there is
+/// bound by memory, however few FLOPs it does (an element-wise scale and a squeeze-excite
+/// block whose channels and image sizes differ).
+pub const MEMORY_BOUND: f64 = 1.0;
+
+/// True when two intensities (none: not estimated) are within [`REGIME_RATIO`] of each other,
+/// intensities below [`MEMORY_BOUND`] counting as it; two unknowns are alike, one unknown is not.
+pub fn regime_alike(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            let (x, y) = (x.max(MEMORY_BOUND), y.max(MEMORY_BOUND));
+            x.max(y) <= x.min(y) * REGIME_RATIO
+        }
+        _ => false,
+    }
+}
+
 /// One recorded call, split into its parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call<'a> {
@@ -266,17 +284,17 @@ pub fn intensity(flops: Option<f64>, bytes: Option<f64>) -> Option<f64> {
 
 /// The regimes of keyed items (`(key, intensity)`, none for an item without a key): items of one
 /// key, sorted by intensity, are one regime while each is within [`REGIME_RATIO`] of the
-/// previous one (so no fixed bucket boundary splits two close intensities; 0 is a regime of
-/// its own), numbered from 0 upwards within the key; items of the key without an intensity
-/// are one more regime (`u32::MAX`). The result is the item's `(key, regime)`, none without a
-/// key.
+/// previous one (so no fixed bucket boundary splits two close intensities; intensities below
+/// [`MEMORY_BOUND`] count as it), numbered from 0 upwards within the key; items of the key
+/// without an intensity are one more regime (`u32::MAX`). The result is the item's
+/// `(key, regime)`, none without a key.
 pub fn regimes<K: Ord + Copy>(items: &[Option<(K, Option<f64>)>]) -> Vec<Option<(K, u32)>> {
     let mut order: Vec<(K, f64, usize)> = items
         .iter()
         .enumerate()
         .filter_map(|(i, it)| {
             let (k, x) = (*it)?;
-            Some((k, x.unwrap_or(f64::NAN), i))
+            Some((k, x.map_or(f64::NAN, |x| x.max(MEMORY_BOUND)), i))
         })
         .collect();
     // By key, then intensity (NaN, no intensity, last), then index.
@@ -287,7 +305,7 @@ pub fn regimes<K: Ord + Copy>(items: &[Option<(K, Option<f64>)>]) -> Vec<Option<
         let regime = match prev {
             _ if x.is_nan() => u32::MAX,
             Some((pk, px, pr)) if pk == k && !px.is_nan() => {
-                if x > px * REGIME_RATIO || (px == 0.0 && x > 0.0) {
+                if x > px * REGIME_RATIO {
                     pr + 1
                 } else {
                     pr
@@ -417,8 +435,9 @@ mod tests {
         assert_eq!(intensity(Some(0.0), Some(1e6)), Some(0.0));
         assert_eq!(intensity(None, Some(1.0)), None);
         assert_eq!(intensity(Some(1.0), Some(0.0)), None);
-        // Key 1: 10, 30, 100 chain within a factor of 4; 1000 jumps; 0 and none apart. Key 2
-        // starts again. An item without a key has no regime.
+        // Key 1: 10, 30, 100 chain within a factor of 4; 1000 jumps; 0 and 0.001 are bound by
+        // memory alike, 10 is not; none apart. Key 2 starts again. An item without a key has
+        // no regime.
         let items = [
             Some((1u8, Some(100.0))),
             Some((1, Some(10.0))),
@@ -428,7 +447,7 @@ mod tests {
             Some((1, Some(0.0))),
             Some((1, None)),
             None,
-            Some((1, Some(0.0))),
+            Some((1, Some(0.001))),
         ];
         let r = regimes(&items);
         let regime = |i: usize| r[i].map(|(_, g)| g);
@@ -440,6 +459,8 @@ mod tests {
         assert_eq!(regime(6), Some(u32::MAX));
         assert_eq!(r[2], Some((2, 0)));
         assert_eq!(r[7], None);
+        assert!(regime_alike(Some(0.0001), Some(0.9)) && regime_alike(None, None));
+        assert!(!regime_alike(Some(0.5), Some(5.0)) && !regime_alike(Some(1.0), None));
         // 124 and 189 are one regime, wherever a fixed bucket boundary would fall.
         let close = regimes(&[Some((0u8, Some(124.0))), Some((0, Some(189.0)))]);
         assert_eq!(close[0], close[1]);
