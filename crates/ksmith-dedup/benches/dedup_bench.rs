@@ -1,5 +1,5 @@
 //! Dedup benchmark: generated modules with planted duplicates (exact, reformatted, renamed,
-//! lightly edited), each with recorded calls (a seeded sequence of 5 to 60 attributed ATen
+//! lightly edited), each with recorded calls (a seeded sequence of 12 to 60 attributed ATen
 //! calls per family, so the kernel method and the run checks do their work), deduplicated with
 //! the default config on a 2-thread pool; recall and
 //! precision on the planted copies; the cost of each feature; real programs from a work
@@ -64,7 +64,7 @@ const CALLS: &[&str] = &[
 /// The recorded calls of a family's modules (its copies compute the same).
 fn family_calls(family: usize) -> Vec<String> {
     let mut rng = SplitMix::new(family as u64 ^ 0x6361_6c6c);
-    let len = 5 + rng.below(56);
+    let len = 12 + rng.below(49);
     (0..len)
         .map(|_| CALLS[rng.below(CALLS.len())].to_string())
         .collect()
@@ -268,6 +268,23 @@ fn main() {
     let full_s = t.elapsed().as_secs_f64();
     let full_cpu = cpu_seconds() - cpu0;
     let (rows, stats) = (decision.rows, decision.stats);
+    // Side by side: the same modules without recorded calls (the code methods alone).
+    let bare: Vec<Candidate> = items
+        .iter()
+        .map(|c| Candidate {
+            run: None,
+            intensity: None,
+            ..c.clone()
+        })
+        .collect();
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    std::hint::black_box(
+        pool.install(|| deduplicate(&bare, &problems, Some(embedder.as_ref()), &cfg))
+            .unwrap(),
+    );
+    let bare_s = t.elapsed().as_secs_f64();
+    let bare_cpu = cpu_seconds() - cpu0;
 
     // Phase timings (separate runs of each step).
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
@@ -350,6 +367,9 @@ fn main() {
     );
     println!(
         "| full dedup (exact + structural + near + semantic + kernel + contamination), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
+    );
+    println!(
+        "| the same without recorded calls (no kernel method, no run checks) | {bare_s:.2} (CPU {bare_cpu:.1} s) |"
     );
     println!(
         "| features: parse, slice, exact key, MinHash (2 x 256 + 2 x 128), WL, 2 hashed embeddings | {feat_s:.2} |"

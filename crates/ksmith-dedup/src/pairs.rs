@@ -14,7 +14,7 @@
 
 use ksmith_core::tables::DedupMethod;
 use ksmith_embed::aten::agreement;
-use ksmith_embed::calls::{REGIME_RATIO, Run, regime_alike};
+use ksmith_embed::calls::{Run, regime_alike};
 use ksmith_embed::hashing::SplitMix;
 use ndarray::{Array2, ArrayView2, Axis};
 use rayon::prelude::*;
@@ -69,9 +69,9 @@ pub fn near_pairs(feats: &[Features], runs: &[Option<&Run>], cfg: &DedupConfig) 
 
 /// Kernel pairs: modules whose sized programs ran alike however their code differs: the same
 /// kernel-deciding calls ([`Run::kernels`]), calls that agree at `aten_threshold` or above and
-/// arithmetic intensities ([`ksmith_embed::calls::intensity`], one per item) within
-/// [`REGIME_RATIO`] of each other ([`regime_alike`]). Candidates share their kernel-deciding
-/// calls; sorted by the weight of their calls, each is compared with the following ones while
+/// arithmetic intensities ([`ksmith_embed::calls::intensity`], one per item) of one regime
+/// ([`regime_alike`]). Candidates share their kernel-deciding calls; sorted by the weight of
+/// their calls, each is compared with the following ones while
 /// the weights allow the threshold (a weighted Jaccard of `t` needs weights within a factor of
 /// `t`), at most `max_bucket_pairs` of them. Pairs that ran the same sequence are left to the
 /// kernel class. The similarity is the agreement.

@@ -17,9 +17,11 @@
 //! modules of one computation by the arithmetic intensity of their sized programs: the same
 //! computation at sizes of another regime is another kernel problem.
 
-use std::collections::BTreeMap;
-
 use crate::aten::{Kind, kind};
+use crate::hashing::{hash_str, mix};
+
+/// Mixed into the first hash of a pair, so that a pair is no call.
+const PAIR: u64 = 0x7061_6972;
 
 /// Sorted by arithmetic intensity, the modules of one computation change regime where one's
 /// intensity is more than this factor above the previous one's ([`regimes`]).
@@ -175,9 +177,9 @@ pub fn decides_kernel(call: &str) -> bool {
 /// What dedup and cluster compare of one recorded forward pass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Run {
-    /// The canonical calls and each consecutive pair of them (`a>b`), each as its hash
-    /// ([`crate::hashing::hash_str`]) with its count, sorted by hash: what
-    /// [`crate::aten::agreement`] compares.
+    /// The canonical calls and each consecutive pair of them, each as its hash (a call's
+    /// [`crate::hashing::hash_str`], a pair's the [`crate::hashing::mix`] of its calls') with its
+    /// count, sorted by hash: what [`crate::aten::agreement`] compares.
     pub features: Vec<(u64, u64)>,
     /// The sum of the counts of `features`.
     pub weight: u64,
@@ -202,12 +204,18 @@ impl Run {
         ops: impl IntoIterator<Item = (&'a str, u64)>,
     ) -> Run {
         let seq = canonical(calls);
-        let mut features: BTreeMap<String, u64> = BTreeMap::new();
-        for c in &seq {
-            *features.entry(c.clone()).or_default() += 1;
-        }
-        for w in seq.windows(2) {
-            *features.entry(format!("{}>{}", w[0], w[1])).or_default() += 1;
+        // Each call and each consecutive pair as a hash (a pair: the mix of its calls' hashes).
+        let unigrams: Vec<u64> = seq.iter().map(|c| hash_str(c)).collect();
+        let pair = |a: u64, b: u64| mix(a ^ PAIR, b);
+        let mut all: Vec<u64> = unigrams.clone();
+        all.extend(unigrams.windows(2).map(|w| pair(w[0], w[1])));
+        all.sort_unstable();
+        let mut features: Vec<(u64, u64)> = Vec::new();
+        for h in &all {
+            match features.last_mut() {
+                Some((last, n)) if last == h => *n += 1,
+                _ => features.push((*h, 1)),
+            }
         }
         let mut kernels: Vec<&str> = seq
             .iter()
@@ -231,18 +239,16 @@ impl Run {
                     h.update(&n.to_le_bytes());
                 }
             }
-            let mut distinct: Vec<&str> = features.keys().map(String::as_str).collect();
-            let wrap = match (seq.last(), seq.first()) {
-                (Some(last), Some(first)) => format!("{last}>{first}"),
-                _ => String::new(),
-            };
-            distinct.push(&wrap);
+            // The distinct calls and pairs, and the last call paired with the first.
+            let mut distinct: Vec<u64> = features.iter().map(|f| f.0).collect();
+            if let (Some(&last), Some(&first)) = (unigrams.last(), unigrams.first()) {
+                distinct.push(pair(last, first));
+            }
             distinct.sort_unstable();
             distinct.dedup();
             let mut set = blake3::Hasher::new();
             for f in distinct {
-                set.update(f.as_bytes());
-                set.update(b"\n");
+                set.update(&f.to_le_bytes());
             }
             (Some(digest(&h)), Some(digest(&set)))
         } else {
@@ -253,14 +259,9 @@ impl Run {
             kh.update(k.as_bytes());
             kh.update(b"\n");
         }
-        let mut hashed: Vec<(u64, u64)> = features
-            .iter()
-            .map(|(f, n)| (crate::hashing::hash_str(f), *n))
-            .collect();
-        hashed.sort_unstable();
         Run {
-            weight: hashed.iter().map(|f| f.1).sum(),
-            features: hashed,
+            weight: features.iter().map(|f| f.1).sum(),
+            features,
             kernels: digest(&kh) as u64,
             sequence,
             computation,
