@@ -92,7 +92,7 @@ fn commit_all(repo: &git2::Repository, message: &str) -> String {
         .to_string()
 }
 
-fn session(dir: &Path, config: &str) -> Session {
+pub(crate) fn session(dir: &Path, config: &str) -> Session {
     let cfg_path = dir.join("ksmith.toml");
     std::fs::write(&cfg_path, config).expect("write config");
     Session::open(&Common {

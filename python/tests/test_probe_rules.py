@@ -472,7 +472,7 @@ def test_the_worker_warm_up_imports_what_a_recording_needs():
         "from ksmith.probe.execute import warm_aten_recording, record_aten_ops\n"
         "warm_aten_recording(torch)\n"
         "warmed = set(sys.modules)\n"
-        "ops, _ = record_aten_ops(torch.nn.Conv2d(3, 4, 3), [torch.zeros(1, 3, 8, 8)], torch)\n"
+        "ops, _, _ = record_aten_ops(torch.nn.Conv2d(3, 4, 3), [torch.zeros(1, 3, 8, 8)], torch)\n"
         "assert ops == {'aten::convolution': 1}, ops\n"
         "print(sorted(set(sys.modules) - warmed))\n"
     )

@@ -112,6 +112,8 @@ fn corpus(n: usize, seed: u64) -> Vec<(Unit, usize)> {
                     license: None,
                     aten_ops: None,
                     alt_sizes: "[]".into(),
+                    computation: None,
+                    intensity: None,
                 },
                 topic,
             )

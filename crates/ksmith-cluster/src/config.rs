@@ -32,6 +32,12 @@ pub struct ClusterConfig {
     pub noise_tasks: bool,
     /// Tasks per (family, level) cell with `tasks = "balanced"`.
     pub balanced_per_cell: usize,
+    /// With `tasks = "balanced"` or `"all"`: tasks per kernel problem. Modules whose sized
+    /// programs ran the same computation (the same calls and consecutive pairs, at any depth)
+    /// at sizes of one regime (arithmetic intensities chained within a factor of 4) are one
+    /// problem: one computation takes more slots only where its sizes make another problem.
+    /// 0 turns this off.
+    pub tasks_per_problem: usize,
     /// Also make tasks of trivial modules: those that compute nothing (a view, a reshape, an
     /// identity) or mostly call a module given to their constructor (a residual wrapper).
     pub trivial_tasks: bool,
@@ -57,6 +63,7 @@ impl Default for ClusterConfig {
             tasks: "balanced".into(),
             noise_tasks: false,
             balanced_per_cell: 100,
+            tasks_per_problem: 1,
             trivial_tasks: false,
             seed: 42,
             skip_unsized: true,

@@ -15,7 +15,10 @@
 //!
 //! Tasks ([`tasks`]), following the paper: every unique module is a candidate for the
 //! cold-start rollouts, balanced across (family, level) (`tasks = "balanced"`, the default),
-//! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). Modules
+//! noise included; cluster centers are the smaller expert-seeded set (`"centers"`). One kernel
+//! problem (the computation a sized program ran, at any depth, at sizes of one regime of
+//! arithmetic intensity, [`ksmith_embed::calls::regimes`]) takes at most `tasks_per_problem`
+//! tasks. Modules
 //! that compute nothing (views, reshapes, identities) or mostly call a module given to their
 //! constructor are not tasks unless `trivial_tasks = true`. An expert's review
 //! (`annotations.parquet`, from `ksmith review`), when present, is applied before tasks are
@@ -52,7 +55,7 @@ pub use error::ClusterError;
 /// The stage's name.
 pub const STAGE: &str = "cluster";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 /// One unique module to cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +74,12 @@ pub struct Unit {
     pub aten_ops: Option<Vec<OpCount>>,
     /// The probe's alternate size sets (a JSON list, `[]` when none), passed on to its task.
     pub alt_sizes: String,
+    /// The computation its sized program ran ([`ksmith_embed::calls::Run::computation`]: the
+    /// distinct calls and consecutive pairs, the same at any depth); none when its calls were
+    /// not recorded or nothing in them computes.
+    pub computation: Option<u128>,
+    /// The arithmetic intensity of its sized program's work ([`ksmith_embed::calls::intensity`]).
+    pub intensity: Option<f64>,
 }
 
 /// The result of clustering, aligned with the input units.
@@ -163,6 +172,15 @@ pub fn kept_units(
             license: m.and_then(|m| m.license.clone()),
             aten_ops: probe.and_then(|p| p.aten_ops.clone()),
             alt_sizes: probe.map_or_else(|| "[]".to_string(), |p| p.alt_sizes.clone()),
+            computation: probe.and_then(|p| {
+                let ops = p.aten_ops.as_ref()?;
+                ksmith_embed::calls::Run::of(
+                    &p.aten_calls,
+                    ops.iter().map(|o| (o.op.as_str(), o.count)),
+                )
+                .computation
+            }),
+            intensity: probe.and_then(|p| ksmith_embed::calls::intensity(p.est_flops, p.est_bytes)),
         });
     }
     units.sort_by(|a, b| a.id.cmp(&b.id));
@@ -219,7 +237,7 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
                 false => review::Review::default(),
             };
             review.apply(&mut rows, &mut run.report);
-            let task_rows = tasks::select(&units, &rows, cfg, &review);
+            let task_rows = tasks::select(&units, &rows, cfg, &review, &mut run.report);
             count_clusters(&result, &rows, &task_rows, &mut run.report);
             write_table(&clusters_path, &rows, run.fingerprint())?;
             write_table(&tasks_path, &task_rows, run.fingerprint())?;

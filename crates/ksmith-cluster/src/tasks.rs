@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use ksmith_core::report::StageReport;
 use ksmith_core::tables::{ClusterRow, TaskRow};
 use ksmith_embed::hashing::{hash_str, mix};
 
@@ -22,11 +23,17 @@ type CellMember = (bool, u64, usize);
 /// - `all`: every module (`"all"`);
 /// - `centers`: the medoid of every cluster (`"center"`), plus every noise module when
 ///   `noise_tasks` (`"noise"`).
+///
+/// With `balanced` and `all`, a kernel problem (one computation, [`Unit::computation`], at
+/// sizes of one regime of arithmetic intensity, [`ksmith_embed::calls::regimes`]) takes at most
+/// `tasks_per_problem` tasks, chosen in the same order (centers first, then the seeded hash);
+/// the modules left out are counted in `report` (`problem_repeats`).
 pub fn select(
     units: &[Unit],
     rows: &[ClusterRow],
     cfg: &ClusterConfig,
     review: &Review,
+    report: &mut StageReport,
 ) -> Vec<TaskRow> {
     let task = |i: usize, how: &str| TaskRow {
         task_id: units[i].id.clone(),
@@ -43,18 +50,24 @@ pub fn select(
     let candidate = |i: usize| {
         (cfg.trivial_tasks || rows[i].trivial.is_none()) && !review.rejects(&units[i].id)
     };
+    let order =
+        |i: usize| -> CellMember { (!rows[i].is_center, mix(cfg.seed, hash_str(&units[i].id)), i) };
+    let mut limited = || {
+        let candidates: Vec<usize> = (0..units.len()).filter(|&i| candidate(i)).collect();
+        let (kept, repeats) = per_problem(candidates, units, cfg.tasks_per_problem, order);
+        report.count("problem_repeats", repeats);
+        kept
+    };
     let mut out: Vec<TaskRow> = match cfg.tasks.as_str() {
-        "all" => (0..units.len())
-            .filter(|&i| candidate(i))
-            .map(|i| task(i, "all"))
-            .collect(),
+        "all" => limited().into_iter().map(|i| task(i, "all")).collect(),
         "balanced" => {
             let mut cells: BTreeMap<(&str, u8), Vec<CellMember>> = BTreeMap::new();
-            for (i, r) in rows.iter().enumerate().filter(|(i, _)| candidate(*i)) {
+            for i in limited() {
+                let r = &rows[i];
                 cells
                     .entry((r.family.as_str(), r.level))
                     .or_default()
-                    .push((!r.is_center, mix(cfg.seed, hash_str(&units[i].id)), i));
+                    .push(order(i));
             }
             cells
                 .into_values()
@@ -84,4 +97,41 @@ pub fn select(
     };
     out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     out
+}
+
+/// The candidates kept when each kernel problem takes at most `limit` of them (0: no limit),
+/// in `order`; and how many were left out. Candidates without a problem are all kept.
+fn per_problem(
+    mut candidates: Vec<usize>,
+    units: &[Unit],
+    limit: usize,
+    order: impl Fn(usize) -> CellMember,
+) -> (Vec<usize>, u64) {
+    if limit == 0 {
+        return (candidates, 0);
+    }
+    candidates.sort_by_key(|&i| order(i));
+    let keyed: Vec<Option<(u128, Option<f64>)>> = candidates
+        .iter()
+        .map(|&i| Some((units[i].computation?, units[i].intensity)))
+        .collect();
+    let problems = ksmith_embed::calls::regimes(&keyed);
+    let mut taken: BTreeMap<(u128, u32), usize> = BTreeMap::new();
+    let before = candidates.len();
+    let mut at = 0;
+    candidates.retain(|_| {
+        let problem = problems[at];
+        at += 1;
+        match problem {
+            None => true,
+            Some(p) => {
+                let n = taken.entry(p).or_default();
+                *n += 1;
+                *n <= limit
+            }
+        }
+    });
+    let left_out = (before - candidates.len()) as u64;
+    candidates.sort_unstable();
+    (candidates, left_out)
 }

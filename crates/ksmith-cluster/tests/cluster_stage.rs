@@ -552,7 +552,134 @@ fn tasks_carry_alternate_sizes_and_unsized_modules_are_skipped() {
         tasks: "all".into(),
         ..Default::default()
     };
-    let tasks = ksmith_cluster::tasks::select(&units, &rows, &cfg, &Default::default());
+    let tasks = ksmith_cluster::tasks::select(
+        &units,
+        &rows,
+        &cfg,
+        &Default::default(),
+        &mut ksmith_core::report::StageReport::new("cluster"),
+    );
     assert_eq!(tasks[0].alt_sizes, units[0].alt_sizes);
     assert_eq!(tasks[0].program, "sized text");
+}
+
+/// Records what a probe row's forward ran (`aten_calls`, with the trace and counts) and the
+/// arithmetic intensity of its sizes.
+fn ran(p: &mut ProbeRow, calls: &[&str], flops_per_byte: f64) {
+    p.aten_calls = calls.iter().map(|c| c.to_string()).collect();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for c in calls {
+        *counts
+            .entry(c.split(['(', '@']).next().unwrap().to_string())
+            .or_default() += 1;
+        p.aten_trace
+            .push(c.split(['(', '@']).next().unwrap().to_string());
+    }
+    p.aten_ops = Some(
+        counts
+            .into_iter()
+            .map(|(op, count)| ksmith_core::tables::OpCount { op, count })
+            .collect(),
+    );
+    p.est_bytes = Some(1e8);
+    p.est_flops = Some(1e8 * flops_per_byte);
+}
+
+#[test]
+fn one_kernel_problem_takes_one_task_unless_its_sizes_make_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let block = [
+        "aten::view",
+        "aten::t(w)",
+        "aten::addmm(a,w)",
+        "aten::gelu",
+        "aten::native_layer_norm(KR)",
+    ];
+    let stacked: Vec<&str> = block.iter().chain(&block).chain(&block).copied().collect();
+    let cases: Vec<(&str, Vec<&str>, f64)> = vec![
+        // The same block, written three ways, at sizes of one regime.
+        ("block_a", block.to_vec(), 40.0),
+        ("block_b", block.to_vec(), 45.0),
+        ("block_c", block.to_vec(), 35.0),
+        // The same block stacked three deep: the same computation.
+        ("block_deep", stacked, 50.0),
+        // The same block at sizes of another regime (a thin matrix product): another problem.
+        ("block_thin", block.to_vec(), 2.0),
+        // A channels-first norm: another computation.
+        (
+            "norm_first",
+            vec![
+                "aten::view",
+                "aten::t(w)",
+                "aten::addmm(a,w)",
+                "aten::gelu",
+                "aten::native_layer_norm(KRKK)",
+            ],
+            40.0,
+        ),
+        // Nothing recorded: never limited.
+        ("unrecorded", Vec::new(), 40.0),
+    ];
+    let mut rng = SplitMix::new(5);
+    let mut modules = Vec::new();
+    let mut probes = Vec::new();
+    let mut dedup = Vec::new();
+    for (id, calls, intensity) in &cases {
+        let program = member(1, &mut rng);
+        modules.push(ModuleRow {
+            program: Some(program.clone()),
+            ..module_row(id, &format!("repo/{id}"))
+        });
+        let mut p = ProbeRow {
+            program: Some(program),
+            ..ProbeRow::empty(id, &format!("repo/{id}"), "Model", ProbeStatus::Ok)
+        };
+        if !calls.is_empty() {
+            ran(&mut p, calls, *intensity);
+        }
+        probes.push(p);
+        dedup.push(DedupRow {
+            module_id: id.to_string(),
+            kept: true,
+            method: None,
+            duplicate_of: None,
+            similarity: None,
+            contaminated_via: None,
+        });
+    }
+    write_table(&ModuleRow::path_in(dir.path()), &modules, "fp-m").unwrap();
+    write_table(&ProbeRow::path_in(dir.path()), &probes, "fp-p").unwrap();
+    write_table(&DedupRow::path_in(dir.path()), &dedup, "fp-d").unwrap();
+    for mode in ["balanced", "all"] {
+        let cfg = ClusterConfig {
+            tasks: mode.into(),
+            min_cluster_size: 2,
+            min_samples: 1,
+            pca_dims: 0,
+            ..Default::default()
+        };
+        let (_, tasks) = run_in(dir.path(), &cfg, 1);
+        let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+        let blocks: Vec<&&str> = ids
+            .iter()
+            .filter(|id| ["block_a", "block_b", "block_c", "block_deep"].contains(id))
+            .collect();
+        assert_eq!(blocks.len(), 1, "{mode}: {ids:?}");
+        for id in ["block_thin", "norm_first", "unrecorded"] {
+            assert!(ids.contains(&id), "{mode}: {ids:?}");
+        }
+        assert_eq!(ids.len(), 4, "{mode}: {ids:?}");
+        let report = ksmith_core::report::StageReport::load(dir.path(), "cluster").unwrap();
+        assert_eq!(report.counters["problem_repeats"], 3, "{mode}");
+        // Without the limit, every module is a task.
+        let (_, all) = run_in(
+            dir.path(),
+            &ClusterConfig {
+                tasks_per_problem: 0,
+                ..cfg.clone()
+            },
+            1,
+        );
+        assert_eq!(all.len(), cases.len(), "{mode}");
+    }
 }

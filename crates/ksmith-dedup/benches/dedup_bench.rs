@@ -1,5 +1,7 @@
 //! Dedup benchmark: generated modules with planted duplicates (exact, reformatted, renamed,
-//! lightly edited), deduplicated with the default config on a 2-thread pool; recall and
+//! lightly edited), each with recorded calls (a seeded sequence of 12 to 60 attributed ATen
+//! calls per family, so the kernel method and the run checks do their work), deduplicated with
+//! the default config on a 2-thread pool; recall and
 //! precision on the planted copies; the cost of each feature; real programs from a work
 //! directory (rows per second, medians of repeated runs, same output on 1 and 2 threads); and
 //! the near-duplicate step side by side with Python `datasketch` (same shingles, permutations,
@@ -28,7 +30,45 @@ use ksmith_dedup::minhash::estimated_jaccard;
 use ksmith_dedup::pairs::{near_pairs, semantic_pairs};
 use ksmith_dedup::{DedupConfig, runnable_candidates};
 use ksmith_embed::Program;
+use ksmith_embed::calls::Run;
+use ksmith_embed::hashing::SplitMix;
+use rayon::prelude::*;
 use synth::Variant;
+
+/// Attributed calls the synthetic runs are drawn from.
+const CALLS: &[&str] = &[
+    "aten::convolution(2d,k3x3,s1,p1,d1,dense)",
+    "aten::convolution(2d,k3x3,s1,p1,d1,dw)",
+    "aten::convolution(2d,k1x1,s1,p0,d1,dense)",
+    "aten::native_batch_norm(RKR,train)",
+    "aten::relu",
+    "aten::gelu",
+    "aten::view",
+    "aten::t(w)",
+    "aten::addmm(a,w)",
+    "aten::_unsafe_view",
+    "aten::native_layer_norm(KR)",
+    "aten::mean(KRKK)",
+    "aten::add(b)",
+    "aten::mul(s)",
+    "aten::bmm(a,a)",
+    "aten::_softmax(KR)",
+    "aten::permute(p=021)",
+    "aten::clone(m=021)",
+    "aten::max_pool2d_with_indices(k2,s2)",
+    "aten::sigmoid",
+    "aten::add",
+    "aten::cat(KRKK)",
+];
+
+/// The recorded calls of a family's modules (its copies compute the same).
+fn family_calls(family: usize) -> Vec<String> {
+    let mut rng = SplitMix::new(family as u64 ^ 0x6361_6c6c);
+    let len = 12 + rng.below(49);
+    (0..len)
+        .map(|_| CALLS[rng.below(CALLS.len())].to_string())
+        .collect()
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -178,17 +218,29 @@ fn main() {
     }
     let t = Instant::now();
     let corpus = synth::corpus(n, dup_share, 2026);
+    let recorded: Vec<Vec<String>> = corpus.iter().map(|g| family_calls(g.family)).collect();
     let gen_s = t.elapsed().as_secs_f64();
+    let pool = pool(threads);
+    let t = Instant::now();
+    let runs: Vec<Run> = pool.install(|| {
+        recorded
+            .par_iter()
+            .map(|c| Run::of(c, std::iter::empty()))
+            .collect()
+    });
+    let runs_s = t.elapsed().as_secs_f64();
     let items: Vec<Candidate> = corpus
         .iter()
+        .zip(runs)
         .enumerate()
-        .map(|(i, g)| Candidate {
+        .map(|(i, (g, run))| Candidate {
             id: format!("m{i:06}"),
             program: g.program.clone(),
             license: Some(if i % 5 == 0 { "GPL-3.0" } else { "MIT" }.to_string()),
             stars: Some((i % 97) as i64),
             lines: g.program.lines().count() as u32,
-            aten: Vec::new(),
+            run: Some(run),
+            intensity: Some(4f64.powi((g.family % 3) as i32 * 2)),
         })
         .collect();
     let bytes: usize = items.iter().map(|c| c.program.len()).sum();
@@ -199,7 +251,6 @@ fn main() {
         dup_share * 100.0
     );
 
-    let pool = pool(threads);
     let embedder = cfg.embedder.build().unwrap();
 
     // Full run, all methods (the default decontaminates against the committed KernelBench
@@ -217,6 +268,23 @@ fn main() {
     let full_s = t.elapsed().as_secs_f64();
     let full_cpu = cpu_seconds() - cpu0;
     let (rows, stats) = (decision.rows, decision.stats);
+    // Side by side: the same modules without recorded calls (the code methods alone).
+    let bare: Vec<Candidate> = items
+        .iter()
+        .map(|c| Candidate {
+            run: None,
+            intensity: None,
+            ..c.clone()
+        })
+        .collect();
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    std::hint::black_box(
+        pool.install(|| deduplicate(&bare, &problems, Some(embedder.as_ref()), &cfg))
+            .unwrap(),
+    );
+    let bare_s = t.elapsed().as_secs_f64();
+    let bare_cpu = cpu_seconds() - cpu0;
 
     // Phase timings (separate runs of each step).
     let programs: Vec<&str> = items.iter().map(|c| c.program.as_str()).collect();
@@ -229,8 +297,8 @@ fn main() {
     let feats = pool.install(|| features(&programs, &cfg, all, embedder.as_hashed()));
     let feat_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let no_ops: Vec<&[(String, u64)]> = Vec::new();
-    let near = pool.install(|| near_pairs(&feats, &no_ops, &cfg));
+    let item_runs: Vec<Option<&Run>> = items.iter().map(|c| c.run.as_ref()).collect();
+    let near = pool.install(|| near_pairs(&feats, &item_runs, &cfg));
     let near_s = t.elapsed().as_secs_f64();
     let stack = |pick: &dyn Fn(&Features) -> &Vec<f32>| {
         let mut m = ndarray::Array2::<f32>::zeros((feats.len(), cfg.embedder.dim));
@@ -244,7 +312,7 @@ fn main() {
         stack(&|f| &f.slice_embedding),
     );
     let t = Instant::now();
-    let sem = pool.install(|| semantic_pairs(&feats, &entry_emb, &slice_emb, &no_ops, &cfg));
+    let sem = pool.install(|| semantic_pairs(&feats, &entry_emb, &slice_emb, &item_runs, &cfg));
     let sem_s = t.elapsed().as_secs_f64();
 
     // Recall and precision on the planted copies.
@@ -295,7 +363,13 @@ fn main() {
     println!("| step | seconds |");
     println!("|---|---|");
     println!(
-        "| full dedup (exact + structural + near + semantic + contamination), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
+        "| runs: recorded calls made canonical, features, kernel and sequence hashes (before the engine) | {runs_s:.2} |"
+    );
+    println!(
+        "| full dedup (exact + structural + near + semantic + kernel + contamination), end to end | {full_s:.2} (CPU {full_cpu:.1} s) |"
+    );
+    println!(
+        "| the same without recorded calls (no kernel method, no run checks) | {bare_s:.2} (CPU {bare_cpu:.1} s) |"
     );
     println!(
         "| features: parse, slice, exact key, MinHash (2 x 256 + 2 x 128), WL, 2 hashed embeddings | {feat_s:.2} |"

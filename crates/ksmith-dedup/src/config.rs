@@ -35,10 +35,17 @@ pub struct DedupConfig {
     pub simhash_tables: usize,
     /// Hyperplanes (bits) per table.
     pub simhash_bits: usize,
-    /// Near and semantic pairs whose modules both have recorded ATen operators must run alike:
-    /// the weighted Jaccard of the operators that do work and of their consecutive pairs, in
-    /// the order they ran, at or above this (1.0: the same operators, in the same order).
+    /// Two modules with recorded calls run alike when they make the same kernel-deciding calls
+    /// (convolutions, norms, reductions, layouts, ...) and the weighted Jaccard of the calls
+    /// that do work and of their consecutive pairs, in the order they ran, is at or above this
+    /// (1.0: the same calls, in the same order). Near and semantic pairs must run alike; with
+    /// `kernel`, modules that run alike match however their code is written.
     pub aten_threshold: f64,
+    /// Drop modules whose sized programs ran alike (see `aten_threshold`) at sizes of one
+    /// regime: one class per sequence of calls (arithmetic intensities chained within a factor
+    /// of 4), and pairs whose calls agree (intensities within a factor of 4): the same
+    /// computation however it is written.
+    pub kernel: bool,
     /// Drop modules with the same structural hash (Weisfeiler-Lehman hash of the syntax tree
     /// with identifier names and literal values forgotten).
     pub structural: bool,
@@ -91,7 +98,8 @@ impl Default for DedupConfig {
             semantic_threshold: 0.97,
             simhash_tables: 16,
             simhash_bits: 16,
-            aten_threshold: 0.95,
+            aten_threshold: 0.9,
+            kernel: true,
             structural: true,
             wl_iterations: 4,
             max_bucket_pairs: 64,

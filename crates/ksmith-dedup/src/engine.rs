@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use ksmith_core::tables::{DedupMethod, DedupPairRow, DedupRow};
 use ksmith_embed::Embedder;
+use ksmith_embed::calls::Run;
 use ndarray::Array2;
 use rayon::prelude::*;
 
@@ -13,8 +14,10 @@ use crate::config::DedupConfig;
 use crate::contamination::{BenchmarkProblem, Hit, ProblemIndex};
 use crate::error::DedupError;
 use crate::features::{Features, Wanted, features};
-use crate::groups::{Classes, Edge, Outcome, SurvivorKey, license_rank, method_priority, resolve};
-use crate::pairs::{near_pairs, semantic_pairs};
+use crate::groups::{
+    Classes, Edge, Outcome, SurvivorKey, contain, license_rank, method_priority, resolve,
+};
+use crate::pairs::{kernel_pairs, near_pairs, semantic_pairs};
 
 /// A runnable module offered to dedup.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,9 +32,12 @@ pub struct Candidate {
     pub stars: Option<i64>,
     /// Lines of the program.
     pub lines: u32,
-    /// What its forward ran ([`ksmith_embed::aten::trace_features`], or
-    /// [`ksmith_embed::aten::call_features`] without a trace; empty when nothing was recorded).
-    pub aten: Vec<(String, u64)>,
+    /// What its forward ran on the sized program (probe's `aten_calls`); none when nothing was
+    /// recorded.
+    pub run: Option<Run>,
+    /// The arithmetic intensity of its sized work ([`ksmith_embed::calls::intensity`]); none
+    /// when not estimated.
+    pub intensity: Option<f64>,
 }
 
 /// Counts of what the engine found.
@@ -89,30 +95,55 @@ pub fn deduplicate(
     };
 
     let mut classes = Vec::new();
-    // Programs without code (nothing but imports) are nobody's duplicates.
+    // Programs without code (nothing but imports) are nobody's duplicates. The same code runs
+    // other kernels with other constructor arguments (a norm's data format, a convolution's
+    // groups), and a structural hash forgets literals (`mean(1)` and `mean(-1)`): code classes
+    // also need the same kernel-deciding calls.
+    let kernels: Vec<Option<u64>> = items
+        .iter()
+        .map(|c| c.run.as_ref().map(|r| r.kernels))
+        .collect();
     if cfg.exact {
-        let keys: Vec<Option<[u8; 16]>> = feats
+        let keys: Vec<Option<([u8; 16], Option<u64>)>> = feats
             .iter()
-            .map(|f| f.has_code.then_some(f.exact))
+            .zip(&kernels)
+            .map(|(f, k)| f.has_code.then_some((f.exact, *k)))
             .collect();
         classes.push(Classes::from_keys(DedupMethod::Exact, &keys));
     }
     if cfg.structural {
-        let keys: Vec<Option<u128>> = feats
+        let keys: Vec<Option<(u128, Option<u64>)>> = feats
             .iter()
-            .map(|f| f.has_code.then_some(f.structural))
+            .zip(&kernels)
+            .map(|(f, k)| f.has_code.then_some((f.structural, *k)))
             .collect();
         classes.push(Classes::from_keys(DedupMethod::Structural, &keys));
     }
-    for c in &classes {
+    let mut late = Vec::new();
+    if cfg.kernel {
+        // The same calls in the same order at sizes of the same regime.
+        let sequences: Vec<Option<(u128, Option<f64>)>> = items
+            .iter()
+            .map(|c| Some((c.run.as_ref()?.sequence?, c.intensity)))
+            .collect();
+        let keys = ksmith_embed::calls::regimes(&sequences);
+        late.push(Classes::from_keys(DedupMethod::Kernel, &keys));
+    }
+    for c in classes.iter().chain(&late) {
         let pairs: usize = c.members.iter().map(|m| m.len() - 1).sum();
         stats.pairs.insert(c.method, pairs as u64);
     }
     let mut edges: Vec<Edge> = Vec::new();
-    let aten: Vec<&[(String, u64)]> = items.iter().map(|c| c.aten.as_slice()).collect();
+    let runs: Vec<Option<&Run>> = items.iter().map(|c| c.run.as_ref()).collect();
     if cfg.near {
-        let found = near_pairs(&feats, &aten, cfg);
+        let found = near_pairs(&feats, &runs, cfg);
         stats.pairs.insert(DedupMethod::Near, found.len() as u64);
+        edges.extend(found);
+    }
+    if cfg.kernel {
+        let intensities: Vec<Option<f64>> = items.iter().map(|c| c.intensity).collect();
+        let found = kernel_pairs(&runs, &intensities, cfg);
+        *stats.pairs.entry(DedupMethod::Kernel).or_default() += found.len() as u64;
         edges.extend(found);
     }
     if cfg.semantic {
@@ -120,7 +151,7 @@ pub fn deduplicate(
             DedupError::Config("semantic dedup is on but no embedder was given".into())
         })?;
         let (entry, slice) = embeddings(&feats, &programs, hashed.is_some(), embedder)?;
-        let found = semantic_pairs(&feats, &entry, &slice, &aten, cfg);
+        let found = semantic_pairs(&feats, &entry, &slice, &runs, cfg);
         stats
             .pairs
             .insert(DedupMethod::Semantic, found.len() as u64);
@@ -137,8 +168,19 @@ pub fn deduplicate(
             id: c.id.clone(),
         })
         .collect();
-    let outcomes = resolve(&keys, &classes, &edges);
-    let decision = decide(items, problems, &hits, &outcomes, &classes, &edges, stats);
+    let mut outcomes = resolve(&keys, &classes, &edges, &late);
+    let copies: Vec<bool> = hits.iter().map(Option::is_some).collect();
+    let via = contain(&keys, &mut outcomes, &copies, &late);
+    // What taints each module: its own copy of a problem, or the copy it goes with.
+    let taints: Vec<Option<Taint<'_>>> = (0..items.len())
+        .map(|i| match (&hits[i], via[i]) {
+            (Some(h), _) => Some((h, None)),
+            (None, Some(v)) => hits[v].as_ref().map(|h| (h, Some(v))),
+            (None, None) => None,
+        })
+        .collect();
+    classes.extend(late);
+    let decision = decide(items, problems, &taints, &outcomes, &classes, &edges, stats);
     Ok(decision)
 }
 
@@ -180,31 +222,26 @@ fn embeddings(
     Ok((embedder.embed(&entry)?, embedder.embed(&slice)?))
 }
 
-/// The rows and pairs from the groups and the contamination hits.
+/// A module's contamination: the problem its copy matched, and the copy it goes with when it
+/// is not one itself ([`contain`]).
+type Taint<'a> = (&'a Hit, Option<usize>);
+
+/// The rows and pairs from the groups and the contamination of each module.
 fn decide(
     items: &[Candidate],
     problems: &[BenchmarkProblem],
-    hits: &[Option<Hit>],
+    taints: &[Option<Taint<'_>>],
     outcomes: &[Outcome],
     classes: &[Classes],
     edges: &[Edge],
     mut stats: DedupStats,
 ) -> Decision {
-    // A group holding a copy of a problem goes as a whole: `via[survivor]` is the first copy.
-    let mut via: Vec<Option<usize>> = vec![None; items.len()];
-    for (i, h) in hits.iter().enumerate() {
-        let s = outcomes[i].survivor as usize;
-        if h.is_some() && via[s].is_none() {
-            via[s] = Some(i);
-        }
-    }
     let problem_path = |h: &Hit| problems[h.problem as usize].path.clone();
     let mut rows = Vec::with_capacity(items.len());
     let mut pairs = Vec::new();
     let mut decided: HashSet<(usize, usize, u8)> = HashSet::new();
     for (i, c) in items.iter().enumerate() {
         let o = &outcomes[i];
-        let group_copy = via[o.survivor as usize];
         // A copy of a problem (`via` none), or a member of a copy's group (`via` the copy).
         let mut contaminated = |h: &Hit, via: Option<usize>| {
             let similarity = if via.is_none() { h.similarity } else { None };
@@ -225,12 +262,8 @@ fn decide(
                 contaminated_via: via.map(|v| items[v].id.clone()),
             }
         };
-        let row = if let Some(h) = &hits[i] {
-            contaminated(h, None)
-        } else if let Some(v) = group_copy
-            && let Some(h) = &hits[v]
-        {
-            contaminated(h, Some(v))
+        let row = if let Some((h, via)) = taints[i] {
+            contaminated(h, via)
         } else if o.survivor as usize == i {
             DedupRow {
                 module_id: c.id.clone(),
@@ -274,7 +307,8 @@ fn decide(
         .map(|e| (e.a as usize, e.b as usize, e.method, e.similarity))
         .collect();
     for c in classes {
-        let similarity = (c.method == DedupMethod::Exact).then_some(1.0);
+        let similarity =
+            matches!(c.method, DedupMethod::Exact | DedupMethod::Kernel).then_some(1.0);
         for m in &c.members {
             for &other in &m[1..] {
                 evidence.push((m[0] as usize, other as usize, c.method, similarity));

@@ -87,7 +87,8 @@ pub fn method_priority(m: DedupMethod) -> u8 {
         DedupMethod::Structural => 1,
         DedupMethod::Near => 2,
         DedupMethod::Semantic => 3,
-        DedupMethod::Contamination => 4,
+        DedupMethod::Kernel => 4,
+        DedupMethod::Contamination => 5,
     }
 }
 
@@ -170,12 +171,19 @@ pub struct Outcome {
 /// Items are visited best first by [`SurvivorKey::better`]. An item not yet taken survives and
 /// takes every item not yet taken that matches it directly: the other members of its classes
 /// (`classes`, in the order given: exact before structural), then its matched pairs (`edges`,
-/// the strongest method first, then the highest similarity). A dropped item is therefore always
+/// the strongest method first, then the highest similarity), then the other members of its
+/// `late` classes (the kernel method: a module that matches by its code is recorded so, since
+/// contamination spreads through code matches only). A dropped item is therefore always
 /// a direct match of its survivor, recorded with that match's method and similarity, and groups
 /// never chain (`A ~ B ~ C` never puts `A` and `C` together unless `A ~ C`); a group is at most
 /// the survivor and its direct matches. The result depends only on the keys, the classes and
 /// the set of edges, not on their order.
-pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec<Outcome> {
+pub fn resolve(
+    keys: &[SurvivorKey],
+    classes: &[Classes],
+    edges: &[Edge],
+    late: &[Classes],
+) -> Vec<Outcome> {
     let n = keys.len();
     let mut adj: Vec<Vec<(u8, u32, usize)>> = vec![Vec::new(); n];
     for (k, e) in edges.iter().enumerate() {
@@ -214,8 +222,9 @@ pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec
             method: None,
             similarity: None,
         });
-        for class in classes {
-            let similarity = (class.method == DedupMethod::Exact).then_some(1.0);
+        let take = |out: &mut Vec<Option<Outcome>>, class: &Classes| {
+            let similarity =
+                matches!(class.method, DedupMethod::Exact | DedupMethod::Kernel).then_some(1.0);
             for m in class.others(c) {
                 if out[m as usize].is_none() {
                     out[m as usize] = Some(Outcome {
@@ -225,6 +234,9 @@ pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec
                     });
                 }
             }
+        };
+        for class in classes {
+            take(&mut out, class);
         }
         for &(_, w, k) in &adj[c as usize] {
             if out[w as usize].is_none() {
@@ -234,6 +246,9 @@ pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec
                     similarity: edges[k].similarity,
                 });
             }
+        }
+        for class in late {
+            take(&mut out, class);
         }
     }
     out.into_iter()
@@ -246,6 +261,69 @@ pub fn resolve(keys: &[SurvivorKey], classes: &[Classes], edges: &[Edge]) -> Vec
             })
         })
         .collect()
+}
+
+/// Contamination within groups: a copy of a benchmark problem (`copies[i]`) takes with it every
+/// module of its group that shares its code (the survivor and the members matched by exact,
+/// structural, near or semantic), never one matched only by the kernel method (the same
+/// computation is no copy of the text). The kernel members of a group whose survivor goes are
+/// regrouped in `outcomes`: those of one kernel class (`kernel`, whose members all match each
+/// other) around the best of them, the others alone. Returns, for each module that is not
+/// itself a copy but goes with one, that copy.
+pub fn contain(
+    keys: &[SurvivorKey],
+    outcomes: &mut [Outcome],
+    copies: &[bool],
+    kernel: &[Classes],
+) -> Vec<Option<usize>> {
+    let n = outcomes.len();
+    let by_code = |o: &Outcome| o.method != Some(DedupMethod::Kernel);
+    let mut first_copy: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        let s = outcomes[i].survivor as usize;
+        if copies[i] && by_code(&outcomes[i]) && first_copy[s].is_none() {
+            first_copy[s] = Some(i);
+        }
+    }
+    let mut via = vec![None; n];
+    // Orphans by (their survivor, their kernel class; each alone when in none).
+    let mut orphans: std::collections::BTreeMap<(usize, usize, usize), Vec<usize>> =
+        Default::default();
+    for i in 0..n {
+        let s = outcomes[i].survivor as usize;
+        if copies[i] {
+            continue;
+        }
+        if let Some(c) = first_copy[s] {
+            if by_code(&outcomes[i]) {
+                via[i] = Some(c);
+            } else {
+                let class = kernel.iter().enumerate().find_map(|(k, c)| {
+                    let id = *c.class_of.get(i)?;
+                    (id != u32::MAX).then_some((k, id as usize))
+                });
+                let (k, id) = class.unwrap_or((usize::MAX, i));
+                orphans.entry((s, k, id)).or_default().push(i);
+            }
+        }
+    }
+    for mut members in orphans.into_values() {
+        members.sort_by(|&a, &b| keys[a].better(&keys[b]));
+        let head = members[0];
+        outcomes[head] = Outcome {
+            survivor: head as u32,
+            method: None,
+            similarity: None,
+        };
+        for &m in &members[1..] {
+            outcomes[m] = Outcome {
+                survivor: head as u32,
+                method: Some(DedupMethod::Kernel),
+                similarity: Some(1.0),
+            };
+        }
+    }
+    via
 }
 
 #[cfg(test)]
@@ -288,7 +366,7 @@ mod tests {
             edge(3, 4, DedupMethod::Structural),
             edge(1, 2, DedupMethod::Exact),
         ];
-        let out = resolve(&keys, &[], &edges);
+        let out = resolve(&keys, &[], &edges, &[]);
         assert!(out.iter().all(|o| o.survivor == 3), "{out:?}");
         assert_eq!(out[3].method, None);
         assert_eq!(out[4].method, Some(DedupMethod::Structural));
@@ -298,7 +376,7 @@ mod tests {
         assert_eq!(out[1].method, Some(DedupMethod::Semantic));
         let mut shuffled = edges.clone();
         shuffled.reverse();
-        assert_eq!(resolve(&keys, &[], &shuffled), out);
+        assert_eq!(resolve(&keys, &[], &shuffled, &[]), out);
     }
 
     #[test]
@@ -314,7 +392,7 @@ mod tests {
             edge(1, 2, DedupMethod::Near),
             edge(2, 3, DedupMethod::Near),
         ];
-        let out = resolve(&keys, &[], &edges);
+        let out = resolve(&keys, &[], &edges, &[]);
         let survivors: Vec<u32> = out.iter().map(|o| o.survivor).collect();
         assert_eq!(survivors, vec![0, 0, 2, 2]);
         // Every dropped item is a direct match of its survivor.
@@ -341,7 +419,7 @@ mod tests {
             edge(0, 2, DedupMethod::Near),
             edge(0, 3, DedupMethod::Semantic),
         ];
-        let out = resolve(&keys, &[exact, structural], &edges);
+        let out = resolve(&keys, &[exact, structural], &edges, &[]);
         assert!(out.iter().all(|o| o.survivor == 0));
         assert_eq!(out[2].method, Some(DedupMethod::Exact));
         assert_eq!(out[2].similarity, Some(1.0));
@@ -351,9 +429,67 @@ mod tests {
     }
 
     #[test]
+    fn code_matches_come_before_kernel_matches() {
+        let keys: Vec<SurvivorKey> = ["a", "b", "c"]
+            .iter()
+            .map(|id| key(Some("MIT"), 0, 10, id))
+            .collect();
+        let kernel = Classes::from_keys(DedupMethod::Kernel, &[Some(1u8), Some(1), Some(1)]);
+        let edges = vec![edge(0, 1, DedupMethod::Semantic)];
+        let out = resolve(&keys, &[], &edges, &[kernel]);
+        assert!(out.iter().all(|o| o.survivor == 0));
+        assert_eq!(out[1].method, Some(DedupMethod::Semantic));
+        assert_eq!(out[2].method, Some(DedupMethod::Kernel));
+    }
+
+    #[test]
+    fn contamination_spreads_through_code_matches_only() {
+        let keys: Vec<SurvivorKey> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|id| key(Some("MIT"), 0, 10, id))
+            .collect();
+        let kernel = Classes::from_keys(
+            DedupMethod::Kernel,
+            &[Some(1u8), Some(1), Some(1), Some(1), None],
+        );
+        // 0 survives; 1 is its near duplicate, 2 and 3 only compute the same; 4 is apart.
+        let edges = vec![edge(0, 1, DedupMethod::Near)];
+        let mut out = resolve(&keys, &[], &edges, std::slice::from_ref(&kernel));
+        // A copy in the code part (the survivor) takes the code part, not the kernel part.
+        let via = contain(
+            &keys,
+            &mut out,
+            &[true, false, false, false, false],
+            &[kernel],
+        );
+        assert_eq!(via, vec![None, Some(0), None, None, None]);
+        // The kernel part regroups around its best member.
+        assert_eq!((out[2].survivor, out[2].method), (2, None));
+        assert_eq!(
+            (out[3].survivor, out[3].method),
+            (2, Some(DedupMethod::Kernel))
+        );
+        assert_eq!(out[4].survivor, 4);
+        // A copy that is only a kernel match of the survivor goes alone.
+        let kernel = Classes::from_keys(
+            DedupMethod::Kernel,
+            &[Some(1u8), Some(1), Some(1), Some(1), None],
+        );
+        let mut out = resolve(&keys, &[], &edges, std::slice::from_ref(&kernel));
+        let via = contain(
+            &keys,
+            &mut out,
+            &[false, false, false, true, false],
+            &[kernel],
+        );
+        assert!(via.iter().all(Option::is_none));
+        assert!(out[..3].iter().all(|o| o.survivor == 0));
+    }
+
+    #[test]
     fn singletons_survive_alone() {
         let keys = vec![key(None, 0, 1, "x"), key(None, 0, 1, "y")];
-        let out = resolve(&keys, &[], &[]);
+        let out = resolve(&keys, &[], &[], &[]);
         assert_eq!(out[0].survivor, 0);
         assert_eq!(out[1].survivor, 1);
     }

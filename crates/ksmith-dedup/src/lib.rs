@@ -12,15 +12,19 @@
 //! the class alone and of the class with its helpers), semantic (embedding cosine of both,
 //! among random-hyperplane hash candidates), structural (Weisfeiler-Lehman hash with names and
 //! literals forgotten), and decontamination against evaluation benchmarks ([`benchmark`],
-//! [`contamination`]: KernelBench at a pinned commit by default). Near and semantic pairs whose
-//! modules both have recorded ATen operators must also run alike, in the same order
-//! (`aten_threshold`).
+//! [`contamination`]: KernelBench at a pinned commit by default). What the sized programs ran
+//! (probe's `aten_calls`, [`ksmith_embed::calls`]) makes matches and vetoes them: the kernel
+//! method matches modules that ran alike (the same kernel-deciding calls, calls that agree in
+//! their order at `aten_threshold` or above) at sizes of one regime, however their code is
+//! written; near and semantic pairs, and exact and structural classes, need the same
+//! kernel-deciding calls, and near and semantic pairs calls that agree.
 //!
 //! Invariants: every runnable module gets a row; groups are stars ([`groups`]): a dropped row
 //! names its survivor (kept), the method of their direct match and its similarity, so no
 //! group chains through intermediate modules. The survivor is the best by (permissive license,
 //! stars, runs, fewer lines, smallest id). Copies of a benchmark problem and every module of
-//! their group are dropped as `contamination`. The output depends only on the input, the
+//! their group that shares their code (not those matched only by the kernel method) are
+//! dropped as `contamination`. The output depends only on the input, the
 //! config and the benchmarks, never on the thread count. Entry points: [`run`] and
 //! [`run_with_fetcher`].
 #![deny(missing_docs)]
@@ -53,7 +57,7 @@ pub use error::DedupError;
 /// The stage's name.
 pub const STAGE: &str = "dedup";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 ksmith_core::vocabulary! {
     /// Why a probe row is not a dedup candidate (counted in the report under its name).
@@ -110,16 +114,13 @@ pub fn runnable_candidates(
             license: m.license.clone(),
             stars: m.stars,
             lines,
-            aten: if p.aten_trace.is_empty() {
-                ksmith_embed::aten::call_features(
-                    p.aten_ops
-                        .iter()
-                        .flatten()
-                        .map(|o| (o.op.as_str(), o.count)),
+            run: p.aten_ops.as_ref().map(|ops| {
+                ksmith_embed::calls::Run::of(
+                    &p.aten_calls,
+                    ops.iter().map(|o| (o.op.as_str(), o.count)),
                 )
-            } else {
-                ksmith_embed::aten::trace_features(p.aten_trace.iter().map(String::as_str))
-            },
+            }),
+            intensity: ksmith_embed::calls::intensity(p.est_flops, p.est_bytes),
         });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

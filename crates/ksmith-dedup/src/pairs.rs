@@ -5,13 +5,16 @@
 //! matches when that is at or above the method's threshold (see [`crate::features`]). Code that
 //! looks alike can still compute something else (a recall metric next to an accuracy metric
 //! sharing their helpers, a loss wrapper around another loss, a pre-activation block next to a
-//! post-activation one): when both modules have recorded ATen operators, a pair also needs
-//! their [`agreement`] (operators and their order) at or above `aten_threshold`. And the 2-D
-//! and 3-D versions of a module (which dispatch the same ATen operators) are told apart by
-//! their library calls of a fixed dimensionality ([`Features::dims`]), which must be the same.
+//! post-activation one): when both modules have recorded calls, a pair also needs the same
+//! kernel-deciding calls ([`Run::kernels`]: a channels-first norm is no last-dim norm, a
+//! depthwise convolution no dense one, however alike their code) and the [`agreement`] of their
+//! calls and their order at or above `aten_threshold`. And the 2-D and 3-D versions of a module
+//! are told apart by their library calls of a fixed dimensionality ([`Features::dims`]), which
+//! must be the same, recorded or not.
 
 use ksmith_core::tables::DedupMethod;
 use ksmith_embed::aten::agreement;
+use ksmith_embed::calls::{Run, regime_alike};
 use ksmith_embed::hashing::SplitMix;
 use ndarray::{Array2, ArrayView2, Axis};
 use rayon::prelude::*;
@@ -23,26 +26,22 @@ use crate::groups::Edge;
 use crate::minhash::estimated_jaccard;
 
 /// True when items `a` and `b` make the same library calls of a fixed dimensionality and,
-/// unless one recorded no ATen operators, their operators agree at `aten_threshold` or above.
-fn run_alike(
-    feats: &[Features],
-    aten: &[&[(String, u64)]],
-    a: u32,
-    b: u32,
-    cfg: &DedupConfig,
-) -> bool {
+/// unless one recorded no calls, the same kernel-deciding calls, with calls that agree at
+/// `aten_threshold` or above.
+fn run_alike(feats: &[Features], runs: &[Option<&Run>], a: u32, b: u32, cfg: &DedupConfig) -> bool {
     if feats[a as usize].dims != feats[b as usize].dims {
         return false;
     }
-    let (Some(x), Some(y)) = (aten.get(a as usize), aten.get(b as usize)) else {
+    let (Some(Some(x)), Some(Some(y))) = (runs.get(a as usize), runs.get(b as usize)) else {
         return true;
     };
-    agreement(x, y).is_none_or(|g| g >= cfg.aten_threshold)
+    x.kernels == y.kernels
+        && agreement(&x.features, &y.features).is_none_or(|g| g >= cfg.aten_threshold)
 }
 
 /// Near-duplicate pairs: LSH over the entry signatures, then both views' Jaccard estimates at
-/// or above `near_threshold`, and operators that agree (`aten`, one per item, may be empty).
-pub fn near_pairs(feats: &[Features], aten: &[&[(String, u64)]], cfg: &DedupConfig) -> Vec<Edge> {
+/// or above `near_threshold`, and runs alike (`runs`, one per item, none when not recorded).
+pub fn near_pairs(feats: &[Features], runs: &[Option<&Run>], cfg: &DedupConfig) -> Vec<Edge> {
     let entries: Vec<(u64, u32)> = feats
         .par_iter()
         .enumerate()
@@ -58,12 +57,62 @@ pub fn near_pairs(feats: &[Features], aten: &[&[(String, u64)]], cfg: &DedupConf
                 return None;
             }
             let j = entry.min(estimated_jaccard(&fa.slice_sig, &fb.slice_sig));
-            (j >= cfg.near_threshold && run_alike(feats, aten, a, b, cfg)).then_some(Edge {
+            (j >= cfg.near_threshold && run_alike(feats, runs, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Near,
                 similarity: Some(j),
             })
+        })
+        .collect()
+}
+
+/// Kernel pairs: modules whose sized programs ran alike however their code differs: the same
+/// kernel-deciding calls ([`Run::kernels`]), calls that agree at `aten_threshold` or above and
+/// arithmetic intensities ([`ksmith_embed::calls::intensity`], one per item) of one regime
+/// ([`regime_alike`]). Candidates share their kernel-deciding calls; sorted by the weight of
+/// their calls, each is compared with the following ones while
+/// the weights allow the threshold (a weighted Jaccard of `t` needs weights within a factor of
+/// `t`), at most `max_bucket_pairs` of them. Pairs that ran the same sequence are left to the
+/// kernel class. The similarity is the agreement.
+pub fn kernel_pairs(
+    runs: &[Option<&Run>],
+    intensities: &[Option<f64>],
+    cfg: &DedupConfig,
+) -> Vec<Edge> {
+    let mut order: Vec<(u64, u64, u32, &Run)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let r = (*r)?;
+            r.sequence?;
+            Some((r.kernels, r.weight, i as u32, r))
+        })
+        .collect();
+    order.sort_unstable_by_key(|&(k, w, i, _)| (k, w, i));
+    let t = cfg.aten_threshold;
+    (0..order.len())
+        .into_par_iter()
+        .flat_map_iter(|k| {
+            let (kernels, weight, a, ra) = order[k];
+            order[k + 1..]
+                .iter()
+                .take_while(move |&&(kb, wb, _, _)| kb == kernels && weight as f64 >= t * wb as f64)
+                .take(cfg.max_bucket_pairs)
+                .filter_map(move |&(_, _, b, rb)| {
+                    if ra.sequence == rb.sequence
+                        || !regime_alike(intensities[a as usize], intensities[b as usize])
+                    {
+                        return None;
+                    }
+                    let g = agreement(&ra.features, &rb.features)?;
+                    (g >= t).then_some(Edge {
+                        a: a.min(b),
+                        b: a.max(b),
+                        method: DedupMethod::Kernel,
+                        similarity: Some(g),
+                    })
+                })
         })
         .collect()
 }
@@ -76,7 +125,7 @@ pub fn semantic_pairs(
     feats: &[Features],
     entry: &Array2<f32>,
     slice: &Array2<f32>,
-    aten: &[&[(String, u64)]],
+    runs: &[Option<&Run>],
     cfg: &DedupConfig,
 ) -> Vec<Edge> {
     let (n, dim) = entry.dim();
@@ -90,7 +139,7 @@ pub fn semantic_pairs(
             let cos =
                 |m: &Array2<f32>| f64::from(m.row(a as usize).dot(&m.row(b as usize))).min(1.0);
             let c = cos(entry).min(cos(slice));
-            (c >= cfg.semantic_threshold && run_alike(feats, aten, a, b, cfg)).then_some(Edge {
+            (c >= cfg.semantic_threshold && run_alike(feats, runs, a, b, cfg)).then_some(Edge {
                 a,
                 b,
                 method: DedupMethod::Semantic,

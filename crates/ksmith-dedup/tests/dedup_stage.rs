@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "dedup_stage/runs.rs"]
+mod runs;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -50,6 +52,26 @@ fn ok_probes(modules: &[ModuleRow]) -> Vec<ProbeRow> {
         .iter()
         .map(|m| probe(&m.id, ProbeStatus::Ok, None))
         .collect()
+}
+
+/// Records what a probe row's forward ran: `calls` (probe's `aten_calls`), and the trace and
+/// counts they imply.
+fn ran(p: &mut ProbeRow, calls: &[&str]) {
+    p.aten_calls = calls.iter().map(|c| c.to_string()).collect();
+    p.aten_trace = calls
+        .iter()
+        .map(|c| c.split(['(', '@']).next().unwrap_or(c).to_string())
+        .collect();
+    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+    for op in &p.aten_trace {
+        *counts.entry(op.clone()).or_default() += 1;
+    }
+    p.aten_ops = Some(
+        counts
+            .into_iter()
+            .map(|(op, count)| ksmith_core::tables::OpCount { op, count })
+            .collect(),
+    );
 }
 
 fn write_inputs(dir: &Path, modules: &[ModuleRow], probes: &[ProbeRow]) {
@@ -473,6 +495,7 @@ fn every_dropped_row_is_a_direct_match_of_a_kept_survivor_recorded_in_the_pairs(
         let threshold = match p.method {
             DedupMethod::Near => Some(cfg.near_threshold),
             DedupMethod::Semantic => Some(cfg.semantic_threshold),
+            DedupMethod::Kernel => Some(cfg.aten_threshold),
             _ => None,
         };
         if let Some(t) = threshold {
@@ -488,27 +511,25 @@ fn look_alikes_that_run_different_operators_are_not_near_duplicates() {
     let mut rng = SplitMix::new(21);
     let p = synth::original(&mut rng);
     let edited = synth::edited(&p, &mut rng);
-    let ops = |list: &[(&str, u64)]| -> Vec<ksmith_core::tables::OpCount> {
-        list.iter()
-            .map(|(op, count)| ksmith_core::tables::OpCount {
-                op: op.to_string(),
-                count: *count,
-            })
-            .collect()
-    };
     let modules = vec![
         module("a", &p, Some("MIT"), Some(9)),
         module("same-ops", &edited, Some("MIT"), Some(1)),
         module("other-ops", &format!("{edited}\n"), Some("MIT"), Some(1)),
     ];
     let mut probes = ok_probes(&modules);
-    probes[0].aten_ops = Some(ops(&[
-        ("aten::addmm", 2),
-        ("aten::gelu", 1),
-        ("aten::t", 2),
-    ]));
-    probes[1].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::gelu_", 1)]));
-    probes[2].aten_ops = Some(ops(&[("aten::addmm", 2), ("aten::silu", 1)]));
+    let linear = ["aten::t(w)", "aten::addmm(a,w)"];
+    ran(
+        &mut probes[0],
+        &[&linear[..], &linear[..], &["aten::gelu"]].concat(),
+    );
+    ran(
+        &mut probes[1],
+        &[&linear[..], &linear[..], &["aten::gelu_"]].concat(),
+    );
+    ran(
+        &mut probes[2],
+        &[&linear[..], &linear[..], &["aten::silu"]].concat(),
+    );
     write_inputs(dir.path(), &modules, &probes);
     let cfg = DedupConfig {
         exact: false,
@@ -559,13 +580,11 @@ fn the_two_and_three_dimensional_versions_of_a_module_are_not_duplicates() {
             module("copy", &copy, Some("MIT"), Some(1)),
             module("three-d", &conv_block(true, "w"), Some("MIT"), Some(1)),
         ];
-        // All run the same ATen operators (aten::convolution is 2-D or 3-D alike).
+        // All recorded the same operator (as if its dimensionality were not recorded; the
+        // kernel method, which compares only what ran, is off).
         let mut probes = ok_probes(&modules);
         for p in &mut probes {
-            p.aten_ops = Some(vec![ksmith_core::tables::OpCount {
-                op: "aten::convolution".into(),
-                count: 1,
-            }]);
+            ran(p, &["aten::convolution"]);
         }
         write_inputs(dir.path(), &modules, &probes);
         let cfg = DedupConfig {
@@ -573,6 +592,7 @@ fn the_two_and_three_dimensional_versions_of_a_module_are_not_duplicates() {
             structural: false,
             near,
             semantic: !near,
+            kernel: false,
             ..Default::default()
         };
         let rows = run_rows(dir.path(), &cfg, 1);

@@ -372,8 +372,10 @@ const LOSS: &[&str] = &[
     "cross_entropy_loss",
 ];
 
-/// The kind of an operator (`aten::addmm`, `aten.relu_`, `relu`).
+/// The kind of an operator (`aten::addmm`, `aten.relu_`, `relu`, or a recorded call with its
+/// attributes, `aten::addmm(a,w)@bf16`).
 pub fn kind(op: &str) -> Kind {
+    let op = op.split(['(', '@']).next().unwrap_or(op);
     let name = op
         .rsplit("::")
         .next()
@@ -499,53 +501,11 @@ impl Profile {
     }
 }
 
-/// True for the operators [`agreement`] compares: those that compute or move data (not views,
-/// copies and tensor creation).
-fn does_work(op: &str) -> bool {
-    !matches!(kind(op), Kind::View | Kind::Copy)
-}
-
-fn base_name(op: &str) -> &str {
-    op.strip_suffix('_').unwrap_or(op)
-}
-
-/// The features [`agreement`] compares, from operator counts alone: each operator that does
-/// work (in-place variants counted with their operator), with its calls, sorted.
-pub fn call_features<'a>(ops: impl IntoIterator<Item = (&'a str, u64)>) -> Vec<(String, u64)> {
-    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
-    for (op, count) in ops {
-        if does_work(op) {
-            *out.entry(base_name(op).to_string()).or_default() += count;
-        }
-    }
-    out.into_iter().collect()
-}
-
-/// The features [`agreement`] compares, from the operators in the order they ran: each operator
-/// that does work and each consecutive pair of them (`aten::conv>aten::relu`), with their
-/// counts, sorted. The pairs make order count: a pre-activation block (norm, relu, conv) and a
-/// post-activation one (conv, norm, relu) call the same operators but not in the same pairs.
-pub fn trace_features<'a>(trace: impl IntoIterator<Item = &'a str>) -> Vec<(String, u64)> {
-    let ops: Vec<&str> = trace
-        .into_iter()
-        .filter(|op| does_work(op))
-        .map(base_name)
-        .collect();
-    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
-    for op in &ops {
-        *out.entry((*op).to_string()).or_default() += 1;
-    }
-    for w in ops.windows(2) {
-        *out.entry(format!("{}>{}", w[0], w[1])).or_default() += 1;
-    }
-    out.into_iter().collect()
-}
-
 /// How alike two forward passes are: the weighted Jaccard of their features
-/// ([`trace_features`] or [`call_features`]: sum of the smaller counts over sum of the larger),
-/// 1.0 when they run the same operators the same number of times (in the same order, for
-/// traces). `None` when either recorded nothing (nothing to compare).
-pub fn agreement(a: &[(String, u64)], b: &[(String, u64)]) -> Option<f64> {
+/// ([`crate::calls::Run::features`]: sum of the smaller counts over sum of the larger), 1.0 when
+/// they make the same calls the same number of times in the same order. `None` when either
+/// recorded nothing (nothing to compare).
+pub fn agreement<K: Ord>(a: &[(K, u64)], b: &[(K, u64)]) -> Option<f64> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
@@ -637,48 +597,35 @@ mod tests {
     }
 
     #[test]
-    fn agreement_is_the_weighted_jaccard_of_the_work_done() {
-        let a = call_features([("aten::addmm", 2), ("aten::t", 2), ("aten::gelu", 1)]);
-        let b = call_features([("aten::addmm", 2), ("aten::silu", 1), ("aten::view", 4)]);
-        assert_eq!(
-            a,
-            vec![
-                ("aten::addmm".to_string(), 2),
-                ("aten::gelu".to_string(), 1)
-            ]
-        );
-        // min: addmm 2; max: addmm 2 + gelu 1 + silu 1.
-        assert_eq!(agreement(&a, &b), Some(0.5));
-        assert_eq!(agreement(&a, &a), Some(1.0));
-        let inplace = call_features([("aten::relu_", 1), ("aten::relu", 1), ("aten::flip", 1)]);
-        assert_eq!(
-            inplace,
-            vec![("aten::flip".to_string(), 1), ("aten::relu".to_string(), 2)]
-        );
-        assert_eq!(agreement(&a, &[]), None);
+    fn recorded_calls_fall_in_their_operator_s_kind() {
+        assert_eq!(kind("aten::mean(KRK)"), Kind::Reduction);
+        assert_eq!(kind("aten::addmm(a,w)@bf16"), Kind::Matmul);
+        assert_eq!(kind("aten::relu@f16"), Kind::Activation);
     }
 
     #[test]
-    fn traces_tell_the_order_apart() {
-        let pre = [
-            "aten::native_batch_norm",
+    fn agreement_is_the_weighted_jaccard_of_the_work_done() {
+        let f = |calls: &[&str]| crate::calls::Run::of(calls, std::iter::empty()).features;
+        let pre = f(&[
+            "aten::native_batch_norm(RKR,train)",
             "aten::relu",
-            "aten::convolution",
+            "aten::convolution(2d,k3x3,s1,p1,d1,dense)",
             "aten::view",
-        ];
-        let post = [
-            "aten::convolution",
-            "aten::native_batch_norm",
+        ]);
+        let post = f(&[
+            "aten::convolution(2d,k3x3,s1,p1,d1,dense)",
+            "aten::native_batch_norm(RKR,train)",
             "aten::relu_",
-        ];
-        let (pre, post) = (trace_features(pre), trace_features(post));
-        assert!(
-            pre.iter()
-                .any(|(f, c)| f == "aten::relu>aten::convolution" && *c == 1)
-        );
-        assert!(!pre.iter().any(|(f, _)| f.contains("view")));
+        ]);
+        assert_eq!(pre.len(), 5, "3 calls (the view is none) and 2 pairs");
         // Same operators, other order: the operators agree, their pairs do not.
         assert_eq!(agreement(&pre, &post), Some(4.0 / 6.0));
         assert_eq!(agreement(&pre, &pre), Some(1.0));
+        assert_eq!(agreement(&pre, &[]), None);
+        // Counts weigh: two linear layers against one.
+        let one = f(&["aten::mm(a,w)"]);
+        let two = f(&["aten::mm(a,w)", "aten::mm(a,w)"]);
+        // min: mm 1; max: mm 2 + pair mm>mm 1.
+        assert_eq!(agreement(&one, &two), Some(1.0 / 3.0));
     }
 }

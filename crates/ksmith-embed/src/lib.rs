@@ -10,6 +10,8 @@
 //! - [`ops`]: the operators a program calls (`nn.Conv2d`, `F.relu`, `.view`, `@`).
 //! - [`aten`]: what the ATen operators a module ran say it computes (kinds, profiles, how alike
 //!   two forward passes are).
+//! - [`calls`]: the recorded calls with the attributes that decide their kernels, written one
+//!   way: the computation, its kernel-deciding calls, and the regime of its sizes.
 //! - [`embedder`]: the weight-free hashed embedder and an OpenAI-compatible
 //!   `/v1/embeddings` client, behind the [`embedder::Embedder`] trait.
 //! - [`hashing`]: small deterministic hashes and a seeded generator.
@@ -19,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod aten;
+pub mod calls;
 pub mod embedder;
 pub mod error;
 pub mod hashing;

@@ -51,7 +51,7 @@ pub use pool::PoolOutput;
 /// The stage's name.
 pub const STAGE: &str = "probe";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;
 
 /// Probes `modules.parquet` into `probes.parquet` without LLM repair.
 pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {

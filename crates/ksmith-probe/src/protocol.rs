@@ -129,6 +129,9 @@ pub struct Response {
     /// The same operators in the order they ran.
     #[serde(default)]
     pub aten_trace: Vec<String>,
+    /// The same calls with the attributes that decide their kernel.
+    #[serde(default)]
+    pub aten_calls: Vec<String>,
     /// The failed attempts, one line each.
     #[serde(default)]
     pub attempt_log: Vec<String>,

@@ -56,6 +56,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
                 .collect()
         }),
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
+        aten_calls: if runs { r.aten_calls } else { Vec::new() },
         attempt_log: r.attempt_log,
         size_status,
         size_reason_code: r.size_reason_code,
@@ -212,6 +213,21 @@ mod tests {
         let line = r#"{"v": 1, "type": "result", "id": "m", "status": "ok", "size_reason_code": "gremlins"}"#;
         let err = serde_json::from_str::<Response>(line).unwrap_err();
         assert!(err.to_string().contains("gremlins"), "{err}");
+        // The attributed calls come with the trace, and only for a module that ran.
+        let calls = r#", "aten_trace": ["aten::convolution"],
+            "aten_calls": ["aten::convolution(2d,k3x3,s1,p1,d1,dw)"]"#;
+        let row = from_response(&module, answer(calls));
+        assert_eq!(row.aten_calls, ["aten::convolution(2d,k3x3,s1,p1,d1,dw)"]);
+        assert_eq!(row.aten_trace, ["aten::convolution"]);
+        let failed = answer(calls).status.map(|_| "failed".to_string());
+        let row = from_response(
+            &module,
+            Response {
+                status: failed,
+                ..answer(calls)
+            },
+        );
+        assert!(row.aten_calls.is_empty() && row.aten_trace.is_empty());
     }
 
     /// The statuses the Python runner answers (`python/ksmith/verdicts.json`; a Python test

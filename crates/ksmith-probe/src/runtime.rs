@@ -73,6 +73,10 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/sized_program.py",
         include_str!("../../../python/ksmith/probe/sized_program.py"),
     ),
+    (
+        "ksmith/probe/aten_calls.py",
+        include_str!("../../../python/ksmith/probe/aten_calls.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

@@ -13,7 +13,8 @@
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
 6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
-   ``aten_trace`` in order): what the module computes, for labels and dedup. ``aten_ops`` is
+   ``aten_trace`` in order, ``aten_calls`` the same calls with the attributes that decide their
+   kernel, :mod:`.aten_calls`): what the module computes, for labels and dedup. ``aten_ops`` is
    ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
 ``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
@@ -471,7 +472,7 @@ class Probe:
         self.fresh = (model, inputs)
         return tensors, model, forward_ms
 
-    def aten_ops(self) -> tuple[dict[str, int], list[str]]:
+    def aten_ops(self) -> tuple[dict[str, int], list[str], list[str]]:
         """The ATen operators one more forward call of the last fresh run dispatches."""
         if self.fresh is None:
             raise RuntimeError("no verified run to record the operators of")
@@ -493,10 +494,11 @@ def warm_aten_recording(torch) -> None:
     record_aten_ops(torch.nn.Linear(2, 2), [torch.zeros(1, 2)], torch)
 
 
-def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str]]:
+def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str], list[str]]:
     """Calls ``model(*inputs)`` once under a ``TorchDispatchMode`` and returns how often each ATen
-    operator was dispatched (``{"aten::addmm": 1, "aten::t": 1}``, sorted by name) and the
-    operators in the order they ran (the first ``TRACE_LIMIT``).
+    operator was dispatched (``{"aten::addmm": 1, "aten::t": 1}``, sorted by name), the
+    operators in the order they ran (the first ``TRACE_LIMIT``) and the same calls with the
+    attributes that decide their kernel (``aten::addmm(a,w)``, :func:`.aten_calls.signature`).
 
     The mode sees what actually runs below autograd: composite operators arrive decomposed
     (``F.linear`` as ``aten::t`` + ``aten::addmm``), fused kernels as themselves
@@ -506,8 +508,12 @@ def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str]]:
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from .aten_calls import Weights, signature
+
     counts: dict[str, int] = {}
     trace: list[str] = []
+    calls: list[str] = []
+    weights = Weights(model, torch)
 
     def bookkeeping(name: str, args) -> bool:
         first = args[0] if args else None
@@ -527,11 +533,12 @@ def record_aten_ops(model, inputs, torch) -> tuple[dict[str, int], list[str]]:
                 counts[name] = counts.get(name, 0) + 1
                 if len(trace) < TRACE_LIMIT:
                     trace.append(name)
+                    calls.append(signature(func, args, kwargs, weights))
             return func(*args, **(kwargs or {}))
 
     with torch.no_grad(), OpRecorder():
         model(*inputs)
-    return dict(sorted(counts.items())), trace
+    return dict(sorted(counts.items())), trace, calls
 
 
 def apply_override(text: str, override: str) -> str:
@@ -638,11 +645,11 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["param_count"] = int(sum(p.numel() for p in model.parameters()))
         result["forward_ms"] = forward_ms
         try:
-            result["aten_ops"], result["aten_trace"] = probe.aten_ops()
+            result["aten_ops"], result["aten_trace"], result["aten_calls"] = probe.aten_ops()
         except ProbeTimeout:
             raise
         except BaseException:  # noqa: BLE001 - the module ran; only its operator list is missing
-            result["aten_ops"], result["aten_trace"] = None, []
+            result["aten_ops"], result["aten_trace"], result["aten_calls"] = None, [], []
         result["attempts"] = probe.attempts
         result["attempt_log"] = probe.history_lines()
         result.update(sized)

@@ -20,6 +20,7 @@ def empty_result(status: str) -> dict[str, Any]:
         "attempts": 0,
         "aten_ops": None,
         "aten_trace": [],
+        "aten_calls": [],
         "attempt_log": [],
         "size_status": None,
         "size_reason_code": None,

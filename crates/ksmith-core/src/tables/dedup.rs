@@ -17,6 +17,10 @@ crate::vocabulary! {
         Semantic = "semantic",
         /// Same structural (Weisfeiler-Lehman) hash.
         Structural = "structural",
+        /// Same calls, with the attributes that decide their kernels, in the same order, on the
+        /// sized programs (probe's `aten_calls`), at sizes of one regime of arithmetic
+        /// intensity: the same computation however it is written.
+        Kernel = "kernel",
         /// A copy of an evaluation benchmark problem (exact, structural or near, entry class against
         /// entry class), or grouped by dedup with such a copy.
         Contamination = "contamination",

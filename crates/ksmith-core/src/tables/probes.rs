@@ -137,9 +137,14 @@ pub struct ProbeRow {
     /// 2), sorted by name: what the module actually runs. Empty when the call dispatched
     /// nothing (an identity); none when the module did not run or the recording failed.
     pub aten_ops: Option<Vec<OpCount>>,
-    /// The same operators in the order they ran (at most the first 4096): what dedup compares
-    /// when two modules look alike.
+    /// The same operators in the order they ran (at most the first 4096).
     pub aten_trace: Vec<String>,
+    /// The calls of `aten_trace`, one for one, each written with the attributes that decide its
+    /// kernel: `aten::convolution(2d,k3x3,s1,p1,d1,dw)`, `aten::native_layer_norm(KRK)` (the
+    /// dimensions it works along in memory order), `aten::addmm(a,w)` (the factors' roles),
+    /// `@bf16` for a first input that is not float32 (`python/ksmith/probe/aten_calls.py`
+    /// defines the notation). Recorded on the sized program: what dedup and cluster compare.
+    pub aten_calls: Vec<String>,
 }
 
 /// An operator and how many times it was called.
@@ -185,11 +190,12 @@ impl ProbeRow {
             est_ms: None,
             aten_ops: None,
             aten_trace: Vec::new(),
+            aten_calls: Vec::new(),
         }
     }
 }
 
 impl Table for ProbeRow {
     const NAME: &'static str = "probes";
-    const SCHEMA_VERSION: u32 = 3;
+    const SCHEMA_VERSION: u32 = 4;
 }
