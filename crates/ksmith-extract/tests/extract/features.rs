@@ -511,25 +511,62 @@ fn the_entry_becomes_model_and_its_old_name_keeps_working() {
     assert!(!p.contains("Model = Model"), "{p}");
 }
 
+/// Two files each define their own `act`: the second file's (by path) is renamed with every
+/// read of it, in its own file and in the files that import it, and the program runs with each
+/// helper calling its own `act`.
 #[test]
-fn same_name_from_two_files_is_a_conflict() {
-    let rows = extract(&[
+fn same_name_from_two_files_is_renamed_with_its_uses() {
+    let files = [
         (
             "a.py",
             "def act(x):\n    return x\n\n\ndef helper_a(x):\n    return act(x)\n",
         ),
         (
             "b.py",
-            "def act(x):\n    return -x\n\n\ndef helper_b(x):\n    return act(x)\n",
+            "def act(x):\n    return -x if x.sum() > 0 else act(-x)\n\n\nSCALE = 2\n\n\ndef helper_b(x):\n    return act(x) * SCALE\n",
         ),
         (
             "net.py",
-            "import torch.nn as nn\nfrom a import helper_a\nfrom b import helper_b\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return helper_a(x) + helper_b(x)\n",
+            "import torch.nn as nn\nimport b\nfrom a import helper_a\nfrom b import helper_b, act as b_act\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return helper_a(x) + helper_b(x) + b.act(x) + b_act(x)\n",
         ),
-    ]);
-    let r = row(&rows, "Net");
-    assert_eq!(r.status, ModuleStatus::Failed);
-    assert_eq!(r.reason.as_deref(), Some("name_conflict: act"));
+    ];
+    let rows = extract(&files);
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("def act(x):\n    return x\n"), "{p}");
+    assert!(
+        p.contains("def act_b(x):\n    return -x if x.sum() > 0 else act_b(-x)\n"),
+        "{p}"
+    );
+    assert!(p.contains("return act_b(x) * SCALE"), "{p}");
+    assert!(p.contains("return act(x)\n"), "{p}");
+    assert!(p.contains("b_act = act_b\n"), "{p}");
+    assert!(p.contains("helper_b(x) + act_b(x) + b_act(x)"), "{p}");
+    // Deterministic: the same files in another order give the same program.
+    let mut reversed = files;
+    reversed.reverse();
+    assert_eq!(ok_program(&extract(&reversed), "Net"), p);
+    // It runs, each helper with its own `act`: x - 2x - x - x.
+    let mut program = p.to_string();
+    program.push_str("\nx = get_inputs()[0]\nassert torch.allclose(Model()(x), -3 * x)\n");
+    assert_eq!(
+        crate::common::cpython::run_verdicts(&[&program]),
+        vec![None]
+    );
+}
+
+/// A definition named like a function the program generates gives way too.
+#[test]
+fn a_definition_named_like_a_generated_function_is_renamed() {
+    let rows = extract(&[(
+        "net.py",
+        "import torch.nn as nn\n\n\ndef get_init_inputs():\n    return 3\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * get_init_inputs()\n",
+    )]);
+    let p = ok_program(&rows, "Net");
+    assert!(
+        p.contains("def get_init_inputs_net():\n    return 3\n"),
+        "{p}"
+    );
+    assert!(p.contains("return x * get_init_inputs_net()"), "{p}");
 }
 
 #[test]
