@@ -126,13 +126,79 @@ def split_init(raw) -> tuple[list, dict, str]:
 
 
 def failure_of(exc: BaseException, phase: str) -> Failure:
-    """A :class:`Failure` from an exception, with the traceback's source lines as context."""
+    """A :class:`Failure` from an exception, with the traceback's source lines as context.
+
+    A failed ``assert`` says little by itself (``incorrect audio shape``, or nothing): its
+    comparison is evaluated again in the frame that failed (:func:`assertion_values`) and what
+    the two sides are is added to the message, for the rules to solve."""
     frames = traceback.extract_tb(exc.__traceback__)
     context = "\n".join(f.line or "" for f in frames[-6:])
     message = str(exc)
     if isinstance(exc, MemoryError) and not message:
         message = "MemoryError: cannot allocate memory"
+    if isinstance(exc, AssertionError):
+        values = assertion_values(exc)
+        if values:
+            message = f"{message[: MESSAGE_LIMIT - len(values) - 1]} {values}".strip()
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
+
+
+def _sizes(value) -> tuple[int, ...] | None:
+    """An int or a sequence of ints (``torch.Size`` included) as a tuple, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def assertion_values(exc: AssertionError) -> str | None:
+    """What the comparison of a failed one-line ``assert`` evaluates to, in the frame that raised
+    it: ``[assert sizes (2, 4) == (4, 4)]`` for ``assert x.shape[1:] == self.pos.shape``,
+    ``[assert divisible 4 % 8]`` for ``assert dim % heads == 0``; None when it is not such an
+    assert or its sides cannot be evaluated again (the program runs in the sandbox: evaluating
+    its own expressions again is running its own code)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, tb.tb_lineno).strip()
+    if not line.startswith("assert"):
+        return None
+    try:
+        node = ast.parse(line).body[0]
+    except SyntaxError:
+        return None
+    test = node.test if isinstance(node, ast.Assert) else None
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return None
+
+    def value(expr: ast.expr):
+        code = compile(ast.Expression(expr), "<assert>", "eval")
+        return eval(code, frame.f_globals, dict(frame.f_locals))  # noqa: S307 - the program's own code
+
+    left, right = test.left, test.comparators[0]
+    try:
+        if (
+            isinstance(left, ast.BinOp)
+            and isinstance(left.op, ast.Mod)
+            and isinstance(right, ast.Constant)
+            and right.value == 0
+        ):
+            a, b = _sizes(value(left.left)), _sizes(value(left.right))
+            if a and b and len(a) == len(b) == 1:
+                return f"[assert divisible {a[0]} % {b[0]}]"
+            return None
+        a, b = _sizes(value(left)), _sizes(value(right))
+    except Exception:  # noqa: BLE001 - a side that cannot be evaluated again says nothing
+        return None
+    if a is None or b is None:
+        return None
+    return f"[assert sizes ({', '.join(map(str, a))}) == ({', '.join(map(str, b))})]"
 
 
 def same_outputs(a: list, b: list, torch) -> bool:
@@ -458,10 +524,12 @@ class Probe:
     # --- the search ---------------------------------------------------------------------------
 
     def restart_state(self, state, generation: int):
+        """The state with every tensor input ``2-D`` (generation 1) or ``3-D`` (generation 2),
+        except time inputs, which stay 1-D (:func:`.guesses.is_time_input`)."""
         rank = {1: 2, 2: 3}.get(generation, 4)
         forward = tuple(
             G.Arg(G.TensorGuess((G.DEFAULT_SIZE,) * rank, a.guess.dtype), a.name, a.keyword)
-            if isinstance(a.guess, G.TensorGuess)
+            if isinstance(a.guess, G.TensorGuess) and not G.is_time_input(a)
             else a
             for a in state[1]
         )

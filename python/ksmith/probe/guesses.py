@@ -15,6 +15,7 @@ the emitted program keeps the original expression for it.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -125,6 +126,18 @@ def guess_for_name(name: str | None):
             if any(k in low for k in keys):
                 return guess
     return ValueGuess(DEFAULT_SIZE)
+
+
+#: Forward inputs that are one value per batch element (a diffusion time step, a noise level):
+#: 1-D, and kept 1-D when the repair search restarts with every other tensor 2-D or 3-D.
+TIME_NAME = re.compile(r"^(?:t|ts|time|times|timestep|timesteps|time_steps?|noise_levels?|sigmas?|log_snr)$")
+
+
+def is_time_input(arg: Arg) -> bool:
+    """True for a 1-D tensor input whose name says it is a time step or noise level."""
+    return (
+        isinstance(arg.guess, TensorGuess) and arg.guess.rank == 1 and bool(TIME_NAME.match((arg.name or "").lower()))
+    )
 
 
 def default_tensor(rank: int = 4) -> TensorGuess:
