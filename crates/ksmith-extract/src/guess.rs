@@ -290,6 +290,26 @@ fn is_index_name(n: &str) -> bool {
         || n.ends_with("_index")
 }
 
+/// A forward input holding one value per batch element: a diffusion time step or noise level
+/// (the probe keeps such inputs 1-D too).
+fn is_time_name(n: &str) -> bool {
+    matches!(
+        n,
+        "t" | "ts"
+            | "time"
+            | "times"
+            | "timestep"
+            | "timesteps"
+            | "time_step"
+            | "time_steps"
+            | "noise_level"
+            | "noise_levels"
+            | "sigma"
+            | "sigmas"
+            | "log_snr"
+    )
+}
+
 fn is_sequence_name(n: &str) -> bool {
     matches!(
         n,
@@ -357,6 +377,8 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
             "4".to_string()
         } else if is_flag(&n) {
             "False".to_string()
+        } else if is_time_name(&n) && hinted.is_none() {
+            tensor(1)
         } else if n.contains("mask") {
             // A mask usually drops the feature dimension of the tensor before it.
             let rank = hinted
@@ -466,6 +488,11 @@ mod tests {
                 "torch.ones([4, 4, 4])",
                 "torch.randint(0, 4, [4, 4])"
             ]
+        );
+        let f = facts(&[], &["x", "time"], vec!["Conv2d"]);
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec!["torch.rand([4, 4, 4, 4])", "torch.rand([4])"]
         );
         let f = facts(&[], &["x"], vec!["LSTM"]);
         assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4])"]);
