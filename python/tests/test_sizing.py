@@ -43,8 +43,8 @@ def build(text: str, values: dict | None = None, device: str = "meta"):
         text = K.set_constants(text, values)
     ns = exec_program(text)
     with torch.device(device):
-        args, kwargs, _ = split_init(ns["get_init_inputs"]())
-        model = ns["Model"](*args, **kwargs)
+        args = split_init(ns["get_init_inputs"]())
+        model = ns["Model"](*args)
         inputs = ns["get_inputs"]()
         _, work = W.measure(model, inputs, torch)
     return ns, args, inputs, work

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod aten;
+pub mod contract;
 pub mod embedder;
 pub mod error;
 pub mod hashing;

@@ -16,8 +16,9 @@
    ``aten_trace`` in order): what the module computes, for labels and dedup. ``aten_ops`` is
    ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
-``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
-``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
+``get_init_inputs()`` returns the constructor's positional arguments (KernelBench's
+``Model(*get_init_inputs())``, the evaluator's too); a repair that only runs with an argument
+passed by name that cannot be put in position fails as ``InitContract``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import guesses as G
-from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
+from .program import (
+    InitContractError,
+    Render,
+    empty_marker,
+    find_function,
+    init_source,
+    inputs_source,
+    render_guess,
+    replace_functions,
+)
 from .result import empty_result
 from .rules import Failure, propose
 from .work import flatten_outputs
@@ -111,17 +121,11 @@ def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
     return namespace
 
 
-def split_init(raw) -> tuple[list, dict, str]:
-    """Splits what ``get_init_inputs()`` returned into (args, kwargs, form)."""
-    if (
-        isinstance(raw, (list, tuple))
-        and len(raw) == 2
-        and isinstance(raw[0], (list, tuple))
-        and isinstance(raw[1], dict)
-    ):
-        return list(raw[0]), dict(raw[1]), "args_kwargs"
+def split_init(raw) -> list:
+    """What ``get_init_inputs()`` returned, as the constructor's positional arguments: the
+    KernelBench contract, ``Model(*get_init_inputs())``, which the evaluator follows too."""
     if isinstance(raw, (list, tuple)):
-        return list(raw), {}, "list"
+        return list(raw)
     raise TypeError(f"get_init_inputs() returned {type(raw).__name__}, expected a list")
 
 
@@ -366,13 +370,12 @@ class Probe:
         init: tuple[G.Arg, ...] = ()
         try:
             raw = ns["get_init_inputs"]()
-            args, kwargs, self.init_form = split_init(raw)
-            base = (0,) if self.init_form == "args_kwargs" else ()
+            args = split_init(raw)
             slots = [p[0] for p in self.init_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
             init = tuple(
-                G.Arg(G.guess_of_value(v, base + (i,), torch), slots[i] if i < len(slots) else None, False)
+                G.Arg(G.guess_of_value(v, (i,), torch), slots[i] if i < len(slots) else None, False)
                 for i, v in enumerate(args)
-            ) + tuple(G.Arg(G.guess_of_value(v, (1, k), torch), k, True) for k, v in kwargs.items())
+            )
             self.init_original_ok = True
         except ProbeTimeout:
             raise
@@ -613,8 +616,7 @@ class Probe:
         self.attempts += 1
         ns = exec_program(text, "<ksmith-rewritten-program>")
         seed_all(self.seed, torch)
-        args, kwargs, _ = split_init(ns["get_init_inputs"]())
-        model = ns["Model"](*args, **kwargs)
+        model = ns["Model"](*split_init(ns["get_init_inputs"]()))
         inputs = ns["get_inputs"]()
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]
@@ -759,7 +761,10 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
                 note = f" ({probe.stopped})"
                 message = message[: MESSAGE_LIMIT - len(note)] + note
             return fail(last.exc_class, message, status)
-        emitted = probe.emit(initial, state)
+        try:
+            emitted = probe.emit(initial, state)
+        except InitContractError as exc:
+            return fail("InitContract", str(exc))
         sized: dict[str, Any] = {}
         if request.get("sizing") is not None:
             from .sizing import size_program

@@ -518,8 +518,7 @@ class Sizer:
 
         def build():
             ns = exec_program(text, "<ksmith-sized-program>")
-            args, kwargs, _ = split_init(ns["get_init_inputs"]())
-            model = ns["Model"](*args, **kwargs)
+            model = ns["Model"](*split_init(ns["get_init_inputs"]()))
             inputs = ns["get_inputs"]()
             return model, (list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
 
