@@ -37,7 +37,10 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
                 )),
             ),
         };
-    let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
+    let runs = matches!(
+        status,
+        ProbeStatus::Ok | ProbeStatus::Nondeterministic | ProbeStatus::Degenerate
+    );
     let size_status = r.size_status.as_deref().and_then(SizeStatus::parse);
     let size_reason_code = r.size_reason.as_deref().map(reason_code);
     ProbeRow {

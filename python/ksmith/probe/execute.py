@@ -12,7 +12,10 @@
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
-6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
+6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
+   ``nondeterministic``; one that writes its own parameters, a constant output or one that does
+   not depend on the inputs is ``degenerate``.
+7. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
    ``aten_trace`` in order): what the module computes, for labels and dedup. ``aten_ops`` is
    ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
@@ -775,6 +778,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             sized = size_program(probe, initial, state, emitted, request["sizing"], probe.last_attempt_s)
         confirmed = sized.pop("confirmed", None)
         program = sized.pop("sized_program", None)
+        judged_text = sized.pop("confirmed_program", None)
         try:
             if confirmed is not None:
                 first, model, forward_ms = confirmed
@@ -806,11 +810,28 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["attempts"] = probe.attempts
         result["attempt_log"] = probe.history_lines()
         result.update(sized)
-        if same_outputs(first, second, torch):
-            result["status"] = "ok"
-        else:
+        if not same_outputs(first, second, torch):
             result["status"] = "nondeterministic"
             result["error_message"] = "two runs with the same seed gave different outputs"
+            return result
+        from .degenerate import SecondDrawFailed, judge
+
+        try:
+            verdict = judge(judged_text or emitted, probe.seed, torch, same_outputs)
+        except ProbeTimeout:
+            raise
+        except SecondDrawFailed as exc:
+            return fail("SecondDrawFailed", f"the program fails on inputs drawn with another seed: {exc}")
+        except BaseException as exc:  # noqa: BLE001
+            f = failure_of(exc, "judge")
+            return fail(f.exc_class, f"the verified program does not run again: {f.message}")
+        if verdict is None:
+            result["status"] = "ok"
+        else:
+            random = verdict[0] == "random"
+            result["status"] = "nondeterministic" if random else "degenerate"
+            result["error_class"] = "RandomForward" if random else "Degenerate"
+            result["error_message"] = verdict[1]
         return result
     except ProbeTimeout:
         return fail("Timeout", "the module ran past its time limit", "timeout")
