@@ -37,12 +37,8 @@ CASES = {
         "degenerate",
         "does not depend on its inputs",
     ),
-    "constant_index_inputs": (
-        program(
-            "        self.table = nn.Embedding(dim, dim)",
-            "        return self.table(x)",
-            inputs="torch.ones([4, 4], dtype=torch.int64)",
-        ),
+    "inputs_without_randomness": (
+        program("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x)", inputs="torch.ones([4, 8])"),
         "degenerate",
         "inputs do not change with the seed",
     ),
@@ -87,3 +83,17 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
 def test_a_real_task_passes(init, forward):
     result = run_request({"program": program(init, forward)}, torch)
     assert result["status"] == "ok", result
+
+
+def test_constant_indices_are_drawn_over_the_vocabulary():
+    # An embedding fed `torch.ones` indices gives one row, a constant: the indices are drawn
+    # again, over the whole table.
+    text = program(
+        "        self.table = nn.Embedding(50, dim)",
+        "        return self.table(x)",
+        inputs="torch.ones([4, 4], dtype=torch.int64)",
+    )
+    result = run_request({"program": text}, torch)
+    assert result["status"] == "ok", result
+    assert "torch.randint(0, 50, [4, 4], dtype=torch.int64)" in result["program"]
+    assert any("drawn from [0, 50)" in s for s in result["repair_steps"])

@@ -581,6 +581,36 @@ class Probe:
                     frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
         return self.give_up()
 
+    def widen_indices(self, state):
+        """``state`` with its drawn integer inputs ranging over the vocabulary of the model's
+        smallest embedding table, when that still runs (an embedding fed two distinct indices
+        computes little; fed one, a constant); ``(state, step)``, step None when unchanged."""
+        torch = self.torch
+        if self.last_success is None:
+            return state, None
+        model = self.last_success[1]
+        tables = [
+            m.num_embeddings for m in model.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        ]
+        if not tables or min(tables) <= 2:
+            return state, None
+        vocab = min(tables)
+        forward = tuple(
+            G.Arg(a.guess.with_high(vocab), a.name, a.keyword)
+            if isinstance(a.guess, G.TensorGuess) and a.guess.orig is None and a.guess.dtype in G.INT_DTYPES
+            else a
+            for a in state[1]
+        )
+        if forward == state[1]:
+            return state, None
+        widened = (state[0], forward)
+        ok, _ = self.attempt(widened)
+        if not ok:
+            # Put the successful attempt back (emission and sizing read it).
+            self.attempt(state)
+            return state, None
+        return widened, f"integer inputs drawn from [0, {vocab}) (the smallest embedding table)"
+
     def give_up(self):
         """The search's answer when no state ran: ``(None, steps, root cause)``."""
         root = root_cause(self.history)
@@ -755,6 +785,9 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
             return fail(f.exc_class, f"while defining the program: {f.message}", status)
         state, steps, last = probe.search(initial)
+        if state is not None:
+            state, widened = probe.widen_indices(state)
+            steps = steps + [widened] if widened else steps
         result["repair_steps"] = steps
         if state is None:
             assert last is not None

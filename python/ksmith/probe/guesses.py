@@ -33,6 +33,8 @@ class TensorGuess:
     shape: tuple[int, ...]
     dtype: str = "float32"
     orig: Path | None = None
+    #: Integer tensors are drawn from ``[0, high)`` (indices: the vocabulary they index).
+    high: int = 2
 
     @property
     def rank(self) -> int:
@@ -42,10 +44,13 @@ class TensorGuess:
         return math.prod(self.shape)
 
     def with_shape(self, shape) -> TensorGuess:
-        return TensorGuess(tuple(int(s) for s in shape), self.dtype, None)
+        return TensorGuess(tuple(int(s) for s in shape), self.dtype, None, self.high)
 
     def with_dtype(self, dtype: str) -> TensorGuess:
-        return TensorGuess(self.shape, dtype, None)
+        return TensorGuess(self.shape, dtype, None, self.high)
+
+    def with_high(self, high: int) -> TensorGuess:
+        return TensorGuess(self.shape, self.dtype, None, high)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,12 @@ def guess_of_value(value, path: Path, torch):
     """The guess that stands for an original value found at ``path``."""
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).replace("torch.", "")
-        return TensorGuess(tuple(int(s) for s in value.shape), dtype, path)
+        shape = tuple(int(s) for s in value.shape)
+        if dtype in INT_DTYPES and value.numel() > 1 and bool((value == value.reshape(-1)[0]).all()):
+            # Constant indices (`torch.ones(..., dtype=torch.long)`) make an embedding's output
+            # constant: drawn afresh instead, over the vocabulary once it is known.
+            return TensorGuess(shape, dtype, None)
+        return TensorGuess(shape, dtype, path)
     if is_literal(value):
         return ValueGuess(_freeze(value), path)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
@@ -234,10 +244,13 @@ def materialize(guess, torch, namespace, original):
 
 
 def make_tensor(guess: TensorGuess, torch):
-    """A fresh tensor for a guess: uniform floats, ones for integer and boolean dtypes."""
+    """A fresh tensor for a guess: uniform floats, integers drawn from ``[0, high)``, ones for
+    booleans (a mask that keeps everything)."""
     dtype = getattr(torch, guess.dtype)
     if guess.dtype in FLOAT_DTYPES:
         return torch.rand(list(guess.shape), dtype=dtype)
+    if guess.dtype in INT_DTYPES:
+        return torch.randint(0, guess.high, list(guess.shape), dtype=dtype)
     return torch.ones(list(guess.shape), dtype=dtype)
 
 
@@ -254,6 +267,8 @@ def source_of(guess, original_name: str) -> str:
             if guess.dtype == "float32":
                 return f"torch.rand({shape})"
             return f"torch.rand({shape}, dtype=torch.{guess.dtype})"
+        if guess.dtype in INT_DTYPES:
+            return f"torch.randint(0, {guess.high}, {shape}, dtype=torch.{guess.dtype})"
         return f"torch.ones({shape}, dtype=torch.{guess.dtype})"
     if isinstance(guess, ValueGuess):
         return repr(literal_value(guess))
