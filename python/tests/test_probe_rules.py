@@ -216,7 +216,8 @@ def _try(fn):
 
 def test_name_guesses():
     assert G.guess_for_name("stride") == G.ValueGuess(1)
-    assert G.guess_for_name("dropout") == G.ValueGuess(0.5)
+    assert G.guess_for_name("dropout") == G.ValueGuess(0.0)
+    assert G.guess_for_name("drop_path_rate") == G.ValueGuess(0.0)
     assert G.guess_for_name("norm_layer") == G.ExprGuess("torch.nn.Identity")
     assert G.guess_for_name("hidden_dim") == G.ValueGuess(4)
     assert G.guess_for_name(None) == G.ValueGuess(4)

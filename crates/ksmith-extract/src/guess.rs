@@ -1,5 +1,6 @@
 //! Static guesses of the constructor and forward arguments, from parameter names (the
-//! paritybench rules: `stride` -> 1, `dropout` -> 0.5, flags -> False, sizes -> 4, ...) and a
+//! paritybench rules: `stride` -> 1, flags -> False, sizes -> 4, ...; dropout probabilities 0, so
+//! the forward draws no random number) and a
 //! few hints from the class (`b, c, h, w = x.shape`, `Conv1d`, `LSTM`, `Embedding`). The probe
 //! stage repairs them by running; they are kept simple and deterministic.
 
@@ -168,6 +169,16 @@ fn is_flag(n: &str) -> bool {
     PREFIXES.iter().any(|p| n.starts_with(p)) || WORDS.contains(&n) || n.ends_with("_flag")
 }
 
+/// A dropout or stochastic-depth probability.
+fn is_dropout(n: &str) -> bool {
+    n.contains("dropout")
+        || n.contains("drop_rate")
+        || n.contains("drop_prob")
+        || n.contains("drop_path")
+        || n.ends_with("_drop")
+        || n == "p"
+}
+
 /// The guessed value of one constructor argument, from its name.
 pub(crate) fn init_value(name: &str) -> String {
     let n = name.to_ascii_lowercase();
@@ -179,12 +190,10 @@ pub(crate) fn init_value(name: &str) -> String {
         } else {
             "4"
         }
-    } else if n.contains("dropout")
-        || n.contains("drop_rate")
-        || n.contains("drop_prob")
-        || n == "p"
-    {
-        "0.5"
+    } else if is_dropout(&n) {
+        // Training noise: the task is the forward without it (a forward drawing random numbers
+        // is no task, and a probability of 0 draws none).
+        "0.0"
     } else if is_flag(&n) {
         "False"
     } else if n.contains("stride") || n.contains("dilation") || n == "groups" || n == "depth" {
@@ -454,7 +463,9 @@ mod tests {
             &["x"],
             vec![],
         );
-        assert_eq!(init_args(&f), vec!["4", "1", "0.5", "False", "1e-05", "4"]);
+        assert_eq!(init_args(&f), vec!["4", "1", "0.0", "False", "1e-05", "4"]);
+        assert_eq!(init_value("drop_path_rate"), "0.0");
+        assert_eq!(init_value("attn_drop"), "0.0");
         assert_eq!(init_value("kernel_size"), "3");
         assert_eq!(init_value("num_layers"), "1");
         assert_eq!(init_value("num_heads"), "2");

@@ -109,7 +109,8 @@ _BY_NAME = (
     (("device",), ValueGuess("cpu")),
     (("stride", "dilation", "groups", "depth", "layer", "num_layers", "n_layers"), ValueGuess(1)),
     (("scale",), ValueGuess(1.0)),
-    (("dropout", "drop_rate", "drop_prob", "p_drop", "attn_drop", "proj_drop"), ValueGuess(0.5)),
+    # Training noise is off: a forward drawing random numbers is no task (0 draws none).
+    (("dropout", "drop_rate", "drop_prob", "p_drop", "attn_drop", "proj_drop", "drop_path"), ValueGuess(0.0)),
     (("eps", "epsilon"), ValueGuess(1e-05)),
     (("momentum",), ValueGuess(0.1)),
     (("gpu", "train", "cuda", "requires_grad", "inplace", "verbose"), ValueGuess(False)),

@@ -662,7 +662,7 @@ def _shape_pattern(m: re.Match, f: Failure, s: State) -> list[Fix]:
 def _probability(m: re.Match, f: Failure, s: State) -> list[Fix]:
     got = float(m.group(1))
     return [
-        _set_init(s, i, ValueGuess(0.1), "a probability")
+        _set_init(s, i, ValueGuess(0.0), "a probability (0: no training noise)")
         for i in _literal_init_indices(
             s, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == got
         )
