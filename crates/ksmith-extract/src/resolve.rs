@@ -393,14 +393,45 @@ impl Repo {
     /// allow-list. The program then takes the fallback, as Python would.
     pub(crate) fn falls_back(&self, file: usize, nested: &NestedImport) -> bool {
         nested.guard == Guard::Fallback
-            && nested.bindings.iter().any(|b| {
-                matches!(
-                    self.resolve_binding(file, b, 0),
+            && nested
+                .bindings
+                .iter()
+                .any(|b| match self.resolve_binding(file, b, 0) {
                     Found::NotAllowed(_)
-                        | Found::MissingImport(_)
-                        | Found::Broken { .. }
-                        | Found::Undefined
-                )
+                    | Found::MissingImport(_)
+                    | Found::Broken { .. }
+                    | Found::Undefined => true,
+                    // A repository definition that itself needs a package off the allow-list (a
+                    // wrapper of a compiled extension): the import would fail the same way.
+                    Found::Def { file, stmt, .. } => {
+                        self.reaches_refused((file, stmt), &mut HashSet::new(), 0)
+                    }
+                    _ => false,
+                })
+    }
+
+    /// True when a top-level statement reads, directly or through the repository definitions it
+    /// reads (up to [`MAX_HOPS`] deep), a name bound by an import of a package off the
+    /// allow-list.
+    fn reaches_refused(
+        &self,
+        (file, stmt): (usize, usize),
+        seen: &mut HashSet<(usize, usize)>,
+        hops: u32,
+    ) -> bool {
+        if hops > MAX_HOPS || !seen.insert((file, stmt)) {
+            return false;
+        }
+        let Some(s) = self.files.get(file).and_then(|f| f.stmts.get(stmt)) else {
+            return false;
+        };
+        s.names
+            .reads
+            .iter()
+            .any(|r| match self.lookup(file, stmt, &r.name, r.eager) {
+                Found::NotAllowed(_) => true,
+                Found::Def { file, stmt, .. } => self.reaches_refused((file, stmt), seen, hops + 1),
+                _ => false,
             })
     }
 

@@ -759,3 +759,24 @@ fn base_classes_through_aliases_and_assignment_chains() {
         row(&rows, "Mixed").reason
     );
 }
+
+/// A bare `except:` around an optional fused-kernel import (Swin Transformer's window process,
+/// with a `sys.path.append` before it) takes the fallback like `except ImportError:` does.
+#[test]
+fn a_bare_except_around_an_optional_import_takes_the_fallback() {
+    let rows = extract(&[
+        (
+            "kernels/window_process/window_process.py",
+            "import torch\nimport swin_window_process\n\n\nclass WindowProcess(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return swin_window_process.roll_and_window_partition_forward(x)\n",
+        ),
+        (
+            "models/swin.py",
+            "import torch\nimport torch.nn as nn\n\ntry:\n    import os, sys\n\n    kernel_path = os.path.abspath(os.path.join('..'))\n    sys.path.append(kernel_path)\n    from kernels.window_process.window_process import WindowProcess\n\nexcept:\n    WindowProcess = None\n    fused_available = False\n\n\nclass Block(nn.Module):\n    def __init__(self, dim, fused=False):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n        self.fused = fused\n\n    def forward(self, x):\n        if self.fused:\n            x = WindowProcess.apply(x)\n        return self.fc(x)\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Block");
+    assert!(p.contains("raise ImportError("), "{p}");
+    assert!(p.contains("WindowProcess = None"), "{p}");
+    assert!(!p.contains("import swin_window_process"), "{p}");
+    assert_eq!(crate::common::cpython::run_verdicts(&[p]), vec![None]);
+}
