@@ -611,7 +611,7 @@ class Attn(nn.Module):
 "#;
     let rows = extract(&[("g.py", src)]);
     let p = ok_program(&rows, "Conv");
-    assert!(p.ends_with("def get_inputs():\n    return [torch.rand([4, 4, 4, 4])]\n\n\ndef get_init_inputs():\n    return [4, 4, 3, 1, 0.5, False]\n"), "{p}");
+    assert!(p.ends_with("def get_inputs():\n    return [torch.rand([4, 4, 4, 4])]\n\n\ndef get_init_inputs():\n    return [4, 4, 3, 1, 0.0, False]\n"), "{p}");
     let p = ok_program(&rows, "Seq");
     assert!(p.contains("return [torch.rand([4, 4, 4])]"), "{p}");
     let p = ok_program(&rows, "Attn");
