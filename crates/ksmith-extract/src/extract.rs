@@ -57,6 +57,7 @@ impl RepoInfo {
             lines: 0,
             license: self.license.clone(),
             stars: self.stars,
+            arg_sources: Vec::new(),
         }
     }
 }
@@ -276,8 +277,10 @@ fn class_row(
         row.imports = imports.clone();
         row
     };
-    let inputs = match guess::input_functions(&facts) {
-        Ok(text) => text,
+    let sites = repo.call_sites(node);
+    let site = best_site(repo, &sites);
+    let (inputs, arg_sources) = match guess::input_functions(&facts, site) {
+        Ok(made) => made,
         Err(problem) => {
             return with_lists(fail(
                 ModuleStatus::Rejected,
@@ -313,8 +316,26 @@ fn class_row(
         deps,
         imports: emit::import_lines(&plan),
         lines,
+        arg_sources,
         ..info.module_row(&file.path, &class_name, stmt.line, ModuleStatus::Ok, None)
     }
+}
+
+/// The call site whose arguments build the class: the one with the most known values, then
+/// one outside tests, then the first by (path, line).
+fn best_site<'r>(
+    repo: &'r Repo,
+    sites: &[(usize, &'r crate::calls::CallSite)],
+) -> Option<(&'r str, &'r crate::calls::CallSite)> {
+    sites
+        .iter()
+        .map(|&(fi, site)| (repo.files[fi].path.as_str(), site))
+        .filter(|(_, site)| site.args.iter().any(|a| a.value.is_some()))
+        .min_by_key(|(path, site)| {
+            let known = site.args.iter().filter(|a| a.value.is_some()).count();
+            let test = path.contains("test");
+            (std::cmp::Reverse(known), test, *path, site.line)
+        })
 }
 
 /// Gives every row an id, unique among `rows`.

@@ -6,6 +6,7 @@
 
 use ksmith_core::tables::ModuleReason;
 
+use crate::calls::CallSite;
 use crate::index::{Param, ParamKind};
 use crate::resolve::ClassFacts;
 
@@ -32,15 +33,145 @@ impl GuessProblem {
     }
 }
 
-/// The two functions appended to a program.
-pub(crate) fn input_functions(facts: &ClassFacts) -> Result<String, GuessProblem> {
-    let init = init_args(facts);
+/// The two functions appended to a program, and where each constructor argument came from
+/// (see [`sited_init_args`]).
+pub(crate) fn input_functions(
+    facts: &ClassFacts,
+    site: Option<(&str, &CallSite)>,
+) -> Result<(String, Vec<String>), GuessProblem> {
+    let init = sited_init_args(facts, site);
     let forward = forward_args(facts)?;
-    Ok(format!(
+    let values: Vec<&str> = init.iter().map(|a| a.value.as_str()).collect();
+    let text = format!(
         "def get_inputs():\n    return [{}]\n\n\ndef get_init_inputs():\n    return [{}]\n",
         forward.join(", "),
-        init.join(", ")
-    ))
+        values.join(", ")
+    );
+    Ok((text, init.iter().map(InitArg::source_line).collect()))
+}
+
+/// One constructor argument with its provenance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct InitArg {
+    /// The parameter.
+    pub(crate) name: String,
+    /// Its value as Python source.
+    pub(crate) value: String,
+    /// `call path:line`, `call path:line (default of p)`, `default` or `guess`.
+    pub(crate) source: String,
+}
+
+impl InitArg {
+    fn source_line(&self) -> String {
+        format!("{}={}: {}", self.name, self.value, self.source)
+    }
+}
+
+/// Constructor arguments, preferring those of `site` (a call in the repository that builds the
+/// class, with its path): every required parameter (the site's literal value, else a guess),
+/// and the optional positional parameters up to the last one the site sets (gaps filled with
+/// their own literal defaults; where a default is not a literal, the list stops before it).
+pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)>) -> Vec<InitArg> {
+    let guessed = init_args(facts);
+    let Some(init) = &facts.init else {
+        return guessed
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| InitArg {
+                name: format!("arg{i}"),
+                value,
+                source: "guess".to_string(),
+            })
+            .collect();
+    };
+    let params: Vec<&Param> = init
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
+        .collect();
+    // The site's value for each parameter.
+    let mut known: Vec<Option<(String, String)>> = vec![None; params.len()];
+    if let Some((path, site)) = site {
+        let positional: Vec<usize> = params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind == ParamKind::Positional)
+            .map(|(i, _)| i)
+            .collect();
+        let mut next = 0;
+        for arg in &site.args {
+            let slot = match &arg.keyword {
+                None => {
+                    next += 1;
+                    positional.get(next - 1).copied()
+                }
+                Some(k) => params.iter().position(|p| &p.name == k),
+            };
+            if let (Some(slot), Some(value)) = (slot, &arg.value) {
+                let from = match &arg.via_default {
+                    Some(p) => format!("call {path}:{} (default of {p})", site.line),
+                    None => format!("call {path}:{}", site.line),
+                };
+                known[slot] = Some((value.clone(), from));
+            }
+        }
+    }
+    // With required keyword-only parameters the generated wrapper takes the required ones only.
+    let wrapped = params
+        .iter()
+        .any(|p| p.kind == ParamKind::KeywordOnly && p.default.is_none());
+    let last_set = params
+        .iter()
+        .filter(|_| !wrapped)
+        .enumerate()
+        .filter(|(i, p)| {
+            p.default.is_some() && p.kind == ParamKind::Positional && known[*i].is_some()
+        })
+        .map(|(i, _)| i)
+        .max();
+    let mut out = Vec::new();
+    let mut guesses = guessed.into_iter();
+    for (i, p) in params.iter().enumerate() {
+        let required = p.default.is_none();
+        if required {
+            let guess = guesses.next().unwrap_or_else(|| init_value(&p.name));
+            let (value, source) = known[i].clone().unwrap_or((guess, "guess".to_string()));
+            out.push(InitArg {
+                name: p.name.clone(),
+                value,
+                source,
+            });
+            continue;
+        }
+        if p.kind != ParamKind::Positional || last_set.is_none_or(|last| i > last) {
+            continue;
+        }
+        match (&known[i], &p.default) {
+            (Some((value, source)), _) => out.push(InitArg {
+                name: p.name.clone(),
+                value: value.clone(),
+                source: source.clone(),
+            }),
+            (None, Some(default)) if is_literal_text(default) => out.push(InitArg {
+                name: p.name.clone(),
+                value: default.clone(),
+                source: "default".to_string(),
+            }),
+            // A default that is not a literal cannot be written in its place: stop here (the
+            // parameters after it keep their defaults).
+            _ => break,
+        }
+    }
+    out
+}
+
+/// True for the text of a simple literal: a signed number, `True`, `False`, `None`, a plain
+/// string.
+fn is_literal_text(t: &str) -> bool {
+    let t = t.trim();
+    matches!(t, "True" | "False" | "None")
+        || t.trim_start_matches('-').parse::<f64>().is_ok()
+        || ((t.starts_with('"') || t.starts_with('\'')) && !t.contains('{'))
 }
 
 /// When the constructor has required keyword-only parameters (`def __init__(self, *, dim)`),

@@ -64,6 +64,7 @@
 #![deny(missing_docs)]
 
 mod builtins;
+mod calls;
 mod closure;
 mod config;
 mod contain;

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::builtins::is_builtin;
+use crate::calls::CallSite;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
 use crate::index::{ClassInfo, FileIndex, Method, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
@@ -551,6 +552,45 @@ impl Repo {
             };
         }
         Found::Undefined
+    }
+
+    /// The calls in the repository that build the class at `class` (a bare name resolving to
+    /// it, or `x.Name(...)` when no other class of the repository has that name), with the index
+    /// of the file each is in.
+    pub(crate) fn call_sites(&self, class: (usize, usize)) -> Vec<(usize, &CallSite)> {
+        let name = match self.class_at(class.0, class.1) {
+            Some(info) => info.name.as_str(),
+            None => return Vec::new(),
+        };
+        let unique = self
+            .files
+            .iter()
+            .map(|f| {
+                f.stmts
+                    .iter()
+                    .filter(|s| matches!(&s.kind, StmtKind::Class(c) if c.name == name))
+                    .count()
+            })
+            .sum::<usize>()
+            == 1;
+        let mut out = Vec::new();
+        for (fi, f) in self.files.iter().enumerate() {
+            for site in f.calls.iter().filter(|c| c.callee == name) {
+                let builds = if site.bare {
+                    match self.lookup(fi, site.stmt, name, false) {
+                        Found::Def { file, stmt, .. } => (file, stmt) == class,
+                        Found::Itself => (fi, site.stmt) == class,
+                        _ => false,
+                    }
+                } else {
+                    unique
+                };
+                if builds {
+                    out.push((fi, site));
+                }
+            }
+        }
+        out
     }
 
     /// Resolves a dotted base-class name as seen from statement `stmt` of `file`, following

@@ -780,3 +780,55 @@ fn a_bare_except_around_an_optional_import_takes_the_fallback() {
     assert!(!p.contains("import swin_window_process"), "{p}");
     assert_eq!(crate::common::cpython::run_verdicts(&[p]), vec![None]);
 }
+
+/// Constructor arguments come from the repository's own calls when it has them (literals, or
+/// the literal defaults of the enclosing function's parameters), with where each came from.
+#[test]
+fn constructor_arguments_come_from_the_repositorys_call_sites() {
+    let rows = extract(&[
+        (
+            "net.py",
+            "import torch.nn as nn\n\n\nclass Attention(nn.Module):\n    def __init__(self, dim, heads, dim_head=32, scale=None):\n        super().__init__()\n        self.qkv = nn.Linear(dim, heads * dim_head)\n\n    def forward(self, x):\n        return self.qkv(x)\n\n\nclass Block(nn.Module):\n    def __init__(self, dim=64, depth=2):\n        super().__init__()\n        self.attn = Attention(dim, heads=8)\n        self.mlp = nn.Sequential(*[nn.Linear(dim, dim) for _ in range(depth)])\n\n    def forward(self, x):\n        return self.mlp(self.attn(x))\n\n\nclass ConvNet(nn.Module):\n    def __init__(self, in_chans=3, num_classes=1000, depths=(3, 3), dims=(8, 16), act=nn.GELU, drop_path_rate=0.1):\n        super().__init__()\n        self.stem = nn.Conv2d(in_chans, dims[0], 4)\n\n    def forward(self, x):\n        return self.stem(x)\n\n\ndef convnet_tiny(**kwargs):\n    return ConvNet(depths=[3, 3, 9, 3], dims=[96, 192, 384, 768], **kwargs)\n",
+        ),
+        (
+            "tests/test_net.py",
+            "from net import Attention\n\n\ndef test_attention():\n    Attention(16, 2)\n",
+        ),
+    ]);
+    let attention = row(&rows, "Attention");
+    let p = ok_program(&rows, "Attention");
+    assert!(
+        p.ends_with("def get_init_inputs():\n    return [64, 8]\n"),
+        "{p}"
+    );
+    assert_eq!(
+        attention.arg_sources,
+        vec![
+            "dim=64: call net.py:16 (default of dim)",
+            "heads=8: call net.py:16"
+        ]
+    );
+    let p = ok_program(&rows, "ConvNet");
+    assert!(
+        p.ends_with(
+            "def get_init_inputs():\n    return [3, 1000, [3, 3, 9, 3], [96, 192, 384, 768]]\n"
+        ),
+        "{p}"
+    );
+    assert_eq!(
+        row(&rows, "ConvNet").arg_sources,
+        vec![
+            "in_chans=3: default",
+            "num_classes=1000: default",
+            "depths=[3, 3, 9, 3]: call net.py:33",
+            "dims=[96, 192, 384, 768]: call net.py:33"
+        ]
+    );
+    // Nothing builds Block: its required parameters (none) and nothing else.
+    let p = ok_program(&rows, "Block");
+    assert!(
+        p.ends_with("def get_init_inputs():\n    return []\n"),
+        "{p}"
+    );
+    assert!(row(&rows, "Block").arg_sources.is_empty());
+}
