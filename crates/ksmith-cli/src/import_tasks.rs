@@ -70,7 +70,7 @@ pub fn import_tasks(from: &Path, workdir: &Path) -> anyhow::Result<StageReport> 
             report.drop_row("not_a_kernelbench_program");
             continue;
         }
-        if let Some(why) = ksmith_embed::contract::init_inputs_violation(&program) {
+        if let Some(why) = ksmith_cluster::init_inputs_violation(&program) {
             eprintln!("import-tasks: {rel} skipped: {why}");
             report.drop_row("init_contract");
             continue;

@@ -48,6 +48,9 @@ use rayon::prelude::*;
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
+/// The init contract tasks keep (`get_init_inputs()` returns Model's positional arguments), also
+/// checked by `ksmith import-tasks`.
+pub use ksmith_embed::contract::init_inputs_violation;
 
 /// The stage's name.
 pub const STAGE: &str = "cluster";

@@ -83,6 +83,7 @@ fn module_row(id: &str, repo: &str) -> ModuleRow {
         lines: 1,
         license: Some("MIT".into()),
         stars: Some(1),
+        arg_sources: Vec::new(),
     }
 }
 

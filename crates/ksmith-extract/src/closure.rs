@@ -926,5 +926,8 @@ pub(crate) fn node_name(repo: &Repo, node: NodeId) -> String {
             .cloned()
             .unwrap_or_else(|| format!("<line {}>", s.line)),
     };
-    format!("{}::{name}", f.path)
+    match repo.labels.get(node.0).and_then(|l| l.as_deref()) {
+        Some(label) => format!("{label}:{}::{name}", f.path),
+        None => format!("{}::{name}", f.path),
+    }
 }

@@ -176,6 +176,9 @@ pub(crate) struct Repo {
     pub(crate) map: ModuleMap,
     /// The allow-list of top-level packages.
     pub(crate) allowed: Vec<String>,
+    /// Per file: the installed package it belongs to (`timm==1.0.31`), none for the
+    /// repository's own files.
+    pub(crate) labels: Vec<Option<String>>,
     module_memo: Mutex<HashMap<(usize, usize), bool>>,
 }
 
@@ -225,12 +228,20 @@ pub(crate) fn torch_module_class(full: &str) -> Option<&str> {
 impl Repo {
     /// A repository from its indexed files.
     pub(crate) fn new(files: Vec<FileIndex>, map: ModuleMap, allowed: Vec<String>) -> Repo {
+        let labels = vec![None; files.len()];
         Repo {
             files,
             map,
             allowed,
+            labels,
             module_memo: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The repository with the installed package each file belongs to (see `labels`).
+    pub(crate) fn with_labels(mut self, labels: Vec<Option<String>>) -> Repo {
+        self.labels = labels;
+        self
     }
 
     /// Resolves `name` as read by statement `stmt` of `file`; `eager` reads see only the

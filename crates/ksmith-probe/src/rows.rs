@@ -188,6 +188,7 @@ mod tests {
             imports: vec![],
             license: None,
             stars: None,
+            arg_sources: Vec::new(),
         };
         let answer = |extra: &str| -> Response {
             serde_json::from_str(&format!(
