@@ -62,6 +62,10 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/constants.py",
         include_str!("../../../python/ksmith/probe/constants.py"),
     ),
+    (
+        "ksmith/probe/degenerate.py",
+        include_str!("../../../python/ksmith/probe/degenerate.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing
