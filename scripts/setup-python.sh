@@ -12,13 +12,15 @@
 set -euo pipefail
 
 main() {
-    local here req venv python stamp want
+    local here req src_req venv python stamp want
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
     req="$here/python/requirements.txt"
+    # Read by extract as source (never imported): installed without their dependencies.
+    src_req="$here/python/requirements-source.txt"
     venv="${KSMITH_VENV:-$HOME/.cache/ksmith/venv}"
     python="${KSMITH_BOOTSTRAP_PYTHON:-python3}"
     stamp="$venv/.ksmith-requirements.sha256"
-    want="$(sha256sum "$req" | cut -d' ' -f1)"
+    want="$(cat "$req" "$src_req" | sha256sum | cut -d' ' -f1)"
 
     mkdir -p "$(dirname "$venv")"
     exec 9>"$venv.lock"
@@ -37,7 +39,9 @@ PY
         # the stamp: update the existing environment in place, which downloads only what
         # changed, before falling back to a rebuild.
         echo "updating the ksmith Python environment in $venv" >&2
-        if "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off -r "$req" && check; then
+        if "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off -r "$req" \
+            && "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off --no-deps -r "$src_req" \
+            && check; then
             echo "$want" > "$stamp"
             return 0
         fi
@@ -54,6 +58,7 @@ PY
     "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip
     "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off -r "$req"
+    "$venv/bin/python" -m pip install --quiet --no-cache-dir --progress-bar off --no-deps -r "$src_req"
     check
     echo "$want" > "$stamp"
 }

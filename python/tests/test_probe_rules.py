@@ -216,7 +216,8 @@ def _try(fn):
 
 def test_name_guesses():
     assert G.guess_for_name("stride") == G.ValueGuess(1)
-    assert G.guess_for_name("dropout") == G.ValueGuess(0.5)
+    assert G.guess_for_name("dropout") == G.ValueGuess(0.0)
+    assert G.guess_for_name("drop_path_rate") == G.ValueGuess(0.0)
     assert G.guess_for_name("norm_layer") == G.ExprGuess("torch.nn.Identity")
     assert G.guess_for_name("hidden_dim") == G.ValueGuess(4)
     assert G.guess_for_name(None) == G.ValueGuess(4)
@@ -279,14 +280,23 @@ def test_restarts_use_2d_then_3d_inputs():
     assert state[1][0].guess.rank in (2, 3)
 
 
-def test_args_kwargs_form_and_missing_constructor_argument():
+def test_init_inputs_are_positional_arguments_only():
+    # KernelBench's contract (the evaluator's too): `[[3], {'out_ch': 8}]` is two positional
+    # arguments, a list and a dict, not arguments and keywords.
     text = WRONG_CONV.replace("return [3, 8, 5]", "return [[3], {'out_ch': 8}]")
     probe, initial, state, steps, last = run_probe(text)
-    assert state is not None, last
-    emitted = probe.emit(initial, state)
-    assert "def get_init_inputs():\n    return [3, 8, 3]" in emitted, emitted
-    outputs, _, _ = probe.run_fresh(emitted)
-    assert outputs
+    assert [a.keyword for a in initial[0]] == [False, False]
+    assert state is None and "'dict'" in last.message
+
+
+def test_a_constructor_that_runs_only_with_a_keyword_argument_breaks_the_contract():
+    text = WRONG_CONV.replace(
+        "def __init__(self, in_ch, out_ch, kernel_size):", "def __init__(self, in_ch, *, out_ch, kernel_size=3):"
+    ).replace("return [3, 8, 5]", "return [3]")
+    result = run_request({"program": text}, torch)
+    assert result["status"] == "failed"
+    assert result["error_class"] == "InitContract"
+    assert "out_ch" in result["error_message"] and "positionally" in result["error_message"]
 
 
 def test_original_objects_are_read_from_the_renamed_original():
@@ -322,8 +332,8 @@ def get_init_inputs():
 
 
 def test_split_init_forms():
-    assert split_init([1, 2]) == ([1, 2], {}, "list")
-    assert split_init([[1], {"a": 2}]) == ([1], {"a": 2}, "args_kwargs")
+    assert split_init([1, 2]) == [1, 2]
+    assert split_init(([1], {"a": 2})) == [[1], {"a": 2}]
     with pytest.raises(TypeError):
         split_init(3)
 
@@ -384,10 +394,12 @@ def test_keywords_become_positional_through_literal_defaults():
     init = (G.Arg(G.ValueGuess(3), "a"), G.Arg(G.ValueGuess(5), "b", True))
     src, reads = init_source(init, params)
     assert "return [3, 2.0, 5]" in src and not reads
-    # A gap with a default that has no literal form: the [args, kwargs] form.
+    # A gap with a default that has no literal form: no positional form, no program.
+    from ksmith.probe.program import InitContractError
+
     init = init + (G.Arg(G.ValueGuess(7), "c", True),)
-    src, _ = init_source(init, params)
-    assert "return [[3], {'b': 5, 'c': 7}]" in src
+    with pytest.raises(InitContractError, match="b, c"):
+        init_source(init, params)
 
 
 RECORDED = """import torch

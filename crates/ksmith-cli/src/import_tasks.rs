@@ -3,7 +3,9 @@
 //! For curated task sets (a KernelBench checkout, hand-written problems with realistic sizes)
 //! that should be evolved as they are, without crawling: every `*.py` file under the folder that
 //! defines `class Model`, `get_inputs` and `get_init_inputs` becomes a task, labelled with a
-//! family and level by the cluster stage's rules; other files are listed as skipped. The rollout
+//! family and level by the cluster stage's rules; other files are listed as skipped, and so is a
+//! program whose `get_init_inputs()` returns `[args, kwargs]` (`init_contract`: the evaluator
+//! builds `Model(*get_init_inputs())`). The rollout
 //! stage then reads the table like one written by cluster.
 
 use std::path::{Path, PathBuf};
@@ -66,6 +68,11 @@ pub fn import_tasks(from: &Path, workdir: &Path) -> anyhow::Result<StageReport> 
         };
         if !is_reference(&program) {
             report.drop_row("not_a_kernelbench_program");
+            continue;
+        }
+        if let Some(why) = ksmith_cluster::init_inputs_violation(&program) {
+            eprintln!("import-tasks: {rel} skipped: {why}");
+            report.drop_row("init_contract");
             continue;
         }
         let label = ksmith_cluster::family::label(&program, "Model");

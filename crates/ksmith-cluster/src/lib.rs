@@ -51,6 +51,9 @@ use rayon::prelude::*;
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
+/// The init contract tasks keep (`get_init_inputs()` returns Model's positional arguments), also
+/// checked by `ksmith import-tasks`.
+pub use ksmith_embed::contract::init_inputs_violation;
 
 /// The stage's name.
 pub const STAGE: &str = "cluster";
@@ -141,7 +144,9 @@ pub fn cluster_units(
 }
 
 /// The kept modules of the input tables, sorted by id; with `skip_unsized`, those the probe
-/// could not size for the GPU (`size_status = unsizable`) are left out.
+/// could not size for the GPU (`size_status = unsizable`) are left out, and always those whose
+/// program breaks the init contract (`ksmith_embed::contract`: the evaluator could not build
+/// them).
 pub fn kept_units(
     dedup: &[DedupRow],
     modules: &[ModuleRow],
@@ -164,6 +169,9 @@ pub fn kept_units(
             .ok_or_else(|| ClusterError::MissingProgram {
                 module_id: r.module_id.clone(),
             })?;
+        if ksmith_embed::contract::init_inputs_violation(&program).is_some() {
+            continue;
+        }
         units.push(Unit {
             id: r.module_id.clone(),
             program,
@@ -223,6 +231,18 @@ pub fn run(cfg: &ClusterConfig, ctx: &StageContext) -> Result<StageReport, Clust
                     .count();
                 run.report.count("unsized_skipped", skipped as u64);
             }
+            let programs: HashMap<&str, &str> = probes
+                .iter()
+                .filter_map(|p| Some((p.module_id.as_str(), p.program.as_deref()?)))
+                .collect();
+            let contract_skipped = dedup
+                .iter()
+                .filter(|r| r.kept)
+                .filter_map(|r| programs.get(r.module_id.as_str()))
+                .filter(|p| ksmith_embed::contract::init_inputs_violation(p).is_some())
+                .count();
+            run.report
+                .count("init_contract_skipped", contract_skipped as u64);
             ctx.info(format!("cluster: {} unique modules", units.len()));
             let embedder = cfg.embedder.build()?;
             let tracker = ctx.tracker(STAGE, Some(units.len() as u64));

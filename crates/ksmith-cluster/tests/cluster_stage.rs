@@ -83,6 +83,7 @@ fn module_row(id: &str, repo: &str) -> ModuleRow {
         lines: 1,
         license: Some("MIT".into()),
         stars: Some(1),
+        arg_sources: Vec::new(),
     }
 }
 
@@ -682,4 +683,43 @@ fn one_kernel_problem_takes_one_task_unless_its_sizes_make_another() {
         );
         assert_eq!(all.len(), cases.len(), "{mode}");
     }
+}
+
+/// A program whose `get_init_inputs()` returns `[args, kwargs]` is never a task: the evaluator
+/// builds `Model(*get_init_inputs())` and could not build it.
+#[test]
+fn a_program_breaking_the_init_contract_is_not_a_unit() {
+    use ksmith_cluster::kept_units;
+
+    let program = |init: &str| {
+        format!(
+            "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\ndef get_inputs():\n    return [torch.rand(4)]\n\n\ndef get_init_inputs():\n    return {init}\n"
+        )
+    };
+    let ids = ["a_positional", "b_args_kwargs"];
+    let modules: Vec<ModuleRow> = ids.iter().map(|id| module_row(id, "r")).collect();
+    let probes = vec![
+        ProbeRow {
+            program: Some(program("[4, 8]")),
+            ..ProbeRow::empty("a_positional", "r", "Model", ProbeStatus::Ok)
+        },
+        ProbeRow {
+            program: Some(program("[[4], {'heads': 8}]")),
+            ..ProbeRow::empty("b_args_kwargs", "r", "Model", ProbeStatus::Ok)
+        },
+    ];
+    let dedup: Vec<DedupRow> = ids
+        .iter()
+        .map(|id| DedupRow {
+            module_id: (*id).into(),
+            kept: true,
+            method: None,
+            duplicate_of: None,
+            similarity: None,
+            contaminated_via: None,
+        })
+        .collect();
+    let units = kept_units(&dedup, &modules, &probes, false).unwrap();
+    let kept: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(kept, vec!["a_positional"]);
 }

@@ -34,6 +34,7 @@ fn module(id: &str, program: &str, license: Option<&str>, stars: Option<i64>) ->
         lines: program.lines().count() as u32,
         license: license.map(str::to_string),
         stars,
+        arg_sources: Vec::new(),
     }
 }
 

@@ -22,6 +22,7 @@
 
 pub mod aten;
 pub mod calls;
+pub mod contract;
 pub mod embedder;
 pub mod error;
 pub mod hashing;

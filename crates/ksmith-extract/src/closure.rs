@@ -17,12 +17,12 @@
 //! ImportError:`) that cannot be inlined become `name = None; raise ImportError(...)`, so the
 //! program takes the fallback; imports under `if TYPE_CHECKING:` never run and stay as written.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use ksmith_core::tables::ModuleReason;
 
 use crate::imports::{Binding, ImportKinds, Target, is_allowed, read_only_use};
-use crate::index::StmtKind;
+use crate::index::{StmtKind, find_word};
 use crate::names::{Guard, NestedImport, Owner};
 use crate::resolve::{Found, Repo};
 
@@ -201,10 +201,45 @@ struct Closure<'r> {
     mentioned: HashSet<String>,
     /// Methods not read yet, by name: nothing read so far names them.
     pending: HashMap<String, Vec<(NodeId, u16)>>,
+    /// Definitions bound under another name in the program: (file, name) -> new name.
+    renames: &'r Renames,
+    /// Names two different binders would bind, at least one of them a repository definition
+    /// (which can be renamed): name -> every binder met.
+    conflicts: BTreeMap<String, Vec<Binder>>,
 }
 
+/// Definitions renamed to resolve name conflicts: (file index, name as defined) -> new name.
+pub(crate) type Renames = BTreeMap<(usize, String), String>;
+
+/// Names the emitted program binds itself, which no inlined definition may take.
+const GENERATED: &[&str] = &["get_inputs", "get_init_inputs"];
+
+/// How many times the closure is rebuilt with more renames before a conflict is a problem.
+const RENAME_ROUNDS: usize = 4;
+
 /// Builds the closure of the class at `entry`, renamed to `Model`.
+///
+/// When two definitions of different files (or a definition and an import, or a name the
+/// program generates) would bind the same name, the closure is built again with the
+/// definitions that give way renamed (see [`renames_for`]), up to [`RENAME_ROUNDS`] times.
 pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
+    let mut renames = Renames::new();
+    for _ in 0..RENAME_ROUNDS {
+        let c = build(repo, entry, &renames);
+        if c.problems.is_empty() && !c.conflicts.is_empty() {
+            let more = renames_for(&c, &renames);
+            if !more.is_empty() {
+                renames.extend(more);
+                continue;
+            }
+        }
+        return finish(c);
+    }
+    finish(build(repo, entry, &renames))
+}
+
+/// One build of the closure with the given renames.
+fn build<'r>(repo: &'r Repo, entry: NodeId, renames: &'r Renames) -> Closure<'r> {
     let mut c = Closure {
         repo,
         entry,
@@ -216,18 +251,25 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
         plan: Plan::default(),
         mentioned: HashSet::new(),
         pending: HashMap::new(),
+        renames,
+        conflicts: BTreeMap::new(),
     };
     c.register("Model", Binder::Node(entry));
+    for name in GENERATED {
+        c.register(name, Binder::Import(format!("generated {name}")));
+    }
     c.include(entry);
     c.drain();
     if c.problems.is_empty() {
         c.settle_pending();
     }
-    // Names the program adds itself.
-    for reserved in ["get_inputs", "get_init_inputs"] {
-        if c.namespace.contains_key(reserved) {
-            c.problems.push(Problem::NameConflict(reserved.to_string()));
-        }
+    c
+}
+
+/// The plan of a finished build, or its first problem (a conflict left is one).
+fn finish(mut c: Closure<'_>) -> Result<Plan, Problem> {
+    for name in std::mem::take(&mut c.conflicts).into_keys() {
+        c.problems.push(Problem::NameConflict(name));
     }
     if let Some(binder) = c.namespace.get("torch")
         && *binder != Binder::Import("object torch".to_string())
@@ -241,7 +283,98 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
     Ok(c.plan)
 }
 
+/// The renames that resolve the conflicts of a build: per conflicting name, an import, a name
+/// the program generates or `Model` keeps it; else the definition in the entry's file; else
+/// the one in the first file (by path). Every other file's definition is renamed to
+/// `<name>_<file stem>` (with a number added while that is taken), a name that no statement of
+/// the closure mentions and nothing binds, so no read is captured.
+fn renames_for(c: &Closure<'_>, done: &Renames) -> Renames {
+    let mut out = Renames::new();
+    let mut taken: HashSet<String> = c.namespace.keys().cloned().collect();
+    taken.extend(done.values().cloned());
+    for (name, binders) in &c.conflicts {
+        let mut files: Vec<usize> = binders
+            .iter()
+            .filter_map(|b| match b {
+                Binder::Node(n) => Some(n.0),
+                _ => None,
+            })
+            .collect();
+        files.sort_unstable();
+        files.dedup();
+        let movable = binders
+            .iter()
+            .all(|b| matches!(b, Binder::Node(n) if n != &c.entry));
+        let keeper = if !movable || name == "Model" {
+            None
+        } else if files.contains(&c.entry.0) {
+            Some(c.entry.0)
+        } else {
+            files.first().copied()
+        };
+        for file in files.into_iter().filter(|f| Some(*f) != keeper) {
+            if (file, name.clone()) == (c.entry.0, c.entry_name())
+                || done.contains_key(&(file, name.clone()))
+            {
+                continue;
+            }
+            let stem = file_stem(&c.repo.files[file].path);
+            let base = format!("{name}_{stem}");
+            let mut candidate = base.clone();
+            let mut n = 2;
+            while taken.contains(&candidate) || c.mentions_word(&candidate) {
+                candidate = format!("{base}_{n}");
+                n += 1;
+            }
+            taken.insert(candidate.clone());
+            out.insert((file, name.clone()), candidate);
+        }
+    }
+    out
+}
+
+/// The identifier-safe stem of a file path (`pkg/attend.py` -> `attend`, `pkg/__init__.py` ->
+/// `pkg`).
+fn file_stem(path: &str) -> String {
+    let trimmed = path.strip_suffix(".py").unwrap_or(path);
+    let trimmed = trimmed.strip_suffix("/__init__").unwrap_or(trimmed);
+    let last = trimmed.rsplit('/').next().unwrap_or(trimmed);
+    let stem: String = last
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if stem.is_empty() || stem.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("m{stem}")
+    } else {
+        stem
+    }
+}
+
 impl<'r> Closure<'r> {
+    /// The entry class's own name.
+    fn entry_name(&self) -> String {
+        self.repo.files[self.entry.0].stmts[self.entry.1]
+            .class_name()
+            .to_string()
+    }
+
+    /// True when the text of a statement of the closure holds `word` as an identifier.
+    fn mentions_word(&self, word: &str) -> bool {
+        self.included.iter().any(|n| {
+            let file = &self.repo.files[n.0];
+            let stmt = &file.stmts[n.1];
+            file.source
+                .get(stmt.start..stmt.end)
+                .is_some_and(|t| find_word(t, word).is_some())
+        })
+    }
+
     /// Adds a statement: its code outside methods and the methods that may run are read; the
     /// others wait until something names them.
     fn include(&mut self, node: NodeId) {
@@ -344,7 +477,19 @@ impl<'r> Closure<'r> {
                     _ => false,
                 };
                 if !same {
-                    self.problems.push(Problem::NameConflict(name.to_string()));
+                    let renameable =
+                        matches!(existing, Binder::Node(_)) || matches!(binder, Binder::Node(_));
+                    if renameable {
+                        let list = self
+                            .conflicts
+                            .entry(name.to_string())
+                            .or_insert_with(|| vec![existing.clone()]);
+                        if !list.contains(&binder) {
+                            list.push(binder);
+                        }
+                    } else {
+                        self.problems.push(Problem::NameConflict(name.to_string()));
+                    }
                 }
             }
         }
@@ -376,7 +521,17 @@ impl<'r> Closure<'r> {
                 if node == self.entry && d == "Model" {
                     continue;
                 }
-                self.register(d, Binder::Node(node));
+                match self.renames.get(&(fi, d.clone())) {
+                    Some(new) => {
+                        let new = new.clone();
+                        self.register(&new, Binder::Node(node));
+                        for (_, at) in stmt.names.define_at.iter().filter(|(n, _)| n == d) {
+                            let at = *at as usize;
+                            self.edit(node, at, at + d.len(), new.clone());
+                        }
+                    }
+                    None => self.register(d, Binder::Node(node)),
+                }
             }
         }
         for nested in stmt.names.nested.iter().filter(|n| n.owner == owner) {
@@ -448,6 +603,21 @@ impl<'r> Closure<'r> {
                 self.problems
                     .push(Problem::ModuleReference(read.name.clone()));
                 continue;
+            }
+            let renamed = match &found {
+                Found::Def { file, name, .. } if *name == read.name => {
+                    self.renames.get(&(*file, name.clone()))
+                }
+                Found::Itself if stmt.names.defines.contains(&read.name) => {
+                    self.renames.get(&(fi, read.name.clone()))
+                }
+                _ => None,
+            };
+            if let Some(new) = renamed {
+                for &at in &read.at {
+                    let at = at as usize;
+                    self.edit(node, at, at + read.name.len(), new.clone());
+                }
             }
             self.use_found((node, owner), &read.name, found, read.eager);
         }
@@ -524,7 +694,13 @@ impl<'r> Closure<'r> {
                 }
                 self.include(target);
                 self.edges.push((node, target, eager));
-                if name != local {
+                let original = name;
+                let name = self
+                    .renames
+                    .get(&(file, original.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| original.clone());
+                if original != local {
                     // Read under another name than the definition's (an import alias): bind
                     // the alias too, right after the definition.
                     self.alias_later(target, local, &name);
@@ -750,5 +926,8 @@ pub(crate) fn node_name(repo: &Repo, node: NodeId) -> String {
             .cloned()
             .unwrap_or_else(|| format!("<line {}>", s.line)),
     };
-    format!("{}::{name}", f.path)
+    match repo.labels.get(node.0).and_then(|l| l.as_deref()) {
+        Some(label) => format!("{label}:{}::{name}", f.path),
+        None => format!("{}::{name}", f.path),
+    }
 }

@@ -33,6 +33,13 @@ pub struct ExtractConfig {
     /// in a repository) and unedited inlined statements reuse the parse of their file, which
     /// gives the same verdict about three times faster.
     pub verify_whole_program: bool,
+    /// Installed packages whose definitions are inlined like the repository's own when a
+    /// repository imports them (a model zoo's `DropPath`, `trunc_normal_`, `to_2tuple`): their
+    /// source is read from `site_packages`, and the row's `deps` name the package and version.
+    pub inline_packages: Vec<String>,
+    /// Where `inline_packages` are installed; empty: the `site-packages` of the Python
+    /// environment the probe uses.
+    pub site_packages: String,
 }
 
 /// The packages of the probe environment (torch, triton, numpy, einops and the standard
@@ -97,6 +104,8 @@ impl Default for ExtractConfig {
             parse_timeout_ms: 10_000,
             max_nesting: 400,
             verify_whole_program: false,
+            inline_packages: vec!["timm".to_string()],
+            site_packages: String::new(),
         }
     }
 }
@@ -111,6 +120,14 @@ impl ExtractConfig {
             if !ok {
                 return Err(Error::Config(format!(
                     "[extract] allowed_imports: `{p}` is not a top-level package name (write `torch`, not `torch.nn`)"
+                )));
+            }
+        }
+        for p in &self.inline_packages {
+            let ok = !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_');
+            if !ok || self.allowed_imports.contains(p) {
+                return Err(Error::Config(format!(
+                    "[extract] inline_packages: `{p}` must be a top-level package name that is not in allowed_imports"
                 )));
             }
         }

@@ -13,6 +13,7 @@ use crate::contain::contained;
 use crate::emit;
 use crate::guess;
 use crate::index::{FileIndex, Limits, StmtKind};
+use crate::library::Library;
 use crate::resolve::{ModuleMap, Repo};
 
 /// Provenance of a repository, copied into every row.
@@ -57,6 +58,7 @@ impl RepoInfo {
             lines: 0,
             license: self.license.clone(),
             stars: self.stars,
+            arg_sources: Vec::new(),
         }
     }
 }
@@ -115,9 +117,37 @@ pub fn extract_repo_with_stats(
     files: &[SourceFile],
     cfg: &ExtractConfig,
 ) -> (Vec<ModuleRow>, ExtractStats) {
+    extract_repo_with_libraries(info, files, cfg, &[])
+}
+
+/// [`extract_repo_with_stats`] with installed packages whose definitions may be inlined
+/// ([`Library`]): a library the repository imports (and does not ship a folder of) is resolved
+/// like the repository's own files; its classes get no rows.
+pub fn extract_repo_with_libraries(
+    info: &RepoInfo,
+    files: &[SourceFile],
+    cfg: &ExtractConfig,
+    libraries: &[Library],
+) -> (Vec<ModuleRow>, ExtractStats) {
     let mut order: Vec<&SourceFile> = files.iter().collect();
     order.sort_by(|a, b| a.path.cmp(&b.path));
     order.dedup_by(|a, b| a.path == b.path);
+    let own = order.len();
+    let mut labels: Vec<Option<String>> = vec![None; own];
+    for lib in libraries {
+        let shipped = order.iter().take(own).any(|f| {
+            f.path.starts_with(&format!("{}/", lib.package))
+                || f.path == format!("{}.py", lib.package)
+        });
+        if shipped || !order.iter().take(own).any(|f| lib.used_by(&f.bytes)) {
+            continue;
+        }
+        let label = lib.label();
+        for f in &lib.files {
+            order.push(f);
+            labels.push(Some(label.clone()));
+        }
+    }
     let paths: Vec<&str> = order.iter().map(|f| f.path.as_str()).collect();
     let map = ModuleMap::new(&paths, &cfg.allowed_imports, &cfg.read_only_imports);
     let limits = limits(cfg);
@@ -126,14 +156,18 @@ pub fn extract_repo_with_stats(
         .map(|f| FileIndex::build(&f.path, &f.bytes, &map, &limits))
         .collect();
     let stats = ExtractStats {
-        files: order.len() as u64,
-        bytes: order.iter().map(|f| f.bytes.len() as u64).sum(),
-        files_with_syntax_errors: indexes.iter().filter(|f| f.error_line.is_some()).count() as u64,
+        files: own as u64,
+        bytes: order.iter().take(own).map(|f| f.bytes.len() as u64).sum(),
+        files_with_syntax_errors: indexes
+            .iter()
+            .take(own)
+            .filter(|f| f.error_line.is_some())
+            .count() as u64,
     };
-    let repo = Repo::new(indexes, map, cfg.allowed_imports.clone());
+    let repo = Repo::new(indexes, map, cfg.allowed_imports.clone()).with_labels(labels);
     let mut candidates: Vec<NodeId> = Vec::new();
     let mut rows: Vec<ModuleRow> = Vec::new();
-    for (fi, file) in repo.files.iter().enumerate() {
+    for (fi, file) in repo.files.iter().enumerate().take(own) {
         if let Some(problem) = &file.problem {
             rows.push(bare_row(
                 info,
@@ -276,8 +310,10 @@ fn class_row(
         row.imports = imports.clone();
         row
     };
-    let inputs = match guess::input_functions(&facts) {
-        Ok(text) => text,
+    let sites = repo.call_sites(node);
+    let site = best_site(repo, &sites);
+    let (inputs, arg_sources) = match guess::input_functions(&facts, site) {
+        Ok(made) => made,
         Err(problem) => {
             return with_lists(fail(
                 ModuleStatus::Rejected,
@@ -313,8 +349,26 @@ fn class_row(
         deps,
         imports: emit::import_lines(&plan),
         lines,
+        arg_sources,
         ..info.module_row(&file.path, &class_name, stmt.line, ModuleStatus::Ok, None)
     }
+}
+
+/// The call site whose arguments build the class: the one with the most known values, then
+/// one outside tests, then the first by (path, line).
+fn best_site<'r>(
+    repo: &'r Repo,
+    sites: &[(usize, &'r crate::calls::CallSite)],
+) -> Option<(&'r str, &'r crate::calls::CallSite)> {
+    sites
+        .iter()
+        .map(|&(fi, site)| (repo.files[fi].path.as_str(), site))
+        .filter(|(_, site)| site.args.iter().any(|a| a.value.is_some()))
+        .min_by_key(|(path, site)| {
+            let known = site.args.iter().filter(|a| a.value.is_some()).count();
+            let test = path.contains("test");
+            (std::cmp::Reverse(known), test, *path, site.line)
+        })
 }
 
 /// Gives every row an id, unique among `rows`.

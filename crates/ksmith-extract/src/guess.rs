@@ -1,10 +1,12 @@
 //! Static guesses of the constructor and forward arguments, from parameter names (the
-//! paritybench rules: `stride` -> 1, `dropout` -> 0.5, flags -> False, sizes -> 4, ...) and a
+//! paritybench rules: `stride` -> 1, flags -> False, sizes -> 4, ...; dropout probabilities 0, so
+//! the forward draws no random number) and a
 //! few hints from the class (`b, c, h, w = x.shape`, `Conv1d`, `LSTM`, `Embedding`). The probe
 //! stage repairs them by running; they are kept simple and deterministic.
 
 use ksmith_core::tables::ModuleReason;
 
+use crate::calls::CallSite;
 use crate::index::{Param, ParamKind};
 use crate::resolve::ClassFacts;
 
@@ -31,15 +33,145 @@ impl GuessProblem {
     }
 }
 
-/// The two functions appended to a program.
-pub(crate) fn input_functions(facts: &ClassFacts) -> Result<String, GuessProblem> {
-    let init = init_args(facts);
+/// The two functions appended to a program, and where each constructor argument came from
+/// (see [`sited_init_args`]).
+pub(crate) fn input_functions(
+    facts: &ClassFacts,
+    site: Option<(&str, &CallSite)>,
+) -> Result<(String, Vec<String>), GuessProblem> {
+    let init = sited_init_args(facts, site);
     let forward = forward_args(facts)?;
-    Ok(format!(
+    let values: Vec<&str> = init.iter().map(|a| a.value.as_str()).collect();
+    let text = format!(
         "def get_inputs():\n    return [{}]\n\n\ndef get_init_inputs():\n    return [{}]\n",
         forward.join(", "),
-        init.join(", ")
-    ))
+        values.join(", ")
+    );
+    Ok((text, init.iter().map(InitArg::source_line).collect()))
+}
+
+/// One constructor argument with its provenance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct InitArg {
+    /// The parameter.
+    pub(crate) name: String,
+    /// Its value as Python source.
+    pub(crate) value: String,
+    /// `call path:line`, `call path:line (default of p)`, `default` or `guess`.
+    pub(crate) source: String,
+}
+
+impl InitArg {
+    fn source_line(&self) -> String {
+        format!("{}={}: {}", self.name, self.value, self.source)
+    }
+}
+
+/// Constructor arguments, preferring those of `site` (a call in the repository that builds the
+/// class, with its path): every required parameter (the site's literal value, else a guess),
+/// and the optional positional parameters up to the last one the site sets (gaps filled with
+/// their own literal defaults; where a default is not a literal, the list stops before it).
+pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)>) -> Vec<InitArg> {
+    let guessed = init_args(facts);
+    let Some(init) = &facts.init else {
+        return guessed
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| InitArg {
+                name: format!("arg{i}"),
+                value,
+                source: "guess".to_string(),
+            })
+            .collect();
+    };
+    let params: Vec<&Param> = init
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
+        .collect();
+    // The site's value for each parameter.
+    let mut known: Vec<Option<(String, String)>> = vec![None; params.len()];
+    if let Some((path, site)) = site {
+        let positional: Vec<usize> = params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind == ParamKind::Positional)
+            .map(|(i, _)| i)
+            .collect();
+        let mut next = 0;
+        for arg in &site.args {
+            let slot = match &arg.keyword {
+                None => {
+                    next += 1;
+                    positional.get(next - 1).copied()
+                }
+                Some(k) => params.iter().position(|p| &p.name == k),
+            };
+            if let (Some(slot), Some(value)) = (slot, &arg.value) {
+                let from = match &arg.via_default {
+                    Some(p) => format!("call {path}:{} (default of {p})", site.line),
+                    None => format!("call {path}:{}", site.line),
+                };
+                known[slot] = Some((value.clone(), from));
+            }
+        }
+    }
+    // With required keyword-only parameters the generated wrapper takes the required ones only.
+    let wrapped = params
+        .iter()
+        .any(|p| p.kind == ParamKind::KeywordOnly && p.default.is_none());
+    let last_set = params
+        .iter()
+        .filter(|_| !wrapped)
+        .enumerate()
+        .filter(|(i, p)| {
+            p.default.is_some() && p.kind == ParamKind::Positional && known[*i].is_some()
+        })
+        .map(|(i, _)| i)
+        .max();
+    let mut out = Vec::new();
+    let mut guesses = guessed.into_iter();
+    for (i, p) in params.iter().enumerate() {
+        let required = p.default.is_none();
+        if required {
+            let guess = guesses.next().unwrap_or_else(|| init_value(&p.name));
+            let (value, source) = known[i].clone().unwrap_or((guess, "guess".to_string()));
+            out.push(InitArg {
+                name: p.name.clone(),
+                value,
+                source,
+            });
+            continue;
+        }
+        if p.kind != ParamKind::Positional || last_set.is_none_or(|last| i > last) {
+            continue;
+        }
+        match (&known[i], &p.default) {
+            (Some((value, source)), _) => out.push(InitArg {
+                name: p.name.clone(),
+                value: value.clone(),
+                source: source.clone(),
+            }),
+            (None, Some(default)) if is_literal_text(default) => out.push(InitArg {
+                name: p.name.clone(),
+                value: default.clone(),
+                source: "default".to_string(),
+            }),
+            // A default that is not a literal cannot be written in its place: stop here (the
+            // parameters after it keep their defaults).
+            _ => break,
+        }
+    }
+    out
+}
+
+/// True for the text of a simple literal: a signed number, `True`, `False`, `None`, a plain
+/// string.
+fn is_literal_text(t: &str) -> bool {
+    let t = t.trim();
+    matches!(t, "True" | "False" | "None")
+        || t.trim_start_matches('-').parse::<f64>().is_ok()
+        || ((t.starts_with('"') || t.starts_with('\'')) && !t.contains('{'))
 }
 
 /// When the constructor has required keyword-only parameters (`def __init__(self, *, dim)`),
@@ -168,6 +300,16 @@ fn is_flag(n: &str) -> bool {
     PREFIXES.iter().any(|p| n.starts_with(p)) || WORDS.contains(&n) || n.ends_with("_flag")
 }
 
+/// A dropout or stochastic-depth probability.
+fn is_dropout(n: &str) -> bool {
+    n.contains("dropout")
+        || n.contains("drop_rate")
+        || n.contains("drop_prob")
+        || n.contains("drop_path")
+        || n.ends_with("_drop")
+        || n == "p"
+}
+
 /// The guessed value of one constructor argument, from its name.
 pub(crate) fn init_value(name: &str) -> String {
     let n = name.to_ascii_lowercase();
@@ -179,12 +321,10 @@ pub(crate) fn init_value(name: &str) -> String {
         } else {
             "4"
         }
-    } else if n.contains("dropout")
-        || n.contains("drop_rate")
-        || n.contains("drop_prob")
-        || n == "p"
-    {
-        "0.5"
+    } else if is_dropout(&n) {
+        // Training noise: the task is the forward without it (a forward drawing random numbers
+        // is no task, and a probability of 0 draws none).
+        "0.0"
     } else if is_flag(&n) {
         "False"
     } else if n.contains("stride") || n.contains("dilation") || n == "groups" || n == "depth" {
@@ -290,6 +430,26 @@ fn is_index_name(n: &str) -> bool {
         || n.ends_with("_index")
 }
 
+/// A forward input holding one value per batch element: a diffusion time step or noise level
+/// (the probe keeps such inputs 1-D too).
+fn is_time_name(n: &str) -> bool {
+    matches!(
+        n,
+        "t" | "ts"
+            | "time"
+            | "times"
+            | "timestep"
+            | "timesteps"
+            | "time_step"
+            | "time_steps"
+            | "noise_level"
+            | "noise_levels"
+            | "sigma"
+            | "sigmas"
+            | "log_snr"
+    )
+}
+
 fn is_sequence_name(n: &str) -> bool {
     matches!(
         n,
@@ -357,6 +517,8 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
             "4".to_string()
         } else if is_flag(&n) {
             "False".to_string()
+        } else if is_time_name(&n) && hinted.is_none() {
+            tensor(1)
         } else if n.contains("mask") {
             // A mask usually drops the feature dimension of the tensor before it.
             let rank = hinted
@@ -432,7 +594,9 @@ mod tests {
             &["x"],
             vec![],
         );
-        assert_eq!(init_args(&f), vec!["4", "1", "0.5", "False", "1e-05", "4"]);
+        assert_eq!(init_args(&f), vec!["4", "1", "0.0", "False", "1e-05", "4"]);
+        assert_eq!(init_value("drop_path_rate"), "0.0");
+        assert_eq!(init_value("attn_drop"), "0.0");
         assert_eq!(init_value("kernel_size"), "3");
         assert_eq!(init_value("num_layers"), "1");
         assert_eq!(init_value("num_heads"), "2");
@@ -466,6 +630,11 @@ mod tests {
                 "torch.ones([4, 4, 4])",
                 "torch.randint(0, 4, [4, 4])"
             ]
+        );
+        let f = facts(&[], &["x", "time"], vec!["Conv2d"]);
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec!["torch.rand([4, 4, 4, 4])", "torch.rand([4])"]
         );
         let f = facts(&[], &["x"], vec!["LSTM"]);
         assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4])"]);

@@ -9,7 +9,11 @@ use tree_sitter::Node;
 
 use ksmith_core::tables::ModuleReason;
 
+use crate::calls::{self, CallSite};
 use crate::imports::{Binding, ImportKinds, Target, bindings_of};
+
+/// Call sites kept per file (a generated file may hold far more).
+const MAX_CALLS: usize = 20_000;
 use crate::names::{Analyzer, StmtNames};
 use crate::python_rules::first_violation;
 use crate::syntax::{Kinds, ParseFailure, first_error_line, parse, text};
@@ -180,6 +184,8 @@ pub(crate) struct FileIndex {
     /// The file has `from __future__ import annotations`: its annotations are never
     /// evaluated, and a program inlining its statements needs the same import.
     pub(crate) future_annotations: bool,
+    /// Calls of capitalized names (classes being built), for constructor arguments.
+    pub(crate) calls: Vec<CallSite>,
 }
 
 /// True for a name Python can import: an identifier (letters, digits and `_`, not starting
@@ -268,6 +274,7 @@ impl FileIndex {
             problem,
             error_line: None,
             future_annotations: false,
+            calls: Vec::new(),
         }
     }
 
@@ -343,6 +350,7 @@ impl FileIndex {
                 }
             }
         }
+        self.calls = calls::collect(&top, src, MAX_CALLS);
         let mut analyzer = Analyzer::new(src, root, candidates, read_only_names, kinds, max_depth);
         for node in top {
             let kind = node.kind_id();

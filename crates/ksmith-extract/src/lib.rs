@@ -64,6 +64,7 @@
 #![deny(missing_docs)]
 
 mod builtins;
+mod calls;
 mod closure;
 mod config;
 mod contain;
@@ -73,6 +74,7 @@ mod extract;
 mod guess;
 mod imports;
 mod index;
+mod library;
 mod names;
 mod python_rules;
 mod resolve;
@@ -87,12 +89,14 @@ mod cpython_check;
 pub use config::{DEFAULT_ALLOWED_IMPORTS, ExtractConfig, READ_ONLY_PACKAGES};
 pub use error::Error;
 pub use extract::{
-    ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo, extract_repo_with_stats,
+    ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo, extract_repo_with_libraries,
+    extract_repo_with_stats,
 };
+pub use library::{Library, load as load_library, site_packages_of};
 pub use stage::{module_order, run};
 
 /// Name of the stage (its config section, report and CLI subcommand).
 pub const STAGE: &str = "extract";
 
 /// Bumped whenever the output for the same input changes.
-pub const CODE_VERSION: u32 = 4;
+pub const CODE_VERSION: u32 = 5;

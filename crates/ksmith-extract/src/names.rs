@@ -43,6 +43,8 @@ pub(crate) struct Read {
     pub(crate) bare: bool,
     /// Where it is read.
     pub(crate) owner: Owner,
+    /// Byte offsets (in the file) of its bare reads, for renaming what it refers to.
+    pub(crate) at: Vec<u32>,
 }
 
 /// A method defined directly in the body of a top-level class.
@@ -119,6 +121,8 @@ pub(crate) struct StmtNames {
     pub(crate) reads: Vec<Read>,
     /// Names bound at module level.
     pub(crate) defines: Vec<String>,
+    /// Each module-level binding of a name: the name and its byte offset in the file.
+    pub(crate) define_at: Vec<(String, u32)>,
     /// Attribute chains on locally imported modules.
     pub(crate) sites: Vec<AttrSite>,
     /// Imports nested inside the statement.
@@ -151,6 +155,8 @@ struct Pending<'s> {
     global: bool,
     site: Option<usize>,
     owner: Owner,
+    /// Byte offset of the name in the file, when it is a slice of the file's text.
+    at: Option<u32>,
 }
 
 struct Scope<'s> {
@@ -284,9 +290,15 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                 eager: false,
                 bare: false,
                 owner: p.owner,
+                at: Vec::new(),
             });
             entry.eager |= p.eager;
             entry.bare |= p.site.is_none();
+            if p.site.is_none()
+                && let Some(at) = p.at
+            {
+                entry.at.push(at);
+            }
         }
         let mut reads: Vec<Read> = reads.into_values().collect();
         reads.sort_by(|a, b| (&a.name, a.owner).cmp(&(&b.name, b.owner)));
@@ -296,14 +308,23 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             .filter_map(|(s, live)| live.then_some(s))
             .collect();
         let mut defines: Vec<String> = Vec::new();
+        let mut define_at: Vec<(String, u32)> = Vec::new();
         for d in self.out_defines.drain(..) {
             if !defines.iter().any(|x| x == d) {
                 defines.push(d.to_string());
             }
+            if let Some(at) = offset_in(self.src, d) {
+                define_at.push((d.to_string(), at));
+            }
+        }
+        for r in &mut reads {
+            r.at.sort_unstable();
+            r.at.dedup();
         }
         StmtNames {
             reads,
             defines,
+            define_at,
             sites,
             nested: std::mem::take(&mut self.nested),
             methods: std::mem::take(&mut self.methods),
@@ -353,6 +374,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
     fn read(&mut self, name: &'s str, site: Option<usize>) {
         let eager = self.function_depth == 0;
         let owner = self.owner;
+        let at = offset_in(self.src, name);
         self.scope().pending.push(Pending {
             name,
             eager,
@@ -360,6 +382,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             global: false,
             site,
             owner,
+            at,
         });
     }
 
@@ -1043,6 +1066,16 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         let start = node.start_byte() + find_word(text(self.src, node), name)?;
         self.src.get(start..start + name.len())
     }
+}
+
+/// The byte offset of `part` in `src` when `part` is a slice of it (names are read from the
+/// file's text, so their position is where their slice starts).
+fn offset_in(src: &str, part: &str) -> Option<u32> {
+    let start = src.as_ptr() as usize;
+    let at = (part.as_ptr() as usize).checked_sub(start)?;
+    (at + part.len() <= src.len() && src.get(at..at + part.len()) == Some(part))
+        .then(|| u32::try_from(at).ok())
+        .flatten()
 }
 
 /// True when an `except` clause catches `ImportError`: bare, or naming it, a subclass

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::builtins::is_builtin;
+use crate::calls::CallSite;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
 use crate::index::{ClassInfo, FileIndex, Method, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
@@ -175,6 +176,9 @@ pub(crate) struct Repo {
     pub(crate) map: ModuleMap,
     /// The allow-list of top-level packages.
     pub(crate) allowed: Vec<String>,
+    /// Per file: the installed package it belongs to (`timm==1.0.31`), none for the
+    /// repository's own files.
+    pub(crate) labels: Vec<Option<String>>,
     module_memo: Mutex<HashMap<(usize, usize), bool>>,
 }
 
@@ -224,12 +228,20 @@ pub(crate) fn torch_module_class(full: &str) -> Option<&str> {
 impl Repo {
     /// A repository from its indexed files.
     pub(crate) fn new(files: Vec<FileIndex>, map: ModuleMap, allowed: Vec<String>) -> Repo {
+        let labels = vec![None; files.len()];
         Repo {
             files,
             map,
             allowed,
+            labels,
             module_memo: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The repository with the installed package each file belongs to (see `labels`).
+    pub(crate) fn with_labels(mut self, labels: Vec<Option<String>>) -> Repo {
+        self.labels = labels;
+        self
     }
 
     /// Resolves `name` as read by statement `stmt` of `file`; `eager` reads see only the
@@ -393,14 +405,45 @@ impl Repo {
     /// allow-list. The program then takes the fallback, as Python would.
     pub(crate) fn falls_back(&self, file: usize, nested: &NestedImport) -> bool {
         nested.guard == Guard::Fallback
-            && nested.bindings.iter().any(|b| {
-                matches!(
-                    self.resolve_binding(file, b, 0),
+            && nested
+                .bindings
+                .iter()
+                .any(|b| match self.resolve_binding(file, b, 0) {
                     Found::NotAllowed(_)
-                        | Found::MissingImport(_)
-                        | Found::Broken { .. }
-                        | Found::Undefined
-                )
+                    | Found::MissingImport(_)
+                    | Found::Broken { .. }
+                    | Found::Undefined => true,
+                    // A repository definition that itself needs a package off the allow-list (a
+                    // wrapper of a compiled extension): the import would fail the same way.
+                    Found::Def { file, stmt, .. } => {
+                        self.reaches_refused((file, stmt), &mut HashSet::new(), 0)
+                    }
+                    _ => false,
+                })
+    }
+
+    /// True when a top-level statement reads, directly or through the repository definitions it
+    /// reads (up to [`MAX_HOPS`] deep), a name bound by an import of a package off the
+    /// allow-list.
+    fn reaches_refused(
+        &self,
+        (file, stmt): (usize, usize),
+        seen: &mut HashSet<(usize, usize)>,
+        hops: u32,
+    ) -> bool {
+        if hops > MAX_HOPS || !seen.insert((file, stmt)) {
+            return false;
+        }
+        let Some(s) = self.files.get(file).and_then(|f| f.stmts.get(stmt)) else {
+            return false;
+        };
+        s.names
+            .reads
+            .iter()
+            .any(|r| match self.lookup(file, stmt, &r.name, r.eager) {
+                Found::NotAllowed(_) => true,
+                Found::Def { file, stmt, .. } => self.reaches_refused((file, stmt), seen, hops + 1),
+                _ => false,
             })
     }
 
@@ -520,6 +563,45 @@ impl Repo {
             };
         }
         Found::Undefined
+    }
+
+    /// The calls in the repository that build the class at `class` (a bare name resolving to
+    /// it, or `x.Name(...)` when no other class of the repository has that name), with the index
+    /// of the file each is in.
+    pub(crate) fn call_sites(&self, class: (usize, usize)) -> Vec<(usize, &CallSite)> {
+        let name = match self.class_at(class.0, class.1) {
+            Some(info) => info.name.as_str(),
+            None => return Vec::new(),
+        };
+        let unique = self
+            .files
+            .iter()
+            .map(|f| {
+                f.stmts
+                    .iter()
+                    .filter(|s| matches!(&s.kind, StmtKind::Class(c) if c.name == name))
+                    .count()
+            })
+            .sum::<usize>()
+            == 1;
+        let mut out = Vec::new();
+        for (fi, f) in self.files.iter().enumerate() {
+            for site in f.calls.iter().filter(|c| c.callee == name) {
+                let builds = if site.bare {
+                    match self.lookup(fi, site.stmt, name, false) {
+                        Found::Def { file, stmt, .. } => (file, stmt) == class,
+                        Found::Itself => (fi, site.stmt) == class,
+                        _ => false,
+                    }
+                } else {
+                    unique
+                };
+                if builds {
+                    out.push((fi, site));
+                }
+            }
+        }
+        out
     }
 
     /// Resolves a dotted base-class name as seen from statement `stmt` of `file`, following

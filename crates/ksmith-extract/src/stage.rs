@@ -15,7 +15,8 @@ use rayon::prelude::*;
 use crate::config::ExtractConfig;
 use crate::contain::contained;
 use crate::error::Error;
-use crate::extract::{ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo_with_stats};
+use crate::extract::{ExtractStats, RepoInfo, SourceFile, assign_ids, extract_repo_with_libraries};
+use crate::library::{self, Library};
 use crate::{CODE_VERSION, STAGE};
 
 /// Stack size of the worker threads (deeply nested code is analysed recursively, up to
@@ -32,20 +33,65 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
     cfg.validate()?;
     let input = RepoRow::path_in(&ctx.workdir);
     let out = ModuleRow::path_in(&ctx.workdir);
+    let libraries = load_libraries(cfg, ctx);
+    let keyed = Keyed {
+        config: cfg,
+        libraries: libraries.iter().map(Library::label).collect(),
+    };
     StagePlan::new(ctx, STAGE, CODE_VERSION)
-        .config(cfg)
+        .config(&keyed)
         .input(&input, "crawl")
         .output(&out)
         .stack_size(WORKER_STACK)
         .run(|run| {
             let repos: Vec<RepoRow> = read_table(&input)?;
             run.report.rows_read = repos.len() as u64;
-            let rows = extract_all(&repos, cfg, run)?;
+            let rows = extract_all(&repos, cfg, &libraries, run)?;
             write_table(&out, &rows, run.fingerprint())?;
-            write_bytes_atomically(&reuse_key_path(&ctx.workdir), reuse_key(cfg).as_bytes())?;
+            write_bytes_atomically(&reuse_key_path(&ctx.workdir), reuse_key(&keyed).as_bytes())?;
             run.report.rows_written = rows.len() as u64;
             Ok(())
         })
+}
+
+/// The config with what else decides the rows: the installed packages inlined, with versions.
+#[derive(serde::Serialize)]
+struct Keyed<'a> {
+    config: &'a ExtractConfig,
+    libraries: Vec<String>,
+}
+
+/// The packages of `[extract] inline_packages` found in `site_packages` (the Python
+/// environment's when empty); one that cannot be had is warned about and left out (its helpers
+/// stay `import_not_allowed`).
+fn load_libraries(cfg: &ExtractConfig, ctx: &StageContext) -> Vec<Library> {
+    if cfg.inline_packages.is_empty() {
+        return Vec::new();
+    }
+    let site = if cfg.site_packages.is_empty() {
+        ksmith_core::python_env::resolve_python(None)
+            .ok()
+            .and_then(|python| library::site_packages_of(&python))
+    } else {
+        Some(PathBuf::from(&cfg.site_packages))
+    };
+    let Some(site) = site else {
+        ctx.warn(
+            "extract: no Python environment's site-packages found; [extract] inline_packages \
+             are not inlined",
+        );
+        return Vec::new();
+    };
+    cfg.inline_packages
+        .iter()
+        .filter_map(|p| match library::load(&site, p, cfg.max_file_bytes) {
+            Ok(lib) => Some(lib),
+            Err(why) => {
+                ctx.warn(format!("extract: [extract] inline_packages: {why}"));
+                None
+            }
+        })
+        .collect()
 }
 
 /// The rows of every accepted repository, sorted and with ids: reused where the repository is
@@ -53,6 +99,7 @@ pub fn run(cfg: &ExtractConfig, ctx: &StageContext) -> Result<StageReport, Error
 fn extract_all(
     repos: &[RepoRow],
     cfg: &ExtractConfig,
+    libraries: &[Library],
     run: &mut StageRun<'_, Error>,
 ) -> Result<Vec<ModuleRow>, Error> {
     let ctx = run.ctx;
@@ -67,7 +114,13 @@ fn extract_all(
     let mut previous = if ctx.force {
         HashMap::new()
     } else {
-        previous_rows(&ctx.workdir, &reuse_key(cfg))
+        previous_rows(
+            &ctx.workdir,
+            &reuse_key(&Keyed {
+                config: cfg,
+                libraries: libraries.iter().map(Library::label).collect(),
+            }),
+        )
     };
     let mut rows: Vec<ModuleRow> = Vec::new();
     let mut todo: Vec<&RepoRow> = Vec::new();
@@ -90,7 +143,7 @@ fn extract_all(
     let results: Vec<(Vec<ModuleRow>, ExtractStats)> = pool.install(|| {
         todo.par_iter()
             .map(|repo| {
-                let result = extract_one(repo, &ctx.workdir, cfg);
+                let result = extract_one(repo, &ctx.workdir, cfg, libraries);
                 tracker.inc(1);
                 result
             })
@@ -122,10 +175,10 @@ fn reuse_key_path(workdir: &Path) -> PathBuf {
 }
 
 /// What decides a repository's rows besides its files: the code version and the config.
-fn reuse_key(cfg: &ExtractConfig) -> String {
+fn reuse_key(keyed: &Keyed<'_>) -> String {
     IdHasher::new()
         .part(CODE_VERSION.to_le_bytes())
-        .part(section_hash(cfg))
+        .part(section_hash(keyed))
         .finish()
 }
 
@@ -175,9 +228,10 @@ fn extract_one(
     repo: &RepoRow,
     workdir: &Path,
     cfg: &ExtractConfig,
+    libraries: &[Library],
 ) -> (Vec<ModuleRow>, ExtractStats) {
     let what = format!("extracting repository {}", repo.repo);
-    contained(&what, || extract_snapshot(repo, workdir, cfg)).unwrap_or_else(|reason| {
+    contained(&what, || extract_snapshot(repo, workdir, cfg, libraries)).unwrap_or_else(|reason| {
         let row = failed_row(repo, "", ModuleReason::InternalError, reason);
         (vec![row], ExtractStats::default())
     })
@@ -202,6 +256,7 @@ fn extract_snapshot(
     repo: &RepoRow,
     workdir: &Path,
     cfg: &ExtractConfig,
+    libraries: &[Library],
 ) -> (Vec<ModuleRow>, ExtractStats) {
     let info = repo_info(repo);
     let failed =
@@ -237,7 +292,7 @@ fn extract_snapshot(
             )),
         }
     }
-    let (mut rows, stats) = extract_repo_with_stats(&info, &files, cfg);
+    let (mut rows, stats) = extract_repo_with_libraries(&info, &files, cfg, libraries);
     rows.extend(unreadable);
     (rows, stats)
 }

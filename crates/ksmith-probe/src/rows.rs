@@ -37,7 +37,10 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
                 )),
             ),
         };
-    let runs = matches!(status, ProbeStatus::Ok | ProbeStatus::Nondeterministic);
+    let runs = matches!(
+        status,
+        ProbeStatus::Ok | ProbeStatus::Nondeterministic | ProbeStatus::Degenerate
+    );
     let size_status = r.size_status.as_deref().and_then(SizeStatus::parse);
     ProbeRow {
         error_class,
@@ -180,6 +183,7 @@ mod tests {
             imports: vec![],
             license: None,
             stars: None,
+            arg_sources: Vec::new(),
         };
         let answer = |extra: &str| -> Response {
             serde_json::from_str(&format!(

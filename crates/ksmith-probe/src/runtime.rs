@@ -77,6 +77,10 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/aten_calls.py",
         include_str!("../../../python/ksmith/probe/aten_calls.py"),
     ),
+    (
+        "ksmith/probe/degenerate.py",
+        include_str!("../../../python/ksmith/probe/degenerate.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

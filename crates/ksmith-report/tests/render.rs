@@ -33,6 +33,7 @@ fn module(i: usize) -> ModuleRow {
         lines: 1,
         license: Some("MIT".into()),
         stars: None,
+        arg_sources: Vec::new(),
     }
 }
 

@@ -12,19 +12,24 @@
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
-6. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
+6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
+   ``nondeterministic``; one that writes its own parameters, a constant output or one that does
+   not depend on the inputs is ``degenerate``.
+7. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
    ``aten_trace`` in order, ``aten_calls`` the same calls with the attributes that decide their
    kernel, :mod:`.aten_calls`): what the module computes, for labels and dedup. ``aten_ops`` is
    ``None`` when that call failed, and ``{}`` when it dispatched nothing (an identity).
 
-``get_init_inputs()`` may return the constructor's positional arguments (KernelBench) or
-``[args, kwargs]`` (a two-element list whose first item is a list or tuple and second a dict).
+``get_init_inputs()`` returns the constructor's positional arguments (KernelBench's
+``Model(*get_init_inputs())``, the evaluator's too); a repair that only runs with an argument
+passed by name that cannot be put in position fails as ``InitContract``.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import re
 import time
 import traceback
@@ -37,7 +42,16 @@ from ..shared.outputs import same_values
 from . import DEFAULTS
 from . import guesses as G
 from .loading import ProbeTimeout, exec_program, rng_state, seed_all, set_rng_state, split_init
-from .program import Render, empty_marker, find_function, init_source, inputs_source, render_guess, replace_functions
+from .program import (
+    InitContractError,
+    Render,
+    empty_marker,
+    find_function,
+    init_source,
+    inputs_source,
+    render_guess,
+    replace_functions,
+)
 from .result import empty_result
 from .rules import Failure, propose
 from .work import flatten_outputs
@@ -47,13 +61,79 @@ OOM_RE = re.compile(r"can't allocate memory|out of memory|Cannot allocate memory
 
 
 def failure_of(exc: BaseException, phase: str) -> Failure:
-    """A :class:`Failure` from an exception, with the traceback's source lines as context."""
+    """A :class:`Failure` from an exception, with the traceback's source lines as context.
+
+    A failed ``assert`` says little by itself (``incorrect audio shape``, or nothing): its
+    comparison is evaluated again in the frame that failed (:func:`assertion_values`) and what
+    the two sides are is added to the message, for the rules to solve."""
     frames = traceback.extract_tb(exc.__traceback__)
     context = "\n".join(f.line or "" for f in frames[-6:])
     message = str(exc)
     if isinstance(exc, MemoryError) and not message:
         message = "MemoryError: cannot allocate memory"
+    if isinstance(exc, AssertionError):
+        values = assertion_values(exc)
+        if values:
+            message = f"{message[: MESSAGE_LIMIT - len(values) - 1]} {values}".strip()
     return Failure(phase, type(exc).__name__, message[:MESSAGE_LIMIT], context)
+
+
+def _sizes(value) -> tuple[int, ...] | None:
+    """An int or a sequence of ints (``torch.Size`` included) as a tuple, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def assertion_values(exc: AssertionError) -> str | None:
+    """What the comparison of a failed one-line ``assert`` evaluates to, in the frame that raised
+    it: ``[assert sizes (2, 4) == (4, 4)]`` for ``assert x.shape[1:] == self.pos.shape``,
+    ``[assert divisible 4 % 8]`` for ``assert dim % heads == 0``; None when it is not such an
+    assert or its sides cannot be evaluated again (the program runs in the sandbox: evaluating
+    its own expressions again is running its own code)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, tb.tb_lineno).strip()
+    if not line.startswith("assert"):
+        return None
+    try:
+        node = ast.parse(line).body[0]
+    except SyntaxError:
+        return None
+    test = node.test if isinstance(node, ast.Assert) else None
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return None
+
+    def value(expr: ast.expr):
+        code = compile(ast.Expression(expr), "<assert>", "eval")
+        return eval(code, frame.f_globals, dict(frame.f_locals))  # noqa: S307 - the program's own code
+
+    left, right = test.left, test.comparators[0]
+    try:
+        if (
+            isinstance(left, ast.BinOp)
+            and isinstance(left.op, ast.Mod)
+            and isinstance(right, ast.Constant)
+            and right.value == 0
+        ):
+            a, b = _sizes(value(left.left)), _sizes(value(left.right))
+            if a and b and len(a) == len(b) == 1:
+                return f"[assert divisible {a[0]} % {b[0]}]"
+            return None
+        a, b = _sizes(value(left)), _sizes(value(right))
+    except Exception:  # noqa: BLE001 - a side that cannot be evaluated again says nothing
+        return None
+    if a is None or b is None:
+        return None
+    return f"[assert sizes ({', '.join(map(str, a))}) == ({', '.join(map(str, b))})]"
 
 
 def _params(fn) -> list[tuple[str, str, Any]] | None:
@@ -212,13 +292,12 @@ class Probe:
         init: tuple[G.Arg, ...] = ()
         try:
             raw = ns["get_init_inputs"]()
-            args, kwargs, self.init_form = split_init(raw)
-            base = (0,) if self.init_form == "args_kwargs" else ()
+            args = split_init(raw)
             slots = [p[0] for p in self.init_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
             init = tuple(
-                G.Arg(G.guess_of_value(v, base + (i,), torch), slots[i] if i < len(slots) else None, False)
+                G.Arg(G.guess_of_value(v, (i,), torch), slots[i] if i < len(slots) else None, False)
                 for i, v in enumerate(args)
-            ) + tuple(G.Arg(G.guess_of_value(v, (1, k), torch), k, True) for k, v in kwargs.items())
+            )
             self.init_original_ok = True
         except ProbeTimeout:
             raise
@@ -370,10 +449,12 @@ class Probe:
     # --- the search ---------------------------------------------------------------------------
 
     def restart_state(self, state, generation: int):
+        """The state with every tensor input ``2-D`` (generation 1) or ``3-D`` (generation 2),
+        except time inputs, which stay 1-D (:func:`.guesses.is_time_input`)."""
         rank = {1: 2, 2: 3}.get(generation, 4)
         forward = tuple(
             G.Arg(G.TensorGuess((G.DEFAULT_SIZE,) * rank, a.guess.dtype), a.name, a.keyword)
-            if isinstance(a.guess, G.TensorGuess)
+            if isinstance(a.guess, G.TensorGuess) and not G.is_time_input(a)
             else a
             for a in state[1]
         )
@@ -419,6 +500,36 @@ class Probe:
                     frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
         return self.give_up()
 
+    def widen_indices(self, state):
+        """``state`` with its drawn integer inputs ranging over the vocabulary of the model's
+        smallest embedding table, when that still runs (an embedding fed two distinct indices
+        computes little; fed one, a constant); ``(state, step)``, step None when unchanged."""
+        torch = self.torch
+        if self.last_success is None:
+            return state, None
+        model = self.last_success[1]
+        tables = [
+            m.num_embeddings for m in model.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        ]
+        if not tables or min(tables) <= 2:
+            return state, None
+        vocab = min(tables)
+        forward = tuple(
+            G.Arg(a.guess.with_high(vocab), a.name, a.keyword)
+            if isinstance(a.guess, G.TensorGuess) and a.guess.orig is None and a.guess.dtype in G.INT_DTYPES
+            else a
+            for a in state[1]
+        )
+        if forward == state[1]:
+            return state, None
+        widened = (state[0], forward)
+        ok, _ = self.attempt(widened)
+        if not ok:
+            # Put the successful attempt back (emission and sizing read it).
+            self.attempt(state)
+            return state, None
+        return widened, f"integer inputs drawn from [0, {vocab}) (the smallest embedding table)"
+
     def give_up(self):
         """The search's answer when no state ran: ``(None, steps, root cause)``."""
         root = root_cause(self.history)
@@ -457,8 +568,7 @@ class Probe:
         self.attempts += 1
         ns = exec_program(text, "<ksmith-rewritten-program>")
         seed_all(self.seed, torch)
-        args, kwargs, _ = split_init(ns["get_init_inputs"]())
-        model = ns["Model"](*args, **kwargs)
+        model = ns["Model"](*split_init(ns["get_init_inputs"]()))
         inputs = ns["get_inputs"]()
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]
@@ -602,6 +712,9 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
             return fail(f.exc_class, f"while defining the program: {f.message}", status)
         state, steps, last = probe.search(initial)
+        if state is not None:
+            state, widened = probe.widen_indices(state)
+            steps = steps + [widened] if widened else steps
         result["repair_steps"] = steps
         if state is None:
             assert last is not None
@@ -611,7 +724,10 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
                 note = f" ({probe.stopped})"
                 message = message[: MESSAGE_LIMIT - len(note)] + note
             return fail(last.exc_class, message, status)
-        emitted = probe.emit(initial, state)
+        try:
+            emitted = probe.emit(initial, state)
+        except InitContractError as exc:
+            return fail("InitContract", str(exc))
         sized: dict[str, Any] = {}
         if request.get("sizing") is not None:
             from .sizing import size_program
@@ -622,6 +738,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             sized = size_program(probe, initial, state, emitted, request["sizing"], probe.last_attempt_s)
         confirmed = sized.pop("confirmed", None)
         program = sized.pop("sized_program", None)
+        judged_text = sized.pop("confirmed_program", None)
         try:
             if confirmed is not None:
                 first, model, forward_ms = confirmed
@@ -653,11 +770,28 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         result["attempts"] = probe.attempts
         result["attempt_log"] = probe.history_lines()
         result.update(sized)
-        if same_values(first, second):
-            result["status"] = "ok"
-        else:
+        if not same_values(first, second):
             result["status"] = "nondeterministic"
             result["error_message"] = "two runs with the same seed gave different outputs"
+            return result
+        from .degenerate import SecondDrawFailed, judge
+
+        try:
+            verdict = judge(judged_text or emitted, probe.seed, torch)
+        except ProbeTimeout:
+            raise
+        except SecondDrawFailed as exc:
+            return fail("SecondDrawFailed", f"the program fails on inputs drawn with another seed: {exc}")
+        except BaseException as exc:  # noqa: BLE001
+            f = failure_of(exc, "judge")
+            return fail(f.exc_class, f"the verified program does not run again: {f.message}")
+        if verdict is None:
+            result["status"] = "ok"
+        else:
+            random = verdict[0] == "random"
+            result["status"] = "nondeterministic" if random else "degenerate"
+            result["error_class"] = "RandomForward" if random else "Degenerate"
+            result["error_message"] = verdict[1]
         return result
     except ProbeTimeout:
         return fail("Timeout", "the module ran past its time limit", "timeout")

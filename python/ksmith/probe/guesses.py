@@ -15,6 +15,7 @@ the emitted program keeps the original expression for it.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +33,8 @@ class TensorGuess:
     shape: tuple[int, ...]
     dtype: str = "float32"
     orig: Path | None = None
+    #: Integer tensors are drawn from ``[0, high)`` (indices: the vocabulary they index).
+    high: int = 2
 
     @property
     def rank(self) -> int:
@@ -41,10 +44,13 @@ class TensorGuess:
         return math.prod(self.shape)
 
     def with_shape(self, shape) -> TensorGuess:
-        return TensorGuess(tuple(int(s) for s in shape), self.dtype, None)
+        return TensorGuess(tuple(int(s) for s in shape), self.dtype, None, self.high)
 
     def with_dtype(self, dtype: str) -> TensorGuess:
-        return TensorGuess(self.shape, dtype, None)
+        return TensorGuess(self.shape, dtype, None, self.high)
+
+    def with_high(self, high: int) -> TensorGuess:
+        return TensorGuess(self.shape, self.dtype, None, high)
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,8 @@ _BY_NAME = (
     (("device",), ValueGuess("cpu")),
     (("stride", "dilation", "groups", "depth", "layer", "num_layers", "n_layers"), ValueGuess(1)),
     (("scale",), ValueGuess(1.0)),
-    (("dropout", "drop_rate", "drop_prob", "p_drop", "attn_drop", "proj_drop"), ValueGuess(0.5)),
+    # Training noise is off: a forward drawing random numbers is no task (0 draws none).
+    (("dropout", "drop_rate", "drop_prob", "p_drop", "attn_drop", "proj_drop", "drop_path"), ValueGuess(0.0)),
     (("eps", "epsilon"), ValueGuess(1e-05)),
     (("momentum",), ValueGuess(0.1)),
     (("gpu", "train", "cuda", "requires_grad", "inplace", "verbose"), ValueGuess(False)),
@@ -125,6 +132,18 @@ def guess_for_name(name: str | None):
             if any(k in low for k in keys):
                 return guess
     return ValueGuess(DEFAULT_SIZE)
+
+
+#: Forward inputs that are one value per batch element (a diffusion time step, a noise level):
+#: 1-D, and kept 1-D when the repair search restarts with every other tensor 2-D or 3-D.
+TIME_NAME = re.compile(r"^(?:t|ts|time|times|timestep|timesteps|time_steps?|noise_levels?|sigmas?|log_snr)$")
+
+
+def is_time_input(arg: Arg) -> bool:
+    """True for a 1-D tensor input whose name says it is a time step or noise level."""
+    return (
+        isinstance(arg.guess, TensorGuess) and arg.guess.rank == 1 and bool(TIME_NAME.match((arg.name or "").lower()))
+    )
 
 
 def default_tensor(rank: int = 4) -> TensorGuess:
@@ -152,7 +171,12 @@ def guess_of_value(value, path: Path, torch):
     """The guess that stands for an original value found at ``path``."""
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).replace("torch.", "")
-        return TensorGuess(tuple(int(s) for s in value.shape), dtype, path)
+        shape = tuple(int(s) for s in value.shape)
+        if dtype in INT_DTYPES and value.numel() > 1 and bool((value == value.reshape(-1)[0]).all()):
+            # Constant indices (`torch.ones(..., dtype=torch.long)`) make an embedding's output
+            # constant: drawn afresh instead, over the vocabulary once it is known.
+            return TensorGuess(shape, dtype, None)
+        return TensorGuess(shape, dtype, path)
     if is_literal(value):
         return ValueGuess(_freeze(value), path)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
@@ -221,10 +245,13 @@ def materialize(guess, torch, namespace, original):
 
 
 def make_tensor(guess: TensorGuess, torch):
-    """A fresh tensor for a guess: uniform floats, ones for integer and boolean dtypes."""
+    """A fresh tensor for a guess: uniform floats, integers drawn from ``[0, high)``, ones for
+    booleans (a mask that keeps everything)."""
     dtype = getattr(torch, guess.dtype)
     if guess.dtype in FLOAT_DTYPES:
         return torch.rand(list(guess.shape), dtype=dtype)
+    if guess.dtype in INT_DTYPES:
+        return torch.randint(0, guess.high, list(guess.shape), dtype=dtype)
     return torch.ones(list(guess.shape), dtype=dtype)
 
 
@@ -241,6 +268,8 @@ def source_of(guess, original_name: str) -> str:
             if guess.dtype == "float32":
                 return f"torch.rand({shape})"
             return f"torch.rand({shape}, dtype=torch.{guess.dtype})"
+        if guess.dtype in INT_DTYPES:
+            return f"torch.randint(0, {guess.high}, {shape}, dtype=torch.{guess.dtype})"
         return f"torch.ones({shape}, dtype=torch.{guess.dtype})"
     if isinstance(guess, ValueGuess):
         return repr(literal_value(guess))

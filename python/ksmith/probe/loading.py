@@ -80,15 +80,9 @@ def exec_program(text: str, name: str = PROGRAM_FILE) -> dict[str, Any]:
     return namespace
 
 
-def split_init(raw) -> tuple[list, dict, str]:
-    """Splits what ``get_init_inputs()`` returned into (args, kwargs, form)."""
-    if (
-        isinstance(raw, (list, tuple))
-        and len(raw) == 2
-        and isinstance(raw[0], (list, tuple))
-        and isinstance(raw[1], dict)
-    ):
-        return list(raw[0]), dict(raw[1]), "args_kwargs"
+def split_init(raw) -> list:
+    """What ``get_init_inputs()`` returned, as the constructor's positional arguments: the
+    KernelBench contract, ``Model(*get_init_inputs())``, which the evaluator follows too."""
     if isinstance(raw, (list, tuple)):
-        return list(raw), {}, "list"
+        return list(raw)
     raise TypeError(f"get_init_inputs() returned {type(raw).__name__}, expected a list")

@@ -92,15 +92,21 @@ def inputs_source(forward: Sequence[Arg], original_shape: str, render: Render = 
     return "def get_inputs():\n" + "\n".join(body) + "\n", reads
 
 
+class InitContractError(ValueError):
+    """The constructor arguments that ran cannot all be passed positionally, as the KernelBench
+    contract (``Model(*get_init_inputs())``) needs."""
+
+
 def init_source(
     init: Sequence[Arg], params: Sequence[tuple[str, str, object]] | None, render: Render = render_guess
 ) -> tuple[str, bool]:
     """Source of a new ``get_init_inputs()`` and whether it reads the original function.
 
-    Positional form (``return [a, b]``, what KernelBench's ``Model(*get_init_inputs())``
-    expects) when every argument can be put in position using the constructor's signature
-    ``params`` (name, kind, default); the ``[[args], {kwargs}]`` form otherwise. ``render``
-    writes each argument.
+    Always the positional form (``return [a, b]``, what KernelBench's and the evaluator's
+    ``Model(*get_init_inputs())`` expects), keyword arguments put in position using the
+    constructor's signature ``params`` (name, kind, default); raises
+    :class:`InitContractError` when one cannot be (a keyword-only parameter, or one absorbed by
+    ``**kwargs``). ``render`` writes each argument.
     """
     reads = any(render(a)[1] for a in init)
     body = []
@@ -109,12 +115,13 @@ def init_source(
     positional = [a for a in init if not a.keyword]
     keywords = [a for a in init if a.keyword]
     items = _as_positional(positional, keywords, params, render)
-    if items is not None:
-        body.append("    return [" + ", ".join(items) + "]")
-    else:
-        args = ", ".join(render(a)[0] for a in positional)
-        kwargs = ", ".join(f"{a.name!r}: {render(a)[0]}" for a in keywords)
-        body.append(f"    return [[{args}], {{{kwargs}}}]")
+    if items is None:
+        names = ", ".join(str(a.name) for a in keywords)
+        raise InitContractError(
+            f"the constructor arguments that run cannot all be passed positionally ({names}): "
+            "get_init_inputs() must return Model's positional arguments"
+        )
+    body.append("    return [" + ", ".join(items) + "]")
     return "def get_init_inputs():\n" + "\n".join(body) + "\n", reads
 
 

@@ -662,7 +662,7 @@ def _shape_pattern(m: re.Match | _First, f: Failure, s: State) -> list[Fix]:
 def _probability(m: re.Match, f: Failure, s: State) -> list[Fix]:
     got = float(m.group(1))
     return [
-        _set_init(s, i, ValueGuess(0.1), "a probability")
+        _set_init(s, i, ValueGuess(0.0), "a probability (0: no training noise)")
         for i in _literal_init_indices(
             s, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == got
         )
@@ -713,6 +713,138 @@ def _size_mismatch(m: re.Match, f: Failure, s: State) -> list[Fix]:
     for i in _int_init_indices(s, f, lambda v: v in want):
         v = literal_value(s[0][i].guess)
         fixes.append(_set_init(s, i, ValueGuess(got[want.index(v)]), f"the input has {got}"))
+    return fixes
+
+
+def _tensors_of_shape(s: State, f: Failure, shape: Sequence[int]) -> list[int]:
+    """Forward tensors whose shape is ``shape`` (the one an error message names), else all of
+    them, named ones first."""
+    exact = _tensor_indices(s, f, lambda g: list(g.shape) == list(shape))
+    return exact or _tensor_indices(s, f)
+
+
+def _einops_rank(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """einops names the input's shape and the rank its pattern wants (1 included: a time
+    embedding's ``b -> b 1``)."""
+    shape = _ints(m.group("shape"))
+    want = int(m.group("want"))
+    at_least = bool(m.group("ge"))
+    fixes = []
+    for i in _tensors_of_shape(s, f, shape):
+        g = s[1][i].guess
+        if g.rank == want or (at_least and g.rank >= want):
+            continue
+        fix = _reshape(s, i, _with_rank(g.shape, want), f"einops pattern {m.group('pattern')!r} wants {want} dims")
+        if fix:
+            fixes.append(replace(fix, step=fix.step.replace("shape", f"rank {g.rank} -> {want}, shape", 1)))
+    return fixes
+
+
+def _einops_chunks(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``can't divide axis of length L in chunks of C``: the axis becomes a multiple of C, or a
+    constructor argument C (a head count) a divisor of L."""
+    shape = _ints(m.group("shape"))
+    length, chunk = int(m.group("length")), int(m.group("chunk"))
+    if chunk <= 0:
+        return []
+    why = f"einops splits an axis of {length} in chunks of {chunk}"
+    fixes = []
+    for i in _int_init_indices(s, f, lambda v: v == chunk):
+        divisor = max(d for d in range(1, min(length, chunk) + 1) if length % d == 0)
+        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
+    multiple = chunk * max(1, -(-length // chunk))
+    for i in _tensors_of_shape(s, f, shape):
+        g = s[1][i].guess
+        for d in range(g.rank - 1, -1, -1):
+            if g.shape[d] == length:
+                shape_new = list(g.shape)
+                shape_new[d] = multiple
+                fix = _reshape(s, i, shape_new, why)
+                if fix:
+                    fixes.append(fix)
+    return fixes
+
+
+def _einops_axis(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``Shape mismatch, 4 != 3``: an axis the pattern names with a given length."""
+    shape = _ints(m.group("shape"))
+    got, want = int(m.group("got")), int(m.group("want"))
+    fixes = []
+    for i in _tensors_of_shape(s, f, shape):
+        g = s[1][i].guess
+        for d in range(g.rank - 1, -1, -1):
+            if g.shape[d] == got:
+                new = list(g.shape)
+                new[d] = want
+                fix = _reshape(s, i, new, f"einops wants an axis of {want}")
+                if fix:
+                    fixes.append(fix)
+    for i in _int_init_indices(s, f, lambda v: v == want):
+        fixes.append(_set_init(s, i, ValueGuess(got), f"einops axis of {got}"))
+    return fixes
+
+
+def _assert_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """A failed ``assert a == b`` on sizes, both sides evaluated (:func:`.execute.failure_of`):
+    where they differ, a constructor argument equal to one side becomes the other, or an input
+    dimension is set to, or scaled by, the ratio of the two (a length halved by a strided
+    convolution before it is compared with a context size)."""
+    left, right = _ints(m.group("left")), _ints(m.group("right"))
+    if len(left) != len(right):
+        return []
+    fixes: list[Fix] = []
+    for a, b in zip(left, right):
+        if a == b or a <= 0 or b <= 0:
+            continue
+        why = f"assertion {a} == {b}"
+        for old, new in ((b, a), (a, b)):
+            for i in _int_init_indices(s, f, lambda v, old=old: v == old):
+                fixes.append(_set_init(s, i, ValueGuess(new), why))
+        for old, new in ((a, b), (b, a)):
+            fixes += _set_dim_any(s, f, old, new, why)
+            if new % old == 0:
+                for i in _tensor_indices(s, f):
+                    g = s[1][i].guess
+                    for d in range(g.rank - 1, 0, -1):
+                        shape = list(g.shape)
+                        shape[d] = g.shape[d] * (new // old)
+                        fix = _reshape(s, i, shape, f"{why}: scaled by {new // old}")
+                        if fix:
+                            fixes.append(fix)
+    return fixes
+
+
+def _set_dim_any(s: State, f: Failure, old: int, new: int, why: str) -> list[Fix]:
+    """Every input dimension of size ``old`` set to ``new``, one at a time, from the last."""
+    fixes = []
+    for i in _tensor_indices(s, f):
+        g = s[1][i].guess
+        for d in range(g.rank - 1, -1, -1):
+            if g.shape[d] == old:
+                shape = list(g.shape)
+                shape[d] = new
+                fix = _reshape(s, i, shape, why)
+                if fix:
+                    fixes.append(fix)
+    return fixes
+
+
+def _assert_divisible(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """A failed ``assert a % b == 0`` with both operands evaluated: a constructor argument equal
+    to ``a`` becomes a multiple of ``b``, or one equal to ``b`` a divisor of ``a`` (the names of
+    the two need not be the constructor's: ``self.inner_dim % self.heads``)."""
+    a, b = int(m.group("a")), int(m.group("b"))
+    if a <= 0 or b <= 0:
+        return []
+    why = f"{a} divisible by {b}"
+    fixes = []
+    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
+    for i in _int_init_indices(s, f, lambda v: v == b):
+        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
+    multiple = b * max(1, -(-a // b))
+    for i in _int_init_indices(s, f, lambda v: v == a):
+        fixes.append(_set_init(s, i, ValueGuess(multiple), why))
+    fixes += _set_dim(s, f, -1, a, multiple, why)
     return fixes
 
 
@@ -900,6 +1032,32 @@ RULES: list[tuple[re.Pattern, Rule]] = [
         _size_mismatch,
     ),
     (re.compile(r"^(\d+) != (\d+)$"), _size_mismatch),
+    (
+        re.compile(
+            r"pattern \"(?P<pattern>[^\"]*)\".*?Input tensor shape: torch\.Size\(\[(?P<shape>[\d, ]*)\]\).*?"
+            r"Wrong shape: expected (?P<ge>>=)?(?P<want>\d+) dims",
+            re.S,
+        ),
+        _einops_rank,
+    ),
+    (
+        re.compile(
+            r"Input tensor shape: torch\.Size\(\[(?P<shape>[\d, ]*)\]\).*?can't divide axis of length (?P<length>\d+) "
+            r"in chunks of (?P<chunk>\d+)",
+            re.S,
+        ),
+        _einops_chunks,
+    ),
+    (
+        re.compile(
+            r"Input tensor shape: torch\.Size\(\[(?P<shape>[\d, ]*)\]\).*?"
+            r"Shape mismatch, (?P<got>\d+) != (?P<want>\d+)",
+            re.S,
+        ),
+        _einops_axis,
+    ),
+    (re.compile(r"\[assert sizes \((?P<left>[\d, ]*)\) == \((?P<right>[\d, ]*)\)\]"), _assert_sizes),
+    (re.compile(r"\[assert divisible (?P<a>\d+) % (?P<b>\d+)\]"), _assert_divisible),
     (re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)"), _index_out_of_bounds),
     (re.compile(r"index out of range in self"), _index_out_of_range_in_self),
     (re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"), _batch_mismatch),

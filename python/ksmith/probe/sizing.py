@@ -270,8 +270,7 @@ class Sizer:
 
         def build():
             ns = exec_program(text, "<ksmith-sized-program>")
-            args, kwargs, _ = split_init(ns["get_init_inputs"]())
-            model = ns["Model"](*args, **kwargs)
+            model = ns["Model"](*split_init(ns["get_init_inputs"]()))
             inputs = ns["get_inputs"]()
             return model, (list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
 
@@ -507,6 +506,7 @@ class Sizer:
             "alt_sizes": json.dumps(alternates),
             "sized_on": device,
             "confirmed": confirmed,
+            "confirmed_program": K.set_constants(text, moderate),
         }
         if not reached:
             out.update(
@@ -778,7 +778,8 @@ def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], at
     """Sizes a repaired program within its time budget (``sizing["budget_s"]``, and what is left
     of the module's own limit once the time to verify it without sizing, about three times its
     last attempt ``attempt_s``, is set aside); returns the result fields, with ``confirmed``
-    (outputs, model and forward ms of the confirming run) when it is sized. Never raises for the
+    (outputs, model and forward ms of the confirming run) and ``confirmed_program`` (the program
+    at the sizes it confirmed) when it is sized. Never raises for the
     program's sake: whatever goes wrong makes the row ``unsizable`` with the reason."""
     import signal
 

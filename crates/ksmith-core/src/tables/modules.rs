@@ -106,9 +106,15 @@ pub struct ModuleRow {
     pub license: Option<String>,
     /// Stars of the repository, carried for dedup tie-breaks.
     pub stars: Option<i64>,
+    /// Where each argument of `get_init_inputs()` came from, in order: `name=value: call
+    /// path:line` (a call in the repository that builds the class, `(default of p)` when the
+    /// value is the default of the enclosing function's parameter `p`), `name=value: default`
+    /// (an optional parameter's own default, filling a gap) or `name=value: guess`.
+    #[serde(default)]
+    pub arg_sources: Vec<String>,
 }
 
 impl Table for ModuleRow {
     const NAME: &'static str = "modules";
-    const SCHEMA_VERSION: u32 = 2;
+    const SCHEMA_VERSION: u32 = 3;
 }

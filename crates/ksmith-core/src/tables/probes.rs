@@ -16,10 +16,15 @@ crate::vocabulary! {
         Timeout = "timeout",
         /// It ran past the memory limit.
         Oom = "oom",
-        /// It ran, but two runs with the same seed gave different outputs.
+        /// It ran, but two runs with the same seed gave different outputs, or its forward draws
+        /// random numbers (two calls on the same inputs differ).
         Nondeterministic = "nondeterministic",
         /// The process died without a Python error (a signal, `os._exit`, a crash in native code).
         Crashed = "crashed",
+        /// It runs, but cannot be a task: its forward writes its own parameters or buffers, its
+        /// output is constant or does not depend on its inputs (a candidate returning a constant
+        /// would pass); `error_message` says which.
+        Degenerate = "degenerate",
     }
 }
 

@@ -511,25 +511,62 @@ fn the_entry_becomes_model_and_its_old_name_keeps_working() {
     assert!(!p.contains("Model = Model"), "{p}");
 }
 
+/// Two files each define their own `act`: the second file's (by path) is renamed with every
+/// read of it, in its own file and in the files that import it, and the program runs with each
+/// helper calling its own `act`.
 #[test]
-fn same_name_from_two_files_is_a_conflict() {
-    let rows = extract(&[
+fn same_name_from_two_files_is_renamed_with_its_uses() {
+    let files = [
         (
             "a.py",
             "def act(x):\n    return x\n\n\ndef helper_a(x):\n    return act(x)\n",
         ),
         (
             "b.py",
-            "def act(x):\n    return -x\n\n\ndef helper_b(x):\n    return act(x)\n",
+            "def act(x):\n    return -x if x.sum() > 0 else act(-x)\n\n\nSCALE = 2\n\n\ndef helper_b(x):\n    return act(x) * SCALE\n",
         ),
         (
             "net.py",
-            "import torch.nn as nn\nfrom a import helper_a\nfrom b import helper_b\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return helper_a(x) + helper_b(x)\n",
+            "import torch.nn as nn\nimport b\nfrom a import helper_a\nfrom b import helper_b, act as b_act\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return helper_a(x) + helper_b(x) + b.act(x) + b_act(x)\n",
         ),
-    ]);
-    let r = row(&rows, "Net");
-    assert_eq!(r.status, ModuleStatus::Failed);
-    assert_eq!(r.reason.as_deref(), Some("name_conflict: act"));
+    ];
+    let rows = extract(&files);
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("def act(x):\n    return x\n"), "{p}");
+    assert!(
+        p.contains("def act_b(x):\n    return -x if x.sum() > 0 else act_b(-x)\n"),
+        "{p}"
+    );
+    assert!(p.contains("return act_b(x) * SCALE"), "{p}");
+    assert!(p.contains("return act(x)\n"), "{p}");
+    assert!(p.contains("b_act = act_b\n"), "{p}");
+    assert!(p.contains("helper_b(x) + act_b(x) + b_act(x)"), "{p}");
+    // Deterministic: the same files in another order give the same program.
+    let mut reversed = files;
+    reversed.reverse();
+    assert_eq!(ok_program(&extract(&reversed), "Net"), p);
+    // It runs, each helper with its own `act`: x - 2x - x - x.
+    let mut program = p.to_string();
+    program.push_str("\nx = get_inputs()[0]\nassert torch.allclose(Model()(x), -3 * x)\n");
+    assert_eq!(
+        crate::common::cpython::run_verdicts(&[&program]),
+        vec![None]
+    );
+}
+
+/// A definition named like a function the program generates gives way too.
+#[test]
+fn a_definition_named_like_a_generated_function_is_renamed() {
+    let rows = extract(&[(
+        "net.py",
+        "import torch.nn as nn\n\n\ndef get_init_inputs():\n    return 3\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * get_init_inputs()\n",
+    )]);
+    let p = ok_program(&rows, "Net");
+    assert!(
+        p.contains("def get_init_inputs_net():\n    return 3\n"),
+        "{p}"
+    );
+    assert!(p.contains("return x * get_init_inputs_net()"), "{p}");
 }
 
 #[test]
@@ -574,7 +611,7 @@ class Attn(nn.Module):
 "#;
     let rows = extract(&[("g.py", src)]);
     let p = ok_program(&rows, "Conv");
-    assert!(p.ends_with("def get_inputs():\n    return [torch.rand([4, 4, 4, 4])]\n\n\ndef get_init_inputs():\n    return [4, 4, 3, 1, 0.5, False]\n"), "{p}");
+    assert!(p.ends_with("def get_inputs():\n    return [torch.rand([4, 4, 4, 4])]\n\n\ndef get_init_inputs():\n    return [4, 4, 3, 1, 0.0, False]\n"), "{p}");
     let p = ok_program(&rows, "Seq");
     assert!(p.contains("return [torch.rand([4, 4, 4])]"), "{p}");
     let p = ok_program(&rows, "Attn");
@@ -721,4 +758,77 @@ fn base_classes_through_aliases_and_assignment_chains() {
         "{:?}",
         row(&rows, "Mixed").reason
     );
+}
+
+/// A bare `except:` around an optional fused-kernel import (Swin Transformer's window process,
+/// with a `sys.path.append` before it) takes the fallback like `except ImportError:` does.
+#[test]
+fn a_bare_except_around_an_optional_import_takes_the_fallback() {
+    let rows = extract(&[
+        (
+            "kernels/window_process/window_process.py",
+            "import torch\nimport swin_window_process\n\n\nclass WindowProcess(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return swin_window_process.roll_and_window_partition_forward(x)\n",
+        ),
+        (
+            "models/swin.py",
+            "import torch\nimport torch.nn as nn\n\ntry:\n    import os, sys\n\n    kernel_path = os.path.abspath(os.path.join('..'))\n    sys.path.append(kernel_path)\n    from kernels.window_process.window_process import WindowProcess\n\nexcept:\n    WindowProcess = None\n    fused_available = False\n\n\nclass Block(nn.Module):\n    def __init__(self, dim, fused=False):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n        self.fused = fused\n\n    def forward(self, x):\n        if self.fused:\n            x = WindowProcess.apply(x)\n        return self.fc(x)\n",
+        ),
+    ]);
+    let p = ok_program(&rows, "Block");
+    assert!(p.contains("raise ImportError("), "{p}");
+    assert!(p.contains("WindowProcess = None"), "{p}");
+    assert!(!p.contains("import swin_window_process"), "{p}");
+    assert_eq!(crate::common::cpython::run_verdicts(&[p]), vec![None]);
+}
+
+/// Constructor arguments come from the repository's own calls when it has them (literals, or
+/// the literal defaults of the enclosing function's parameters), with where each came from.
+#[test]
+fn constructor_arguments_come_from_the_repositorys_call_sites() {
+    let rows = extract(&[
+        (
+            "net.py",
+            "import torch.nn as nn\n\n\nclass Attention(nn.Module):\n    def __init__(self, dim, heads, dim_head=32, scale=None):\n        super().__init__()\n        self.qkv = nn.Linear(dim, heads * dim_head)\n\n    def forward(self, x):\n        return self.qkv(x)\n\n\nclass Block(nn.Module):\n    def __init__(self, dim=64, depth=2):\n        super().__init__()\n        self.attn = Attention(dim, heads=8)\n        self.mlp = nn.Sequential(*[nn.Linear(dim, dim) for _ in range(depth)])\n\n    def forward(self, x):\n        return self.mlp(self.attn(x))\n\n\nclass ConvNet(nn.Module):\n    def __init__(self, in_chans=3, num_classes=1000, depths=(3, 3), dims=(8, 16), act=nn.GELU, drop_path_rate=0.1):\n        super().__init__()\n        self.stem = nn.Conv2d(in_chans, dims[0], 4)\n\n    def forward(self, x):\n        return self.stem(x)\n\n\ndef convnet_tiny(**kwargs):\n    return ConvNet(depths=[3, 3, 9, 3], dims=[96, 192, 384, 768], **kwargs)\n",
+        ),
+        (
+            "tests/test_net.py",
+            "from net import Attention\n\n\ndef test_attention():\n    Attention(16, 2)\n",
+        ),
+    ]);
+    let attention = row(&rows, "Attention");
+    let p = ok_program(&rows, "Attention");
+    assert!(
+        p.ends_with("def get_init_inputs():\n    return [64, 8]\n"),
+        "{p}"
+    );
+    assert_eq!(
+        attention.arg_sources,
+        vec![
+            "dim=64: call net.py:16 (default of dim)",
+            "heads=8: call net.py:16"
+        ]
+    );
+    let p = ok_program(&rows, "ConvNet");
+    assert!(
+        p.ends_with(
+            "def get_init_inputs():\n    return [3, 1000, [3, 3, 9, 3], [96, 192, 384, 768]]\n"
+        ),
+        "{p}"
+    );
+    assert_eq!(
+        row(&rows, "ConvNet").arg_sources,
+        vec![
+            "in_chans=3: default",
+            "num_classes=1000: default",
+            "depths=[3, 3, 9, 3]: call net.py:33",
+            "dims=[96, 192, 384, 768]: call net.py:33"
+        ]
+    );
+    // Nothing builds Block: its required parameters (none) and nothing else.
+    let p = ok_program(&rows, "Block");
+    assert!(
+        p.ends_with("def get_init_inputs():\n    return []\n"),
+        "{p}"
+    );
+    assert!(row(&rows, "Block").arg_sources.is_empty());
 }

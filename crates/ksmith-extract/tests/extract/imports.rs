@@ -511,3 +511,66 @@ class Encoder(nn.Module):
     assert!(!p.contains("class Attention"), "{p}");
     compiles(&[p]);
 }
+
+/// A helper imported from an installed package given as a library is inlined like the
+/// repository's own code, named in `deps` with the package and version; the library's own classes
+/// get no rows, and a repository that does not import it does not read it.
+#[test]
+fn a_library_helper_is_inlined_with_its_package_and_version() {
+    use ksmith_extract::{ExtractConfig, Library, SourceFile, extract_repo_with_libraries};
+
+    let library = Library {
+        package: "zoo".into(),
+        version: "1.2".into(),
+        files: vec![
+            SourceFile::new("zoo/__init__.py", "from .layers import *\n"),
+            SourceFile::new(
+                "zoo/layers/__init__.py",
+                "from .drop import DropPath\nfrom .helpers import to_2tuple\n",
+            ),
+            SourceFile::new(
+                "zoo/layers/drop.py",
+                "import torch\nimport torch.nn as nn\nimport scipy\n\n\ndef drop_path(x, p: float = 0.0, training: bool = False):\n    if p == 0.0 or not training:\n        return x\n    keep = torch.rand(x.shape[0], 1) > p\n    return x * keep / (1 - p)\n\n\nclass DropPath(nn.Module):\n    def __init__(self, p=0.0):\n        super().__init__()\n        self.p = p\n\n    def forward(self, x):\n        return drop_path(x, self.p, self.training)\n\n\ndef unused():\n    return scipy.special.erf(1.0)\n",
+            ),
+            SourceFile::new(
+                "zoo/layers/helpers.py",
+                "import collections.abc\nfrom itertools import repeat\n\n\ndef _ntuple(n):\n    def parse(x):\n        if isinstance(x, collections.abc.Iterable):\n            return tuple(x)\n        return tuple(repeat(x, n))\n    return parse\n\n\nto_2tuple = _ntuple(2)\n",
+            ),
+        ],
+    };
+    let files = [SourceFile::new(
+        "net.py",
+        "import torch.nn as nn\nfrom zoo.layers import DropPath, to_2tuple\n\n\nclass Block(nn.Module):\n    def __init__(self, dim, drop_path=0.0):\n        super().__init__()\n        self.size = to_2tuple(dim)\n        self.fc = nn.Linear(dim, dim)\n        self.drop_path = DropPath(drop_path)\n\n    def forward(self, x):\n        return x + self.drop_path(self.fc(x))\n",
+    )];
+    let rows = extract_repo_with_libraries(
+        &crate::common::info(),
+        &files,
+        &ExtractConfig::default(),
+        std::slice::from_ref(&library),
+    )
+    .0;
+    assert_eq!(names(&rows), vec!["Block"]);
+    let block = row(&rows, "Block");
+    let p = ok_program(&rows, "Block");
+    assert!(p.contains("class DropPath(nn.Module):"), "{p}");
+    assert!(p.contains("def drop_path(x, p: float = 0.0"), "{p}");
+    assert!(p.contains("to_2tuple = _ntuple(2)"), "{p}");
+    assert!(!p.contains("scipy"), "{p}");
+    assert!(
+        block
+            .deps
+            .contains(&"zoo==1.2:zoo/layers/drop.py::DropPath".to_string()),
+        "{:?}",
+        block.deps
+    );
+    assert_eq!(crate::common::cpython::run_verdicts(&[p]), vec![None]);
+    // Without the library the import is refused as before.
+    let without = extract(&[(
+        "net.py",
+        std::str::from_utf8(&files[0].bytes).unwrap_or_default(),
+    )]);
+    assert_eq!(
+        row(&without, "Block").reason.as_deref(),
+        Some("import_not_allowed: zoo")
+    );
+}

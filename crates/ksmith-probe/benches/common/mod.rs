@@ -345,6 +345,7 @@ fn module(id: String, program: String) -> ModuleRow {
         imports: vec![],
         license: None,
         stars: None,
+        arg_sources: Vec::new(),
     }
 }
 

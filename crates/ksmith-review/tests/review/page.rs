@@ -32,6 +32,7 @@ fn module(id: &str, class_name: &str) -> ModuleRow {
         lines: 2,
         license: Some("MIT".into()),
         stars: None,
+        arg_sources: Vec::new(),
     }
 }
 

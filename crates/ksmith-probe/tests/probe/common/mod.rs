@@ -45,6 +45,7 @@ pub(crate) fn module(id: &str, program: String) -> ModuleRow {
         imports: vec![],
         license: Some("MIT".to_string()),
         stars: Some(1),
+        arg_sources: Vec::new(),
     }
 }
 

@@ -1,0 +1,150 @@
+"""Whether a program that runs can be a task, judged the way the evaluator will use it.
+
+The evaluator builds ``Model(*get_init_inputs())`` once (training mode, as KernelBench does),
+calls it twice on each trial's inputs and compares every candidate with it on inputs drawn with
+other seeds. A program fails that use, or makes it meaningless, when:
+
+- its forward draws random numbers (dropout still active, sampling): two calls on the same
+  inputs differ, and no candidate can match either (status ``nondeterministic``);
+- its forward writes its own parameters or buffers (an EMA codebook, a ``self.training`` branch
+  that copies into a weight): the reference does work the task does not mean, and its outputs
+  change call after call. Batch norm's running statistics are the exception: updating them is
+  part of batch norm's training forward (one fused kernel in torch), O(channels) beside the
+  normalization itself;
+- its output is constant (every element equal, e.g. a gain initialised to zero), or does not
+  change when the inputs are drawn with another seed (an input the output ignores, inputs that do
+  not depend on the seed at all): a candidate returning a cached constant would pass.
+
+The last three are ``degenerate``. :func:`judge` runs the verified program once more from
+scratch for this; a program that fails on a second draw of its inputs fails here too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..shared.outputs import same_values
+from .loading import exec_program, seed_all, split_init
+from .work import flatten_outputs
+
+#: Buffers of batch-norm layers that their training forward updates by design.
+BATCH_NORM_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+class SecondDrawFailed(Exception):
+    """The program does not run on inputs drawn with another seed."""
+
+
+def _as_list(value) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _clone(values: list[Any], torch) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _state(model, torch) -> dict[str, Any]:
+    """A copy of the parameters and buffers a forward must leave alone."""
+    norm = torch.nn.modules.batchnorm._NormBase
+    skip = {
+        f"{name}.{stat}" if name else stat
+        for name, module in model.named_modules()
+        if isinstance(module, norm)
+        for stat in BATCH_NORM_STATS
+    }
+    out = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if name not in skip:
+            out[name] = t.detach().clone()
+    return out
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any], torch) -> list[str]:
+    def same(a, b) -> bool:
+        return torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
+
+    return sorted(n for n, t in before.items() if n not in after or not same(t, after[n]))
+
+
+def _same_values(a: list[Any], b: list[Any], torch) -> bool:
+    """Bitwise equality of two input lists (tensors and plain values)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return False
+        elif x != y:
+            return False
+    return True
+
+
+def _constant(outputs: list[Any], torch) -> bool:
+    """Every output with more than one element holds one value (NaN counts as a value), and there
+    is at least one such output."""
+    big = [o for o in outputs if o.numel() > 1]
+    if not big:
+        return False
+    for o in big:
+        flat = o.reshape(-1)
+        first = flat[:1].expand_as(flat)
+        if not torch.equal(torch.nan_to_num(flat), torch.nan_to_num(first)):
+            return False
+    return True
+
+
+def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
+    """``(kind, reason)`` when the program cannot be a task (kind ``random``: its forward draws
+    random numbers; ``degenerate``: anything else above), None when it can.
+
+    Outputs are compared bitwise (:func:`~ksmith.shared.outputs.same_values`, the probe's own
+    comparison). Raises :class:`SecondDrawFailed` when the program fails on its second input draw.
+    """
+    ns = exec_program(text, "<ksmith-judged-program>")
+    seed_all(seed, torch)
+    model = ns["Model"](*split_init(ns["get_init_inputs"]()))
+    seed_all(seed, torch)
+    first = _as_list(ns["get_inputs"]())
+    seed_all(seed + 7919, torch)
+    second = _as_list(ns["get_inputs"]())
+    before = _state(model, torch)
+    with torch.no_grad():
+        out = flatten_outputs(model(*_clone(first, torch)), torch, [])
+        written = _changed(before, _state(model, torch), torch)
+        again = flatten_outputs(model(*_clone(first, torch)), torch, [])
+        if not written and not same_values(out, again):
+            return (
+                "random",
+                "its forward draws random numbers: two calls on the same inputs give different outputs "
+                "(dropout or sampling active in training mode), which no candidate can match",
+            )
+        if written:
+            shown = ", ".join(written[:4]) + (", ..." if len(written) > 4 else "")
+            return (
+                "degenerate",
+                f"its forward writes its own parameters or buffers ({shown}): the reference would do work "
+                "the task does not mean and change from call to call",
+            )
+        if _constant(out, torch):
+            return (
+                "degenerate",
+                "its output is constant (every element equal): a candidate returning that constant would pass",
+            )
+        if _same_values(first, second, torch):
+            return (
+                "degenerate",
+                "its inputs do not change with the seed: a candidate returning the outputs it cached would pass",
+            )
+        try:
+            other = flatten_outputs(model(*_clone(second, torch)), torch, [])
+        except Exception as exc:  # noqa: BLE001 - module code: any error is data
+            raise SecondDrawFailed(f"{type(exc).__name__}: {exc}") from exc
+        if same_values(out, other):
+            return (
+                "degenerate",
+                "its output does not depend on its inputs (the same for two input draws): a candidate "
+                "returning a constant would pass",
+            )
+    return None

@@ -1,0 +1,99 @@
+"""What the probe refuses as a task although it runs: random forwards, forwards that write their
+own parameters, constant outputs and outputs that do not depend on the inputs (in-process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from ksmith.probe.execute import run_request  # noqa: E402
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+
+def program(init: str, forward: str, inputs: str = "torch.rand([4, 8])", init_args: str = "8") -> str:
+    return (
+        f"{HEADER}class Model(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        f"{init}\n\n    def forward(self, x):\n{forward}\n\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
+        f"def get_init_inputs():\n    return [{init_args}]\n"
+    )
+
+
+CASES = {
+    "zero_gain": (
+        program("        self.gain = nn.Parameter(torch.zeros(dim))", "        return x * self.gain"),
+        "degenerate",
+        "its output is constant",
+    ),
+    "ignores_its_input": (
+        program(
+            "        self.lo = nn.Parameter(torch.rand(dim))",
+            "        return self.lo.expand(x.shape[0], -1).clamp(min=0.5, max=0.5) + self.lo",
+        ),
+        "degenerate",
+        "does not depend on its inputs",
+    ),
+    "inputs_without_randomness": (
+        program("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x)", inputs="torch.ones([4, 8])"),
+        "degenerate",
+        "inputs do not change with the seed",
+    ),
+    "active_dropout": (
+        program("        self.fc = nn.Linear(dim, dim)", "        return F.dropout(self.fc(x), 0.5, self.training)"),
+        "nondeterministic",
+        "draws random numbers",
+    ),
+    "ema_update_in_forward": (
+        program(
+            "        self.register_buffer('ema', torch.zeros(dim))",
+            "        if self.training:\n            self.ema.mul_(0.9).add_(x.mean(0) * 0.1)\n"
+            "        return x - self.ema",
+        ),
+        "degenerate",
+        "writes its own parameters or buffers (ema)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
+    text, status, words = CASES[name]
+    result = run_request({"program": text}, torch)
+    assert result["status"] == status, result
+    assert words in result["error_message"], result["error_message"]
+    # The row keeps what ran, for whoever reads why it is not a task.
+    assert result["program"] and result["output_shapes"]
+
+
+@pytest.mark.parametrize(
+    "init, forward",
+    [
+        ("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x)"),
+        # Batch norm's training forward updates its running statistics by design.
+        ("        self.bn = nn.BatchNorm1d(dim)", "        return self.bn(x)"),
+        # Dropout of probability 0 draws nothing.
+        ("        self.drop = nn.Dropout(0.0)", "        return self.drop(x) * 2"),
+    ],
+    ids=["linear", "batch_norm", "dropout_zero"],
+)
+def test_a_real_task_passes(init, forward):
+    result = run_request({"program": program(init, forward)}, torch)
+    assert result["status"] == "ok", result
+
+
+def test_constant_indices_are_drawn_over_the_vocabulary():
+    # An embedding fed `torch.ones` indices gives one row, a constant: the indices are drawn
+    # again, over the whole table.
+    text = program(
+        "        self.table = nn.Embedding(50, dim)",
+        "        return self.table(x)",
+        inputs="torch.ones([4, 4], dtype=torch.int64)",
+    )
+    result = run_request({"program": text}, torch)
+    assert result["status"] == "ok", result
+    assert "torch.randint(0, 50, [4, 4], dtype=torch.int64)" in result["program"]
+    assert any("drawn from [0, 50)" in s for s in result["repair_steps"])

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""The funnel of a work directory, per repository: classes -> programs -> runnable -> sized ->
+tasks, whole-model classes and how many of them become tasks, and the share of constructor
+arguments that come from the repository's own call sites.
+
+A whole-model class is an `nn.Module` class that no other class of its repository instantiates
+(its name is not called in another class's body) and that builds at least two submodules in
+`__init__` (`self.x = Something(...)`, capitalized callee). Read from the snapshots with `ast`
+(parsed, never run).
+
+    python scripts/task_funnel.py WORKDIR [--programs N] [--seed S]
+
+With `--programs N`, also prints N tasks drawn at random (seeded) for reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+
+def table(workdir: Path, name: str) -> list[dict]:
+    path = workdir / f"{name}.parquet"
+    return pq.read_table(path).to_pylist() if path.exists() else []
+
+
+def class_facts(source: str) -> dict[str, tuple[set[str], int]]:
+    """Per class: the capitalized names its body calls, and how many submodules `__init__`
+    assigns."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        calls = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if name and name[:1].isupper():
+                    calls.add(name)
+        subs = 0
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                for n in ast.walk(item):
+                    if isinstance(n, ast.Assign) and any(
+                        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                        for t in n.targets
+                    ):
+                        v = n.value
+                        if isinstance(v, ast.Call):
+                            f = v.func
+                            callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                            if callee[:1].isupper():
+                                subs += 1
+        out[node.name] = (calls, subs)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workdir", type=Path)
+    ap.add_argument("--programs", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=29)
+    args = ap.parse_args()
+    repos = {r["repo"]: r for r in table(args.workdir, "repos")}
+    modules = [m for m in table(args.workdir, "modules") if m["class_name"]]
+    probes = {p["module_id"]: p for p in table(args.workdir, "probes")}
+    tasks = {t["task_id"]: t for t in table(args.workdir, "tasks")}
+    facts: dict[str, dict[str, tuple[set[str], int]]] = defaultdict(dict)
+    for name, repo in repos.items():
+        root = args.workdir / (repo.get("snapshot") or "")
+        for path in repo.get("files") or []:
+            try:
+                facts[name].update(class_facts((root / path).read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError):
+                continue
+    rows = defaultdict(lambda: defaultdict(int))
+    whole_lists = defaultdict(list)
+    reasons = defaultdict(lambda: defaultdict(int))
+    for m in modules:
+        r = rows[m["repo"]]
+        r["classes"] += 1
+        repo_facts = facts[m["repo"]]
+        called_elsewhere = any(
+            m["class_name"] in calls for cls, (calls, _) in repo_facts.items() if cls != m["class_name"]
+        )
+        subs = repo_facts.get(m["class_name"], (set(), 0))[1]
+        whole = not called_elsewhere and subs >= 2
+        r["whole"] += whole
+        p = probes.get(m["id"])
+        if m["status"] != "ok":
+            reasons[m["repo"]][f"extract:{m['reason_code']}"] += 1
+            continue
+        r["programs"] += 1
+        for src in m.get("arg_sources") or []:
+            r["args"] += 1
+            r["args_call"] += ": call " in src
+        if p is None:
+            continue
+        if p["status"] != "ok":
+            reasons[m["repo"]][f"probe:{p['status']}:{p['error_class']}"] += 1
+            continue
+        r["runnable"] += 1
+        sized = p["size_status"] in ("sized", "below_target")
+        r["sized"] += sized
+        r["whole_runnable_sized"] += whole and sized
+        in_task = m["id"] in tasks
+        r["tasks"] += in_task
+        r["whole_tasks"] += whole and in_task
+        if whole:
+            whole_lists[m["repo"]].append(f"{m['class_name']}{' (task)' if in_task else ''}")
+    cols = ["classes", "programs", "runnable", "sized", "tasks", "whole", "whole_runnable_sized", "whole_tasks"]
+    print("| repository | " + " | ".join(cols) + " | args from call sites |")
+    print("|" + "---|" * (len(cols) + 2))
+    total = defaultdict(int)
+    for repo in sorted(rows):
+        r = rows[repo]
+        for c in cols + ["args", "args_call"]:
+            total[c] += r[c]
+        share = f"{r['args_call']}/{r['args']}"
+        print(f"| {repo} | " + " | ".join(str(r[c]) for c in cols) + f" | {share} |")
+    print("| total | " + " | ".join(str(total[c]) for c in cols) + f" | {total['args_call']}/{total['args']} |")
+    print()
+    for repo in sorted(whole_lists):
+        print(f"whole models of {repo}: {', '.join(sorted(whole_lists[repo]))}")
+    print()
+    for repo in sorted(reasons):
+        top = sorted(reasons[repo].items(), key=lambda kv: -kv[1])[:8]
+        print(f"not passing in {repo}: " + ", ".join(f"{k} {v}" for k, v in top))
+    if args.programs:
+        rng = random.Random(args.seed)
+        chosen = rng.sample(sorted(tasks), min(args.programs, len(tasks)))
+        for tid in chosen:
+            t = tasks[tid]
+            p = probes.get(tid, {})
+            print("=" * 100)
+            print(json.dumps({k: t[k] for k in ("repo", "class_name", "family", "level")}), p.get("sizes"))
+            print(t["program"])
+
+
+if __name__ == "__main__":
+    main()
