@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""GPU bench of the ksmith evaluator: verdicts, reference builds, throughput, speedup stability.
+"""GPU bench of the ksmith evaluator: verdicts, reference builds, throughput, speedup stability,
+timing integrity.
 
 Usage (from the folder holding `python/` and `scripts/`, or anywhere: paths are the script's):
     python3 scripts/eval_gpu_bench.py [--device cuda|cpu] [--out DIR] [--deadline-s 450]
-                                      [--phases builds,verdicts,throughput,stability] [--smoke]
+                                      [--phases verdicts,compare,fresh,throughput] [--smoke]
+                                      [--baseline DIR]
 
 It drives `DeviceEvaluator` (what a worker serves) over the project's own candidates
 (python/tests/candidates, listed in manifest.json) with the tasks enlarged to GPU sizes (module
-constants, see GPU_SIZES), in four phases, each written out as soon as it is done:
+constants, see GPU_SIZES), in these phases (those `--phases` names; run in the order builds,
+verdicts, compare, fresh, throughput, stability), each written out as soon as it is done:
 
 1. builds: the reference of each task of data/gpu-tasks built with a fresh task id (after one
    build that starts the fork server), seconds each (target: <= 10 s);
 2. verdicts: every honest, adversarial (static checks on and off), garbage and isolation
    candidate, `--concurrency` at a time, against its expected verdict (manifest), references
-   cached; the isolation cases one by one, then an honest candidate that must still be correct;
+   cached; the isolation cases one by one, then an honest candidate that must still be correct.
+   A correct adversarial candidate with `speedup_at_most` must not beat that honest candidate's
+   speedup by more than `TWIN_MARGIN`, one with `timing_method` must be timed that way with the
+   reference beside it;
 3. throughput: `--throughput` distinct honest candidates (each kernel with a unique comment, so
    every one is compiled), references cached, `--concurrency` in flight, timing included:
    candidates per GPU-minute (target: >= 30);
@@ -21,9 +27,18 @@ constants, see GPU_SIZES), in four phases, each written out as soon as it is don
    concurrency` in flight: the speedup's coefficient of variation (target: <= 0.5 % for every
    kernel of >= 10 us), for each of `--timing-variants` (e.g. "processes=1;processes=2": one
    timing process against two, each variant with its own evaluator and reference timing), with
-   the timing processes per evaluation and the CV the first process alone would have given.
+   the timing processes per evaluation and the CV the first process alone would have given;
+5. compare (`eval_bench_timing`): the honest kernels' speedups (`--compare-repeats` each) through
+   a fresh evaluator of this tree and, in a subprocess, of `--baseline DIR` (a copy of the tree
+   before the change, with its `python/`): they must agree within 1 %; and what the candidates
+   of issue 27 got from each;
+6. fresh (`eval_bench_timing`): `--fresh-evaluators` fresh evaluators, each building four
+   references at once, then timing `--fresh-kernels`: each kernel's speedup must agree within 2 %
+   across the evaluators.
 
-Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same.
+Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same;
+the last line says whether every target of the phases run was met. The evaluators run with the
+sandbox's `require` off: the bench confines every child itself and needs no bubblewrap.
 Phases that would run past `--deadline-s` are skipped and say so. On `--device cpu` (Triton's
 interpreter) the tasks keep their small sizes, the data/gpu-tasks ones are shrunk 64x per
 constant, nothing is timed and the stability phase is skipped: it checks the bench itself.
@@ -43,6 +58,9 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eval_bench_timing  # noqa: E402
+
 CAND = os.path.join(ROOT, "python", "tests", "candidates")
 GPU_TASKS = os.path.join(ROOT, "data", "gpu-tasks")
 
@@ -60,6 +78,8 @@ CANDIDATE_GPU_EDITS = {"adversarial/shape_hardcoded.py": [("WIDTH = 256", "WIDTH
 #: first, so a deadline skips the others; stdlib_imports is elementwise's kernel again).
 STABILITY = ("honest/layernorm.py", "honest/matmul.py", "honest/elementwise.py", "honest/softmax.py")
 STABILITY_MORE = ("honest/fused_linear.py", "honest/tiny_scale.py")
+#: A correct adversarial candidate's speedup may exceed its honest twin's by this much (noise).
+TWIN_MARGIN = 0.03
 
 
 def task_source(task: str, gpu: bool) -> str:
@@ -161,7 +181,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     ap.add_argument("--deadline-s", type=float, default=450.0, help="skip phases that would end after this")
-    ap.add_argument("--phases", default="builds,verdicts,throughput,stability")
+    ap.add_argument("--phases", default="verdicts,compare,fresh,throughput")
     ap.add_argument("--smoke", action="store_true", help="a few candidates per phase")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--throughput", type=int, default=32, help="distinct candidates in the throughput phase")
@@ -176,7 +196,14 @@ def main() -> int:
         help="timing options compared side by side in the stability phase: 'warmup_ms=500,buffer_sets=8;...'",
     )
     ap.add_argument("--timing", default=None, help="timing options of the bench's evaluators: 'processes=1,...'")
+    ap.add_argument("--baseline", default=None, help="a copy of the tree before the change (compare phase)")
+    ap.add_argument("--python-root", default=None, help="import ksmith from here (the baseline's subprocess)")
+    ap.add_argument("--compare-repeats", type=int, default=3)
+    ap.add_argument("--fresh-evaluators", type=int, default=3)
+    ap.add_argument("--fresh-kernels", default="honest/matmul.py")
     a = ap.parse_args()
+    if a.python_root:
+        sys.path.insert(0, os.path.abspath(a.python_root))
     t_start = time.monotonic()
     gpu = a.device.startswith("cuda")
     phases = a.phases.split(",")
@@ -185,6 +212,7 @@ def main() -> int:
     def left() -> float:
         return a.deadline_s - (time.monotonic() - t_start)
 
+    from ksmith.confine import Policy
     from ksmith.evaluator import shapes
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
@@ -193,9 +221,35 @@ def main() -> int:
         opts["timing"] = {"buffer_sets": a.buffer_sets}
     if a.timing:
         opts["timing"] = {**opts.get("timing", {}), **parse_timing(a.timing)}
-    ev = DeviceEvaluator(a.device, opts)
-    ev_rt = DeviceEvaluator(a.device, dict(opts, static_checks=False))
+
+    def evaluator(options: dict[str, Any]) -> Any:
+        return DeviceEvaluator(a.device, options, policy=Policy(require=False))
+
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))
+
+    def request(task: str, candidate: str, task_id: str | None = None, src: str | None = None) -> dict[str, Any]:
+        return {
+            "task_id": task_id or task,
+            "reference": task_source(task, gpu),
+            "candidate": src if src is not None else candidate_source(candidate, gpu),
+            "measure": True,
+        }
+
+    task_of = {e["candidate"]: e["task"] for group in ("honest", "adversarial") for e in manifest[group]}
+
+    def request_of(candidate: str) -> dict[str, Any]:
+        return request(task_of[candidate], candidate)
+
+    if phases == ["side"]:  # the baseline's subprocess of the compare phase
+        side_ev = evaluator(opts)
+        try:
+            rep.put("side", eval_bench_timing.side(side_ev, request_of, a.compare_repeats, a.concurrency))
+        finally:
+            side_ev.close()
+        return 0
+    ev = evaluator(opts)
+    ev_rt = evaluator(dict(opts, static_checks=False))
+    met: dict[str, bool] = {}
     rep.say(f"# ksmith evaluator bench on {a.device} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     rep.say()
     rep.say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
@@ -209,14 +263,6 @@ def main() -> int:
         f"options: trials {ev.opts['trials']}, hidden_shapes {ev.opts['hidden_shapes']}, timing {ev.opts['timing']}"
     )
     rep.put("meta", {"device": a.device, "argv": sys.argv[1:], "hardware": ev.default_hardware})
-
-    def request(task: str, candidate: str, task_id: str | None = None, src: str | None = None) -> dict[str, Any]:
-        return {
-            "task_id": task_id or task,
-            "reference": task_source(task, gpu),
-            "candidate": src if src is not None else candidate_source(candidate, gpu),
-            "measure": True,
-        }
 
     # -- 1. reference builds ------------------------------------------------------------------
     if "builds" in phases:
@@ -302,9 +348,12 @@ def main() -> int:
         rep.say("|---|---|---|---|---|---|---|---|---|")
         rows = []
         n_ok = 0
+        twins = {e["candidate"]: r.get("speedup") for (grp, e, layer, _), r, _ in results if grp == "honest"}
         for (grp, e, layer, exp), r, dt in results:
             got = [r["status"], r["hack"]]
             ok = got == list(exp)
+            why = timing_expectation(e, r, twins) if gpu and ok and got[0] == "correct" else ""
+            ok = ok and not why
             n_ok += ok
             ct = r.get("candidate_timing")
             tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
@@ -313,7 +362,9 @@ def main() -> int:
                 f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
                 f"{sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
             )
-            if not ok:
+            if why:
+                rep.say(f"|  | {why} |  |  |  |  |  |  |  |")
+            elif not ok:
                 rep.say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
             rows.append(
                 {
@@ -341,8 +392,68 @@ def main() -> int:
             "verdicts",
             {"ok": n_ok, "total": len(results), "concurrent_per_minute": len(rest) / (wall_rest / 60), "rows": rows},
         )
+        met["verdicts"] = n_ok == len(results)
     elif "verdicts" in phases:
         rep.say("\n(verdicts skipped: past the deadline)")
+
+    # -- 5. compare: honest speedups before and after ------------------------------------------
+    if "compare" in phases and left() > 120:
+        rep.say()
+        rep.say(
+            f"## Honest speedups before and after ({a.compare_repeats} evaluations per kernel, {a.concurrency} in "
+            "flight, a fresh evaluator on each side)"
+        )
+        rep.say()
+        before = None
+        if a.baseline:
+            try:
+                before = eval_bench_timing.run_baseline(
+                    a.baseline,
+                    os.path.abspath(__file__),
+                    a.device,
+                    os.path.join(a.out or "/tmp", "baseline"),
+                    a.compare_repeats,
+                    a.concurrency,
+                )
+            except Exception as e:  # noqa: BLE001 - reported, the phase goes on with this side
+                rep.say(f"baseline failed: {e}")
+        else:
+            rep.say("(no --baseline: this tree's side only)")
+        side_ev = evaluator(opts)
+        try:
+            after = eval_bench_timing.side(side_ev, request_of, a.compare_repeats, a.concurrency)
+        finally:
+            side_ev.close()
+        checked = eval_bench_timing.compare_report(rep.say, before, after)
+        rep.put("compare", {"before": before, "after": after, "checked": checked})
+        if gpu:
+            met["compare"] = checked["all_within"]
+    elif "compare" in phases:
+        rep.say("\n(compare skipped: past the deadline)")
+
+    # -- 6. fresh evaluators, four references built at once -------------------------------------
+    if "fresh" in phases and gpu and left() > 90:
+        kernels = a.fresh_kernels.split(",")
+        rep.say()
+        rep.say(
+            f"## The same honest candidates across {a.fresh_evaluators} fresh evaluators (each built 4 references "
+            f"at once: {', '.join(eval_bench_timing.FRESH_TASKS)}; then each kernel {a.compare_repeats} times, 2 in "
+            "flight)"
+        )
+        rep.say()
+        runs = eval_bench_timing.fresh(
+            lambda: evaluator(opts),
+            request_of,
+            lambda t: task_source(t, gpu),
+            kernels,
+            a.fresh_evaluators,
+            a.compare_repeats,
+        )
+        checked = eval_bench_timing.fresh_report(rep.say, runs, kernels)
+        rep.put("fresh", {"runs": runs, "checked": checked})
+        met["fresh"] = checked["all_within"]
+    elif "fresh" in phases and gpu:
+        rep.say("\n(fresh skipped: past the deadline)")
 
     # -- 3. throughput ------------------------------------------------------------------------
     honest = manifest["honest"]
@@ -383,6 +494,7 @@ def main() -> int:
             f"GPU-minute**; per candidate median {statistics.median(elapsed):.2f} s (max {max(elapsed):.2f} s); "
             f"verdicts {statuses}"
         )
+        met["throughput"] = per_min >= 30 and statuses.get("correct", 0) == n
         rep.say(
             f"GPU held alone (timing) {held:.1f} s over {timings} timings ({held / max(timings, 1):.2f} s each, "
             f"{held / n:.2f} s per candidate, {held / wall:.0%} of the wall): the part that serializes candidates"
@@ -482,10 +594,35 @@ def main() -> int:
                 vev.close()
     rep.say()
     rep.say(f"total {time.monotonic() - t_start:.0f} s")
-    rep.flush()
+    rep.say(
+        "targets: "
+        + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in met.items())
+        + (" -- ALL MET" if met and all(met.values()) else "")
+    )
+    rep.put("targets", met)
     ev.close()
     ev_rt.close()
     return 0
+
+
+def timing_expectation(e: dict[str, Any], r: dict[str, Any], twins: dict[str, Any]) -> str:
+    """Why a correct candidate's timing breaks its manifest entry (`speedup_at_most`: its honest
+    twin's speedup plus `TWIN_MARGIN`; `timing_method`: how it and the reference beside it were
+    timed), or ""."""
+    twin = e.get("speedup_at_most")
+    if twin:
+        mine, theirs = r.get("speedup"), twins.get(twin)
+        if not mine or not theirs:
+            return f"no speedup to compare with {twin}'s ({mine} vs {theirs})"
+        if mine > theirs * (1 + TWIN_MARGIN):
+            return f"speedup {mine:.3f} above its honest twin's {theirs:.3f} ({twin}): what it does when timed pays"
+    method = e.get("timing_method")
+    if method:
+        t = r.get("candidate_timing") or {}
+        beside = (t.get("reference_in_process") or {}).get("samples")
+        if t.get("method") != method or not beside:
+            return f"timed by {t.get('method')} (reference beside it: {beside} samples), expected {method} for both"
+    return ""
 
 
 if __name__ == "__main__":
