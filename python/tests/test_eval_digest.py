@@ -83,7 +83,7 @@ def test_outputs_within_the_tolerances_pass_and_stale_ones_fail(shifts):
     tol, rel = DEFAULT_TOLERANCES, DEFAULT_RELATIVE
 
     def check(cand):
-        return digest.compare_outputs(digest.output_digest([cand], w, shifts, "cpu"), [ref], w, shifts, tol, rel)
+        return digest.compare_outputs(digest.output_digest([cand], w, shifts), [ref], w, shifts, tol, rel)
 
     ok, dev = check(ref.clone())
     assert ok and dev < 1e-3
@@ -109,7 +109,7 @@ def test_non_finite_reference_elements_are_counted_not_summed():
     ref[5] = math.nan
     ref[9] = math.inf
     cand = ref.clone()
-    d = digest.output_digest([cand], w, [3, 8], "cpu")
+    d = digest.output_digest([cand], w, [3, 8])
     assert float(d[0]) == 2 and all(math.isfinite(float(x)) for x in d)
     assert digest.compare_outputs(d, [ref], w, [3, 8], DEFAULT_TOLERANCES, DEFAULT_RELATIVE)[0]
 
@@ -118,18 +118,12 @@ def test_integer_outputs_must_be_equal_and_numbers_within_tolerance():
     w = digest.weights(100, 1, "cpu")
     ints = torch.randint(0, 1000, (100,))
     shifts = [5, 6]
-    assert digest.compare_outputs(digest.output_digest([ints, 2.5], w, shifts, "cpu"), [ints, 2.5], w, shifts, {}, {})[
-        0
-    ]
+    assert digest.compare_outputs(digest.output_digest([ints, 2.5], w, shifts), [ints, 2.5], w, shifts, {}, {})[0]
     off = ints.clone()
     off[50] += 1
-    assert not digest.compare_outputs(
-        digest.output_digest([off, 2.5], w, shifts, "cpu"), [ints, 2.5], w, shifts, {}, {}
-    )[0]
-    assert not digest.compare_outputs(
-        digest.output_digest([ints, 2.7], w, shifts, "cpu"), [ints, 2.5], w, shifts, {}, {}
-    )[0]
-    assert not digest.compare_outputs(digest.output_digest([ints], w, shifts, "cpu"), [ints, 2.5], w, shifts, {}, {})[0]
+    assert not digest.compare_outputs(digest.output_digest([off, 2.5], w, shifts), [ints, 2.5], w, shifts, {}, {})[0]
+    assert not digest.compare_outputs(digest.output_digest([ints, 2.7], w, shifts), [ints, 2.5], w, shifts, {}, {})[0]
+    assert not digest.compare_outputs(digest.output_digest([ints], w, shifts), [ints, 2.5], w, shifts, {}, {})[0]
 
 
 def test_an_input_the_call_changed_shows():
@@ -140,9 +134,9 @@ def test_an_input_the_call_changed_shows():
     refresh(harness, flags, 77, get_inputs)
     judge = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
     refresh(judge, flags, 77, get_inputs)
-    assert digest.same_inputs(digest.input_digest(harness, w, 12, "cpu"), judge, w, 12)
+    assert digest.same_inputs(digest.input_digest(harness, w, 12), judge, w, 12)
     harness[0][3, 4] = 0.0
-    assert not digest.same_inputs(digest.input_digest(harness, w, 12, "cpu"), judge, w, 12)
+    assert not digest.same_inputs(digest.input_digest(harness, w, 12), judge, w, 12)
 
 
 def test_the_signature_names_shapes_dtypes_and_kinds():

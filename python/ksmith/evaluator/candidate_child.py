@@ -670,8 +670,8 @@ class TimedCalls:
                     "torch.Tensor",
                 )
         shifts = [secrets.randbits(40) for _ in range(digest.SUMS)]
-        outputs = digest.output_digest(outs, self.weights, shifts, self.h.device)
-        inputs = digest.input_digest(self.sets[s], self.weights, shifts[0], self.h.device)
+        outputs = digest.output_digest(outs, self.weights, shifts)
+        inputs = digest.input_digest(self.sets[s], self.weights, shifts[0])
         if row is None:
             return
         sig = digest.signature(outs)

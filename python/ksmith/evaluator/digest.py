@@ -55,6 +55,8 @@ def _shifted_dot(v: torch.Tensor, w: torch.Tensor, shift: int) -> torch.Tensor:
     m = v.numel()
     r = shift % m
     w = w[:m].to(v.dtype)
+    if r == 0:
+        return torch.dot(v, w)
     return torch.dot(v[: m - r], w[r:]) + torch.dot(v[m - r :], w[:r])
 
 
@@ -68,19 +70,20 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 
 
 def tensor_digest(t: torch.Tensor, w: torch.Tensor, shifts: list[int]) -> list[torch.Tensor]:
-    """The `PER_OUTPUT` numbers of one output (0-d tensors on its device)."""
-    v = _flat(t)
+    """The `PER_OUTPUT` numbers of one output (0-d tensors on the weights' device)."""
+    v = _flat(t).to(w.device)
     if v.numel() == 0 or v.numel() > w.numel():
-        return [torch.zeros((), dtype=torch.float64, device=t.device)] * PER_OUTPUT
+        return [torch.zeros((), dtype=torch.float64, device=w.device)] * PER_OUTPUT
     finite = torch.isfinite(v)
     bad = (v.numel() - finite.sum()).to(torch.float64)
     v = torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0)
     return [bad] + [_shifted_dot(v, w, s).to(torch.float64) for s in shifts[:SUMS]]
 
 
-def output_digest(outs: list[Any], w: torch.Tensor, shifts: list[int], device: str | torch.device) -> torch.Tensor:
+def output_digest(outs: list[Any], w: torch.Tensor, shifts: list[int]) -> torch.Tensor:
     """The digest of a call's outputs: `PER_OUTPUT` numbers per output (a number output: 0 and
-    its value), as one float64 vector on the device."""
+    its value), as one float64 vector on the weights' device."""
+    device = w.device
     parts: list[torch.Tensor] = []
     for o in outs:
         if isinstance(o, torch.Tensor):
@@ -95,12 +98,13 @@ def output_digest(outs: list[Any], w: torch.Tensor, shifts: list[int], device: s
     return torch.stack(parts)
 
 
-def input_digest(inputs: list[Any], w: torch.Tensor, shift: int, device: str | torch.device) -> torch.Tensor:
-    """One weighted sum per input tensor (float64 vector on the device)."""
+def input_digest(inputs: list[Any], w: torch.Tensor, shift: int) -> torch.Tensor:
+    """One weighted sum per input tensor (float64 vector on the weights' device)."""
+    device = w.device
     parts = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            v = _flat(x)
+            v = _flat(x).to(w.device)
             if v.numel() == 0 or v.numel() > w.numel():
                 parts.append(torch.zeros((), dtype=torch.float64, device=device))
             else:
@@ -130,7 +134,7 @@ def compare_outputs(
     """Whether the candidate's digest `cand` (host float64 vector) matches the reference's
     outputs `ref_outs` reduced with the same weights and shifts, within the tolerances (see the
     module doc), and the largest deviation in units of its bound (above 1: fails)."""
-    ref = output_digest(ref_outs, w, shifts, w.device).cpu()
+    ref = output_digest(ref_outs, w, shifts).cpu()
     if cand.numel() != ref.numel():
         return False, math.inf
     worst = 0.0
@@ -171,7 +175,7 @@ def _bound(r: torch.Tensor, tolerances: dict[str, Any], relative: dict[str, floa
 def same_inputs(cand: torch.Tensor, pristine: list[Any], w: torch.Tensor, shift: int) -> bool:
     """Whether the inputs a timed call left behind (their sums, `cand`) are the fresh values it
     was given (`pristine`, the judge's own copy)."""
-    ref = input_digest(pristine, w, shift, w.device).cpu()
+    ref = input_digest(pristine, w, shift).cpu()
     if cand.numel() != ref.numel():
         return False
     norms = [
