@@ -81,7 +81,8 @@ def summary(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             s["speedups"].append(r["speedup"])
         t = r.get("candidate_timing") or {}
         if t:
-            s["timings"].append({k: t.get(k) for k in ("median_ms", "cv", "samples", "method", "rounds")})
+            keys = ("median_ms", "cv", "samples", "method", "rounds", "prepare_ms", "observe_ms", "flush_ms")
+            s["timings"].append({k: t.get(k) for k in keys})
         s["warnings"] += [w for w in r.get("warnings") or [] if w not in s["warnings"]][:3]
         if r["status"] not in ("correct",):
             s["logs"].append((r.get("error_log") or "")[-400:])
@@ -137,8 +138,11 @@ def run_baseline(baseline: str, bench: str, device: str, out: str, repeats: int,
 
 def compare_report(say: Callable[[str], None], before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
     """Prints the `compare` tables; returns what was checked."""
-    say("| kernel | before: speedup median (n) | after: speedup median (n) | after / before - 1 | within 1 % |")
-    say("|---|---|---|---|---|")
+    say(
+        "| kernel | before: speedup median (n) | after: speedup median (n) | after / before - 1 | within 1 % | "
+        "after: call ms, CV | after per sample: fresh values ms, digests ms, L2 flush ms |"
+    )
+    say("|---|---|---|---|---|---|---|")
     checked = []
     for c in HONEST:
         a = after["honest"].get(c, {})
@@ -146,10 +150,12 @@ def compare_report(say: Callable[[str], None], before: dict[str, Any] | None, af
         ratio = a["median"] / b["median"] - 1 if a.get("median") and b.get("median") else None
         ok = ratio is not None and abs(ratio) <= HONEST_AGREEMENT
         checked.append({"candidate": c, "before": b.get("median"), "after": a.get("median"), "ratio": ratio, "ok": ok})
+        t = (a.get("timings") or [{}])[0]
         say(
             f"| {c} | {_fmt(b.get('median'))} ({len(b.get('speedups', []))}) | {_fmt(a.get('median'))} "
             f"({len(a.get('speedups', []))}) | {'-' if ratio is None else f'{ratio:+.2%}'} | "
-            f"{'yes' if ok else 'NO'} |"
+            f"{'yes' if ok else 'NO'} | {_fmt(t.get('median_ms'))}, {t.get('cv') or 0:.2%} | "
+            f"{_fmt(t.get('prepare_ms'))}, {_fmt(t.get('observe_ms'))}, {_fmt(t.get('flush_ms'))} |"
         )
         for v in a.get("verdicts", []) + b.get("verdicts", []):
             if v[0] != "correct":

@@ -396,6 +396,7 @@ def test_the_sample_count_covers_everything_a_sample_costs(monkeypatch):
     )
     assert stats["samples"] == 20 and stats["median_ms"] == 1.0
     assert stats["reference_in_process"]["median_ms"] == 2.0
+    assert stats["prepare_ms"] == 1.5 and stats["observe_ms"] == 1.5, "the hooks' cost, reported"
 
 
 def _scripted_timer(monkeypatch, rounds, cfg=None):

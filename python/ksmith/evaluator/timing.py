@@ -146,12 +146,15 @@ Hook = Callable[[int | None, int], None]
 @dataclasses.dataclass
 class Samples:
     """What `Timer._samples` measured, per sample: the timed call, the companion beside it, the
-    L2 flush before it, and the GPU's whole span of the sample (hooks and companion included)."""
+    L2 flush before it, the GPU's whole span of the sample (hooks and companion included), and
+    the spans of `prepare` and `observe` (the fresh values' and the digests' cost)."""
 
     times: list[float]
     companion: list[float]
     flushes: list[float]
     spans: list[float]
+    prepared: list[float]
+    observed: list[float]
 
 
 #: Measurements beyond the first while one is noisy or shows a slow minority (`Timer.settle`).
@@ -251,6 +254,8 @@ class Timer:
         len(companion)]`, flushed and timed the same way (with the same device-wide sync)."""
         begin = [self.event() for _ in range(n)]
         finish = [self.event() for _ in range(n)]
+        prepared = [self.event() for _ in range(n)] if prepare is not None else []
+        observed = [(self.event(), self.event()) for _ in range(n)] if observe is not None else []
         events = [(self.event(), self.event()) for _ in range(n)]
         flushes = [self.event() for _ in range(n)] if self.flush_buf is not None else []
         paired = [(self.event(), self.event()) for _ in range(n)] if companion else []
@@ -260,6 +265,7 @@ class Timer:
             begin[i].record()
             if prepare is not None:
                 prepare(row, s)
+                prepared[i].record()
             if flushes:
                 flushes[i].record()
             self.flush()
@@ -269,7 +275,9 @@ class Timer:
                 self.synchronize()
             end.record()
             if observe is not None:
+                observed[i][0].record()
                 observe(row, s)
+                observed[i][1].record()
             if companion:
                 self.flush()
                 paired[i][0].record()
@@ -284,6 +292,8 @@ class Timer:
             companion=[a.elapsed_time(b) for a, b in paired],
             flushes=[f.elapsed_time(a) for f, (a, _) in zip(flushes, events, strict=True)] if flushes else [],
             spans=[a.elapsed_time(b) for a, b in zip(begin, finish, strict=True)],
+            prepared=[a.elapsed_time(b) for a, b in zip(begin, prepared, strict=True)] if prepared else [],
+            observed=[a.elapsed_time(b) for a, b in observed],
         )
 
     def measure(
@@ -327,6 +337,10 @@ class Timer:
         stats["set_medians_ms"] = [statistics.median(v) for _, v in sorted(by_set.items())]
         if got.flushes:
             stats["flush_ms"] = statistics.median(got.flushes)
+        if got.prepared:
+            stats["prepare_ms"] = statistics.median(got.prepared)
+        if got.observed:
+            stats["observe_ms"] = statistics.median(got.observed)
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
         if companion:
