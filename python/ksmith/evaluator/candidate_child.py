@@ -13,7 +13,8 @@ Then it runs its phases (`Harness.run`):
    trial's inputs on the device, at the visible sizes and at each size set, and checks their
    fingerprints against the reference's (-> `unreproducible`, the task's fault); on a GPU with
    `reference_in_process`, the timing's buffer sets and the reference's CUDA graph on each
-   (`capture_reference`), before anything of the candidate is loaded;
+   (`capture_reference`), and the digests' kernel compiled for the task's dtypes
+   (`digest.warm`), before anything of the candidate is loaded;
 2. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
    reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error` on
    failure; on a GPU one untimed call then compiles its kernels (`warm`; failing there is a
@@ -53,7 +54,6 @@ sees end the run with a `Violation` message.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import secrets
@@ -296,6 +296,11 @@ class Harness:
                 del model
         for name in [n for n in sys.modules if n == REFERENCE_MODULE or n.startswith(REFERENCE_MODULE + "_s")]:
             del sys.modules[name]
+        if self.cfg.get("steer"):
+            # the timed calls' digests compiled now, before the candidate, not while timing
+            outs = [getattr(torch, dtype) for _, dtype in task["out_meta"]]
+            ins = [x.dtype for x in self.shapes[0].inputs[0] if isinstance(x, torch.Tensor)]
+            digest.warm(outs + ins, self.device)
         self.mark("prepare")
 
     def reference_beside(self) -> bool:
@@ -627,26 +632,21 @@ class Harness:
 class TimedCalls:
     """The harness's side of every timed call (see `timing` and `digest`): `prepare` writes fresh
     values (`inputs.refresh`, from a seed drawn for that call) into the call's buffer set;
-    `observe` checks the outputs' types and reduces outputs and inputs to a digest, with shifts
-    drawn after the call. Rows are recorded for the timed samples (not the estimate's); `save`
-    writes them for the judge."""
+    `observe` checks the outputs' types and reduces outputs and inputs to a digest under keys
+    drawn after the call (`digest.call_digest`, on the device, not waited for). Rows are recorded
+    for the timed samples (not the estimate's); `save` writes them for the judge."""
 
     def __init__(self, h: Harness, sets: list[list[Any]], holders: list[dict[str, Any]]):
         self.h = h
         self.sets = sets
         self.holders = holders
-        template = h.shapes[0].inputs[0]
-        self.nonneg = nonnegative(template)
-        sizes = [math.prod(shape) for shape, _ in h.cfg["task"]["out_meta"]]
-        sizes += [x.numel() for x in template if isinstance(x, torch.Tensor)]
-        self.numel = max(sizes, default=1)
-        self.weight_seed = secrets.randbits(62)
-        self.weights = digest.weights(self.numel, self.weight_seed, h.device)
+        self.nonneg = nonnegative(h.shapes[0].inputs[0])
         self.current = [0] * len(sets)
         self.seeds: list[int] = []
-        self.shifts: list[list[int]] = []
-        self.outputs: list[torch.Tensor] = []
-        self.inputs: list[torch.Tensor] = []
+        self.keys: list[list[int]] = []
+        self.sums: list[torch.Tensor] = []
+        #: Per row: which outputs are tensors, and the values of those that are not.
+        self.numbers: list[tuple[list[bool], list[Any]]] = []
         self.signature: list[Any] | None = None
         #: Rows whose outputs are not of the first row's structure.
         self.changed: list[int] = []
@@ -669,9 +669,8 @@ class TimedCalls:
                     f"a timed call's output {i} has type {type(o).__module__}.{type(o).__qualname__}, not exactly "
                     "torch.Tensor",
                 )
-        shifts = [secrets.randbits(40) for _ in range(digest.SUMS)]
-        outputs = digest.output_digest(outs, self.weights, shifts)
-        inputs = digest.input_digest(self.sets[s], self.weights, shifts[0])
+        keys = digest.draw_keys()
+        sums, numbers = digest.call_digest(outs, self.sets[s], keys)
         if row is None:
             return
         sig = digest.signature(outs)
@@ -680,20 +679,23 @@ class TimedCalls:
         elif sig != self.signature:
             self.changed.append(self.rows)
         self.seeds.append(self.current[s])
-        self.shifts.append(shifts)
-        self.outputs.append(outputs)
-        self.inputs.append(inputs)
+        self.keys.append(keys)
+        self.sums.append(sums)
+        self.numbers.append(([isinstance(o, torch.Tensor) for o in outs], numbers))
 
     def save(self, path: str) -> None:
-        """The rows, for the judge: seeds, shifts, digests (on the host), the first row's output
-        structure and the rows whose structure differs."""
+        """The rows, for the judge: seeds, keys, digests (on the host, outputs and inputs apart),
+        the first row's output structure and the rows whose structure differs."""
+        outputs, inputs = [], []
+        for sums, (kinds, numbers) in zip(_host_rows(self.sums), self.numbers):
+            o, i = digest.assemble(kinds, sums, numbers)
+            outputs.append(o)
+            inputs.append(i)
         payload = {
-            "weight_seed": self.weight_seed,
-            "numel": self.numel,
             "seeds": torch.tensor(self.seeds, dtype=torch.int64),
-            "shifts": torch.tensor(self.shifts, dtype=torch.int64).reshape(-1, digest.SUMS),
-            "outputs": _host_rows(self.outputs),
-            "inputs": _host_rows(self.inputs),
+            "keys": torch.tensor(self.keys, dtype=torch.int64).reshape(-1, 2),
+            "outputs": outputs,
+            "inputs": inputs,
             "signature": self.signature,
             "changed": self.changed,
         }
@@ -701,11 +703,11 @@ class TimedCalls:
 
 
 def _host_rows(rows: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The device vectors `rows` on the host, with one copy (one synchronization)."""
+    """The device tensors `rows` on the host, with one copy (one synchronization)."""
     if not rows:
         return []
-    flat = torch.cat(rows).cpu()
-    return list(torch.split(flat, [r.numel() for r in rows]))
+    flat = torch.cat([r.reshape(-1) for r in rows]).cpu()
+    return [x.reshape(r.shape) for x, r in zip(torch.split(flat, [r.numel() for r in rows]), rows)]
 
 
 def _first_line(text: str) -> str:

@@ -104,6 +104,8 @@ class Identities:
         import triton
         import triton.runtime.jit as jit
 
+        from . import digest, inputs
+
         objs = {
             "time.perf_counter": time.perf_counter,
             "time.perf_counter_ns": time.perf_counter_ns,
@@ -129,15 +131,21 @@ class Identities:
             "torch.equal": torch.equal,
             "torch.empty": torch.empty,
             "torch.empty_like": torch.empty_like,
-            "torch.dot": torch.dot,
+            "torch.zeros": torch.zeros,
             "torch.isfinite": torch.isfinite,
-            "torch.nan_to_num": torch.nan_to_num,
+            "torch.where": torch.where,
             "torch.stack": torch.stack,
             "torch.cat": torch.cat,
             "torch.Tensor.normal_": torch.Tensor.normal_,
             "torch.Tensor.abs_": torch.Tensor.abs_,
             "torch.Tensor.sum": torch.Tensor.sum,
             "torch.Tensor.reshape": torch.Tensor.reshape,
+            "ksmith.evaluator.inputs.refresh": inputs.refresh,
+            "ksmith.evaluator.digest.call_digest": digest.call_digest,
+            "ksmith.evaluator.digest.call_sums": digest.call_sums,
+            "ksmith.evaluator.digest.oracle_sums": digest.oracle_sums,
+            "ksmith.evaluator.digest.weights": digest.weights,
+            "ksmith.evaluator.digest.sums_kernel": digest.sums_kernel,
             "torch.nn.Module.__call__": torch.nn.Module.__call__,
             "torch.nn.Module.load_state_dict": torch.nn.Module.load_state_dict,
             "torch.profiler.profile": torch.profiler.profile,

@@ -29,8 +29,9 @@ outside the gate, so no child's start disturbs a timing.
   the outputs. For a failing file it also says whether the outputs equal another trial's
   reference outputs and whether a lower-precision computation (float16, bfloat16, TF32 on a GPU)
   explains them. For the digests of a candidate's timed calls (`digest`) it writes each picked
-  call's fresh inputs from its seed, runs the reference and compares the digests
-  (`Judge.timed`). It answers `messages.Judged`; the worker decides the verdict.
+  call's fresh inputs from its seed, runs the reference, reduces its outputs and the inputs with
+  the call's keys (`digest.oracle_sums`, float64) and compares the digests (`Judge.timed`).
+  It answers `messages.Judged`; the worker decides the verdict.
 """
 
 from __future__ import annotations
@@ -388,20 +389,19 @@ class Judge:
             structure = f"timed call {got['changed'][0]} returns outputs of another structure than the first"
         if structure:
             return messages.Judged(structure=structure, ok=False, mutated=False, ref_mutated=False, errors=[], **base)
-        w = digest.weights(int(got["numel"]), int(got["weight_seed"]), self.device)
         nonneg = nonnegative(template["inputs"])
         tol, rel = self.cfg["tolerances"], self.cfg["relative_error"]
         worst = 0.0
         for row in req["rows"]:
-            shifts = [int(x) for x in got["shifts"][row]]
+            keys = [int(x) for x in got["keys"][row]]
             inputs = clone_all(template["inputs"])
             refresh(inputs, nonneg, int(got["seeds"][row]), ref.program.module.get_inputs)
-            mutated = not digest.same_inputs(got["inputs"][row], inputs, w, shifts[0])
+            mutated = not digest.same_inputs(got["inputs"][row], inputs, keys)
             before = clone_all(inputs)
             with torch.no_grad():
                 outs = as_list(ref.model(*inputs))
             ref_mutated = not same_values(inputs, before)
-            ok, dev = digest.compare_outputs(got["outputs"][row], outs, w, shifts, tol, rel)
+            ok, dev = digest.compare_outputs(got["outputs"][row], outs, keys, tol, rel)
             if not ok or (mutated and not ref_mutated):
                 base["label"] = f"{req['label']}: timed call {row} of {len(got['seeds'])}"
                 errors = [{"index": 0, "deviation": dev}]
