@@ -341,7 +341,7 @@ def test_the_reference_beside_is_paired_with_every_sample_on_the_same_set(monkey
     timer, run, calls = _fake_clock_timer(monkeypatch, cfg)
     fns = [run(0, 1.0), run(1, 2.0), run(2, 3.0)]
     reference = [run("r0", 10.0), run("r1", 20.0), run("r2", 30.0)]
-    stats = timer.measure(fns, [_Graph(f) for f in fns], rng=random.Random(3), companion=reference)
+    stats = timer.measure(fns, [_Graph(f) for f in fns], rng=random.Random(3), companion=timing.Companion(reference))
     assert calls[-24:] == [0, "r0", 1, "r1", 2, "r2"] * 4, "each sample, then the reference on its set"
     beside = stats["reference_in_process"]
     assert stats["samples"] == 12 and beside["samples"] == 12, "24 samples' worth: 12 pairs, every one timed"
@@ -392,11 +392,114 @@ def test_the_sample_count_covers_everything_a_sample_costs(monkeypatch):
     timer, run, calls = _fake_clock_timer(monkeypatch, cfg)
     hook = run("hook", 1.5)
     stats = timer.measure(
-        [run("c", 1.0)], [], prepare=lambda r, s: hook(), observe=lambda r, s: hook(), companion=[run("r", 2.0)]
+        [run("c", 1.0)],
+        [],
+        prepare=lambda r, s: hook(),
+        observe=lambda r, s: hook(),
+        companion=timing.Companion([run("r", 2.0)]),
     )
     assert stats["samples"] == 20 and stats["median_ms"] == 1.0
     assert stats["reference_in_process"]["median_ms"] == 2.0
     assert stats["prepare_ms"] == 1.5 and stats["observe_ms"] == 1.5, "the hooks' cost, reported"
+
+
+def _traced_timer(monkeypatch, cfg):
+    """A fake-clock `Timer` whose events, synchronizations and calls are traced in order."""
+    trace: list = []
+    timer, run, calls = _fake_clock_timer(monkeypatch, cfg, on_sync=lambda: trace.append("sync"))
+    event_cls = timing.torch.cuda.Event
+
+    class Traced(event_cls):
+        def record(self):
+            trace.append("event")
+            super().record()
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", Traced)
+
+    def traced(k, ms):
+        fn = run(k, ms)
+
+        def call():
+            trace.append(k)
+            fn()
+
+        return call
+
+    return timer, traced, trace
+
+
+def test_a_candidate_without_a_graph_pays_its_launches_and_the_reference_keeps_its_graphs(monkeypatch):
+    # The capture refusal of issue 27: a candidate whose graph cannot be captured is timed with
+    # direct calls, each from an idle GPU (a sync before its start event, so its launches are in
+    # the span) to a device-wide sync; the reference beside it is replayed from its graphs, with
+    # no sync of its own: refusing capture buys no kinder measurement on either side.
+    cfg = {"warmup": 0, "warmup_ms": 0.0, "min_samples": 3, "max_samples": 6, "budget_ms": 1e6}
+    timer, run, trace = _traced_timer(monkeypatch, cfg)
+    stats = timer.measure([run("cand", 1.0)], [], companion=timing.Companion([run("ref", 2.0)]))
+    assert stats["method"] == "cuda_event" and stats["reference_in_process"]["method"] == "cuda_graph"
+    # the last sample: its begin, sync, start, call, sync, end; the reference's start, replay, end;
+    # its finish; then the measurement's final sync
+    last = ["event", "sync", "event", "cand", "sync", "event", "event", "ref", "event", "event", "sync"]
+    assert trace[-11:] == last, trace[-11:]
+    # graphs on both sides: no sync anywhere in a sample
+    trace.clear()
+    cand = run("cand", 1.0)
+    stats = timer.measure([cand], [_Graph(cand)], companion=timing.Companion([run("ref", 2.0)]))
+    assert stats["method"] == "cuda_graph" and trace[-9:] == [x for x in last if x != "sync"] + ["sync"]
+    # a reference whose own graph cannot be captured is timed beside the candidate as its own
+    # timing does it: direct calls from an idle GPU to a device-wide sync
+    trace.clear()
+    stats = timer.measure([cand], [_Graph(cand)], companion=timing.Companion([run("ref", 2.0)], direct=True))
+    assert stats["reference_in_process"]["method"] == "cuda_event"
+    assert trace[-11:] == ["event", "event", "cand", "event", "sync", "event", "ref", "sync", "event", "event", "sync"]
+
+
+def test_the_stream_check_compares_the_same_call_like_with_like(monkeypatch):
+    # The false `side_stream` of issue 27's first H200 run: a device-wide sync that took 0.6 ms
+    # longer (its host busy, another evaluator's work) made an honest direct call look like one
+    # that leaves work on another stream. The check now times the same call to its end on its
+    # stream and to the end of a sync after it, against a call that does nothing timed the same
+    # way, interleaved: the sync's own cost cancels, whatever it is.
+    import random
+
+    def check(latency, side_ms, local_ms=0.05):
+        clock = [0.0]
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                self.t = 0.0
+
+            def record(self):
+                self.t = clock[0]
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        pending = [0.0]
+
+        def sync():
+            clock[0] += latency() + pending[0]
+            pending[0] = 0.0
+
+        monkeypatch.setattr(timing.torch.cuda, "Event", Event)
+        monkeypatch.setattr(timing.torch.cuda, "synchronize", sync)
+        timer = object.__new__(timing.Timer)
+        timer.cfg, timer.cuda, timer.flush, timer.flush_buf = {}, True, lambda: None, None
+
+        def call():
+            clock[0] += local_ms
+            pending[0] += side_ms
+
+        return timer.stream_disagreement(call)
+
+    rng = random.Random(5)
+    for latency in (lambda: 0.005, lambda: 0.6, lambda: rng.choice([0.01, 0.6, 2.0])):
+        honest = check(latency, 0.0)
+        assert not honest.escapes() and abs(honest.escaped_ms) < 1e-9 and honest.local_ms == pytest.approx(0.05)
+        side = check(latency, 0.05, local_ms=0.002)
+        assert side.escapes() and side.escaped_ms == pytest.approx(0.05), side
+    summary = check(lambda: 0.6, 0.0).summary()
+    assert summary == pytest.approx([0.05, 0.65, 0.6]), "on the stream, to the end of the sync, the sync alone"
 
 
 def _scripted_timer(monkeypatch, rounds, cfg=None):

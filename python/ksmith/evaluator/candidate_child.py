@@ -30,9 +30,9 @@ Then it runs its phases (`Harness.run`):
    correctness: the worker hands each file to the judge (`reference_child`);
 4. `profile`: on a GPU, the share of GPU time of one call in the candidate's Triton kernels;
 5. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): CUDA-graph capture
-   of every buffer set (see `timing`), the stream check when capture fails (and where either the
-   candidate's or the reference's graph cannot be captured, both are timed with direct calls and
-   a device-wide sync), timing with a number of warm-up calls and samples drawn from SEED, each
+   of every buffer set (see `timing`), the stream check when capture fails (the candidate is then
+   timed with direct calls, paying its own launches, and the reference beside it still by its
+   graphs), timing with a number of warm-up calls and samples drawn from SEED, each
    sample paired with one of the reference on the same set, and every sample alike
    (`TimedCalls`): fresh input values written into its buffers before it, from a seed drawn for
    that sample, and a digest of its outputs and inputs after it (see `digest`), all of them in
@@ -78,6 +78,7 @@ from .child_common import (
 )
 from .inputs import fingerprint, nonnegative, refresh
 from .task import REFERENCE_MODULE, TaskProgram, init_fingerprint, state_of
+from .timing import Companion
 
 CANDIDATE_MODULE = "ksmith_candidate"
 
@@ -551,24 +552,22 @@ class Harness:
 
             fns = [timed(static, holder) for static, holder in zip(sets, holders)]
             timer = self.timer or Timer(cfg, self.device)
-            if self.reference_beside() and not self.reference_graphs:
-                graphs: list[Any] = []
-                capture_error = "the reference's CUDA graph could not be captured: " + _first_line(self.reference_error)
-            else:
-                graphs, capture_error = timer.capture_all(fns)
+            graphs, capture_error = timer.capture_all(fns)
             self.check("capture")
             stream = None
             if self.cuda and not graphs:
-                local, full = timer.stream_disagreement(fns[0])
-                stream = [local, full]
-                if full > 2.0 * local + 0.015:
+                check = timer.stream_disagreement(fns[0])
+                stream = check.summary()
+                if check.escapes():
                     raise Violation(
                         "side_stream",
-                        f"CUDA-graph capture failed ({_first_line(capture_error)}) and a device-wide sync takes "
-                        f"{full:.3f} ms vs {local:.3f} ms on the calling stream: work escapes the timed stream",
+                        f"CUDA-graph capture failed ({_first_line(capture_error)}) and the same direct call, timed to "
+                        f"the end of a device-wide sync, takes {check.escaped_ms:.3f} ms longer after its work on the "
+                        f"calling stream ({check.local_ms:.3f} ms) than a call that does nothing: work escapes the "
+                        "timed stream",
                     )
             calls = TimedCalls(self, sets, holders)
-            stats = timer.settle(fns, graphs, rng, calls.prepare, calls.observe, self.companion(sets, graphs))
+            stats = timer.settle(fns, graphs, rng, calls.prepare, calls.observe, self.companion(sets))
             if self.reference_beside() and "reference_in_process" not in stats:
                 stats["reference_in_process_error"] = self.reference_error
             self.check("timing")
@@ -590,14 +589,14 @@ class Harness:
             rows=calls.rows,
         )
 
-    def companion(self, sets: list[list[Any]], graphs: list[Any]) -> list[Callable[[], Any]] | None:
-        """The reference beside the candidate, timed the candidate's way: its graphs where the
-        candidate's were captured too, else direct calls of its model on the same sets (None
-        without `reference_in_process`)."""
+    def companion(self, sets: list[list[Any]]) -> Companion | None:
+        """The reference beside the candidate, timed by its best method whatever the candidate's
+        (see `timing`): its graphs, or where they could not be captured, direct calls of its model
+        on the same sets (None without `reference_in_process`)."""
         if not self.reference_beside() or self.reference_model is None:
             return None
-        if graphs:
-            return [g.replay for g in self.reference_graphs]
+        if self.reference_graphs:
+            return Companion([g.replay for g in self.reference_graphs])
         model = self.reference_model
 
         def call(static: list[Any]) -> Callable[[], Any]:
@@ -607,7 +606,7 @@ class Harness:
 
             return fn
 
-        return [call(static) for static in sets]
+        return Companion([call(static) for static in sets], direct=True)
 
     def run(self) -> None:
         """The phases in order; a `Stop` ends the run with its message."""

@@ -43,10 +43,10 @@ processes (never one more: their times say nothing).
 The speedup: with `timing.reference_in_process` (the default), the median over the candidate's
 timing processes of (the reference timed beside the candidate / the candidate) in each process
 (`timing.in_process_speedup`), unless the reference beside it is more than
-`timing.reference_drift` away from the reference's own timing of the same method (CUDA graphs,
-or direct calls where the candidate's graph could not be captured) and that own figure is the
-less noisy one (then, with a warning, and without the option): the reference's own median over
-the candidate's.
+`timing.reference_drift` away from the reference's own timing (both by the reference's best
+method, its CUDA graphs, whatever the candidate's: a candidate whose graph cannot be captured is
+timed with direct calls and pays its own launches) and that own figure is the less noisy one
+(then, with a warning, and without the option): the reference's own median over the candidate's.
 """
 
 from __future__ import annotations
@@ -137,18 +137,10 @@ class TaskFacts:
     key: str
     seed: int
     build: messages.BuildDone
-    #: The reference's timing over its processes (`timing.combine`; on the CPU the rehearsal's).
+    #: The reference's timing over its processes by its best method (`timing.combine`; on the
+    #: CPU the rehearsal's): what every candidate is compared with.
     timing: dict[str, Any]
-    #: The same with direct calls and a device-wide sync (`cuda_event`), what a candidate whose
-    #: graph cannot be captured is compared with; None where `timing` is that already.
-    eager_timing: dict[str, Any] | None
     warnings: list[str]
-
-    def reference_timing(self, method: str) -> dict[str, Any]:
-        """The reference's own figure of timing method `method`."""
-        if method == "cuda_event" and self.eager_timing is not None:
-            return self.eager_timing
-        return self.timing
 
     def child_view(self) -> dict[str, Any]:
         """What the candidate's harness is told: fingerprints and output shapes, never outputs."""
@@ -173,7 +165,9 @@ class DeviceEvaluator:
     Children are confined (`ksmith.confine`) unless the option `confine` is off. The sandbox
     policy is the launcher's (``KSMITH_SANDBOX``) when this process was started by it, else the
     defaults; what cannot be set up is printed once on stderr (and stops the evaluator when the
-    policy requires the whole sandbox: `ksmith.confine.SandboxError`)."""
+    policy requires the whole sandbox: `ksmith.confine.SandboxError`). Evaluators of one process
+    that share a GPU share its gate (`gate`: another evaluator's), so that one's timing never
+    runs beside the other's work."""
 
     def __init__(
         self,
@@ -181,6 +175,7 @@ class DeviceEvaluator:
         options: dict[str, Any] | None = None,
         runtime_dir: str | None = None,
         policy: Policy | None = None,
+        gate: GpuGate | None = None,
     ):
         self.device = device
         self.cuda = device.startswith("cuda")
@@ -212,7 +207,7 @@ class DeviceEvaluator:
         self.broken: collections.OrderedDict[str, BrokenReference] = collections.OrderedDict()
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
-        self.gate = GpuGate(self.cuda)
+        self.gate = gate or GpuGate(self.cuda)
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -372,21 +367,13 @@ class DeviceEvaluator:
         if not build.size_sets:
             origin = "recorded" if recorded else "derived from the task's module-level size constants"
             warnings.append(f"no hidden size set checked (none {origin} held)")
-        eager = [s.pop("eager") for s in stats if "eager" in s]
-        if any(s.get("noisy") for s in stats + eager):
+        if any(s.get("noisy") for s in stats):
             warnings.append(
                 "the reference's own timing stayed noisy after re-measuring (CV "
-                + ", ".join(f"{s['cv']:.2%}" for s in stats + eager)
+                + ", ".join(f"{r['cv']:.2%}" for s in stats for r in s.get("rounds", [s]))
                 + f", above timing.max_cv = {float(self.timing.get('max_cv', 0.0)):.1%})"
             )
-        return TaskFacts(
-            key=key,
-            seed=seed,
-            build=build,
-            timing=combine(stats),
-            eager_timing=combine(eager) if len(eager) == len(stats) else None,
-            warnings=warnings,
-        )
+        return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings)
 
     @contextlib.contextmanager
     def _reference_child(self, task_id: str, config: dict[str, Any], source: str) -> Iterator[Child]:
@@ -567,7 +554,7 @@ class Run:
         kw: dict[str, Any] = {"errors": f.worst, "trials": len(f.trials), "trials_passed": f.passed}
         if self.measure:
             timing = combine(self.stats)
-            ref = self.facts.reference_timing(timing["method"])
+            ref = self.facts.timing
             kw.update(candidate_timing=timing, reference_timing=ref)
             kw["speedup"] = ref["median_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None
             beside, why = in_process_speedup(self.stats, ref, self.ev.timing)
@@ -783,13 +770,17 @@ class Run:
             return None
         if timed.stream:
             self.warn(
-                f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms with a "
-                "device-wide sync"
+                f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms to the "
+                f"end of a device-wide sync ({timed.stream[2]:.4f} ms after a call that does nothing)"
             )
         if timed.timing["method"] != "cuda_graph":
-            beside = "the reference beside it the same way" if timed.timing.get("reference_in_process") else "alone"
+            beside = timed.timing.get("reference_in_process") or {}
+            against = f"against the reference beside it timed by {beside['method']}" if beside else "alone"
             why = timed.capture_error.splitlines()[0][:300] if timed.capture_error else "no CUDA graph"
-            self.warn(f"timed with direct calls and a device-wide sync (CUDA events), {beside}: {why}")
+            self.warn(
+                "timed with direct calls from an idle GPU to a device-wide sync (CUDA events), paying its own "
+                f"launches, {against}: {why}"
+            )
         if timed.timing.get("noisy"):
             self.warn(
                 "the timing stayed noisy after re-measuring (CV "

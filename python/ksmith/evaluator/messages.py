@@ -152,7 +152,9 @@ class ReadyToTime(Message):
 class Timed(Message):
     """Timing statistics (the protocol's `Timing`) and how they were taken; for a candidate,
     `table` is the result file with the digests of its `rows` timed calls (see `digest`), which
-    the worker hands to the judge with the calls it picks."""
+    the worker hands to the judge with the calls it picks. `stream`: where the candidate's graph
+    could not be captured, its stream check (`timing.StreamCheck.summary`, ms: on the calling
+    stream, to the end of a device-wide sync, that sync after a call that does nothing)."""
 
     TYPE: ClassVar[str] = "timing"
     timing: dict[str, Any]

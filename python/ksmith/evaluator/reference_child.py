@@ -17,8 +17,9 @@ outside the gate, so no child's start disturbs a timing.
   `BuildDone` (facts, no tensor) and times the reference on `go` (the worker holds the GPU; on
   the CPU a rehearsal whose times are not reported): as the candidate is timed, fresh input
   values before every sample (`inputs.refresh`), re-measured while noisy (`timing.Timer.settle`),
-  with CUDA graphs and (on a GPU) also with direct calls and a device-wide sync, the figure a
-  candidate timed that way is compared with (`eager`). Nothing is written to disk.
+  by its best method (its CUDA graphs; direct calls only where its graph cannot be captured),
+  the figure every candidate is compared with, whatever the candidate's own method. Nothing is
+  written to disk.
 - **time** (when the worker times the reference in more than one process, see `timing`): builds
   the model and the first trial's inputs, runs them as the build does, and times the reference
   on `go`, like the build's timing.
@@ -318,8 +319,6 @@ def _time(ch: Channel, cfg: dict[str, Any], ref: Reference, inputs: list[Any]) -
     timer = Timer(cfg["timing"], cfg["device"])
     graphs, err = timer.capture_all(fns)
     stats = timer.settle(fns, graphs, prepare=prepare)
-    if graphs:
-        stats["eager"] = timer.settle(fns, [], prepare=prepare)
     ch.send(messages.Timed(timing=stats, capture_error=err))
 
 

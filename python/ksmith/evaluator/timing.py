@@ -6,8 +6,13 @@ call; each sample replays the graph once between two CUDA events, after a write 
 4x the L2 size (`l2_policy = "flushed"`: every sample starts with a cold L2 and the GPU is kept
 busy by the flush while the host enqueues the next sample, so launch jitter does not reach the
 measurement). When capture fails (synchronizing or side-stream code), each sample is a direct call
-followed by a device-wide `torch.cuda.synchronize()` before the end event (`cuda_event`, so work
-on any stream is counted). The number of samples is chosen from five whole samples (everything a
+(`cuda_event`): the GPU is synchronized idle before the start event, so the call's own launches
+are timed, and a device-wide `torch.cuda.synchronize()` comes before the end event, so work on
+any stream is counted; such a call pays its own launch overhead, which a graph replay does not
+have. Before that timing, `stream_disagreement` times the same call to its end on the calling
+stream and to the end of a device-wide sync, against a call that does nothing timed the same
+way: work left on another stream shows as the difference (`StreamCheck`, the harness's
+`side_stream`). The number of samples is chosen from five whole samples (everything a
 sample costs the GPU: its hooks, flushes and companion included) to fill `budget_ms`, within
 `[min_samples, max_samples]`. Samples outside 1.5 IQR of the quartiles are dropped from the
 median, IQR and coefficient of variation (std / mean); `samples_ms` keeps every sample's time, in
@@ -39,16 +44,18 @@ timing process the harness also builds the task's reference, allocates the buffe
 captures the reference's CUDA graph on each of them before the candidate is imported (what those
 graphs run is the task's own work, whatever the candidate later does to PyTorch). `measure` then
 pairs every sample with one of the reference on the same set and the same fresh values
-(`companion`), flushed and timed the same way (a pair counts as two samples against
-`max_samples`, and `budget_ms` covers both: the GPU is held about as long as for the candidate
-alone), and reports the reference's stats as `reference_in_process`. Where the candidate's graph
-cannot be captured (or the reference's could not), both are timed as direct calls with a
-device-wide sync, the reference by a direct call of its model: both sides the same way. The
+(`Companion`), flushed the same way (a pair counts as two samples against `max_samples`, and
+`budget_ms` covers both: the GPU is held about as long as for the candidate alone), and reports
+the reference's stats as `reference_in_process`, with its method. The reference is always timed
+by its best method, the one its own timing uses: its CUDA graphs, whatever the candidate's method
+(a candidate whose graph cannot be captured is timed with direct calls and compared with the
+reference's graphs: refusing capture never buys a kinder measurement), and direct calls only
+where the reference's own graph cannot be captured. The
 speedup is the ratio of the two medians of the same process (`in_process_speedup`): what makes a
 whole process slower or faster (about 0.2-0.6 % from one process to the next for a 40 us kernel,
 and the profile the candidate's process runs first) moves both and cancels. Where the reference
 beside the candidate is more than `reference_drift` away from the reference timed in its own
-process (the same method), the figure with less noise is used (`figure_noise`).
+process (by the same method, its best), the figure with less noise is used (`figure_noise`).
 
 Noise and anomalies (`settle`, on a GPU): a measurement whose CV (the candidate's or the reference
 beside it) is above `max_cv` is measured again, at most `REMEASURE` times; the least noisy is kept
@@ -157,6 +164,19 @@ class Samples:
     observed: list[float]
 
 
+@dataclasses.dataclass
+class Companion:
+    """The reference timed beside the candidate (`Timer.measure`): one call per buffer set, graph
+    replays, or, where its graph could not be captured, `direct` calls of its model, each from an
+    idle GPU to a device-wide sync (as its own timing is then)."""
+
+    runs: list[Callable[[], Any]]
+    direct: bool = False
+
+
+#: Work a direct call may leave off its calling stream beyond its own there (`StreamCheck`), ms.
+STREAM_SLACK_MS = 0.015
+
 #: Measurements beyond the first while one is noisy or shows a slow minority (`Timer.settle`).
 REMEASURE = 2
 #: A slow minority: at least this share of the samples ...
@@ -246,12 +266,13 @@ class Timer:
         record: bool,
         prepare: Hook | None = None,
         observe: Hook | None = None,
-        companion: list[Callable[[], Any]] | None = None,
+        companion: Companion | None = None,
     ) -> Samples:
         """`n` samples; sample `i` runs `runs[i % len(runs)]` after `prepare(row, set)` and is
         followed by `observe(row, set)` (both untimed; `row` is the sample's index when `record`,
-        else None); with `companion`, each sample is followed by one of `companion[i %
-        len(companion)]`, flushed and timed the same way (with the same device-wide sync)."""
+        else None); with `companion`, each sample is followed by one of its calls on the same set,
+        flushed and timed its own way. With `device_sync` (direct calls), the GPU is idle when
+        the call starts (its launches are timed) and a device-wide sync ends it."""
         begin = [self.event() for _ in range(n)]
         finish = [self.event() for _ in range(n)]
         prepared = [self.event() for _ in range(n)] if prepare is not None else []
@@ -269,6 +290,8 @@ class Timer:
             if flushes:
                 flushes[i].record()
             self.flush()
+            if device_sync:
+                self.synchronize()
             start.record()
             runs[s]()
             if device_sync:
@@ -280,9 +303,11 @@ class Timer:
                 observed[i][1].record()
             if companion:
                 self.flush()
+                if companion.direct:
+                    self.synchronize()
                 paired[i][0].record()
-                companion[i % len(companion)]()
-                if device_sync:
+                companion.runs[i % len(companion.runs)]()
+                if companion.direct:
                     self.synchronize()
                 paired[i][1].record()
             finish[i].record()
@@ -303,22 +328,21 @@ class Timer:
         rng: random.Random | None = None,
         prepare: Hook | None = None,
         observe: Hook | None = None,
-        companion: list[Callable[[], Any]] | None = None,
+        companion: Companion | None = None,
     ) -> dict[str, Any]:
         """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
         returned: one per set, or none), rotating over them, with `prepare` and `observe` around
         every sample (see the module doc), and returns the stats dict of the protocol's `Timing`
         (with `samples_ms`, every sample's time). With `rng`, the extra warm-up calls and the
-        number of samples are drawn from it. With `companion` (the reference's graph replays or
-        direct calls, one per set), each sample is paired with one of the companion (see the
-        module doc): the budget is shared by both, and the companion's stats are
-        `reference_in_process` in the result."""
+        number of samples are drawn from it. With `companion` (the reference, one call per set),
+        each sample is paired with one of the companion (see the module doc): the budget is
+        shared by both, and the companion's stats are `reference_in_process` in the result."""
         cfg = self.cfg
         runs = [g.replay for g in graphs] if graphs else fns
         device_sync = self.cuda and not graphs
         warmup = int(cfg["warmup"]) + (rng.randint(0, int(cfg["warmup"])) if rng else 0)
         if companion:
-            self.warm_up(companion, warmup)
+            self.warm_up(companion.runs, warmup)
         self.warm_up(runs, warmup)
         estimate = self._samples(runs, 5, device_sync, False, prepare, observe, companion)
         n = int(cfg["budget_ms"] / max(statistics.median(estimate.spans), 1e-3))
@@ -344,7 +368,11 @@ class Timer:
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
         if companion:
-            stats["reference_in_process"] = dict(trimmed_stats(got.companion), samples_ms=got.companion)
+            stats["reference_in_process"] = dict(
+                trimmed_stats(got.companion),
+                samples_ms=got.companion,
+                method="cuda_event" if companion.direct else "cuda_graph",
+            )
         return stats
 
     def settle(
@@ -354,7 +382,7 @@ class Timer:
         rng: random.Random | None = None,
         prepare: Hook | None = None,
         observe: Hook | None = None,
-        companion: list[Callable[[], Any]] | None = None,
+        companion: Companion | None = None,
     ) -> dict[str, Any]:
         """`measure`, measured again while noisy or showing a slow minority (see the module doc;
         on the CPU's rehearsal once). The kept measurement's stats, with `rounds` (a summary of
@@ -402,11 +430,54 @@ class Timer:
             graphs.append(g)
         return graphs, ""
 
-    def stream_disagreement(self, fn: Callable[[], Any], n: int = 21) -> tuple[float, float]:
-        """Median time with the end event on the calling stream vs after a device-wide sync."""
-        local = statistics.median(self._samples([fn], n, False, False).times)
-        full = statistics.median(self._samples([fn], n, True, False).times)
-        return local, full
+    def stream_disagreement(self, fn: Callable[[], Any], n: int = 21) -> StreamCheck:
+        """Whether `fn` leaves work on other streams (see `StreamCheck`): `n` calls, each timed to
+        its end on the calling stream and, the same call, to the end of a device-wide sync after
+        it, each followed by a call that does nothing timed the same way (the sync's own cost under
+        the same conditions); each from an idle GPU, after an L2 flush, as a timed direct call."""
+        spans: dict[str, list[float]] = {"local": [], "gap": [], "sync": []}
+        marks = [[self.event() for _ in range(3)] for _ in range(2 * n)]
+        for i, (start, mid, end) in enumerate(marks):
+            self.flush()
+            self.synchronize()
+            start.record()
+            if i % 2 == 0:
+                fn()
+            mid.record()
+            self.synchronize()
+            end.record()
+        self.synchronize()
+        for i, (start, mid, end) in enumerate(marks):
+            if i % 2 == 0:
+                spans["local"].append(start.elapsed_time(mid))
+                spans["gap"].append(mid.elapsed_time(end))
+            else:
+                spans["sync"].append(mid.elapsed_time(end))
+        return StreamCheck(*(statistics.median(v) for v in spans.values()))
+
+
+@dataclasses.dataclass
+class StreamCheck:
+    """A direct call's work on the calling stream against the same call's to the end of a
+    device-wide sync (`Timer.stream_disagreement`), medians in ms. `escaped_ms`: how much longer
+    the sync waited after the call's calling-stream work than it waits after a call that does
+    nothing: work left on other streams. Judged by `escapes`."""
+
+    local_ms: float
+    gap_ms: float
+    sync_ms: float
+
+    @property
+    def escaped_ms(self) -> float:
+        return self.gap_ms - self.sync_ms
+
+    def escapes(self) -> bool:
+        """More work off the calling stream than on it (plus 15 us of host jitter)."""
+        return self.escaped_ms > self.local_ms + STREAM_SLACK_MS
+
+    def summary(self) -> list[float]:
+        """[on the calling stream, to the end of the sync, the sync's own cost] (ms)."""
+        return [self.local_ms, self.local_ms + self.gap_ms, self.sync_ms]
 
 
 def noise(stats: dict[str, Any]) -> float:
@@ -493,8 +564,8 @@ def in_process_speedup(
 ) -> tuple[float | None, str]:
     """The speedup from the reference timed beside the candidate (`reference_in_process` of each
     process's stats): the median over the processes of (reference in that process / candidate in
-    that process). `reference` is the reference child's own timing of the same method. Returns
-    (None, "") when a process has no such figure; where one of them is more than
+    that process). `reference` is the reference child's own timing (its best method, as beside
+    the candidate). Returns (None, "") when a process has no such figure; where one of them is more than
     `reference_drift` (relative) away from `reference`, the figure with less noise
     (`figure_noise`) decides: the paired ratio when the reference beside the candidate is the less
     noisy (with a note), else (None, why): the caller uses the reference's own figure."""
