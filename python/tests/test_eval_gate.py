@@ -104,3 +104,29 @@ def test_a_reference_child_does_nothing_before_its_start(evaluator):
         assert isinstance(msg, messages.BuildDone)
         assert os.path.exists(os.path.join(child.workdir, "ksmith_reference.py"))
         child.command("stop")
+
+
+def test_evaluators_of_one_gpu_share_its_gate():
+    # the bench's two evaluators (static checks on and off) on one GPU: one's timing holds the
+    # gate against the other's work too
+    gate = RecordingGate()
+    a = DeviceEvaluator("cpu", {"trials": 2}, gate=gate)
+    b = DeviceEvaluator("cpu", {"trials": 2, "static_checks": False}, gate=a.gate)
+    alone = DeviceEvaluator("cpu", {"trials": 2})
+    try:
+        assert a.gate is gate and b.gate is gate and alone.gate is not gate, "alone, an evaluator has its own"
+        done = threading.Event()
+
+        def shared_work() -> None:
+            with b.gate.shared():
+                done.set()
+
+        with a.gate.exclusive():
+            worker = threading.Thread(target=shared_work)
+            worker.start()
+            assert not done.wait(0.3), "the other evaluator's GPU work waits for this one's timing"
+        assert done.wait(5)
+        worker.join()
+    finally:
+        for ev in (a, b, alone):
+            ev.close()
