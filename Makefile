@@ -14,6 +14,8 @@ CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 PYTHON   := $(KSMITH_VENV)/bin/python
 KSMITH   := target/release/ksmith
+# Each test suite fails when it leaves a process running (a daemon a test did not stop).
+NO_LEFTOVERS := $(PYTHON) scripts/no_leftovers.py --
 
 .PHONY: all build venv trainers chromium sandbox dataset test test-rust test-python test-trainers lint bench kernelbench-signatures clean
 
@@ -44,7 +46,8 @@ dataset: venv sandbox build
 	$(KSMITH) run --config $(CONFIG) --workdir $(WORKDIR)
 
 ## Every test: formatting, lints, Rust unit and integration tests, Python tests, and the
-## trainer tests (the `trainers` marker: the trainers build their datasets from each card).
+## trainer tests (the `trainers` marker: the trainers build their datasets from each card),
+## each suite failing when a process it started outlives it (scripts/no_leftovers.py).
 test: venv trainers chromium sandbox lint test-rust test-python test-trainers
 
 lint: venv
@@ -53,14 +56,14 @@ lint: venv
 	$(KSMITH_VENV)/bin/ruff check python scripts
 	$(KSMITH_VENV)/bin/ruff format --check python scripts
 
-test-rust:
-	$(CARGO) test --workspace
+test-rust: venv
+	$(NO_LEFTOVERS) $(CARGO) test --workspace
 
-test-python:
-	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; fi
+test-python: venv
+	@if [ -d python/tests ]; then $(NO_LEFTOVERS) $(PYTHON) -m pytest -q python/tests; fi
 
 test-trainers: trainers
-	$(KSMITH_TRAINERS_VENV)/bin/python -m pytest -q -m trainers python/tests/trainers
+	$(NO_LEFTOVERS) $(KSMITH_TRAINERS_VENV)/bin/python -m pytest -q -m trainers python/tests/trainers
 
 ## Benchmarks; each prints a table.
 bench: venv sandbox

@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,12 +71,14 @@ def run(command: list[str]) -> None:
         sys.exit(status)
 
 
-def start_evaluators(address: str, port: int) -> tuple[subprocess.Popen, str]:
-    """Starts the evaluator pool on the cluster and waits for its URL."""
+def start_evaluators(address: str, port: int, unconfined: bool) -> tuple[subprocess.Popen, str]:
+    """Starts the evaluator pool on the cluster and waits for its URL; `unconfined` passes the
+    configuration's opt-out of the whole sandbox on to its actors."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     where = ["--local"] if address == "local" else ["--address", address]
+    opt_out = ["--allow-unconfined"] if unconfined else []
     pool = subprocess.Popen(
-        [sys.executable, "-m", "ksmith.ray_pool", *where, "--port", str(port), "--host", "127.0.0.1"],
+        [sys.executable, "-m", "ksmith.ray_pool", *where, "--port", str(port), "--host", "127.0.0.1", *opt_out],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -134,7 +137,8 @@ def main(argv=None) -> int:
             if stage == "probe":
                 extra = ["--set", f"probe.ray_address={ray_address}"]
             if stage == "rollout" and a.evaluators:
-                pool, url = start_evaluators(a.address, a.evaluator_port)
+                unconfined = tomllib.loads(config_text).get("sandbox", {}).get("require", True) is False
+                pool, url = start_evaluators(a.address, a.evaluator_port, unconfined)
                 extra = ["--set", f"eval.remote_url={url}"]
             run([a.ksmith, stage, *common, *extra])
             if stage == a.until:

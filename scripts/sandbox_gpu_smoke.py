@@ -49,6 +49,8 @@ class Worker:
         if policy is not None:
             command = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", json.dumps(policy), "--", *command[1:]]
         env = {**os.environ, **SECRETS, "PYTHONPATH": PYTHON_DIR, "PYTHONUNBUFFERED": "1"}
+        if policy is None:  # the unconfined comparison: the explicit opt-out, without the launcher
+            env["KSMITH_SANDBOX"] = json.dumps({"require": False})
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True

@@ -2,11 +2,15 @@
 Rust loopback server in ksmith-teacher).
 
     python3 scripts/scripted_teacher.py --answers data/gpu-tasks/answers [--port 0]
+    python3 scripts/scripted_teacher.py --answers data/corpus-answers   (the sample corpus)
 
 Serves `POST /v1/chat/completions`. The task is recognised by a `TASK:<name>` marker in the
-prompt (the reference programs of data/gpu-tasks carry one in their docstring); the k-th
-request for a task gets `answers/<name>/<k mod n>.py`: fenced as Python when it is code, as it
-is otherwise (a garbage answer). Prints `{"url": ...}` once listening.
+prompt (the reference programs of data/gpu-tasks carry one in their docstring), or, for tasks
+made from crawled code, by `answers/<name>/match`: a regular expression searched in the prompt
+(the first folder in name order whose expression is found). The k-th request for a task gets
+`answers/<name>/<k mod n>.py`: fenced as Python when it is code, as it is otherwise (a garbage
+answer); a prompt of no known task gets a sentence without code. Prints `{"url": ...}` once
+listening.
 """
 
 from __future__ import annotations
@@ -25,10 +29,22 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     answers: dict[str, list[str]] = {}
+    patterns: list[tuple[str, re.Pattern]] = []
     for task in sorted(os.listdir(a.answers)):
         d = os.path.join(a.answers, task)
+        if not os.path.isdir(d):  # a README beside the tasks
+            continue
         files = sorted(f for f in os.listdir(d) if f.endswith(".py"))
         answers[task] = [open(os.path.join(d, f)).read() for f in files]
+        if os.path.exists(os.path.join(d, "match")):
+            patterns.append((task, re.compile(open(os.path.join(d, "match")).read().strip())))
+
+    def recognise(prompt: str) -> str | None:
+        m = re.search(r"TASK:(\w+)", prompt)
+        if m:
+            return m.group(1)
+        return next((task for task, pattern in patterns if pattern.search(prompt)), None)
+
     counts: dict[str, int] = {}
     lock = threading.Lock()
 
@@ -36,8 +52,7 @@ def main() -> int:
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
-            m = re.search(r"TASK:(\w+)", prompt)
-            task = m.group(1) if m else None
+            task = recognise(prompt)
             if task not in answers:
                 text = "I do not know this task."
             else:

@@ -524,6 +524,100 @@ cpu_workers = 1
     }
 }
 
+/// `configs/default.toml` with `sources` instead of the sample corpus and `teacher` as its only
+/// teacher: every other key at its default (sizing on, the default evaluator).
+fn default_config_with(sources: &str, teacher: &str) -> String {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml"))
+            .expect("configs/default.toml");
+    let mut out = String::new();
+    let mut in_source = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_source = line == "[[source]]";
+        }
+        if !in_source {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.lines().any(|l| l == "[[source]]"));
+    format!("{out}\n{sources}\n[[teacher.endpoints]]\nurl = \"{teacher}\"\nmodel = \"scripted\"\n")
+}
+
+/// The default configuration on a machine without a GPU: tasks are sized for the GPU (sizing
+/// on), and the CPU evaluator (Triton's interpreter, correctness only) judges each at its
+/// smallest recorded size set, so a scripted teacher's correct translation becomes correctness
+/// SFT data in the time of a test.
+#[test]
+fn the_default_configuration_on_the_cpu_gives_correctness_sft_data() {
+    use ksmith_core::tables::{SftRow, StepRow, TaskRow};
+    use ksmith_teacher::loopback::{LoopbackServer, Reply};
+
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("acts");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    std::fs::write(repo.join("LICENSE"), LICENSE_MIT).expect("write");
+    std::fs::write(repo.join("act.py"), SCALED_RELU).expect("write");
+    let teacher =
+        LoopbackServer::start(|_, _| Reply::chat(triton_answer(256))).expect("loopback teacher");
+    let config = default_config_with(
+        &format!("[[source]]\npath = \"{}\"\n", repo.display()),
+        teacher.url(),
+    );
+    let cfg_path = dir.path().join("ksmith.toml");
+    std::fs::write(&cfg_path, &config).expect("write config");
+    let s = Session::open(&Common {
+        config: Some(cfg_path),
+        workdir: Some(dir.path().join("work")),
+        threads: Some(2),
+        quiet: true,
+        force: false,
+        shard: None,
+        // Two steps a task instead of 40: the path is the default one, the test stays short.
+        set: vec!["rollout.iterations=2".into()],
+    })
+    .expect("config loads");
+    s.run(&Stage::ALL).expect("every stage runs");
+
+    let tasks: Vec<TaskRow> = read_table(&TaskRow::path_in(&s.ctx.workdir)).expect("tasks");
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert!(
+        tasks[0].alt_sizes.starts_with("[{"),
+        "the task is sized: {:?}",
+        tasks[0].alt_sizes
+    );
+    let steps: Vec<StepRow> = read_table(&StepRow::path_in(&s.ctx.workdir)).expect("steps");
+    let first = steps
+        .iter()
+        .find(|s| s.iteration == 0)
+        .expect("a first step");
+    let judged = first.eval_json.as_deref().unwrap_or_default();
+    assert!(
+        first.correct,
+        "translation judged {:?}: {judged}",
+        first.eval_status
+    );
+    assert!(
+        judged.contains("judged on the CPU at the task's smallest size set"),
+        "{judged}"
+    );
+    let sft: Vec<SftRow> = read_table(&SftRow::path_in(&s.ctx.workdir)).expect("sft");
+    assert!(
+        sft.iter().any(|r| r.step_id == first.step_id),
+        "the correct translation is a correctness SFT sample"
+    );
+    assert!(
+        s.ctx.workdir.join("datasets/verl-sft/README.md").exists(),
+        "an SFT dataset with its card"
+    );
+    eprintln!(
+        "default configuration on the CPU, crawl to export: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// Crawl, extract and probe in two shards, merged, give the same modules and probe results as
 /// one unsharded run, and dedup runs on the merged work directory.
 #[test]

@@ -29,8 +29,9 @@ What a score means (`RewardConfig`, overridable by keyword arguments, e.g. verl 
 4. Correct but untimed (the Triton CPU interpreter): `score = correct_reward`, and the result says
    `correctness_only = True`: the reward does not measure speed on CPU.
 
-The evaluator is local (`ksmith.evaluator.evaluate.DeviceEvaluator` on `KSMITH_EVAL_DEVICE`, default
-`cuda` when torch sees a GPU, else `cpu`; options from `KSMITH_EVAL_OPTIONS` as JSON), or remote when
+The evaluator is local (sandboxed workers, `ksmith.evaluator.launched`, on `KSMITH_EVAL_DEVICE`,
+default `cuda` when torch sees a GPU, else `cpu`; options from `KSMITH_EVAL_OPTIONS` as JSON; they
+refuse to run where the sandbox is incomplete unless `KSMITH_ALLOW_UNCONFINED=1`), or remote when
 `KSMITH_EVAL_URL` is set (`POST <url>/v1/evaluate`, the evaluator's HTTP protocol version 1; the
 remote side applies its own tolerances). An evaluator that cannot be reached raises: a training
 step must not silently score every answer 0. A task whose reference does not run on the
@@ -56,6 +57,8 @@ if __package__ in (None, ""):
 
 GROUND_TRUTH_VERSION = 1
 PROTOCOL_VERSION = 1
+#: Set to 1, runs the local evaluator where the sandbox is incomplete (the explicit opt-out).
+ALLOW_UNCONFINED = "KSMITH_ALLOW_UNCONFINED"
 BLOCK_START = "# EVOLVE-BLOCK-START"
 BLOCK_END = "# EVOLVE-BLOCK-END"
 
@@ -192,18 +195,22 @@ class BrokenReference(RuntimeError):
 
 
 class LocalBackend:
-    """The evaluator package in this process (its candidates run in killable subprocesses)."""
+    """Evaluator workers started by this process, one per set of tolerances, each inside the
+    sandbox launcher (`ksmith.evaluator.launched`: the worker the ksmith pool runs). Without the
+    whole sandbox they refuse to start, unless ``KSMITH_ALLOW_UNCONFINED=1`` opts out."""
 
     def __init__(self, device: str | None = None, options: dict | None = None):
-        from ksmith.evaluator.evaluate import DeviceEvaluator
+        from ksmith.confine import Policy
+        from ksmith.evaluator.launched import LaunchedWorker
 
         if device is None:
             device = os.environ.get("KSMITH_EVAL_DEVICE") or _default_device()
         self.device = device
         self.options = dict(options or {})
-        self._by_tolerance: dict[str, DeviceEvaluator] = {}
+        self._by_tolerance: dict = {}
         self._lock = threading.Lock()
-        self._factory = DeviceEvaluator
+        policy = Policy(require=os.environ.get(ALLOW_UNCONFINED) != "1", opt_out=f"{ALLOW_UNCONFINED}=1")
+        self._factory = lambda device, options: LaunchedWorker(device, options, policy)
 
     def _evaluator(self, tolerances: dict | None):
         key = json.dumps(tolerances or {}, sort_keys=True)
@@ -218,12 +225,16 @@ class LocalBackend:
             return ev
 
     def evaluate(self, request: dict, tolerances: dict | None = None) -> dict:
+        from ksmith.confine import SandboxError
         from ksmith.evaluator.evaluate import BrokenReference as ReferenceFailed
+        from ksmith.evaluator.launched import WorkerError
 
         try:
             return self._evaluator(tolerances).evaluate(request)
         except ReferenceFailed as e:
             raise BrokenReference(f"reference of task {e.task_id} does not run: {e.message}") from None
+        except (SandboxError, WorkerError) as e:
+            raise EvaluatorUnavailable(f"local evaluator ({self.device}): {e}") from None
 
     def close(self) -> None:
         for ev in self._by_tolerance.values():

@@ -33,7 +33,7 @@ def run_launched(script: str, user: str, policy: dict, timeout: float = 600) -> 
     if user == "ordinary user":
         if os.geteuid() != 0:
             pytest.skip("not root: the run as this user already is an ordinary user's")
-        command = ["sh", AS_ORDINARY_USER, sys.executable, "--", *command]
+        command = ["sh", AS_ORDINARY_USER, sys.executable, PYTHON_DIR, "--", *command]
     env = {**os.environ, **SECRETS, "PYTHONPATH": PYTHON_DIR, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=PYTHON_DIR)
     assert done.returncode == 0, (

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from ksmith.confine import Policy, launch, seccomp
+from ksmith.confine.policy import REFUSAL
 from ksmith.confine.syscalls import CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS, install_seccomp, prctl, unshare
 from sandboxed import PYTHON_DIR, SECRETS
 
@@ -98,8 +99,9 @@ def test_the_view_holds_the_environment_outside_usr_without_nesting():
         assert not any(p != q and p.startswith(q + "/") for q in paths), paths
 
 
-def launched(policy: dict, code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **SECRETS, "PYTHONPATH": PYTHON_DIR}
+def launched(policy: dict, code: str, **env_over: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **SECRETS, "PYTHONPATH": PYTHON_DIR, **env_over}
+    env.pop("KSMITH_BWRAP", None)
     return subprocess.run(
         [sys.executable, "-s", "-m", "ksmith.confine", "--policy", json.dumps(policy), "--", "-c", code],
         env=env,
@@ -109,18 +111,38 @@ def launched(policy: dict, code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_without_bubblewrap_a_required_sandbox_refuses_to_start():
-    done = launched({"require": True, "bwrap": "/nonexistent/bwrap"}, "print('ran')")
+def refusal_line(done: subprocess.CompletedProcess) -> str:
+    """The launcher's one line of a refusal (exit 78, nothing ran)."""
     assert done.returncode == 78, done
     assert "ran" not in done.stdout
-    assert "required ([sandbox] require = true) but unavailable: bubblewrap is not at /nonexistent/bwrap" in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(REFUSAL), done.stderr
+    return lines[0]
 
 
-def test_without_bubblewrap_an_optional_sandbox_warns_and_still_drops_secrets(tmp_path):
+def test_by_default_a_wrong_bubblewrap_path_refuses_before_anything_runs():
+    line = refusal_line(launched({"bwrap": "/nonexistent/bwrap"}, "print('ran')"))
+    assert "bubblewrap is not at /nonexistent/bwrap ([sandbox] bwrap or KSMITH_BWRAP)" in line, line
+    assert "`make sandbox`, or Debian's `bubblewrap` package" in line, line
+    assert "[sandbox] require = false" in line, line
+
+
+def test_by_default_a_machine_without_bubblewrap_refuses_and_says_how_to_install_it(tmp_path):
+    # No bwrap on PATH and none unpacked under this HOME's cache.
+    done = launched({}, "print('ran')", PATH=str(tmp_path), HOME=str(tmp_path))
+    line = refusal_line(done)
+    assert "bubblewrap (bwrap) is not installed; install bubblewrap: `make sandbox`" in line, line
+    assert "Debian's `bubblewrap` package" in line, line
+
+
+def test_the_explicit_opt_out_warns_before_running_and_still_drops_secrets(tmp_path):
     code = "import json, os; print(json.dumps(sorted(os.environ)))"
-    done = launched({"bwrap": "/nonexistent/bwrap", "scratch": str(tmp_path)}, code)
+    done = launched({"require": False, "bwrap": "/nonexistent/bwrap", "scratch": str(tmp_path)}, code)
     assert done.returncode == 0, done
-    assert "WARNING: running without the filesystem sandbox: bubblewrap is not at /nonexistent/bwrap" in done.stderr
+    assert (
+        "WARNING: running without the filesystem sandbox, as [sandbox] require = false asks: "
+        "bubblewrap is not at /nonexistent/bwrap" in done.stderr
+    ), done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert not set(SECRETS) & set(seen), seen
     assert "KSMITH_SANDBOX" in seen  # the worker learns what is missing

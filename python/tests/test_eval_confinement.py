@@ -9,7 +9,12 @@ import os
 
 import pytest
 from ksmith.confine import Policy, SandboxError
+from ksmith.confine.policy import REFUSAL
 from ksmith.evaluator.evaluate import DeviceEvaluator
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
@@ -69,7 +74,7 @@ def candidate(marker: str, secret: str) -> str:
 def evaluate(confine: bool, marker: str) -> dict:
     # the sandbox alone: no static checks, no audit hook (which would name the attempts first)
     options = {"trials": 2, "run_timeout_s": 30, "static_checks": False, "audit": False, "confine": confine}
-    ev = DeviceEvaluator("cpu", options)
+    ev = DeviceEvaluator("cpu", options, policy=UNCONFINED)
     try:
         secret = "secret-of-another-child"
         os.makedirs(os.path.join(ev.root, secret))
@@ -105,11 +110,20 @@ def test_without_confinement_the_same_candidate_escapes(tmp_path):
         assert escape in log, log
 
 
-def test_where_a_part_of_the_sandbox_fails_it_says_so_and_require_refuses(monkeypatch, capfd):
+def test_where_a_part_of_the_sandbox_fails_the_default_refuses_and_the_opt_out_says_so(monkeypatch, capfd):
     import ksmith.confine.child
 
     monkeypatch.setattr(ksmith.confine.child, "_private_dev", lambda *a: "tmpfs over /x: Operation not permitted")
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30})
+    # The default policy: refused before any child that could run a candidate exists, with the
+    # one line that names what is missing and how to fix it.
+    with pytest.raises(SandboxError) as refused:
+        DeviceEvaluator("cpu", {"trials": 2})
+    line = str(refused.value)
+    assert line.startswith(REFUSAL), line
+    assert "private /dev: tmpfs over /x: Operation not permitted" in line, line
+    assert "make sandbox" in line and "require = false" in line and "\n" not in line, line
+    # The explicit opt-out runs, and says what is missing first.
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30}, policy=Policy(require=False))
     try:
         missing = ev.sandbox_info()["missing"]
         assert "private /dev: tmpfs over /x: Operation not permitted" in missing, missing
@@ -117,5 +131,3 @@ def test_where_a_part_of_the_sandbox_fails_it_says_so_and_require_refuses(monkey
         assert "children run without part of the sandbox" in capfd.readouterr().err
     finally:
         ev.close()
-    with pytest.raises(SandboxError, match=r"private /dev: tmpfs over /x: Operation not permitted"):
-        DeviceEvaluator("cpu", {"trials": 2}, policy=Policy(require=True))

@@ -17,10 +17,15 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import pytest  # noqa: E402
+from ksmith.confine import Policy  # noqa: E402
 from ksmith.evaluator import messages  # noqa: E402
 from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
 from ksmith.evaluator.gate import GpuGate  # noqa: E402
 from ksmith.evaluator.sandbox import Child  # noqa: E402
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAND = os.path.join(HERE, "candidates")
@@ -58,7 +63,7 @@ class RecordingGate(GpuGate):
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
     ev.gate = RecordingGate()
     yield ev
     ev.close()
@@ -110,9 +115,9 @@ def test_evaluators_of_one_gpu_share_its_gate():
     # the bench's two evaluators (static checks on and off) on one GPU: one's timing holds the
     # gate against the other's work too
     gate = RecordingGate()
-    a = DeviceEvaluator("cpu", {"trials": 2}, gate=gate)
-    b = DeviceEvaluator("cpu", {"trials": 2, "static_checks": False}, gate=a.gate)
-    alone = DeviceEvaluator("cpu", {"trials": 2})
+    a = DeviceEvaluator("cpu", {"trials": 2}, policy=UNCONFINED, gate=gate)
+    b = DeviceEvaluator("cpu", {"trials": 2, "static_checks": False}, policy=UNCONFINED, gate=a.gate)
+    alone = DeviceEvaluator("cpu", {"trials": 2}, policy=UNCONFINED)
     try:
         assert a.gate is gate and b.gate is gate and alone.gate is not gate, "alone, an evaluator has its own"
         done = threading.Event()

@@ -8,7 +8,12 @@ import os
 import socket
 import threading
 
+from ksmith.confine import Policy
 from ksmith.evaluator.evaluate import DeviceEvaluator
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.join(HERE, "candidates", "tasks", "elementwise.py")
@@ -41,8 +46,10 @@ def test_a_candidate_cannot_reach_a_loopback_listener():
     )
     assert leak != HONEST
     request = {"task_id": "net", "reference": open(TASK).read(), "candidate": leak, "measure": False}
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False, "audit": False})
-    audited = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
+    ev = DeviceEvaluator(
+        "cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False, "audit": False}, policy=UNCONFINED
+    )
+    audited = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False}, policy=UNCONFINED)
     try:
         result = ev.evaluate(request)
         named = audited.evaluate(request)
@@ -60,7 +67,7 @@ def test_a_candidate_cannot_reach_a_loopback_listener():
         "error_log"
     ]
     # The same candidate without the connection is correct: the namespace breaks nothing else.
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 15, "static_checks": False}, policy=UNCONFINED)
     try:
         ok = ev.evaluate({"task_id": "net", "reference": open(TASK).read(), "candidate": HONEST, "measure": False})
     finally:

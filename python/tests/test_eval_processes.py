@@ -9,7 +9,12 @@ import json
 import os
 
 import pytest
+from ksmith.confine import Policy
 from ksmith.evaluator.evaluate import DeviceEvaluator
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
@@ -37,7 +42,7 @@ def request(candidate: str, task_id: str = "processes") -> dict:
 
 @pytest.mark.parametrize("processes", [1, 2, 3])
 def test_reference_and_candidate_are_timed_in_the_configured_processes(processes):
-    ev = DeviceEvaluator("cpu", dict(OPTIONS, timing={"processes": processes}))
+    ev = DeviceEvaluator("cpu", dict(OPTIONS, timing={"processes": processes}), policy=UNCONFINED)
     spawns = spy_spawns(ev)
     try:
         r = ev.evaluate(request(HONEST))
@@ -104,14 +109,14 @@ def two_faced(forward: str, mark: str) -> str:
 )
 def test_a_candidate_that_misbehaves_only_in_its_second_process_is_caught(tmp_path, forward, hack):
     options = dict(OPTIONS, static_checks=False, audit=False, confine=False)
-    ev = DeviceEvaluator("cpu", dict(options, timing={"processes": 2}))
+    ev = DeviceEvaluator("cpu", dict(options, timing={"processes": 2}), policy=UNCONFINED)
     try:
         r = ev.evaluate(request(two_faced(forward, str(tmp_path / "second"))))
     finally:
         ev.close()
     assert [r["status"], r["hack"]] == ["hacked", hack], r["error_log"]
     # with one process the same candidate passes: the second process is what caught it
-    ev = DeviceEvaluator("cpu", dict(options, timing={"processes": 1}))
+    ev = DeviceEvaluator("cpu", dict(options, timing={"processes": 1}), policy=UNCONFINED)
     try:
         r = ev.evaluate(request(two_faced(forward, str(tmp_path / "only"))))
     finally:
@@ -142,7 +147,7 @@ def injected_medians(ev: DeviceEvaluator) -> dict[str, list[float]]:
 
 
 def test_a_third_process_is_timed_when_the_first_two_disagree():
-    ev = DeviceEvaluator("cpu", dict(OPTIONS, timing={"processes": 2}))
+    ev = DeviceEvaluator("cpu", dict(OPTIONS, timing={"processes": 2}), policy=UNCONFINED)
     spawns = spy_spawns(ev)
     medians = injected_medians(ev)
     try:

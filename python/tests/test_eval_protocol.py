@@ -15,6 +15,8 @@ import threading  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
+from ksmith.confine import Policy  # noqa: E402
+from ksmith.confine.policy import REFUSAL  # noqa: E402
 from ksmith.evaluator.server import make_server  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,10 +33,14 @@ def _request(candidate: str, reference: str = "x = 1\n", task: str = "t") -> dic
     return {"task_id": task, "reference": reference, "candidate": candidate, "measure": True}
 
 
+WORKER = ["-m", "ksmith.evaluator", "worker", "--device", "cpu"]
+LAUNCHER = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", "{}", "--"]
+
+
 def test_worker_speaks_json_lines():
     env = dict(os.environ, PYTHONPATH=PYROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ksmith.evaluator", "worker", "--device", "cpu"],
+        [*LAUNCHER, *WORKER],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -78,8 +84,44 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+def test_a_worker_started_without_the_launcher_refuses_before_its_hello():
+    env = dict(os.environ, PYTHONPATH=PYROOT)
+    env.pop("KSMITH_SANDBOX", None)
+    done = subprocess.run([sys.executable, *WORKER], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 78 and done.stdout == "", done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(REFUSAL), done.stderr
+    assert "filesystem view: the worker was not started by the sandbox launcher" in lines[0], lines[0]
+
+
+def _serve(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=PYROOT, KSMITH_BWRAP="/nonexistent/bwrap")
+    command = [sys.executable, "-m", "ksmith.evaluator", "serve", "--port", "0", *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_serve_refuses_without_bubblewrap_unless_told_to_run_unconfined():
+    refused = _serve()
+    out, err = refused.communicate(timeout=300)
+    assert refused.returncode == 78 and out == "", (out, err)
+    assert err.startswith(REFUSAL) and err.count("\n") == 1, err
+    assert "bubblewrap is not at /nonexistent/bwrap" in err and "--allow-unconfined" in err, err
+
+    served = _serve("--allow-unconfined")
+    try:
+        listening = json.loads(served.stdout.readline())["listening"]
+        with urllib.request.urlopen(listening + "/v1/health", timeout=30) as r:
+            sandbox = json.loads(r.read())["sandbox"]
+        assert sandbox["confined"] is False and sandbox["filesystem_view"] is False, sandbox
+    finally:
+        served.kill()
+        _, err = served.communicate(timeout=60)
+    # the launcher says so before it starts the server
+    assert "WARNING: running without the filesystem sandbox, as --allow-unconfined asks" in err, err
+
+
 def test_http_endpoint_over_loopback():
-    server = make_server("127.0.0.1", 0, "cpu", {})
+    server = make_server("127.0.0.1", 0, "cpu", {}, policy=Policy(require=False))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:

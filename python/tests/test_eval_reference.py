@@ -9,8 +9,13 @@ import signal
 import time
 
 import pytest
+from ksmith.confine import Policy
 from ksmith.evaluator.evaluate import BrokenReference, DeviceEvaluator
 from ksmith.evaluator.inputs import fingerprint, make_inputs, tensor_bytes
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAND = os.path.join(HERE, "candidates")
@@ -24,7 +29,7 @@ BROKEN = (
 
 @pytest.fixture()
 def ev():
-    e = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536})
+    e = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
     yield e
     e.close()
 
@@ -57,7 +62,7 @@ def test_a_broken_reference_is_remembered(ev, monkeypatch):
 
 def test_a_task_over_the_memory_budget_is_refused_saying_so():
     big = TASK.replace("N = 4096", "N = 2 ** 20")
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "memory_budget_mb": 16})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "memory_budget_mb": 16}, policy=UNCONFINED)
     try:
         with pytest.raises(BrokenReference, match=r"memory budget.*memory_budget_mb = 16") as e:
             ev.reference("big", big)

@@ -4,8 +4,9 @@ them) each followed by an honest one that must still be correct.
 
 - snoop (``candidates/isolation/snoop.py``): no secret of the caller's environment, no network
   (loopback and internet TCP, a unix socket of the host, an abstract socket), no ``/etc/shadow``,
-  nothing of ``/root`` or ``/home`` but the way to the Python environment, no other process, no
-  device but the basic ones, no write outside its folder, no new user namespace, mount or ptrace;
+  nothing of ``/root`` or ``/home`` but the way to the Python environment and the runtime
+  package, no other process, no device but the basic ones, no write outside its folder, no new
+  user namespace, mount or ptrace;
 - fill: writing stops at the workspace's size;
 - sibling: a candidate that writes into every descriptor and working folder of every other
   process for 5 s while an honest one runs at the same time: it sees no other process, and the
@@ -23,7 +24,12 @@ import tempfile
 import threading
 
 import pytest
+from ksmith.confine import Policy
 from sandboxed import SECRETS, USERS, run_launched
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
@@ -213,7 +219,7 @@ def test_a_candidate_does_not_see_the_callers_secrets(monkeypatch):
             raise RuntimeError(f"LEAKED {{leaked}}")
 """
     )
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "static_checks": False})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 60, "static_checks": False}, policy=UNCONFINED)
     try:
         result = ev.evaluate({"task_id": "env", "reference": TASK, "candidate": leak, "measure": False})
     finally:

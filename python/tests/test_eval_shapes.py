@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from ksmith.confine import Policy
 from ksmith.evaluator import protocol, shapes
-from ksmith.evaluator.evaluate import DeviceEvaluator
+from ksmith.evaluator.evaluate import BrokenReference, DeviceEvaluator
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAND = os.path.join(HERE, "candidates")
@@ -66,7 +71,7 @@ def test_alt_sizes_are_validated():
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
     yield ev
     ev.close()
 
@@ -81,7 +86,7 @@ def test_a_candidate_hard_coded_to_the_visible_shape_is_incorrect_at_the_derived
     assert (r["status"], r["hack"]) == ("incorrect", None), r["error_log"]
     assert 'hidden size set {"COLS": 128, "ROWS": 8}' in r["error_log"]
     # the same candidate with the check off is correct: it is exact at the visible shape
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "hidden_shapes": 0})
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "hidden_shapes": 0}, policy=UNCONFINED)
     try:
         r = evaluate(ev, "tasks/layernorm.py", "adversarial/shape_hardcoded.py")
     finally:
@@ -92,13 +97,39 @@ def test_a_candidate_hard_coded_to_the_visible_shape_is_incorrect_at_the_derived
 
 def test_recorded_sets_are_used_and_a_set_the_reference_fails_at_is_dropped(evaluator):
     # COLS = 100 is a width the hard-coded candidate gets wrong; UNKNOWN names no constant of the
-    # task, so that set changes nothing and is dropped (with a warning saying why)
-    alt = [{"COLS": 100}, {"UNKNOWN": 3}]
+    # task, so that set changes nothing and is dropped (with a warning saying why). On the CPU the
+    # smallest set that changes the task (ROWS = 8) is the one judged first; the others stay hidden.
+    alt = [{"COLS": 100}, {"UNKNOWN": 3}, {"ROWS": 8}]
     r = evaluate(evaluator, "tasks/layernorm.py", "adversarial/shape_hardcoded.py", alt_sizes=alt)
     assert r["status"] == "incorrect" and 'hidden size set {"COLS": 100}' in r["error_log"], r["error_log"]
     r = evaluate(evaluator, "tasks/layernorm.py", "honest/layernorm.py", alt_sizes=alt)
     assert r["status"] == "correct", r["error_log"]
     assert any('{"UNKNOWN": 3}' in w and "names no module-level" in w for w in r["warnings"]), r["warnings"]
+    assert 'judged on the CPU at the task\'s smallest size set {"ROWS": 8}' in r["warnings"], r["warnings"]
+
+
+def test_smallest_set_is_the_least_one_that_changes_the_program():
+    sets = [{"N": 4096}, {"M": 2}, {"N": 1000}, {"N": 1000}]
+    assert shapes.smallest("N = 8192\n", sets) == ({"N": 1000}, [{"N": 4096}, {"M": 2}, {"N": 1000}])
+    assert shapes.smallest("K = 3\n", sets) == (None, sets)
+
+
+def test_on_the_cpu_a_task_sized_for_a_gpu_is_judged_at_its_smallest_recorded_set():
+    # 2^24 elements per input: beyond this evaluator's memory budget at the task's own sizes.
+    task = read("tasks/elementwise.py").replace("N = 4096", "N = 2 ** 24")
+    req = {"task_id": "gpu-sized", "reference": task, "candidate": read("honest/elementwise.py"), "measure": False}
+    options = {"trials": 2, "run_timeout_s": 30, "memory_budget_mb": 64}
+    ev = DeviceEvaluator("cpu", options, policy=UNCONFINED)
+    try:
+        with pytest.raises(BrokenReference, match="memory budget"):
+            ev.evaluate(req)
+        r = ev.evaluate({**req, "alt_sizes": [{"N": 4096}, {"N": 1000}]})
+        wrong = ev.evaluate({**req, "candidate": read("garbage/wrong_values.py"), "alt_sizes": [{"N": 1000}]})
+    finally:
+        ev.close()
+    assert r["status"] == "correct", r["error_log"]
+    assert 'judged on the CPU at the task\'s smallest size set {"N": 1000}' in r["warnings"], r["warnings"]
+    assert wrong["status"] == "incorrect", wrong["error_log"]
 
 
 def test_a_candidate_that_fails_to_build_at_a_hidden_set_is_incorrect_there(evaluator):

@@ -89,7 +89,9 @@ def test_health_lists_one_worker_per_actor(pool_url):
         body = json.loads(r.read())
     assert body["pool"] == "ray" and body["actors"] == 2
     assert {w["device"] for w in body["workers"]} == {"cpu"}
-    assert len({w["pid"] for w in body["workers"]}) == 2, "each actor is its own process"
+    assert len({w["actor_pid"] for w in body["workers"]}) == 2, "each actor is its own process"
+    for w in body["workers"]:  # each actor's worker runs inside the launcher's sandbox
+        assert w["sandbox"]["confined"] is True and w["sandbox"]["launcher"] == "bwrap", w["sandbox"]
 
 
 def test_honest_candidate_is_correct_and_not_timed_on_cpu(pool_url):
@@ -127,3 +129,18 @@ def test_broken_reference_is_a_422_not_a_verdict(pool_url):
 def test_wrong_protocol_version_is_refused(pool_url):
     code, body = _post(pool_url, {"v": 99, "request": {}})
     assert code == 400 and body["error"]["kind"] == "bad_request"
+
+
+def test_without_bubblewrap_the_pool_refuses_in_one_line_before_any_candidate():
+    env = dict(os.environ, PYTHONPATH=PYROOT, RAY_USAGE_STATS_ENABLED="0", KSMITH_BWRAP="/nonexistent/bwrap")
+    done = subprocess.run(
+        [sys.executable, "-m", "ksmith.ray_pool", "--local", "--num-cpus", "1", "--cpu-actors", "1", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 78 and "listening" not in done.stdout, done
+    lines = [x for x in done.stderr.splitlines() if x.startswith("ksmith sandbox: refusing to run untrusted code")]
+    assert lines and "bubblewrap is not at /nonexistent/bwrap" in lines[-1], done.stderr
+    assert "--allow-unconfined" in lines[-1], lines[-1]

@@ -407,6 +407,33 @@ def test_a_broken_reference_in_the_local_evaluator_scores_the_failure_reward():
     assert "does not run" in out["message"]
 
 
+def test_the_local_evaluator_refuses_without_the_sandbox_unless_the_environment_opts_out(monkeypatch, capfd):
+    """Its workers start inside the sandbox launcher: where bubblewrap is not (here: a wrong
+    path), scoring raises with the one line saying what is missing, before any answer runs;
+    `KSMITH_ALLOW_UNCONFINED=1` runs it with what works, saying so first."""
+    answer = diff(LAUNCH, LAUNCH.replace("128", "256"))
+    monkeypatch.setenv("KSMITH_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.delenv(reward.ALLOW_UNCONFINED, raising=False)
+    backend = reward.LocalBackend(device="cpu")
+    try:
+        with pytest.raises(reward.EvaluatorUnavailable) as refused:
+            score_answer(answer, gt(), backend=backend)
+    finally:
+        backend.close()
+    line = str(refused.value)
+    assert "ksmith sandbox: refusing to run untrusted code: bubblewrap is not at /nonexistent/bwrap" in line, line
+    assert "make sandbox" in line and "KSMITH_ALLOW_UNCONFINED=1" in line, line
+
+    monkeypatch.setenv(reward.ALLOW_UNCONFINED, "1")
+    backend = reward.LocalBackend(device="cpu")
+    try:
+        out = score_answer(answer, gt(), backend=backend)
+    finally:
+        backend.close()
+    assert out["status"] == "correct", out["message"]
+    assert "candidates run without part of the sandbox, as KSMITH_ALLOW_UNCONFINED=1 asks" in capfd.readouterr().err
+
+
 def test_the_local_backend_runs_on_the_evaluator_defaults_rust_uses():
     """The reward function's local evaluator gets `python/ksmith/evaluator/defaults.json`, the
     file `ksmith-eval` embeds for the `[eval]` defaults (its test checks the Rust side)."""

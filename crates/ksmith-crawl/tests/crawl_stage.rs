@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use git2::{FileMode, ObjectType, Oid, Repository, Signature};
@@ -1062,6 +1063,10 @@ fn only_the_configured_rev_is_fetched_so_a_broken_branch_does_not_matter() {
 /// `git daemon` serving `base` on a free loopback port (the smart git protocol, as a real
 /// server speaks it: wants, shallow depth), stopped on drop. It allows fetching any reachable
 /// commit by id, as GitHub does.
+///
+/// The `git-daemon` program is started itself, in a process group of its own: through the `git`
+/// front end, killing the front end would leave the daemon listening after the tests; on drop
+/// the whole group goes (the daemon and the processes serving its connections).
 struct Daemon {
     child: std::process::Child,
     port: u16,
@@ -1074,21 +1079,29 @@ impl Daemon {
             .local_addr()
             .unwrap()
             .port();
-        let child = std::process::Command::new("git")
-            .args(["-c", "uploadpack.allowReachableSHA1InWant=true", "daemon"])
+        let exec_path = std::process::Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .expect("the git command-line tool is needed for this test");
+        let exec_path = String::from_utf8(exec_path.stdout).unwrap();
+        let child = std::process::Command::new(Path::new(exec_path.trim()).join("git-daemon"))
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "uploadpack.allowReachableSHA1InWant")
+            .env("GIT_CONFIG_VALUE_0", "true")
             .arg("--reuseaddr")
             .arg("--export-all")
             .arg("--listen=127.0.0.1")
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
+            .process_group(0)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("git daemon (the git command-line tool) is needed for this test");
+            .expect("git-daemon (of the git command-line tool) is needed for this test");
         let daemon = Daemon { child, port };
         for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if daemon.listening() {
                 return daemon;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -1100,10 +1113,18 @@ impl Daemon {
     fn url(&self, repo: &str) -> String {
         format!("git://127.0.0.1:{}/{repo}", self.port)
     }
+
+    fn listening(&self) -> bool {
+        std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+    }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // The group's id is the daemon's pid.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -1156,6 +1177,13 @@ fn over_the_git_protocol_only_the_rev_is_fetched_shallow() {
     // Incremental: a second crawl fetches nothing new and reuses the snapshot.
     let again = crawl(&work, &[with("head", None)], &CrawlConfig::default());
     assert!(!again.row("head").changed);
+    // Nothing of the server outlives the test.
+    let port = daemon.port;
+    drop(daemon);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "a git daemon still listens on port {port}"
+    );
 }
 
 #[test]

@@ -21,6 +21,10 @@ pub enum EvalClientError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The sandbox is incomplete and `[sandbox] require` (the default) refuses to run
+    /// generated kernels without it: what is missing and how to fix it, in one line.
+    #[error("eval: {0}")]
+    Sandbox(#[from] ksmith_sandbox::Refused),
     /// A worker did not start or did not greet with protocol version 1.
     #[error("evaluator worker for device {device} did not start: {message}")]
     WorkerStart {

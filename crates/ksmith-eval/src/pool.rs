@@ -13,6 +13,9 @@ use crate::error::EvalClientError;
 use crate::runtime::RuntimeDir;
 use crate::worker::WorkerProcess;
 
+/// What the evaluator runs, as its sandbox's refusals and warnings name it.
+const UNTRUSTED: &str = "eval: generated kernels";
+
 /// How long a worker may take to import torch and greet.
 const STARTUP: Duration = Duration::from_secs(180);
 
@@ -116,12 +119,18 @@ impl WorkerPool {
             STARTUP,
             i,
         )?);
-        if !w.sandbox_missing().is_empty() && !self.warned_sandbox.swap(true, Ordering::SeqCst) {
-            eprintln!(
-                "warning: eval: candidates run without part of the sandbox ([sandbox] require = \
-                 true refuses instead): {}",
-                w.sandbox_missing().join("; ")
-            );
+        // Before its first request: an incomplete sandbox stops here unless the config opts
+        // out, and then it is said once.
+        let admitted = ksmith_sandbox::admit(&self.cfg.sandbox, w.sandbox_missing(), UNTRUSTED);
+        match admitted {
+            Err(refused) => {
+                w.kill();
+                return Err(refused.into());
+            }
+            Ok(Some(warning)) if !self.warned_sandbox.swap(true, Ordering::SeqCst) => {
+                eprintln!("warning: {warning}");
+            }
+            Ok(_) => {}
         }
         *guard = Some(w.clone());
         Ok(w)

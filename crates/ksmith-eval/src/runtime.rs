@@ -56,6 +56,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/integrity.py"),
     ),
     (
+        "ksmith/evaluator/launched.py",
+        include_str!("../../../python/ksmith/evaluator/launched.py"),
+    ),
+    (
         "ksmith/evaluator/messages.py",
         include_str!("../../../python/ksmith/evaluator/messages.py"),
     ),

@@ -166,6 +166,11 @@ impl WorkerProcess {
             Ok(Err(_)) | Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                // It may have refused to run without the whole sandbox: that line is the error.
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                if let Some(refused) = ksmith_sandbox::refusal(&log) {
+                    return Err(EvalClientError::Sandbox(refused));
+                }
                 return Err(fail(format!(
                     "no greeting within {} s; worker log:\n{}",
                     startup.as_secs(),

@@ -212,20 +212,37 @@ fn build_picks_remote_when_configured() {
     assert!(matches!(r, Err(EvalError::Unavailable(_))));
 }
 
-/// `[sandbox] require`: a sandbox that cannot be set up (here: no bubblewrap where the config
-/// says) stops the pool with the reason instead of running candidates in a weaker one.
+/// `[sandbox] require`, the default: a sandbox that cannot be set up (here: no bubblewrap where
+/// the config says) stops the pool with one line naming what is missing and how to fix it,
+/// before any candidate runs; `require = false`, the explicit opt-out, runs candidates with what
+/// works.
 #[test]
-fn a_required_sandbox_that_cannot_be_set_up_stops_the_pool_with_the_reason() {
+fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
     let mut cfg = cpu_config(1);
     cfg.sandbox = ksmith_sandbox::SandboxConfig {
-        require: true,
         bwrap: "/nonexistent/bwrap".into(),
         ..Default::default()
     };
-    let err = WorkerPool::start(&cfg).unwrap_err().to_string();
+    let err = WorkerPool::start(&cfg).unwrap_err();
     assert!(
-        err.contains("required ([sandbox] require = true)")
-            && err.contains("bubblewrap is not at /nonexistent/bwrap"),
-        "{err}"
+        matches!(err, ksmith_eval::EvalClientError::Sandbox(_)),
+        "{err:?}"
     );
+    let line = err.to_string();
+    assert!(
+        line.starts_with("eval: ksmith sandbox: refusing to run untrusted code: bubblewrap is not at /nonexistent/bwrap"),
+        "{line}"
+    );
+    assert!(
+        line.contains("`make sandbox`") && line.contains("[sandbox] require = false"),
+        "{line}"
+    );
+    assert!(!line.contains('\n'), "one line: {line}");
+
+    cfg.sandbox.require = false;
+    let pool = WorkerPool::start(&cfg).expect("the opt-out runs without bubblewrap");
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "honest/elementwise.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
 }

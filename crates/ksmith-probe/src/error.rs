@@ -30,6 +30,10 @@ pub enum Error {
         /// What happened, with the end of the worker's stderr.
         message: String,
     },
+    /// The sandbox is incomplete and `[sandbox] require` (the default) refuses to run crawled
+    /// code without it: what is missing and how to fix it, in one line.
+    #[error("probe: {0}")]
+    Sandbox(#[from] ksmith_sandbox::Refused),
     /// The Ray driver (`[probe] ray_address`) could not start or stopped answering.
     #[error(
         "probe on Ray (ray_address = {address:?}): {message}. Check that the cluster is up (`ray \

@@ -148,16 +148,6 @@ fn probe_table(
     })?;
     tracker.finish();
     output.rows = reuse::merge(&todo, &previous, output.rows);
-    if let Some(hello) = &output.hello {
-        let missing = ksmith_sandbox::missing(&hello.sandbox);
-        if !missing.is_empty() {
-            ctx.warn(format!(
-                "probe: the sandbox runs without part of its protection ([sandbox] require = true \
-                 refuses instead): {}",
-                missing.join("; ")
-            ));
-        }
-    }
     for row in &output.rows {
         if row.status != ProbeStatus::Ok {
             report.drop_row(row.status.as_str());

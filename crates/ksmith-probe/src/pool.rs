@@ -3,7 +3,9 @@
 //! A thread owns one worker; it takes the next module index from a shared counter, sends the
 //! request and waits with the watchdog. A worker that hangs or dies is killed; its module gets
 //! `timeout`/`crashed` and the thread starts a fresh worker for the next module. A worker that
-//! cannot start at all stops the run with [`Error::WorkerStart`] (a broken environment).
+//! cannot start at all stops the run with [`Error::WorkerStart`] (a broken environment), or with
+//! [`Error::Sandbox`] when it refused to run without the whole sandbox; each worker's hello is
+//! checked against `[sandbox]` before its first request ([`admit`]).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -42,14 +44,38 @@ pub struct PoolOutput {
     pub runner_cpu_ms: u64,
 }
 
-/// What the pool's threads share besides the queue: the workers started, the first hello and
-/// the CPU time sums.
+/// What the pool's threads share besides the queue: the workers started, the first hello, the
+/// CPU time sums and whether the sandbox's warning was said.
 #[derive(Default)]
 struct Shared {
     started: AtomicUsize,
     hello: Mutex<Option<Hello>>,
     setup_us: AtomicU64,
     runner_us: AtomicU64,
+    warned: Mutex<bool>,
+}
+
+/// What the probe runs, as its sandbox's refusals and warnings name it.
+pub(crate) const UNTRUSTED: &str = "probe: crawled modules";
+
+/// Checks a worker's hello against `[sandbox]` before its first request: an incomplete sandbox
+/// stops the run unless the configuration opts out, and then it is said once, before any
+/// worker's first request (the others wait for `warned` while it is said).
+pub(crate) fn admit(
+    spec: &WorkerSpec,
+    hello: &Hello,
+    warned: &Mutex<bool>,
+    tracker: &Tracker,
+) -> Result<(), Error> {
+    let missing = ksmith_sandbox::missing(&hello.sandbox);
+    if let Some(warning) = ksmith_sandbox::admit(&spec.sandbox, &missing, UNTRUSTED)? {
+        let mut said = warned.lock().unwrap_or_else(|e| e.into_inner());
+        if !*said {
+            tracker.warn(&warning);
+            *said = true;
+        }
+    }
+    Ok(())
 }
 
 /// The request for one module.
@@ -103,8 +129,13 @@ pub fn probe_all(
     let llm_fixed = AtomicUsize::new(0);
     let chat = if cfg.llm_repair { chat } else { None };
     let deadline = Duration::from_secs_f64(cfg.timeout_s + cfg.watchdog_grace_s);
+    let workers = workers.max(1);
+    tracker.starting(&format!(
+        "starting {workers} sandboxed worker{}",
+        if workers == 1 { "" } else { "s" }
+    ));
     std::thread::scope(|scope| {
-        for _ in 0..workers.max(1) {
+        for _ in 0..workers {
             scope.spawn(|| {
                 let mut worker: Option<Worker> = None;
                 loop {
@@ -123,6 +154,7 @@ pub fn probe_all(
                         None,
                         deadline,
                         &shared,
+                        tracker,
                     ) {
                         Ok(row) => row,
                         Err(e) => {
@@ -146,6 +178,7 @@ pub fn probe_all(
                                 chat,
                                 deadline,
                                 &shared,
+                                tracker,
                             ) {
                                 Ok(new_row) => {
                                     if new_row.status == ProbeStatus::Ok {
@@ -217,9 +250,12 @@ fn probe_one(
     over: Option<String>,
     deadline: Duration,
     shared: &Shared,
+    tracker: &Tracker,
 ) -> Result<ProbeRow, Error> {
     if worker.is_none() {
         let w = Worker::start(spec)?;
+        admit(spec, &w.hello, &shared.warned, tracker)?;
+        tracker.started();
         shared.started.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut h) = shared.hello.lock() {
             h.get_or_insert_with(|| w.hello.clone());
@@ -258,6 +294,7 @@ fn llm_attempt(
     chat: &dyn ChatClient,
     deadline: Duration,
     shared: &Shared,
+    tracker: &Tracker,
 ) -> Result<ProbeRow, Error> {
     let code = match llm_repair::ask(program, failed, cfg, chat) {
         Ok(code) => code,
@@ -272,6 +309,7 @@ fn llm_attempt(
         Some(code),
         deadline,
         shared,
+        tracker,
     )?;
     Ok(llm_repair::merge(failed, row))
 }

@@ -11,6 +11,7 @@
 //! a stage error: there is no cluster to fall back on.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use ksmith_core::chat::ChatClient;
@@ -47,7 +48,10 @@ pub fn probe_all(
 ) -> Result<PoolOutput, Error> {
     let chat = if cfg.llm_repair { chat } else { None };
     let deadline = Duration::from_secs_f64(cfg.timeout_s + cfg.watchdog_grace_s);
+    tracker.starting("starting the Ray driver and its sandboxed actors");
     let mut driver = start_driver(cfg, spec, workers)?;
+    crate::pool::admit(spec, &driver.hello, &Mutex::new(false), tracker)?;
+    tracker.started();
     let actors = driver
         .hello
         .ray

@@ -174,21 +174,24 @@ impl Worker {
             stderr_closed,
             hello: placeholder,
         };
+        // A worker that says no hello may have refused to run without the whole sandbox: that
+        // one line is the error, not a broken environment.
+        let failed = |worker: &mut Worker, what: String| {
+            let stderr = worker.kill_and_stderr();
+            match ksmith_sandbox::refusal(&stderr) {
+                Some(refused) => Error::Sandbox(refused),
+                None => fail(format!("{what}; stderr: {}", truncate(&stderr, 2000))),
+            }
+        };
         let line = match worker.lines.recv_timeout(startup_timeout) {
             Ok(Ok(line)) => line,
-            Ok(Err(e)) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!("reading its output: {e}; stderr: {tail}")));
-            }
+            Ok(Err(e)) => return Err(failed(&mut worker, format!("reading its output: {e}"))),
             Err(RecvTimeoutError::Timeout) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!(
-                    "no hello within {startup_timeout:?}; stderr: {tail}"
-                )));
+                let what = format!("no hello within {startup_timeout:?}");
+                return Err(failed(&mut worker, what));
             }
             Err(RecvTimeoutError::Disconnected) => {
-                let tail = worker.kill_and_tail();
-                return Err(fail(format!("it exited at start; stderr: {tail}")));
+                return Err(failed(&mut worker, "it exited at start".into()));
             }
         };
         match serde_json::from_str::<Hello>(&line) {
@@ -304,8 +307,14 @@ impl Worker {
         self.child.id()
     }
 
-    /// Kills the worker and returns the end of its stderr.
+    /// Kills the worker and returns the end of its stderr, cut to 2000 bytes.
     fn kill_and_tail(&mut self) -> String {
+        let stderr = self.kill_and_stderr();
+        truncate(&stderr, 2000).to_string()
+    }
+
+    /// Kills the worker and returns the end of its stderr (the last 8 KiB).
+    fn kill_and_stderr(&mut self) -> String {
         self.stdin = None;
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -316,7 +325,7 @@ impl Worker {
             .lock()
             .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned())
             .unwrap_or_default();
-        truncate(tail.trim(), 2000).to_string()
+        tail.trim().to_string()
     }
 }
 

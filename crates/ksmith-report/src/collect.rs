@@ -1,14 +1,17 @@
 //! Reading a work directory's tables into the figures the report shows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::{
-    ClusterRow, DedupRow, GrpoRow, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus, RepoRow,
-    RepoStatus, SftRow, StepRow, TaskRow,
+    AnnotationRow, ClusterRow, DedupRow, GrpoRow, ModuleRow, ProbeRow, RepoRow, SftRow, StepRow,
+    TaskRow,
 };
+
+use crate::funnel::{self, Funnel};
+use crate::task_list::{self, TaskInfo};
 
 /// Rollout metrics of one difficulty level, as the paper reports them.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,12 +80,22 @@ pub struct ExportedDataset {
 pub struct ReportData {
     /// The work directory.
     pub workdir: String,
-    /// Funnel stages with their counts; `None` when the table does not exist.
-    pub funnel: Vec<(String, Option<u64>)>,
-    /// Unique modules per functional family.
+    /// From the classes found to the tasks, per repository, with why classes were lost.
+    pub funnel: Funnel,
+    /// The funnel's unique modules per functional family (they add up to its "unique" count).
     pub families: BTreeMap<String, u64>,
-    /// Unique modules per difficulty level.
+    /// The funnel's unique modules per difficulty level.
     pub levels: BTreeMap<u8, u64>,
+    /// The tasks: family, level, sizes, estimated time, source.
+    pub task_list: Vec<TaskInfo>,
+    /// True once the rollout has written steps (`steps.parquet`): the rollout sections are
+    /// shown only then.
+    pub rollout_ran: bool,
+    /// Why the rollout did not run (its report's skip reason, e.g. no teacher configured).
+    pub rollout_skipped: Option<String>,
+    /// What the rollout and select made: steps, correct steps, SFT and GRPO samples (`None`
+    /// for a table that does not exist).
+    pub outputs: Vec<(String, Option<u64>)>,
     /// Best-so-far speedup per task.
     pub trajectories: Vec<Trajectory>,
     /// Paper metrics per level.
@@ -106,6 +119,8 @@ pub struct ReportData {
     pub select_kept: BTreeMap<String, u64>,
     /// The datasets of the last export (`datasets/export.json`).
     pub exported: Vec<ExportedDataset>,
+    /// True when select has run (its report exists).
+    pub select_ran: bool,
     /// Tables that could not be read, with the error.
     pub notes: Vec<String>,
 }
@@ -137,40 +152,40 @@ pub fn collect(workdir: &Path) -> ReportData {
     let sft = load::<SftRow>(workdir, &mut notes);
     let grpo = load::<GrpoRow>(workdir, &mut notes);
 
+    let annotations = load::<AnnotationRow>(workdir, &mut notes);
+    let funnel = funnel::funnel(&funnel::Tables {
+        repos: repos.as_deref(),
+        modules: modules.as_deref(),
+        probes: probes.as_deref(),
+        dedup: dedup.as_deref(),
+        clusters: clusters.as_deref(),
+        tasks: tasks.as_deref(),
+        annotations: annotations.as_deref(),
+    });
+    let (families, levels) = match &clusters {
+        Some(clusters) => labels(&funnel.unique, clusters),
+        None => Default::default(),
+    };
+    let task_list = task_list::task_list(
+        workdir,
+        tasks.as_deref().unwrap_or_default(),
+        modules.as_deref().unwrap_or_default(),
+        probes.as_deref().unwrap_or_default(),
+        repos.as_deref().unwrap_or_default(),
+    );
     let count = |n: Option<usize>| n.map(|n| n as u64);
-    let funnel = vec![
-        (
-            "repositories accepted".to_string(),
-            count(
-                repos
-                    .as_ref()
-                    .map(|r| r.iter().filter(|r| r.status == RepoStatus::Ok).count()),
-            ),
-        ),
-        (
-            "modules extracted".to_string(),
-            count(
-                modules
-                    .as_ref()
-                    .map(|m| m.iter().filter(|m| m.status == ModuleStatus::Ok).count()),
-            ),
-        ),
-        (
-            "runnable".to_string(),
-            count(
-                probes
-                    .as_ref()
-                    .map(|p| p.iter().filter(|p| p.status == ProbeStatus::Ok).count()),
-            ),
-        ),
-        (
-            "unique".to_string(),
-            count(dedup.as_ref().map(|d| d.iter().filter(|d| d.kept).count())),
-        ),
-        ("tasks".to_string(), count(tasks.as_ref().map(Vec::len))),
+    let outputs = vec![
         (
             "rollout steps".to_string(),
             count(steps.as_ref().map(Vec::len)),
+        ),
+        (
+            "correct steps".to_string(),
+            count(
+                steps
+                    .as_ref()
+                    .map(|s| s.iter().filter(|s| s.correct).count()),
+            ),
         ),
         ("SFT samples".to_string(), count(sft.as_ref().map(Vec::len))),
         (
@@ -178,13 +193,7 @@ pub fn collect(workdir: &Path) -> ReportData {
             count(grpo.as_ref().map(Vec::len)),
         ),
     ];
-
-    let mut families = BTreeMap::new();
-    let mut levels = BTreeMap::new();
-    for c in clusters.iter().flatten() {
-        *families.entry(c.family.clone()).or_insert(0) += 1;
-        *levels.entry(c.level).or_insert(0) += 1;
-    }
+    let rollout_ran = steps.is_some();
 
     let task_level: BTreeMap<&str, u8> = tasks
         .iter()
@@ -200,6 +209,10 @@ pub fn collect(workdir: &Path) -> ReportData {
         &mut notes,
     );
     let rollout = StageReport::load(workdir, "rollout");
+    let rollout_skipped = rollout
+        .as_ref()
+        .filter(|r| r.skipped && !rollout_ran)
+        .and_then(|r| r.skip_reason.clone());
     let teacher = rollout
         .map(|r| {
             r.counters
@@ -209,6 +222,7 @@ pub fn collect(workdir: &Path) -> ReportData {
         })
         .unwrap_or_default();
     let select = StageReport::load(workdir, "select");
+    let select_ran = select.is_some();
     let select_kept = select
         .as_ref()
         .map(|r| {
@@ -249,6 +263,10 @@ pub fn collect(workdir: &Path) -> ReportData {
         funnel,
         families,
         levels,
+        task_list,
+        rollout_ran,
+        rollout_skipped,
+        outputs,
         trajectories,
         level_metrics,
         statuses,
@@ -260,8 +278,31 @@ pub fn collect(workdir: &Path) -> ReportData {
         select_drops,
         select_kept,
         exported,
+        select_ran,
         notes,
     }
+}
+
+/// The modules of `unique` per family and per level, as cluster labelled them (`unlabelled`,
+/// level 0, for one it did not).
+fn labels(
+    unique: &[String],
+    clusters: &[ClusterRow],
+) -> (BTreeMap<String, u64>, BTreeMap<u8, u64>) {
+    let by_id: HashMap<&str, &ClusterRow> =
+        clusters.iter().map(|c| (c.module_id.as_str(), c)).collect();
+    let mut families = BTreeMap::new();
+    let mut levels = BTreeMap::new();
+    for id in unique {
+        let (family, level) = by_id
+            .get(id.as_str())
+            .map_or(("unlabelled".to_string(), 0), |c| {
+                (c.family.clone(), c.level)
+            });
+        *families.entry(family).or_insert(0) += 1;
+        *levels.entry(level).or_insert(0) += 1;
+    }
+    (families, levels)
 }
 
 /// A JSON side file of `workdir`, if it exists; an unreadable one is a note.
@@ -479,8 +520,10 @@ mod tests {
     fn empty_workdir_shows_every_stage_as_not_run() {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = collect(dir.path());
-        assert_eq!(data.funnel.len(), 8);
-        assert!(data.funnel.iter().all(|(_, n)| n.is_none()));
+        assert_eq!(data.funnel.steps.len(), 6);
+        assert!(data.funnel.steps.iter().all(|s| s.total.is_none()));
+        assert!(data.outputs.iter().all(|(_, n)| n.is_none()));
+        assert!(!data.rollout_ran && !data.select_ran);
         assert!(data.trajectories.is_empty());
         assert!(data.notes.is_empty());
     }

@@ -1,5 +1,6 @@
-//! Renders a report of a synthetic work directory and checks it in headless Chromium: the page
-//! loads offline and every plot is present with its marks.
+//! Renders reports of synthetic work directories and checks them in headless Chromium: the page
+//! loads offline, every plot is present with its marks, the funnel's counts add up, and before
+//! the rollout no section of it is shown.
 
 #![allow(clippy::unwrap_used)] // Test fixtures: a failure here is a test failure.
 
@@ -10,8 +11,9 @@ use ksmith_core::evaluation::{EvalStatus, HackKind};
 use ksmith_core::report::StageReport;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{
-    ClusterRow, DedupRow, EditOutcome, ModuleRow, ModuleStatus, ProbeRow, ProbeStatus, RepoRow,
-    RepoStatus, StepKind, StepRow, TaskRow,
+    ClusterRow, DedupMethod, DedupRow, EditOutcome, ModuleReason, ModuleRow, ModuleStatus,
+    ProbeRow, ProbeStatus, RepoReason, RepoRow, RepoStatus, SizeReason, SizeStatus, SourceKind,
+    StepKind, StepRow, TaskRow,
 };
 
 fn module(i: usize) -> ModuleRow {
@@ -158,20 +160,13 @@ fn metrics_follow_the_papers_definitions() {
     let dir = tempfile::tempdir().unwrap();
     write_workdir(dir.path());
     let data = ksmith_report::collect(dir.path());
-    let funnel: Vec<Option<u64>> = data.funnel.iter().map(|(_, n)| *n).collect();
+    let funnel: Vec<Option<u64>> = data.funnel.steps.iter().map(|s| s.total).collect();
     assert_eq!(
         funnel,
-        [
-            Some(1),
-            Some(4),
-            Some(4),
-            Some(3),
-            Some(2),
-            Some(5),
-            None,
-            None
-        ]
+        [Some(4), Some(4), Some(4), Some(4), Some(3), Some(2)]
     );
+    let outputs: Vec<Option<u64>> = data.outputs.iter().map(|(_, n)| *n).collect();
+    assert_eq!(outputs, [Some(5), Some(3), None, None]);
     assert_eq!(data.families.get("attention"), Some(&2));
     let l1 = data.level_metrics.iter().find(|m| m.level == 1).unwrap();
     let l3 = data.level_metrics.iter().find(|m| m.level == 3).unwrap();
@@ -229,10 +224,14 @@ fn report_renders_in_headless_chromium_with_every_plot() {
     let url = format!("file://{}", html.display());
 
     let dom = dump_dom(dir.path(), &url);
+    no_table_without_rows(&dom);
     for id in [
         "funnel",
+        "funnel-repos",
         "families",
         "levels",
+        "tasks",
+        "outputs",
         "best-so-far",
         "best-so-far-mean",
         "statuses",
@@ -351,6 +350,7 @@ fn a_cpu_run_tells_its_story_without_empty_charts() {
 
     let html = ksmith_report::write_report(dir.path(), None).unwrap();
     let dom = dump_dom(dir.path(), &format!("file://{}", html.display()));
+    no_table_without_rows(&dom);
     // No empty speedup charts: one line says why.
     assert!(!dom.contains("id=\"best-so-far\""), "empty chart rendered");
     assert!(!dom.contains("id=\"best-so-far-mean\""));
@@ -364,8 +364,8 @@ fn a_cpu_run_tells_its_story_without_empty_charts() {
         "m9 has an ending, no step"
     );
     assert!(
-        dom.contains("C1 (r)"),
-        "tasks are named by class and repository"
+        dom.contains("C1 (r) m1 (aborted)"),
+        "named by class and repository"
     );
     assert!(
         dom.contains("(aborted): teacher unavailable: 503 overloaded"),
@@ -391,4 +391,245 @@ fn a_cpu_run_tells_its_story_without_empty_charts() {
         assert!(dom.contains(text), "{text} missing");
     }
     assert!(dom.contains("id=\"drops\""), "select's drops are a chart");
+}
+
+/// Every table of the page has at least one row of cells (no header-only table).
+fn no_table_without_rows(dom: &str) {
+    for (i, table) in dom.split("<table").skip(1).enumerate() {
+        let table = table.split("</table>").next().unwrap_or_default();
+        assert!(table.contains("<td"), "table {i} has no row: <table{table}");
+    }
+}
+
+/// A run up to cluster, without a teacher: two repositories (one refused for its license), and
+/// classes lost at every step for a reason of their own.
+fn write_pre_rollout_workdir(dir: &Path) {
+    let mut ok = RepoRow::failed("acme/layers", "https://github.com/acme/layers.git", "x");
+    ok.status = RepoStatus::Ok;
+    ok.reason = None;
+    ok.source_kind = SourceKind::Git;
+    ok.commit = Some("0123abcd".into());
+    let mut local = RepoRow::failed("convs", "/src/convs", "x");
+    local.status = RepoStatus::Ok;
+    local.reason = None;
+    local.source_kind = SourceKind::Folder;
+    local.commit = Some("feed".into());
+    local.snapshot = Some("snapshots/convs/feed".into());
+    let mut gpl = RepoRow::failed("gplnet", "/src/gplnet", "x");
+    gpl.status = RepoStatus::Rejected;
+    gpl.set_reason(RepoReason::LicenseNotAllowed, Some("GPL-3.0"));
+    write_table(&RepoRow::path_in(dir), &[ok, local, gpl], "fp").unwrap();
+
+    let class = |id: &str, repo: &str, path: &str, line: u32| ModuleRow {
+        id: id.into(),
+        repo: repo.into(),
+        path: path.into(),
+        class_name: id.to_string(),
+        line,
+        ..module(0)
+    };
+    let rejected = |id: &str, code: ModuleReason, reason: &str| ModuleRow {
+        status: ModuleStatus::Rejected,
+        reason: Some(reason.into()),
+        reason_code: Some(code),
+        program: None,
+        ..class(id, "acme/layers", "extra.py", 4)
+    };
+    let modules = vec![
+        class("Gelu", "acme/layers", "act.py", 10),
+        class("Norm", "acme/layers", "norm.py", 20),
+        class("NormCopy", "acme/layers", "norm2.py", 20),
+        class("Flatten", "acme/layers", "misc.py", 5),
+        class("Conv", "convs", "conv.py", 7),
+        class("BadShape", "convs", "bad.py", 3),
+        class("Rnn", "convs", "rnn.py", 9),
+        rejected(
+            "Spectral",
+            ModuleReason::ImportNotAllowed,
+            "import_not_allowed: scipy",
+        ),
+        rejected(
+            "Fft",
+            ModuleReason::ImportNotAllowed,
+            "import_not_allowed: scipy",
+        ),
+        rejected("Base", ModuleReason::NoForward, "no_forward: abstract"),
+    ];
+    write_table(&ModuleRow::path_in(dir), &modules, "fp").unwrap();
+    let ran = |m: &ModuleRow, sizes: &str, est: f64| ProbeRow {
+        program: m.program.clone(),
+        size_status: Some(SizeStatus::Sized),
+        sizes: sizes.into(),
+        alt_sizes: "[{\"n\": 8}, {\"n\": 4}]".into(),
+        est_ms: Some(est),
+        ..ProbeRow::empty(&m.id, &m.repo, &m.class_name, ProbeStatus::Ok)
+    };
+    let by = |id: &str| modules.iter().find(|m| m.id == id).unwrap();
+    let probes = vec![
+        ran(by("Gelu"), r#"{"batch_size": 32, "dim": 4096}"#, 1.25),
+        ran(by("Norm"), r#"{"rows": 8192, "cols": 1024}"#, 0.5),
+        ran(by("NormCopy"), r#"{"rows": 8192, "cols": 1024}"#, 0.5),
+        ran(by("Flatten"), r#"{"n": 64}"#, 0.01),
+        ran(by("Conv"), r#"{"batch_size": 16, "channels": 256}"#, 2.0),
+        ProbeRow {
+            error_class: Some("RuntimeError".into()),
+            error_message: Some("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)".into()),
+            ..ProbeRow::empty("BadShape", "convs", "BadShape", ProbeStatus::Failed)
+        },
+        ProbeRow {
+            size_status: Some(SizeStatus::Unsizable),
+            size_reason_code: Some(SizeReason::Timeout),
+            size_reason: Some("timeout: sizing ran past its 20.0 s".into()),
+            ..ran(by("Rnn"), "{}", 0.0)
+        },
+    ];
+    write_table(&ProbeRow::path_in(dir), &probes, "fp").unwrap();
+    let dedup: Vec<DedupRow> = probes
+        .iter()
+        .filter(|p| p.status == ProbeStatus::Ok)
+        .map(|p| {
+            let copy = p.module_id == "NormCopy";
+            DedupRow {
+                module_id: p.module_id.clone(),
+                kept: !copy,
+                method: copy.then_some(DedupMethod::Near),
+                duplicate_of: copy.then(|| "Norm".into()),
+                similarity: copy.then_some(0.93),
+                contaminated_via: None,
+            }
+        })
+        .collect();
+    write_table(&DedupRow::path_in(dir), &dedup, "fp").unwrap();
+    let labelled = |id: &str, family: &str, level: u8, trivial: Option<&str>| ClusterRow {
+        module_id: id.into(),
+        cluster: -1,
+        is_center: false,
+        family: family.into(),
+        family_rule: "aten".into(),
+        level,
+        level_rule: "aten".into(),
+        trivial: trivial.map(str::to_string),
+    };
+    let clusters = vec![
+        labelled("Gelu", "activation", 1, None),
+        labelled("Norm", "normalization", 1, None),
+        labelled("Flatten", "reshape", 1, Some("no_compute")),
+        labelled("Conv", "convolution", 2, None),
+    ];
+    write_table(&ClusterRow::path_in(dir), &clusters, "fp").unwrap();
+    let tasks: Vec<TaskRow> = clusters
+        .iter()
+        .filter(|c| c.trivial.is_none())
+        .map(|c| TaskRow {
+            task_id: c.module_id.clone(),
+            repo: by(&c.module_id).repo.clone(),
+            class_name: c.module_id.clone(),
+            program: "class Model: pass".into(),
+            family: c.family.clone(),
+            level: c.level,
+            cluster: c.cluster,
+            license: Some("MIT".into()),
+            selected_as: "all".into(),
+            alt_sizes: "[]".into(),
+        })
+        .collect();
+    write_table(&TaskRow::path_in(dir), &tasks, "fp").unwrap();
+    let mut rollout = StageReport::new("rollout");
+    rollout.skipped = true;
+    rollout.skip_reason = Some("no teacher configured".into());
+    let path = StageReport::path_in(dir, "rollout");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_vec(&rollout).unwrap()).unwrap();
+}
+
+#[test]
+fn before_rollouts_the_page_follows_every_class_to_the_tasks_and_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    write_pre_rollout_workdir(dir.path());
+    let data = ksmith_report::collect(dir.path());
+    let f = &data.funnel;
+    let totals: Vec<u64> = f.steps.iter().map(|s| s.total.unwrap()).collect();
+    assert_eq!(totals, [10, 7, 6, 5, 4, 3]);
+    for (step, next) in f.steps.iter().zip(&f.steps[1..]) {
+        let loss = f.losses.iter().find(|l| l.step == next.name).unwrap();
+        assert_eq!(step.total.unwrap() - loss.lost, next.total.unwrap());
+        assert_eq!(step.per_repo.values().sum::<u64>(), step.total.unwrap());
+    }
+    // The family and level charts count the funnel's unique modules.
+    assert_eq!(data.families.values().sum::<u64>(), totals[4]);
+    assert_eq!(data.levels.values().sum::<u64>(), totals[4]);
+
+    let html = ksmith_report::write_report(dir.path(), None).unwrap();
+    let dom = dump_dom(dir.path(), &format!("file://{}", html.display()));
+    no_table_without_rows(&dom);
+    assert!(
+        dom.contains("3 tasks from 10 classes found in 2 repositories."),
+        "summary"
+    );
+    // Per repository, with the refused one and a total row.
+    assert_eq!(dom.matches("class=\"repo\"").count(), 3);
+    assert!(dom.contains("not accepted: license_not_allowed: GPL-3.0"));
+    assert!(dom.contains(
+        "<td>acme/layers</td><td>7</td><td>4</td><td>4</td><td>4</td><td>3</td><td>2</td>"
+    ));
+    assert!(
+        dom.contains("<td>convs</td><td>3</td><td>3</td><td>2</td><td>1</td><td>1</td><td>1</td>")
+    );
+    assert!(
+        dom.contains("<td>all</td><td>10</td><td>7</td><td>6</td><td>5</td><td>4</td><td>3</td>")
+    );
+    // Every loss with its reasons, most frequent first, and an example of each.
+    for text in [
+        "programs (3 lost)",
+        "import_not_allowed</td><td>2</td><td class=\"text\">Spectral in acme/layers/extra.py:4: import_not_allowed: scipy",
+        "no_forward</td><td>1</td>",
+        "runnable (1 lost)",
+        "failed: RuntimeError</td><td>1</td><td class=\"text\">BadShape in convs/bad.py:3: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)",
+        "sized (1 lost)",
+        "unsizable: timeout</td><td>1</td><td class=\"text\">Rnn in convs/rnn.py:9: timeout: sizing ran past its 20.0 s",
+        "unique (1 lost)",
+        "NormCopy in acme/layers/norm2.py:20: duplicates Norm in acme/layers/norm.py:20 (similarity 0.93)",
+        "tasks (1 lost)",
+        "trivial: no_compute",
+    ] {
+        assert!(dom.contains(text), "{text} missing");
+    }
+    // The tasks: family, level, sizes, estimated time and a link to the source.
+    assert_eq!(dom.matches("class=\"task\"").count(), 3);
+    assert!(dom.contains("batch_size=32, dim=4096</td><td>1.25 ms</td>"));
+    assert!(dom.contains(
+        "href=\"https://github.com/acme/layers/blob/0123abcd/act.py#L10\">acme/layers/act.py:10</a>"
+    ));
+    assert!(dom.contains("/snapshots/convs/feed/conv.py\">convs/conv.py:7</a>"));
+    // No rollout section yet: one line says why.
+    assert!(dom.contains("id=\"rollout-not-run\"") && dom.contains("no teacher configured"));
+    for absent in [
+        "Metrics per level",
+        "Evaluator",
+        "Teacher",
+        "Selection",
+        "Datasets",
+    ] {
+        assert!(
+            !dom.contains(&format!("<h2>{absent}</h2>")),
+            "{absent} shown before rollouts"
+        );
+    }
+
+    let png = dir.path().join("before.png");
+    let shot = headless(dir.path())
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,2000")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    assert!(
+        std::fs::metadata(&png).unwrap().len() > 20_000,
+        "screenshot looks blank"
+    );
 }

@@ -21,7 +21,7 @@ pub struct SandboxConfig {
 impl Default for SandboxConfig {
     fn default() -> Self {
         SandboxConfig {
-            require: false,
+            require: true,
             disk_mb: 256,
             bwrap: String::new(),
         }
@@ -58,6 +58,10 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_a_tiny_disk_is_named() {
         SandboxConfig::default().validate().unwrap();
+        assert!(
+            SandboxConfig::default().require,
+            "untrusted code runs only in the whole sandbox unless the config opts out"
+        );
         let err = SandboxConfig {
             disk_mb: 1,
             ..Default::default()

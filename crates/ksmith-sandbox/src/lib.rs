@@ -9,13 +9,18 @@
 //! a tmpfs for scratch; a seccomp filter; a pids cgroup) and the worker confines every child
 //! further (its own PID namespace, `/proc` and tmpfs workspace, limits, no capabilities, a
 //! stricter seccomp filter). What could not be set up is in the worker's hello
-//! ([`missing`]); with `require` the worker refuses to start instead.
+//! ([`missing`]). By default (`require`) the launcher or the worker refuses to start instead,
+//! before any untrusted code exists in it, with one line saying what is missing and how to fix
+//! it ([`refusal`]); only `[sandbox] require = false` runs without the missing parts, and the
+//! stage says so before its first request ([`admit`]).
 //!
 //! Invariant: no worker that runs untrusted code is started any other way.
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod config;
 pub mod launch;
 
+pub use admission::{EXIT_REFUSED, REFUSAL, Refused, admit, refusal};
 pub use config::SandboxConfig;
 pub use launch::{ENV_PASSED, Launch, PYTHON_FILES, missing};

@@ -3,7 +3,8 @@ children, and what each child needs to confine itself (`ChildSpec`, `enter`).
 
 A worker makes one `Jail` at start. The constructor tries the whole child confinement once in a
 throwaway child and lists what could not be set up (`missing`; `info` goes into the worker's
-hello); with `Policy.require` anything missing raises `SandboxError` instead. Then, per child:
+hello); with `Policy.require` (the default) anything missing raises `SandboxError` instead, whose
+text is the one line to write (`policy.refusal`). Then, per child:
 
     with jail.workspace(parent) as d:          # a tmpfs of disk_mb (inside the launcher's sandbox)
         spec = jail.spec(d, limits)            # workdir, devices, limits, its pids cgroup...
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 
 from . import cgroups
 from .child import BASIC_DEVICES, PROC_READONLY, Isolation, Limits, confine, gpu_devices, isolate, mirror
-from .policy import Policy, SandboxError
+from .policy import INSTALL_BWRAP, Policy, SandboxError, refusal
 from .syscalls import (
     CAP_SYS_ADMIN,
     CLONE_NEWPID,
@@ -149,9 +150,16 @@ class Jail:
         }
         if missing and policy.require:
             self.close()
-            raise SandboxError(
-                "the sandbox is required ([sandbox] require = true) but cannot be set up here: " + "; ".join(missing)
-            )
+            raise SandboxError(refusal("; ".join(missing), self._fix(), policy.opt_out))
+
+    def _fix(self) -> str:
+        """How to get what is missing: the launcher's advice when it could not start bubblewrap,
+        else where to start the worker or what to look at."""
+        if self.policy.outer_fix:
+            return self.policy.outer_fix
+        if not self.inside:
+            return f"start the worker through the sandbox launcher (python -m ksmith.confine) and {INSTALL_BWRAP}"
+        return "see ARCHITECTURE.md, crates/ksmith-sandbox: what the sandbox depends on"
 
     def scratch(self) -> str:
         """The folder for the children's workspaces."""

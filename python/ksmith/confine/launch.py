@@ -22,9 +22,11 @@ dies). The sandbox, for the worker and every child it starts:
   (`cgroups`), bound into the sandbox so the worker can cap each child.
 
 The policy reaches the worker in ``KSMITH_SANDBOX``, with what the launcher achieved. Where
-bubblewrap is missing or cannot set up the sandbox, the launcher stops with an error when
-``require`` is set, and otherwise warns on stderr and runs the worker directly (its children
-are still confined, see `child`, but the rest of the machine's files stay readable).
+bubblewrap is missing, not where the policy says, or cannot set up the sandbox, the launcher
+stops before the worker starts (``require``, the default: one line on stderr saying what is
+missing and how to fix it, exit status `EXIT_UNAVAILABLE`); only the caller's explicit opt-out
+(``require`` false) makes it warn on stderr and run the worker directly (its children are still
+confined, see `child`, but the rest of the machine's files stay readable).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import tempfile
 
 from . import cgroups, seccomp
 from .child import gpu_devices
-from .policy import ENV_SET, EXIT_UNAVAILABLE, POLICY_VAR, Policy, passed_env
+from .policy import ENV_SET, EXIT_UNAVAILABLE, INSTALL_BWRAP, POLICY_VAR, Policy, passed_env, refusal
 
 #: Files of /etc the sandbox sees (the dynamic loader's cache and configuration, alternatives
 #: links such as `cc`, the time zone); a user database of its own is added (`_PASSWD`).
@@ -49,16 +51,26 @@ _GROUP = "ksmith:x:0:\n"
 UNPACKED_BWRAP = os.path.expanduser("~/.cache/ksmith/bwrap/usr/bin/bwrap")
 
 
-def find_bwrap(configured: str = "") -> tuple[str | None, str]:
+def find_bwrap(configured: str = "") -> tuple[str | None, str, str]:
     """The bubblewrap binary: `configured`, ``$KSMITH_BWRAP``, ``bwrap`` on PATH, then the one
-    scripts/setup-bwrap.sh unpacked; or None and why not."""
+    scripts/setup-bwrap.sh unpacked; or None, why not and how to fix it."""
     for candidate in (configured, os.environ.get("KSMITH_BWRAP", "")):
         if candidate:
             if os.access(candidate, os.X_OK):
-                return candidate, ""
-            return None, f"bubblewrap is not at {candidate} ([sandbox] bwrap or KSMITH_BWRAP)"
+                return candidate, "", ""
+            why = f"bubblewrap is not at {candidate} ([sandbox] bwrap or KSMITH_BWRAP)"
+            return None, why, f"correct that path, or leave it empty and {INSTALL_BWRAP}"
     found = shutil.which("bwrap") or (UNPACKED_BWRAP if os.access(UNPACKED_BWRAP, os.X_OK) else None)
-    return found, "" if found else "bubblewrap (bwrap) is not installed; install it with scripts/setup-bwrap.sh"
+    if found:
+        return found, "", ""
+    return None, "bubblewrap (bwrap) is not installed", INSTALL_BWRAP
+
+
+#: Why bubblewrap may fail to set up a sandbox it could start, and where to look.
+USERNS_FIX = (
+    "bubblewrap needs unprivileged user namespaces (or root): check `sysctl kernel.unprivileged_userns_clone` "
+    "and `kernel.apparmor_restrict_unprivileged_userns`, or run as root"
+)
 
 
 #: The folder holding the ``ksmith`` package (the runtime folder of a stage, or a checkout's
@@ -174,9 +186,9 @@ def launch(policy: Policy, args: list[str]) -> None:
     if policy.gpu:
         ensure_gpu_nodes()
     policy.cgroup = cgroups.make_base(os.getpid(), join=True)
-    bwrap, why = find_bwrap(policy.bwrap)
+    bwrap, why, fix = find_bwrap(policy.bwrap)
     if bwrap is None:
-        policy.outer_error = why
+        policy.outer_error, policy.outer_fix = why, fix
     else:
         policy.outer = "bwrap"
         env[POLICY_VAR] = policy.to_json()
@@ -188,14 +200,15 @@ def launch(policy: Policy, args: list[str]) -> None:
             argv, _ = bwrap_argv(bwrap, policy, env)
             os.execv(bwrap, [*argv, "--", *command])
         policy.outer = None
-        policy.outer_error = f"{bwrap} could not set up the sandbox: {err}"
+        policy.outer_error = f"{bwrap} could not set up the sandbox: {' '.join(err.split())}"
+        policy.outer_fix = USERNS_FIX
     if policy.require:
-        sys.stderr.write(f"ksmith sandbox: required ([sandbox] require = true) but unavailable: {policy.outer_error}\n")
+        sys.stderr.write(refusal(policy.outer_error or "", policy.outer_fix or "", policy.opt_out) + "\n")
         sys.stderr.flush()
         os._exit(EXIT_UNAVAILABLE)
     sys.stderr.write(
-        f"ksmith sandbox: WARNING: running without the filesystem sandbox: {policy.outer_error}; "
-        "untrusted code will see this machine's files (set [sandbox] require = true to refuse)\n"
+        f"ksmith sandbox: WARNING: running without the filesystem sandbox, as {policy.opt_out} asks: "
+        f"{policy.outer_error}; untrusted code will see this machine's files\n"
     )
     sys.stderr.flush()
     env[POLICY_VAR] = policy.to_json()

@@ -30,8 +30,15 @@ ENV_PASSED = (
 )
 
 #: Exit status of a launcher or worker that stops because the sandbox is required and cannot be
-#: set up.
+#: set up (`ksmith_sandbox::EXIT_REFUSED`; a test keeps them equal).
 EXIT_UNAVAILABLE = 78
+
+#: How the one line a refusing launcher or worker writes on stderr starts
+#: (`ksmith_sandbox::REFUSAL`; a test keeps them equal).
+REFUSAL = "ksmith sandbox: refusing to run untrusted code: "
+
+#: How to get the missing part of the sandbox, for a refusal where bubblewrap is the cause.
+INSTALL_BWRAP = "install bubblewrap: `make sandbox`, or Debian's `bubblewrap` package"
 
 #: Variables the launcher sets itself (besides HOME, TMPDIR and the policy).
 ENV_SET = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONUNBUFFERED")
@@ -41,19 +48,27 @@ class SandboxError(RuntimeError):
     """A part of the sandbox could not be set up while `Policy.require` asks for all of it."""
 
 
+def refusal(what: str, fix: str, opt_out: str) -> str:
+    """The one line a refusing launcher or worker writes: what is missing, how to fix it and how
+    to run without it (`opt_out`, the caller's explicit switch)."""
+    line = f"{REFUSAL}{what}; {fix} (or opt out explicitly with {opt_out} to run it without)"
+    return " ".join(line.split())
+
+
 @dataclasses.dataclass
 class Policy:
     """The sandbox of one worker and its children.
 
     Set by the caller (the Rust side, from ``[sandbox]`` and the stage's limits): ``require``,
     ``disk_mb``, ``max_processes``, ``gpu``, ``share_net``, ``scratch``, ``scratch_mb``,
-    ``bwrap``. Filled in by the launcher: ``outer`` ("bwrap" when the worker runs inside
-    bubblewrap), ``outer_error`` (why not) and ``cgroup`` (a pids cgroup folder the worker may
-    make per-child cgroups in).
+    ``bwrap``, ``opt_out``. Filled in by the launcher: ``outer`` ("bwrap" when the worker runs
+    inside bubblewrap), ``outer_error`` (why not), ``outer_fix`` (how to get it) and ``cgroup``
+    (a pids cgroup folder the worker may make per-child cgroups in).
     """
 
-    #: A missing part is an error instead of a warning.
-    require: bool = False
+    #: A missing part stops the launcher or the worker before any untrusted code runs (the
+    #: default); False is the caller's explicit opt-out (run with the parts that work, warned).
+    require: bool = True
     #: Size of each child's private tmpfs (all it may write), MiB.
     disk_mb: int = 256
     #: Processes (threads included) each child may have at once.
@@ -69,8 +84,11 @@ class Policy:
     #: The bubblewrap binary; empty: $KSMITH_BWRAP, `bwrap` on PATH, then the one
     #: scripts/setup-bwrap.sh unpacked.
     bwrap: str = ""
+    #: How the caller's user opts out of `require`, named in a refusal.
+    opt_out: str = "[sandbox] require = false"
     outer: str | None = None
     outer_error: str | None = None
+    outer_fix: str | None = None
     cgroup: str | None = None
 
     def to_json(self) -> str:

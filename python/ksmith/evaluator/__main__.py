@@ -1,11 +1,16 @@
 """`python -m ksmith.evaluator {worker,serve,check,evaluate}`.
 
 - `worker --device cpu|cuda [--options JSON]`: the JSON-lines worker (see `protocol`).
-- `serve --port P [--host H] --device D [--options JSON] [--require-sandbox]`: the HTTP endpoint,
-  which first starts itself again inside the sandbox launcher (`ksmith.confine`, keeping the
-  network for its listener; every child still gets none).
+- `serve --port P [--host H] --device D [--options JSON] [--allow-unconfined]`: the HTTP
+  endpoint, which first starts itself again inside the sandbox launcher (`ksmith.confine`,
+  keeping the network for its listener; every child still gets none).
 - `check FILE`: static checks of a candidate, as JSON.
-- `evaluate --reference FILE --candidate FILE [--device D] [--no-measure]`: one evaluation, as JSON.
+- `evaluate --reference FILE --candidate FILE [--device D] [--no-measure] [--allow-unconfined]`:
+  one evaluation in a sandboxed worker (`launched`), as JSON.
+
+Without the whole sandbox (bubblewrap missing, ...) `serve` and `evaluate` refuse to run any
+candidate, with one line saying what is missing and how to fix it; `--allow-unconfined` is the
+explicit opt-out (what is missing is written on stderr first).
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ import argparse
 import json
 import os
 import sys
+
+from ..confine.policy import EXIT_UNAVAILABLE
+
+UNCONFINED_HELP = "run candidates even where the sandbox is incomplete (an explicit opt-out; warned on stderr)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--device", default="cpu")
     s.add_argument("--options", default="{}")
-    s.add_argument("--require-sandbox", action="store_true", help="refuse to serve without the whole sandbox")
+    s.add_argument("--allow-unconfined", action="store_true", help=UNCONFINED_HELP)
     c = sub.add_parser("check")
     c.add_argument("file")
     e = sub.add_parser("evaluate")
@@ -36,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--device", default="cpu")
     e.add_argument("--options", default="{}")
     e.add_argument("--no-measure", action="store_true")
+    e.add_argument("--allow-unconfined", action="store_true", help=UNCONFINED_HELP)
     a = ap.parse_args(argv)
     if a.cmd == "worker":
         from .worker import run_worker
@@ -45,12 +55,22 @@ def main(argv: list[str] | None = None) -> int:
         from ..confine.policy import POLICY_VAR, Policy
 
         if POLICY_VAR not in os.environ:
-            policy = Policy(require=a.require_sandbox, share_net=True, gpu=a.device.startswith("cuda"))
+            policy = Policy(
+                require=not a.allow_unconfined,
+                share_net=True,
+                gpu=a.device.startswith("cuda"),
+                opt_out="--allow-unconfined",
+            )
             launcher = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", policy.to_json(), "--"]
             os.execv(sys.executable, [*launcher, "-s", "-m", "ksmith.evaluator", *(argv or sys.argv[1:])])
+        from ..confine import SandboxError
         from .server import make_server
 
-        server = make_server(a.host, a.port, a.device, json.loads(a.options))
+        try:
+            server = make_server(a.host, a.port, a.device, json.loads(a.options))
+        except SandboxError as e:
+            print(e, file=sys.stderr)
+            return EXIT_UNAVAILABLE
         print(json.dumps({"listening": f"http://{a.host}:{server.server_address[1]}"}), flush=True)
         try:
             server.serve_forever()
@@ -63,9 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         v = check(open(a.file).read())
         print(json.dumps(v.__dict__))
         return 0
-    from .evaluate import DeviceEvaluator
+    from ..confine import Policy, SandboxError
+    from .launched import LaunchedWorker
 
-    ev = DeviceEvaluator(a.device, json.loads(a.options))
+    policy = Policy(require=not a.allow_unconfined, opt_out="--allow-unconfined")
+    try:
+        ev = LaunchedWorker(a.device, json.loads(a.options), policy)
+    except SandboxError as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNAVAILABLE
     try:
         res = ev.evaluate(
             {

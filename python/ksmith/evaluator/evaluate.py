@@ -72,6 +72,8 @@ import torch
 
 from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
+from ..confine.policy import SandboxError as SandboxRefused
+from ..confine.policy import refusal
 from . import compare, decide, messages, shapes, tritoncache
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
@@ -164,10 +166,12 @@ class DeviceEvaluator:
 
     Children are confined (`ksmith.confine`) unless the option `confine` is off. The sandbox
     policy is the launcher's (``KSMITH_SANDBOX``) when this process was started by it, else the
-    defaults; what cannot be set up is printed once on stderr (and stops the evaluator when the
-    policy requires the whole sandbox: `ksmith.confine.SandboxError`). Evaluators of one process
-    that share a GPU share its gate (`gate`: another evaluator's), so that one's timing never
-    runs beside the other's work."""
+    defaults. When the policy requires the whole sandbox (the default) anything missing, the
+    option `confine` off included, stops the evaluator before any child exists
+    (`ksmith.confine.SandboxError`, whose text is the one line to show); under the caller's
+    explicit opt-out what is missing is printed once on stderr. Evaluators of one process that
+    share a GPU share its gate (`gate`: another evaluator's), so that one's timing never runs
+    beside the other's work."""
 
     def __init__(
         self,
@@ -183,8 +187,12 @@ class DeviceEvaluator:
         #: What every child is told of timing: one process's share on a GPU, else the rehearsal.
         self.timing = per_process(self.opts["timing"]) if self.cuda else {**self.opts["timing"], **CPU_REHEARSAL}
         self.jail = None
+        policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=self.cuda)
+        if not self.opts["confine"] and policy.require:
+            raise SandboxRefused(
+                refusal("the option confine = false runs candidates unconfined", "drop it", policy.opt_out)
+            )
         if self.opts["confine"]:
-            policy = dataclasses.replace(policy or Policy.take_from_env(), gpu=self.cuda)
             if policy.gpu and policy.outer is None:
                 ensure_gpu_nodes()
             self.jail = Jail(policy)
@@ -452,11 +460,21 @@ class DeviceEvaluator:
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
         alt = shapes.parse_sets(req["alt_sizes"]) if req.get("alt_sizes") else None
-        facts = self.reference(task_id, req["reference"], alt)
+        reference = req["reference"]
+        if alt and not self.cuda:
+            # Correctness only on the CPU: at the task's smallest recorded size set, not at the
+            # sizes chosen for a GPU (see `shapes`); the other sets stay hidden ones.
+            primary, others = shapes.smallest(reference, alt)
+            if primary is not None:
+                alt = others
+                reference = shapes.rewritten(reference, primary)
+                candidate = shapes.rewritten(candidate, primary)
+                warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
+        facts = self.reference(task_id, reference, alt)
         measure = bool(req.get("measure", True)) and self.cuda
         run = Run(self, task_id, facts, measure, warnings)
         while run.another():
-            verdict = self._candidate_process(run, req["reference"], candidate)
+            verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
                 return verdict
         return run.final()

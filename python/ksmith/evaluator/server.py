@@ -8,6 +8,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..confine import Policy
 from . import protocol
 from .evaluate import BrokenReference, DeviceEvaluator
 from .worker import error_body, hello
@@ -15,9 +16,12 @@ from .worker import error_body, hello
 MAX_BODY = 16 * 2**20
 
 
-def make_server(host: str, port: int, device: str, options: dict[str, Any] | None) -> ThreadingHTTPServer:
-    """The HTTP endpoint of one local evaluator on `device`."""
-    evaluator = DeviceEvaluator(device, options)
+def make_server(
+    host: str, port: int, device: str, options: dict[str, Any] | None, policy: Policy | None = None
+) -> ThreadingHTTPServer:
+    """The HTTP endpoint of one local evaluator on `device` (sandbox `policy`: the launcher's by
+    default; `ksmith.confine.SandboxError` when it requires what is missing)."""
+    evaluator = DeviceEvaluator(device, options, policy=policy)
     server = serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator))
     server.evaluator = evaluator  # type: ignore[attr-defined]
     return server

@@ -9,6 +9,11 @@ the new sizes; the evaluator applies it to BOTH the reference and the candidate 
 models. A candidate that hard-codes the visible shape (a literal, or a constant of another name)
 then computes the wrong thing, or fails, at the hidden one.
 
+On the CPU (Triton's interpreter: correctness only) a task with recorded sets is judged at its
+smallest one instead of its GPU sizes (`smallest`; the other sets stay hidden ones), which the
+verdict's warnings say: at GPU sizes the interpreter takes minutes per call or exceeds the
+memory budget.
+
 Where a task has no recorded set (imported tasks), `derive` makes one from the reference's own
 constants: every even constant of 2 or more is halved, the others stay (halving keeps the
 divisibility the sizes have among themselves: heads of a width, groups of channels, tiles). The
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from typing import Any
 
 #: Largest absolute value a constant expression may reach while it is evaluated.
@@ -125,6 +131,27 @@ def rewrite(source: str, sizes: dict[str, int]) -> str:
         tail = last.encode()[end_col:].decode()
         lines[start - 1 : end] = [head + str(value) + tail]
     return "".join(lines)
+
+
+def smallest(source: str, sets: list[dict[str, int]]) -> tuple[dict[str, int] | None, list[dict[str, int]]]:
+    """Of the sets that change `source` (`touches`), the one of least size (the product of its
+    values; the first of equals), and the other sets in their order; None and `sets` when no set
+    changes it."""
+    sizes = [math.prod(max(v, 1) for v in s.values()) if touches(source, s) else None for s in sets]
+    known = [n for n in sizes if n is not None]
+    if not known:
+        return None, sets
+    i = sizes.index(min(known))
+    return sets[i], sets[:i] + sets[i + 1 :]
+
+
+def rewritten(source: str, sizes: dict[str, int]) -> str:
+    """`rewrite`, or `source` unchanged when it does not parse (a candidate's compile error is
+    found where it is compiled)."""
+    try:
+        return rewrite(source, sizes)
+    except SyntaxError:
+        return source
 
 
 def touches(source: str, sizes: dict[str, int]) -> bool:

@@ -61,7 +61,7 @@ def run_worker(device: str, options: dict[str, Any] | None) -> int:
     try:
         evaluator = DeviceEvaluator(device, options)
     except SandboxError as e:
-        print(f"ksmith evaluator worker: {e}", file=sys.stderr, flush=True)
+        print(e, file=sys.stderr, flush=True)  # the one line: what is missing and how to fix it
         return EXIT_UNAVAILABLE
     send(hello(device, evaluator))
     threads: list[threading.Thread] = []

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     try:
         sandbox = Sandbox(policy)
     except SandboxError as e:
-        sys.stderr.write(f"ksmith probe worker: {e}\n")
+        sys.stderr.write(f"{e}\n")  # the one line: what is missing and how to fix it
         return EXIT_UNAVAILABLE
     # Only torch's own code runs here (a tiny nn.Linear), never a module's.
     warm_aten_recording(torch)

@@ -5,3 +5,4 @@ mod decontamination;
 mod default_config;
 mod discover;
 mod ray_refresh;
+mod sandbox;

@@ -402,29 +402,33 @@ fn sibling_attack() {
 }
 
 /// A sandbox that cannot be set up (here: no bubblewrap where the config says) is never chosen
-/// silently: with `require` the run stops with the reason; without, the modules run with the
-/// rest of the sandbox and the worker's hello names what is missing (the stage warns with it).
+/// silently: by default the run stops before any module runs, with one line naming what is
+/// missing and how to fix it; with the explicit opt-out the modules run with the rest of the
+/// sandbox and the worker's hello names what is missing (the pool warns with it first).
 #[test]
-fn a_missing_part_of_the_sandbox_is_an_error_when_required_and_named_otherwise() {
+fn without_the_whole_sandbox_the_probe_refuses_by_default_and_runs_when_the_config_opts_out() {
     let _workers = crate::common::workers_shared();
     let modules = [module("ok", program("ok_linear"))];
     let refs: Vec<_> = modules.iter().collect();
     let mut cfg = ProbeConfig {
         timeout_s: 20.0,
         sandbox: SandboxConfig {
-            require: true,
             bwrap: "/nonexistent/bwrap".into(),
             ..Default::default()
         },
         ..Default::default()
     };
-    let err = probe_programs(&refs, &cfg, 1, None, &Tracker::hidden())
-        .unwrap_err()
-        .to_string();
+    let err = probe_programs(&refs, &cfg, 1, None, &Tracker::hidden()).unwrap_err();
+    assert!(matches!(err, ksmith_probe::Error::Sandbox(_)), "{err:?}");
+    let line = err.to_string();
     assert!(
-        err.contains("required ([sandbox] require = true)")
-            && err.contains("bubblewrap is not at /nonexistent/bwrap"),
-        "{err}"
+        line.starts_with(
+            "probe: ksmith sandbox: refusing to run untrusted code: bubblewrap is not at \
+             /nonexistent/bwrap"
+        ) && line.contains("`make sandbox`")
+            && line.contains("[sandbox] require = false")
+            && !line.contains('\n'),
+        "{line}"
     );
 
     cfg.sandbox.require = false;

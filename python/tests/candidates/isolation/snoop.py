@@ -23,7 +23,9 @@ def snoop() -> dict:
         seen["/etc/shadow"] = "read"
     except OSError as e:
         seen["/etc/shadow"] = e.strerror
-    prefixes = (sys.prefix, sys.base_prefix, os.path.realpath(sys.executable))
+    # The sandbox's view: the Python environment and the runtime package (on PYTHONPATH).
+    package = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    prefixes = (sys.prefix, sys.base_prefix, os.path.realpath(sys.executable), *package)
     for folder in ("/root", "/home"):
         try:
             bound = {p[len(folder) + 1 :].split("/")[0] for p in prefixes if p.startswith(folder + "/")}

@@ -83,9 +83,10 @@ pub(crate) fn is_root() -> bool {
 }
 
 /// Runs the test `name` of this binary again as an ordinary user (`tests/as_ordinary_user.sh`
-/// creates the account and makes the Python environment readable to it) and panics with its
-/// output when it fails. Where this process is not root it already is an ordinary user, and
-/// the test ran as one: nothing to do.
+/// creates the account and opens the way to what that run reads: the Python environment, this
+/// test binary and the test programs, even in a checkout under a folder closed to other users)
+/// and panics with its output when it fails. Where this process is not root it already is an
+/// ordinary user, and the test ran as one: nothing to do.
 pub(crate) fn rerun_as_ordinary_user(name: &str) {
     if !is_root() {
         eprintln!("note: not root; {name} ran as this (ordinary) user already");
@@ -97,11 +98,14 @@ pub(crate) fn rerun_as_ordinary_user(name: &str) {
         "/../../tests/as_ordinary_user.sh"
     );
     let exe = std::env::current_exe().expect("this test binary");
+    let programs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs");
     let out = std::process::Command::new("sh")
         .arg(script)
         .arg(&python)
+        .arg(&exe)
+        .arg(programs)
         .arg("--")
-        .arg(exe)
+        .arg(&exe)
         .args([
             name,
             "--exact",
