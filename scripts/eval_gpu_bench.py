@@ -1,29 +1,47 @@
 #!/usr/bin/env python3
-"""GPU bench of the ksmith evaluator: verdicts, reference builds, throughput, speedup stability.
+"""GPU bench of the ksmith evaluator: verdicts, reference builds, throughput, speedup stability,
+timing integrity.
 
 Usage (from the folder holding `python/` and `scripts/`, or anywhere: paths are the script's):
     python3 scripts/eval_gpu_bench.py [--device cuda|cpu] [--out DIR] [--deadline-s 450]
-                                      [--phases builds,verdicts,throughput,stability] [--smoke]
+                                      [--phases verdicts,compare,fresh,throughput] [--smoke]
+                                      [--baseline DIR]
 
 It drives `DeviceEvaluator` (what a worker serves) over the project's own candidates
 (python/tests/candidates, listed in manifest.json) with the tasks enlarged to GPU sizes (module
-constants, see GPU_SIZES), in four phases, each written out as soon as it is done:
+constants, see GPU_SIZES), in these phases (those `--phases` names; run in this order), each
+written out as soon as it is done:
 
 1. builds: the reference of each task of data/gpu-tasks built with a fresh task id (after one
    build that starts the fork server), seconds each (target: <= 10 s);
-2. verdicts: every honest, adversarial (static checks on and off), garbage and isolation
-   candidate, `--concurrency` at a time, against its expected verdict (manifest), references
-   cached; the isolation cases one by one, then an honest candidate that must still be correct;
+2. verdicts: every honest, adversarial (static checks on and off: two evaluators sharing one GPU
+   gate, as one worker's candidates do), and garbage candidate, `--concurrency` at a time, against
+   its expected verdict (manifest), references cached. A correct adversarial candidate with
+   `speedup_at_most` must not beat that honest candidate's speedup by more than `TWIN_MARGIN`,
+   one with `timing_method` must be timed that way, with the reference beside it on its graphs;
 3. throughput: `--throughput` distinct honest candidates (each kernel with a unique comment, so
    every one is compiled), references cached, `--concurrency` in flight, timing included:
    candidates per GPU-minute (target: >= 30);
-4. stability: `--repeats` evaluations of each honest kernel, references cached, `--stability-
+4. compare (`eval_bench_timing`): the honest kernels' speedups (`--compare-repeats` each) through
+   a fresh evaluator of this tree and, in a subprocess, of `--baseline DIR` (a copy of the tree
+   before the change, with its `python/`): they must agree within 1 %; the GPU held alone per
+   evaluation on each side; and what the candidates of issue 27 got from each;
+5. fresh (`eval_bench_timing`): `--fresh-evaluators` fresh evaluators, each building four
+   references at once, then timing `--fresh-kernels`: each kernel's speedup must agree within 2 %
+   across the evaluators;
+6. isolation (with `verdicts`): the isolation candidates one by one (a hang costs
+   `compile_timeout_s`, 45 s here), then an honest candidate that must still be correct: last, so
+   that a deadline skips them rather than a measurement;
+7. stability: `--repeats` evaluations of each honest kernel, references cached, `--stability-
    concurrency` in flight: the speedup's coefficient of variation (target: <= 0.5 % for every
    kernel of >= 10 us), for each of `--timing-variants` (e.g. "processes=1;processes=2": one
    timing process against two, each variant with its own evaluator and reference timing), with
    the timing processes per evaluation and the CV the first process alone would have given.
 
-Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same.
+Writes DIR/bench.json (everything, incrementally) and DIR/bench.md (the tables); prints the same;
+the last lines give each phase's seconds and say whether every target of the phases run was met.
+The evaluators run with the sandbox's `require` off: the bench confines every child itself and
+needs no bubblewrap.
 Phases that would run past `--deadline-s` are skipped and say so. On `--device cpu` (Triton's
 interpreter) the tasks keep their small sizes, the data/gpu-tasks ones are shrunk 64x per
 constant, nothing is timed and the stability phase is skipped: it checks the bench itself.
@@ -44,6 +62,9 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eval_bench_timing  # noqa: E402
+
 CAND = os.path.join(ROOT, "python", "tests", "candidates")
 GPU_TASKS = os.path.join(ROOT, "data", "gpu-tasks")
 
@@ -61,6 +82,8 @@ CANDIDATE_GPU_EDITS = {"adversarial/shape_hardcoded.py": [("WIDTH = 256", "WIDTH
 #: first, so a deadline skips the others; stdlib_imports is elementwise's kernel again).
 STABILITY = ("honest/layernorm.py", "honest/matmul.py", "honest/elementwise.py", "honest/softmax.py")
 STABILITY_MORE = ("honest/fused_linear.py", "honest/tiny_scale.py")
+#: A correct adversarial candidate's speedup may exceed its honest twin's by this much (noise).
+TWIN_MARGIN = 0.03
 
 
 def task_source(task: str, gpu: bool) -> str:
@@ -162,7 +185,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     ap.add_argument("--deadline-s", type=float, default=450.0, help="skip phases that would end after this")
-    ap.add_argument("--phases", default="builds,verdicts,throughput,stability")
+    ap.add_argument("--phases", default="verdicts,compare,fresh,throughput")
     ap.add_argument("--smoke", action="store_true", help="a few candidates per phase")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--throughput", type=int, default=32, help="distinct candidates in the throughput phase")
@@ -177,7 +200,14 @@ def main() -> int:
         help="timing options compared side by side in the stability phase: 'warmup_ms=500,buffer_sets=8;...'",
     )
     ap.add_argument("--timing", default=None, help="timing options of the bench's evaluators: 'processes=1,...'")
+    ap.add_argument("--baseline", default=None, help="a copy of the tree before the change (compare phase)")
+    ap.add_argument("--python-root", default=None, help="import ksmith from here (the baseline's subprocess)")
+    ap.add_argument("--compare-repeats", type=int, default=3)
+    ap.add_argument("--fresh-evaluators", type=int, default=3)
+    ap.add_argument("--fresh-kernels", default="honest/matmul.py")
     a = ap.parse_args()
+    if a.python_root:
+        sys.path.insert(0, os.path.abspath(a.python_root))
     t_start = time.monotonic()
     gpu = a.device.startswith("cuda")
     phases = a.phases.split(",")
@@ -186,17 +216,55 @@ def main() -> int:
     def left() -> float:
         return float(a.deadline_s) - (time.monotonic() - t_start)
 
+    from ksmith.confine import Policy
     from ksmith.evaluator.evaluate import DeviceEvaluator
     from ksmith.shared.constants import int_constants, set_constants
 
-    opts: dict[str, Any] = {"run_timeout_s": 30, "timing_timeout_s": 120, "memory_limit_mb": 8192}
+    # compile_timeout_s covers a candidate's first call on a GPU (its kernels compiled): under 12 s for
+    # every candidate here, 4 in flight; at 45 s the hanging isolation case costs 45 s, not 180
+    opts: dict[str, Any] = {
+        "run_timeout_s": 30,
+        "timing_timeout_s": 120,
+        "compile_timeout_s": 45,
+        "memory_limit_mb": 8192,
+    }
     if a.buffer_sets is not None:
         opts["timing"] = {"buffer_sets": a.buffer_sets}
     if a.timing:
         opts["timing"] = {**opts.get("timing", {}), **parse_timing(a.timing)}
-    ev = DeviceEvaluator(a.device, opts)
-    ev_rt = DeviceEvaluator(a.device, dict(opts, static_checks=False))
+
+    def evaluator(options: dict[str, Any], gate: Any = None) -> Any:
+        # `gate` only where given: the baseline's evaluator (compare phase) may not take one
+        shared = {"gate": gate} if gate is not None else {}
+        return DeviceEvaluator(a.device, options, policy=Policy(require=False), **shared)
+
     manifest = json.load(open(os.path.join(CAND, "manifest.json")))
+
+    def request(task: str, candidate: str, task_id: str | None = None, src: str | None = None) -> dict[str, Any]:
+        return {
+            "task_id": task_id or task,
+            "reference": task_source(task, gpu),
+            "candidate": src if src is not None else candidate_source(candidate, gpu),
+            "measure": True,
+        }
+
+    task_of = {e["candidate"]: e["task"] for group in ("honest", "adversarial") for e in manifest[group]}
+
+    def request_of(candidate: str) -> dict[str, Any]:
+        return request(task_of[candidate], candidate)
+
+    if phases == ["side"]:  # the baseline's subprocess of the compare phase
+        side_ev = evaluator(opts)
+        try:
+            rep.put("side", eval_bench_timing.side(side_ev, request_of, a.compare_repeats, a.concurrency))
+        finally:
+            side_ev.close()
+        return 0
+    ev = evaluator(opts)
+    # one GPU, one gate: neither evaluator's timing runs beside the other's work
+    ev_rt = evaluator(dict(opts, static_checks=False), gate=ev.gate)
+    phase_s: dict[str, float] = {}
+    met: dict[str, bool] = {}
     rep.say(f"# ksmith evaluator bench on {a.device} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     rep.say()
     rep.say("command: `python3 scripts/eval_gpu_bench.py " + " ".join(sys.argv[1:]) + "`")
@@ -210,14 +278,6 @@ def main() -> int:
         f"options: trials {ev.opts['trials']}, hidden_shapes {ev.opts['hidden_shapes']}, timing {ev.opts['timing']}"
     )
     rep.put("meta", {"device": a.device, "argv": sys.argv[1:], "hardware": ev.default_hardware})
-
-    def request(task: str, candidate: str, task_id: str | None = None, src: str | None = None) -> dict[str, Any]:
-        return {
-            "task_id": task_id or task,
-            "reference": task_source(task, gpu),
-            "candidate": src if src is not None else candidate_source(candidate, gpu),
-            "measure": True,
-        }
 
     # -- 1. reference builds ------------------------------------------------------------------
     if "builds" in phases:
@@ -273,7 +333,9 @@ def main() -> int:
             r = {"status": "error", "hack": None, "error_log": f"{type(ex).__name__}: {ex}", "speedup": None}
         return job, r, time.monotonic() - t
 
+    twins: dict[str, Any] = {}
     if "verdicts" in phases and left() > 90:
+        t_phase = time.monotonic()
         tasks = sorted({j[1]["task"] for j in jobs})
         t0 = time.monotonic()
         with ThreadPoolExecutor(a.concurrency) as pool:
@@ -285,13 +347,10 @@ def main() -> int:
             )
         t_refs = time.monotonic() - t0
         t0 = time.monotonic()
-        isolation = [j for j in jobs if j[0] == "isolation"]
         rest = [j for j in jobs if j[0] != "isolation"]
         with ThreadPoolExecutor(a.concurrency) as pool:
             results = list(pool.map(run, rest))
         wall_rest = time.monotonic() - t0
-        results += [run(j) for j in isolation]
-        wall = time.monotonic() - t0
         rep.say()
         rep.say("## Verdicts (static checks on, and the runtime layer alone: static checks off)")
         rep.say()
@@ -299,55 +358,28 @@ def main() -> int:
             f"references of {len(tasks)} tasks built for both evaluators in {t_refs:.1f} s ({a.concurrency} at a time)"
         )
         rep.say()
-        rep.say("| group | candidate | layer | expected | got | speedup | cand median ms (cv) | time s | ok |")
-        rep.say("|---|---|---|---|---|---|---|---|---|")
-        rows = []
-        n_ok = 0
-        for (grp, e, layer, exp), r, dt in results:
-            got = [r["status"], r["hack"]]
-            ok = got == list(exp)
-            n_ok += ok
-            ct = r.get("candidate_timing")
-            tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
-            shown = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
-            rep.say(
-                f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
-                f"{shown} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
-            )
-            if not ok:
-                rep.say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
-            rows.append(
-                {
-                    "group": grp,
-                    "candidate": e["candidate"],
-                    "layer": layer,
-                    "expected": exp,
-                    "got": got,
-                    "ok": ok,
-                    "speedup": r.get("speedup"),
-                    "timing": ct,
-                    "seconds": dt,
-                    "log": None if ok else r["error_log"][-2000:],
-                    "warnings": r.get("warnings"),
-                }
-            )
+        twins.update({e["candidate"]: r.get("speedup") for (grp, e, _, _), r, _ in results if grp == "honest"})
+        rows = verdict_rows(rep, results, twins, gpu)
+        n_ok = sum(r["ok"] for r in rows)
         rep.say()
         rep.say(
             f"{n_ok}/{len(results)} verdicts as expected. {len(rest)} candidates ({a.concurrency} in flight, "
-            f"references cached) in {wall_rest:.1f} s, then {len(isolation)} isolation runs one by one "
-            f"({wall - wall_rest:.1f} s, a {opts['run_timeout_s']} s hang among them)."
+            f"references cached) in {wall_rest:.1f} s (the isolation cases come last, one by one)."
         )
         rep.say(f"Candidates per GPU-minute over the concurrent part: {len(rest) / (wall_rest / 60):.1f}")
         rep.put(
             "verdicts",
             {"ok": n_ok, "total": len(results), "concurrent_per_minute": len(rest) / (wall_rest / 60), "rows": rows},
         )
+        met["verdicts"] = n_ok == len(results)
+        phase_s["verdicts"] = time.monotonic() - t_phase
     elif "verdicts" in phases:
         rep.say("\n(verdicts skipped: past the deadline)")
 
     # -- 3. throughput ------------------------------------------------------------------------
     honest = manifest["honest"]
     if "throughput" in phases and left() > 60:
+        t_phase = time.monotonic()
         n = 8 if a.smoke else a.throughput
         reqs = []
         for i in range(n):
@@ -384,6 +416,7 @@ def main() -> int:
             f"GPU-minute**; per candidate median {statistics.median(elapsed):.2f} s (max {max(elapsed):.2f} s); "
             f"verdicts {statuses}"
         )
+        met["throughput"] = per_min >= 30 and statuses.get("correct", 0) == n
         rep.say(
             f"GPU held alone (timing) {held:.1f} s over {timings} timings ({held / max(timings, 1):.2f} s each, "
             f"{held / n:.2f} s per candidate, {held / wall:.0%} of the wall): the part that serializes candidates"
@@ -413,10 +446,95 @@ def main() -> int:
                 "timing_processes": procs,
             },
         )
+        phase_s["throughput"] = time.monotonic() - t_phase
     elif "throughput" in phases:
         rep.say("\n(throughput skipped: past the deadline)")
 
-    # -- 4. stability -------------------------------------------------------------------------
+    # -- 4. compare: honest speedups before and after ------------------------------------------
+    if "compare" in phases and left() > 120:
+        t_phase = time.monotonic()
+        rep.say()
+        rep.say(
+            f"## Honest speedups before and after ({a.compare_repeats} evaluations per kernel, {a.concurrency} in "
+            "flight, a fresh evaluator on each side)"
+        )
+        rep.say()
+        before = None
+        if a.baseline:
+            try:
+                before = eval_bench_timing.run_baseline(
+                    a.baseline,
+                    os.path.abspath(__file__),
+                    a.device,
+                    os.path.join(a.out or "/tmp", "baseline"),
+                    a.compare_repeats,
+                    a.concurrency,
+                )
+            except Exception as e:  # noqa: BLE001 - reported, the phase goes on with this side
+                rep.say(f"baseline failed: {e}")
+        else:
+            rep.say("(no --baseline: this tree's side only)")
+        side_ev = evaluator(opts)
+        try:
+            after = eval_bench_timing.side(side_ev, request_of, a.compare_repeats, a.concurrency)
+        finally:
+            side_ev.close()
+        checked = eval_bench_timing.compare_report(rep.say, before, after)
+        rep.put("compare", {"before": before, "after": after, "checked": checked})
+        if gpu:
+            met["compare"] = checked["all_within"]
+        phase_s["compare"] = time.monotonic() - t_phase
+    elif "compare" in phases:
+        rep.say("\n(compare skipped: past the deadline)")
+
+    # -- 5. fresh evaluators, four references built at once -------------------------------------
+    if "fresh" in phases and gpu and left() > 90:
+        t_phase = time.monotonic()
+        kernels = a.fresh_kernels.split(",")
+        rep.say()
+        rep.say(
+            f"## The same honest candidates across {a.fresh_evaluators} fresh evaluators (each built 4 references "
+            f"at once: {', '.join(eval_bench_timing.FRESH_TASKS)}; then each kernel {a.compare_repeats} times, 2 in "
+            "flight)"
+        )
+        rep.say()
+        runs = eval_bench_timing.fresh(
+            lambda: evaluator(opts),
+            request_of,
+            lambda t: task_source(t, gpu),
+            kernels,
+            a.fresh_evaluators,
+            a.compare_repeats,
+        )
+        checked = eval_bench_timing.fresh_report(rep.say, runs, kernels)
+        rep.put("fresh", {"runs": runs, "checked": checked})
+        met["fresh"] = checked["all_within"]
+        phase_s["fresh"] = time.monotonic() - t_phase
+    elif "fresh" in phases and gpu:
+        rep.say("\n(fresh skipped: past the deadline)")
+
+    # -- 6. isolation: one by one, last (a hang costs compile_timeout_s) -------------------------
+    isolation = [j for j in jobs if j[0] == "isolation"]
+    if "verdicts" in phases and isolation and left() > 75:
+        t_phase = time.monotonic()
+        results = [run(j) for j in isolation]
+        rep.say()
+        rep.say(
+            f"## Isolation (one by one, compile_timeout_s {opts['compile_timeout_s']} s, run_timeout_s "
+            f"{opts['run_timeout_s']} s; then an honest candidate on the same evaluator)"
+        )
+        rep.say()
+        rows = verdict_rows(rep, results, twins, gpu)
+        n_ok = sum(r["ok"] for r in rows)
+        rep.say()
+        rep.say(f"{n_ok}/{len(results)} as expected in {time.monotonic() - t_phase:.1f} s")
+        rep.put("isolation", {"ok": n_ok, "total": len(results), "rows": rows})
+        met["isolation"] = n_ok == len(results)
+        phase_s["isolation"] = time.monotonic() - t_phase
+    elif "verdicts" in phases and isolation:
+        rep.say("\n(isolation skipped: past the deadline)")
+
+    # -- 7. stability -------------------------------------------------------------------------
     if "stability" in phases and gpu:
         chosen = a.stability_kernels.split(",") if a.stability_kernels else list(STABILITY)
         chosen += list(STABILITY_MORE) if a.all_honest else []
@@ -436,7 +554,7 @@ def main() -> int:
         by_name = {x["candidate"]: x for x in honest}
         for variant in variants:
             timing = {**opts.get("timing", {}), **variant}
-            vev = DeviceEvaluator(a.device, dict(opts, timing=timing)) if variant else ev
+            vev = evaluator(dict(opts, timing=timing), gate=ev.gate) if variant else ev
             label = json.dumps(variant) if variant else "default"
             for e in [by_name[c] for c in chosen]:
                 if left() < 25:
@@ -482,11 +600,81 @@ def main() -> int:
             if vev is not ev:
                 vev.close()
     rep.say()
-    rep.say(f"total {time.monotonic() - t_start:.0f} s")
-    rep.flush()
+    rep.say(
+        f"total {time.monotonic() - t_start:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in phase_s.items()) + ")"
+    )
+    rep.put("phase_s", phase_s)
+    rep.say(
+        "targets: "
+        + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in met.items())
+        + (" -- ALL MET" if met and all(met.values()) else "")
+    )
+    rep.put("targets", met)
     ev.close()
     ev_rt.close()
     return 0
+
+
+def verdict_rows(rep: Report, results: list[Any], twins: dict[str, Any], gpu: bool) -> list[dict[str, Any]]:
+    """Prints the verdicts table of `results` ((job, result, seconds) each) and returns its rows."""
+    rep.say("| group | candidate | layer | expected | got | speedup | cand median ms (cv) | time s | ok |")
+    rep.say("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for (grp, e, layer, exp), r, dt in results:
+        got = [r["status"], r["hack"]]
+        ok = got == list(exp)
+        why = timing_expectation(e, r, twins) if gpu and ok and got[0] == "correct" else ""
+        ok = ok and not why
+        ct = r.get("candidate_timing")
+        tim = f"{ct['median_ms']:.4f} ({ct['cv']:.2%}, {ct['method']})" if ct else "-"
+        sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
+        rep.say(
+            f"| {grp} | {e['candidate']} | {layer or '-'} | {exp[0]} {exp[1] or ''} | {got[0]} {got[1] or ''} | "
+            f"{sp} | {tim} | {dt:.1f} | {'yes' if ok else 'NO'} |"
+        )
+        if why:
+            rep.say(f"|  | {why} |  |  |  |  |  |  |  |")
+        elif not ok:
+            rep.say(f"|  | log: {r['error_log'][-600:]!r} |  |  |  |  |  |  |  |")
+        rows.append(
+            {
+                "group": grp,
+                "candidate": e["candidate"],
+                "layer": layer,
+                "expected": exp,
+                "got": got,
+                "ok": ok,
+                "speedup": r.get("speedup"),
+                "timing": ct,
+                "seconds": dt,
+                "log": None if ok else r["error_log"][-2000:],
+                "warnings": r.get("warnings"),
+            }
+        )
+    return rows
+
+
+def timing_expectation(e: dict[str, Any], r: dict[str, Any], twins: dict[str, Any]) -> str:
+    """Why a correct candidate's timing breaks its manifest entry (`speedup_at_most`: its honest
+    twin's speedup plus `TWIN_MARGIN`; `timing_method`: how it was timed, the reference beside it
+    always by its graphs), or ""."""
+    twin = e.get("speedup_at_most")
+    if twin:
+        mine, theirs = r.get("speedup"), twins.get(twin)
+        if not mine or not theirs:
+            return f"no speedup to compare with {twin}'s ({mine} vs {theirs})"
+        if mine > theirs * (1 + TWIN_MARGIN):
+            return f"speedup {mine:.3f} above its honest twin's {theirs:.3f} ({twin}): what it does when timed pays"
+    method = e.get("timing_method")
+    if method:
+        t = r.get("candidate_timing") or {}
+        beside = t.get("reference_in_process") or {}
+        if t.get("method") != method or beside.get("method") != "cuda_graph" or not beside.get("samples"):
+            return (
+                f"timed by {t.get('method')}, the reference beside it by {beside.get('method')} "
+                f"({beside.get('samples')} samples): expected {method}, and the reference's graphs"
+            )
+    return ""
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ def _cases():
     for e in MANIFEST["honest"]:
         cases.append((e["candidate"], "static", e["task"], ["correct", None]))
     for e in MANIFEST["adversarial"]:
-        cases.append((e["candidate"], "static", e["task"], e["expect"]))
+        # `cpu`: the verdict here where the check that decides it needs a GPU
+        cases.append((e["candidate"], "static", e["task"], e.get("cpu", e["expect"])))
         if "runtime" in e and not e.get("gpu_only"):
-            cases.append((e["candidate"], "runtime", e["task"], e["runtime"]))
+            cases.append((e["candidate"], "runtime", e["task"], e.get("cpu", e["runtime"])))
     for group in ("garbage", "isolation"):
         for e in MANIFEST[group]:
             cases.append((e["candidate"], "runtime" if e.get("static_off") else "static", e["task"], e["expect"]))

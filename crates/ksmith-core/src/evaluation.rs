@@ -56,6 +56,10 @@ crate::vocabulary! {
         OutputAliasing = "output_aliasing",
         /// The candidate tried to reach outside its sandbox (files, network, processes).
         SandboxEscape = "sandbox_escape",
+        /// Its timed calls split into a majority of fast ones and a minority much slower, in a
+        /// measurement and again in its re-measurement: it behaves differently on some calls (what
+        /// a candidate that computes only when it believes it is checked looks like).
+        TimingAnomaly = "timing_anomaly",
     }
 }
 

@@ -68,6 +68,7 @@ struct TimingDefaults {
     process_spread: f64,
     reference_in_process: bool,
     reference_drift: f64,
+    max_cv: f64,
 }
 
 fn worker_defaults() -> &'static WorkerDefaults {
@@ -142,8 +143,9 @@ pub struct EvalConfig {
     /// Extra device memory the additional buffer sets may take, in MiB (fewer sets when the
     /// inputs are large; at least one set is always timed).
     pub timing_buffer_mb: f64,
-    /// Timed samples whose outputs are verified (other values written into their buffers first),
-    /// at positions drawn when timing starts, so the candidate cannot tell them from the others.
+    /// Timed calls whose outputs the judge checks (through their digests), picked by the worker
+    /// after the timing among all of them: every timed call gets fresh inputs and a digest, so
+    /// the candidate cannot tell them from the others.
     pub timing_checks: u32,
     /// Processes the reference and each candidate are timed in (each a fresh child, a
     /// candidate's with its judge and the checks that guard the timing); the median of their
@@ -164,6 +166,10 @@ pub struct EvalConfig {
     /// timed in its own process for the paired ratio to be used (past it, the reference's own
     /// timing is used, with a warning).
     pub timing_reference_drift: f64,
+    /// Coefficient of variation of a measurement's samples (the candidate's or the reference's
+    /// beside it, or the reference's own) above which it is measured again (twice at most); a
+    /// figure that stays above is used as the least noisy of its measurements, with a warning.
+    pub timing_max_cv: f64,
     /// PyTorch work outside Triton at or above this share of the reference's work: decoy.
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
@@ -227,6 +233,7 @@ impl Default for EvalConfig {
             timing_process_spread: d.timing.process_spread,
             timing_reference_in_process: d.timing.reference_in_process,
             timing_reference_drift: d.timing.reference_drift,
+            timing_max_cv: d.timing.max_cv,
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
             max_cached_tasks: d.max_cached_tasks,
@@ -316,6 +323,12 @@ impl EvalConfig {
             return bad(format!(
                 "timing_reference_drift must be >= 0, got {}",
                 self.timing_reference_drift
+            ));
+        }
+        if !(self.timing_max_cv.is_finite() && self.timing_max_cv > 0.0) {
+            return bad(format!(
+                "timing_max_cv must be a finite number > 0, got {}",
+                self.timing_max_cv
             ));
         }
         if !(self.timing_buffer_mb.is_finite() && self.timing_buffer_mb >= 0.0) {
@@ -408,6 +421,7 @@ impl EvalConfig {
                 "process_spread": self.timing_process_spread,
                 "reference_in_process": self.timing_reference_in_process,
                 "reference_drift": self.timing_reference_drift,
+                "max_cv": self.timing_max_cv,
             },
         })
     }
@@ -506,6 +520,13 @@ mod tests {
                     ..Default::default()
                 },
                 "timing_reference_drift",
+            ),
+            (
+                EvalConfig {
+                    timing_max_cv: 0.0,
+                    ..Default::default()
+                },
+                "timing_max_cv",
             ),
         ];
         for (cfg, key) in cases {

@@ -93,6 +93,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/decide.py"),
     ),
     (
+        "ksmith/evaluator/digest.py",
+        include_str!("../../../python/ksmith/evaluator/digest.py"),
+    ),
+    (
         "ksmith/evaluator/gate.py",
         include_str!("../../../python/ksmith/evaluator/gate.py"),
     ),

@@ -24,8 +24,12 @@ violation (timer patch, precision switch, thread, lazy output, an escape the aud
 crash, a timeout, a forged line on the harness's channel (`sandbox_escape`).
 
 The GPU is shared through a gate (`gate`): correctness calls and comparisons run side by side,
-timing runs alone. On a GPU a candidate that passes is timed (with verified samples, see
-`timing`); on the CPU the same runs as a rehearsal whose times are not reported.
+timing runs alone, and no child touches the GPU before the worker's ``start`` (reference and
+judge) or first ``next`` (harness), sent under the gate. On a GPU a candidate that passes is
+timed (every timed call alike, see `timing`); on the CPU the same runs as a rehearsal whose times
+are not reported. Then the worker picks `timing.checks` of the timed calls (all on the CPU) and
+the judge checks their digests (`digest`): a wrong one is `output_caching`; a slow minority of
+calls that a re-measurement shows again is `timing_anomaly`.
 
 Timing processes: the reference and each candidate are timed in `timing.processes` processes and,
 while their medians disagree, in more (`timing.another_process`); the figure used is the median
@@ -39,8 +43,10 @@ processes (never one more: their times say nothing).
 The speedup: with `timing.reference_in_process` (the default), the median over the candidate's
 timing processes of (the reference timed beside the candidate / the candidate) in each process
 (`timing.in_process_speedup`), unless the reference beside it is more than
-`timing.reference_drift` away from the reference's own timing (then, with a warning, and without
-the option): the reference's own median over the candidate's.
+`timing.reference_drift` away from the reference's own timing (both by the reference's best
+method, its CUDA graphs, whatever the candidate's: a candidate whose graph cannot be captured is
+timed with direct calls and pays its own launches) and that own figure is the less noisy one
+(then, with a warning, and without the option): the reference's own median over the candidate's.
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ CPU_REHEARSAL = {
     "budget_ms": 1.0,
     "buffer_sets": 1,
     "buffer_mb": 0.0,
-    "checks": 2,
+    "checks": 4,
 }
 
 
@@ -133,7 +139,8 @@ class TaskFacts:
     key: str
     seed: int
     build: messages.BuildDone
-    #: The reference's timing over its processes (`timing.combine`; on the CPU the rehearsal's).
+    #: The reference's timing over its processes by its best method (`timing.combine`; on the
+    #: CPU the rehearsal's): what every candidate is compared with.
     timing: dict[str, Any]
     warnings: list[str]
 
@@ -162,7 +169,9 @@ class DeviceEvaluator:
     defaults. When the policy requires the whole sandbox (the default) anything missing, the
     option `confine` off included, stops the evaluator before any child exists
     (`ksmith.confine.SandboxError`, whose text is the one line to show); under the caller's
-    explicit opt-out what is missing is printed once on stderr."""
+    explicit opt-out what is missing is printed once on stderr. Evaluators of one process that
+    share a GPU share its gate (`gate`: another evaluator's), so that one's timing never runs
+    beside the other's work."""
 
     def __init__(
         self,
@@ -170,6 +179,7 @@ class DeviceEvaluator:
         options: dict[str, Any] | None = None,
         runtime_dir: str | None = None,
         policy: Policy | None = None,
+        gate: GpuGate | None = None,
     ):
         self.device = device
         self.cuda = device.startswith("cuda")
@@ -205,7 +215,7 @@ class DeviceEvaluator:
         self.broken: collections.OrderedDict[str, BrokenReference] = collections.OrderedDict()
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
-        self.gate = GpuGate(self.cuda)
+        self.gate = gate or GpuGate(self.cuda)
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -349,6 +359,7 @@ class DeviceEvaluator:
         )
         with self._reference_child(task_id, config, source) as child:
             with self.gate.shared():
+                child.command("start")
                 msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
             if isinstance(msg, messages.ReferenceFailed):
                 raise BrokenReference(task_id, _trim(msg.message + "\n" + child.log_tail(), o["log_limit"]))
@@ -359,11 +370,17 @@ class DeviceEvaluator:
         while another_process([t["median_ms"] for t in stats], self.timing, self.cuda):
             config = self._config(seed, mode="time")
             with self._reference_child(task_id, config, source) as child:
-                stats.append(self._reference_timing(child, task_id, len(stats) + 1))
+                stats.append(self._reference_timing(child, task_id, len(stats) + 1, start=True))
         warnings = [f"hidden shapes: {why}" for why in build.dropped]
         if not build.size_sets:
             origin = "recorded" if recorded else "derived from the task's module-level size constants"
             warnings.append(f"no hidden size set checked (none {origin} held)")
+        if any(s.get("noisy") for s in stats):
+            warnings.append(
+                "the reference's own timing stayed noisy after re-measuring (CV "
+                + ", ".join(f"{r['cv']:.2%}" for s in stats for r in s.get("rounds", [s]))
+                + f", above timing.max_cv = {float(self.timing.get('max_cv', 0.0)):.1%})"
+            )
         return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings)
 
     @contextlib.contextmanager
@@ -384,11 +401,14 @@ class DeviceEvaluator:
             finally:
                 child.finish()
 
-    def _reference_timing(self, child: Child, task_id: str, process: int) -> dict[str, Any]:
-        """The reference's timing in its `process`-th process (`child`, once built): on `go`, with
-        the GPU held alone."""
+    def _reference_timing(self, child: Child, task_id: str, process: int, start: bool = False) -> dict[str, Any]:
+        """The reference's timing in its `process`-th process (`child`; told to `start` first,
+        under the shared gate, when it is a fresh time-mode child): on `go`, with the GPU held
+        alone."""
         o = self.opts
         with self.gate.shared():
+            if start:
+                child.command("start")
             msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
         if isinstance(msg, messages.ReadyToTime):
             with self.gate.exclusive():
@@ -551,13 +571,14 @@ class Run:
         f = self.reported
         kw: dict[str, Any] = {"errors": f.worst, "trials": len(f.trials), "trials_passed": f.passed}
         if self.measure:
-            timing, ref = combine(self.stats), self.facts.timing
+            timing = combine(self.stats)
+            ref = self.facts.timing
             kw.update(candidate_timing=timing, reference_timing=ref)
             kw["speedup"] = ref["median_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None
             beside, why = in_process_speedup(self.stats, ref, self.ev.timing)
             if beside is not None:
                 kw["speedup"] = beside
-            elif why:
+            if why:
                 self.warn(why)
         return self.result("correct", **kw)
 
@@ -591,11 +612,13 @@ class Run:
         os.unlink(src)
 
     def judge_started(self, judge: Child) -> None:
-        """Waits, the first time, for the judge to have started (its CUDA context, the reference
-        built): outside the GPU gate, like the harness's own start."""
+        """The first time, tells the judge to start (its CUDA context, the reference built) under
+        the GPU's shared gate and waits for it (the wait for the gate is not the candidate's
+        time: the judge has its own time limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge):
+        with _judge_failures(judge), self.ev.gate.shared():
+            judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
             raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
@@ -611,6 +634,10 @@ class Run:
             "repeat": ready.repeat,
             "diagnose": ready.diagnose,
         }
+        return self.ask_judge(judge, request)
+
+    def ask_judge(self, judge: Child, request: dict[str, Any]) -> messages.Judged:
+        """The judge's answer to `request` (its file already handed over)."""
         with _judge_failures(judge):
             judge.command(json.dumps(request))
             msg = judge.receive(self.o["run_timeout_s"])
@@ -662,14 +689,20 @@ class Run:
         self.last = None
         try:
             msg = _sandboxed(child.receive(o["compile_timeout_s"]))
+            if isinstance(msg, messages.Ready):
+                # the harness's GPU work starts (CUDA, the task's inputs, the candidate built and
+                # compiled by a first call): under the shared gate
+                with self.ev.gate.shared():
+                    child.command("next")
+                    msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Unreproducible):
                 broken = BrokenReference(self.task_id, "the task's inputs are not reproducible: " + msg.message)
                 self.ev.remember_broken(self.facts.key, broken)
                 raise broken
             if isinstance(msg, messages.CompileFailed):
                 return self.result("compile_error", log=msg.message + "\n" + child.log_tail())
-            if isinstance(msg, messages.Violation):
-                return self.result("hacked", msg.hack, msg.message)
+            if isinstance(msg, (messages.Violation, messages.RunFailed)):
+                return self.harness_failed(msg, child)
             if not isinstance(msg, messages.Compiled):
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
@@ -711,8 +744,8 @@ class Run:
         return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
 
     def timed(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any] | None:
-        """Timing (the GPU alone) or the CPU's rehearsal, then the verified calls: the verdict's
-        result, or None (the timing appended to `stats`)."""
+        """Timing (the GPU alone) or the CPU's rehearsal, then the judge's check of the timed calls
+        picked afterwards: the verdict's result, or None (the timing appended to `stats`)."""
         o = self.o
         try:
             msg = child.receive(o["run_timeout_s"])
@@ -722,24 +755,32 @@ class Run:
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
             self.ev._trace("timing_done", process=self.processes, type=msg.TYPE)
-            if not isinstance(msg, messages.Timed):
+            if not isinstance(msg, messages.Timed) or not msg.table:
                 return self.harness_failed(msg, child)
             timed = msg
-            budget = Budget(o["run_timeout_s"], "the verified calls (run_timeout_s)")
-            for _ in range(timed.checks):
-                msg = self.next_file(child, judge, dc, dj, budget)
-                if not isinstance(msg, messages.ResultReady) or not self.last:
-                    return self.harness_failed(msg, child)
-                early = decide.early(*self.last)
-                if early:
-                    return self.verdict(early)
+            ready = messages.ResultReady(kind="timed", label="timed calls", file=timed.table, size_set=None, trial=0)
+            self.hand_over(dc, dj, ready)
+            self.judge_started(judge)
+            request = {
+                "file": ready.file,
+                "label": ready.label,
+                "rows": pick(timed.rows, int(self.ev.timing["checks"])),
+            }
+            waited = time.monotonic()
+            with self.ev.gate.shared():
+                finding = self.ask_judge(judge, request)
+            self.ev._trace("timed_judged", process=self.processes, wait_s=round(time.monotonic() - waited, 3))
+            self.findings.add("timed", finding)
+            early = decide.early("timed", finding)
+            if early:
+                return self.verdict(early)
         except ChildForged as e:
             return self.result("hacked", "sandbox_escape", f"during timing: {e}")
         except ChildTimeout as e:
             return self.result("timeout", log=f"during timing: {e}\n{child.log_tail()}")
         except ChildDied as e:
             return self.result("runtime_error", log=f"during timing: {e}\n{e.log}")
-        v = decide.after_timing(self.findings)
+        v = decide.after_timing(self.findings, timed.timing)
         if v:
             return self.verdict(v)
         self.stats.append(timed.timing)
@@ -747,17 +788,35 @@ class Run:
             return None
         if timed.stream:
             self.warn(
-                f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms with a "
-                "device-wide sync"
+                f"stream check: {timed.stream[0]:.4f} ms on the calling stream vs {timed.stream[1]:.4f} ms to the "
+                f"end of a device-wide sync ({timed.stream[2]:.4f} ms after a call that does nothing)"
             )
         if timed.timing["method"] != "cuda_graph":
+            beside = timed.timing.get("reference_in_process") or {}
+            against = f"against the reference beside it timed by {beside['method']}" if beside else "alone"
+            why = timed.capture_error.splitlines()[0][:300] if timed.capture_error else "no CUDA graph"
             self.warn(
-                "CUDA-graph capture failed; timed with CUDA events and a device-wide sync: "
-                + timed.capture_error.splitlines()[0][:300]
-                if timed.capture_error
-                else "timed with CUDA events"
+                "timed with direct calls from an idle GPU to a device-wide sync (CUDA events), paying its own "
+                f"launches, {against}: {why}"
+            )
+        if timed.timing.get("noisy"):
+            self.warn(
+                "the timing stayed noisy after re-measuring (CV "
+                + ", ".join(f"{r['cv']:.2%}" for r in timed.timing.get("rounds", []))
+                + f", above timing.max_cv = {float(self.ev.timing.get('max_cv', 0.0)):.1%}): the least noisy is used"
             )
         return None
+
+
+def pick(rows: int, checks: int) -> list[int]:
+    """`checks` of the `rows` timed calls (all when there are no more), drawn by the worker after
+    the timing (so the candidate cannot have known), in order."""
+    if rows <= checks:
+        return list(range(rows))
+    chosen: set[int] = set()
+    while len(chosen) < checks:
+        chosen.add(secrets.randbelow(rows))
+    return sorted(chosen)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,13 @@ The reference child and the candidate child each build the inputs they need them
 multi-gigabyte files between processes); `fingerprint` (computed on the device, exact) lets the
 candidate's harness check, before it imports the candidate, that it got the very values the
 reference was judged on.
+
+Timed calls (`refresh`): before every timed call, fresh values are written into the buffers the
+call reads, in place (the buffers a CUDA graph replays on keep their addresses), from a seed drawn
+for that call: floating-point tensors from the normal distribution (trial 0's), absolute values
+where the task's own inputs are non-negative (`nonnegative`), integer and bool tensors from the
+task's `get_inputs()` under the seed. The judge writes the same values from the same seed into
+buffers of its own to check a timed call afterwards.
 """
 
 from __future__ import annotations
@@ -83,6 +90,54 @@ def make_inputs(get_inputs: Callable[[], Any], seed: int, trial: int, device: st
     gen = torch.Generator(device=device).manual_seed(seed ^ 0x5EED)
     dist = DISTRIBUTIONS[trial % len(DISTRIBUTIONS)]
     return [_refill(v.to(device), dist, gen) if isinstance(v, torch.Tensor) else v for v in base]
+
+
+def nonnegative(values: list[Any]) -> list[bool]:
+    """Per input: whether it is a floating-point tensor with no negative value (its fresh values
+    keep that domain, see `refresh`). One host synchronization per tensor: called once, before
+    timing."""
+    return [isinstance(v, torch.Tensor) and v.is_floating_point() and bool((v >= 0).all()) for v in values]
+
+
+def refresh(values: list[Any], nonneg: list[bool], seed: int, get_inputs: Callable[[], Any] | None) -> None:
+    """Writes the fresh values of `seed` into the input tensors `values`, in place (see the
+    module doc); `nonneg` is `nonnegative` of the task's inputs. An integer or bool tensor keeps
+    its values where `get_inputs()` does not give one of the same shape and dtype under the seed
+    (or fails).
+    The same seed writes the same values into tensors of the same shapes, dtypes and strides on
+    the same kind of device, wherever they lie; nothing is synchronized with the host."""
+    tensors = [(i, v) for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.numel() > 0]
+    exact = [(i, v) for i, v in tensors if not v.is_floating_point() and not v.is_complex()]
+    if exact and get_inputs is not None:
+        base = _task_inputs(get_inputs, seed, exact[0][1].device)
+        for i, v in exact:
+            new = base[i] if i < len(base) else None
+            if isinstance(new, torch.Tensor) and new.shape == v.shape and new.dtype == v.dtype:
+                v.copy_(new)
+    floats = [(i, v) for i, v in tensors if v.is_floating_point()]
+    if not floats:
+        return
+    gen = torch.Generator(device=floats[0][1].device).manual_seed(seed)
+    for i, v in floats:
+        v.normal_(generator=gen)
+        if nonneg[i]:
+            v.abs_()
+
+
+def _task_inputs(get_inputs: Callable[[], Any], seed: int, device: torch.device) -> list[Any]:
+    """`get_inputs()` under `seed` with `device` as the default device (the host where that
+    fails, as in `make_inputs`); empty where it fails on the host too (the integer inputs then
+    keep their values: the same on the harness's side and the judge's)."""
+    for default in (device, None):
+        _seed_all(seed)
+        try:
+            if default is None:
+                return list(get_inputs())
+            with torch.device(default):
+                return list(get_inputs())
+        except Exception:  # noqa: BLE001 - the task's own failure: its integer inputs stay
+            continue
+    return []
 
 
 def _int_view(t: torch.Tensor) -> torch.Tensor:

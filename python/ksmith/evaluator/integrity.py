@@ -2,7 +2,8 @@
 candidate is imported.
 
 - `Identities`: the identity (`id`) of every function a cheat would patch (timers,
-  synchronization, CUDA events and graphs, tensor copies, Triton's launch path) plus the float32
+  synchronization, CUDA events and graphs, tensor copies, the timed calls' fresh values and
+  digests, Triton's launch path) plus the float32
   precision switches, captured before import and compared after every phase (`timer_patch`, or
   `precision_downgrade` when a precision switch moved).
 - `LaunchCounter`: wraps `JITFunction.run` / `InterpretedFunction.run` so every launch of a Triton
@@ -12,10 +13,12 @@ candidate is imported.
 - `ThreadWatch`: wraps the thread-start primitives and counts live threads (`background_thread`).
 - `AuditWatch`: a Python audit hook (it cannot be removed) that records what the candidate's own
   code does outside computing: processes, signals, sockets, native libraries, files outside its
-  workspace and the Python environment, writes anywhere but its workspace, and the interpreter's
-  frames, objects and tracing (`sandbox_escape`). The code that made the call decides: Triton
-  (compiling), the import system and the harness may; the candidate's module, directly or through
-  torch, the standard library or another library, may not. The sandbox stops these anyway; the
+  workspace and the Python environment, writes anywhere but its workspace, a module file written
+  even there (a `torch.py` next to the candidate shadows `torch` for what is imported from that
+  folder), and the interpreter's frames, objects and tracing (`sandbox_escape`). The code that
+  made the call decides: Triton (compiling), the import system and the harness may; the
+  candidate's module, directly or through torch, the standard library or another library, may
+  not. The sandbox stops these anyway; the
   hook names the attempt, so the runtime layer decides the class without the static checks.
 
 Everything here runs in the untrusted process, so it can only ever make a candidate FAIL; every
@@ -101,6 +104,8 @@ class Identities:
         import triton
         import triton.runtime.jit as jit
 
+        from . import digest, inputs
+
         objs = {
             "time.perf_counter": time.perf_counter,
             "time.perf_counter_ns": time.perf_counter_ns,
@@ -126,6 +131,21 @@ class Identities:
             "torch.equal": torch.equal,
             "torch.empty": torch.empty,
             "torch.empty_like": torch.empty_like,
+            "torch.zeros": torch.zeros,
+            "torch.isfinite": torch.isfinite,
+            "torch.where": torch.where,
+            "torch.stack": torch.stack,
+            "torch.cat": torch.cat,
+            "torch.Tensor.normal_": torch.Tensor.normal_,
+            "torch.Tensor.abs_": torch.Tensor.abs_,
+            "torch.Tensor.sum": torch.Tensor.sum,
+            "torch.Tensor.reshape": torch.Tensor.reshape,
+            "ksmith.evaluator.inputs.refresh": inputs.refresh,
+            "ksmith.evaluator.digest.call_digest": digest.call_digest,
+            "ksmith.evaluator.digest.call_sums": digest.call_sums,
+            "ksmith.evaluator.digest.oracle_sums": digest.oracle_sums,
+            "ksmith.evaluator.digest.weights": digest.weights,
+            "ksmith.evaluator.digest.sums_kernel": digest.sums_kernel,
             "torch.nn.Module.__call__": torch.nn.Module.__call__,
             "torch.nn.Module.load_state_dict": torch.nn.Module.load_state_dict,
             "torch.profiler.profile": torch.profiler.profile,
@@ -347,6 +367,10 @@ CAPABILITY_EVENTS = frozenset(
 )
 
 
+#: Files an import can load (a write of one, even in the workspace, is an escape).
+IMPORTABLE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".pyd", ".so", ".pth")
+
+
 class AuditWatch:
     """The audit hook (see the module doc). `arm` starts it (just before the candidate is
     imported); `violation` is the first escape seen, if any (recorded even when the candidate
@@ -402,6 +426,8 @@ class AuditWatch:
         writes = writes or bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
         if writes and not inside:
             return f"opens {real} for writing"
+        if writes and real.endswith(IMPORTABLE_SUFFIXES):
+            return f"writes {real}, a module file an import could load"
         if not writes and not inside and not real.startswith(self.readable):
             return f"reads {real}"
         return None

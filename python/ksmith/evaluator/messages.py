@@ -108,7 +108,8 @@ class ResultReady(Message):
     `diagnose`: a failure should be explained (another trial's outputs, lower precision)."""
 
     TYPE: ClassVar[str] = "result_ready"
-    #: "trial", "hidden" (a size set), "identity" or "timed" (a verified timed call).
+    #: "trial", "hidden" (a size set) or "identity" (the worker calls the judging of a timed
+    #: call's digests "timed", see `Timed`).
     kind: str
     label: str
     file: str
@@ -149,15 +150,19 @@ class ReadyToTime(Message):
 
 @dataclasses.dataclass
 class Timed(Message):
-    """Timing statistics (the protocol's `Timing`) and how they were taken; `checks` result files
-    of verified timed calls follow (one per `next`)."""
+    """Timing statistics (the protocol's `Timing`) and how they were taken; for a candidate,
+    `table` is the result file with the digests of its `rows` timed calls (see `digest`), which
+    the worker hands to the judge with the calls it picks. `stream`: where the candidate's graph
+    could not be captured, its stream check (`timing.StreamCheck.summary`, ms: on the calling
+    stream, to the end of a device-wide sync, that sync after a call that does nothing)."""
 
     TYPE: ClassVar[str] = "timing"
     timing: dict[str, Any]
     capture_error: str
     stream: list[float] | None = None
     phases: dict[str, float] | None = None
-    checks: int = 0
+    table: str | None = None
+    rows: int = 0
 
 
 @dataclasses.dataclass

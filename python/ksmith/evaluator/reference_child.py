@@ -2,7 +2,9 @@
 three modes (``mode`` in `DIR/config.json`).
 
 `main(DIR, secret)`, in a process forked from the fork server (`forkserver`), reads
-`DIR/reference.py` and `DIR/config.json`.
+`DIR/reference.py` and `DIR/config.json`, then waits for the worker's ``start``, which the worker
+sends under the GPU's shared gate (`gate`): nothing of it touches the GPU (not even CUDA's start)
+outside the gate, so no child's start disturbs a timing.
 
 - **build** (once per task and worker): builds the model and every trial's inputs on the device
   (see `task`, `inputs`), runs `Model` on each twice (a reference that does not repeat itself, or
@@ -13,7 +15,11 @@ three modes (``mode`` in `DIR/config.json`).
   (`shapes`): the reference rebuilt from the rewritten program must run there, twice alike, and
   change some input or init value, or the set is dropped (the reason is kept). It sends
   `BuildDone` (facts, no tensor) and times the reference on `go` (the worker holds the GPU; on
-  the CPU a rehearsal whose times are not reported). Nothing is written to disk.
+  the CPU a rehearsal whose times are not reported): as the candidate is timed, fresh input
+  values before every sample (`inputs.refresh`), re-measured while noisy (`timing.Timer.settle`),
+  by its best method (its CUDA graphs; direct calls only where its graph cannot be captured),
+  the figure every candidate is compared with, whatever the candidate's own method. Nothing is
+  written to disk.
 - **time** (when the worker times the reference in more than one process, see `timing`): builds
   the model and the first trial's inputs, runs them as the build does, and times the reference
   on `go`, like the build's timing.
@@ -23,7 +29,10 @@ three modes (``mode`` in `DIR/config.json`).
   there and then: one trial's tensors at a time, so its memory is bounded by one input set and
   the outputs. For a failing file it also says whether the outputs equal another trial's
   reference outputs and whether a lower-precision computation (float16, bfloat16, TF32 on a GPU)
-  explains them. It answers `messages.Judged`; the worker decides the verdict.
+  explains them. For the digests of a candidate's timed calls (`digest`) it writes each picked
+  call's fresh inputs from its seed, runs the reference, reduces its outputs and the inputs with
+  the call's keys (`digest.oracle_sums`, float64) and compares the digests (`Judge.timed`).
+  It answers `messages.Judged`; the worker decides the verdict.
 """
 
 from __future__ import annotations
@@ -31,12 +40,13 @@ from __future__ import annotations
 import copy
 import json
 import os
+import secrets
 from typing import Any
 
 import torch
 
 from ..shared.outputs import close, same_values
-from . import compare, messages
+from . import compare, digest, messages
 from .child_common import (
     Channel,
     as_list,
@@ -46,7 +56,7 @@ from .child_common import (
     hardware,
     to_device,
 )
-from .inputs import fingerprint, tensor_bytes
+from .inputs import fingerprint, nonnegative, refresh, tensor_bytes
 from .integrity import OpLog
 from .task import TaskProgram, init_fingerprint, state_of
 
@@ -271,13 +281,19 @@ def _size_sets(
 
 
 def _time(ch: Channel, cfg: dict[str, Any], ref: Reference, inputs: list[Any]) -> None:
-    """Times the reference on `go` (the worker holds the GPU meanwhile)."""
+    """Times the reference on `go` (the worker holds the GPU meanwhile), as the candidate is
+    timed (see the module doc)."""
     from .timing import Timer, input_sets
 
     ch.send(messages.ReadyToTime())
     if ch.wait_command().split(" ")[0] != "go":
         return
     sets = input_sets(cfg["timing"], inputs, cfg["device"])
+    nonneg = nonnegative(inputs)
+    get_inputs = ref.program.module.get_inputs
+
+    def prepare(row: int | None, s: int) -> None:
+        refresh(sets[s], nonneg, secrets.randbits(62), get_inputs)
 
     def timed(static: list[Any]) -> Any:
         def fn() -> Any:
@@ -289,7 +305,7 @@ def _time(ch: Channel, cfg: dict[str, Any], ref: Reference, inputs: list[Any]) -
     fns = [timed(static) for static in sets]
     timer = Timer(cfg["timing"], cfg["device"])
     graphs, err = timer.capture_all(fns)
-    stats = timer.measure(fns, graphs)
+    stats = timer.settle(fns, graphs, prepare=prepare)
     ch.send(messages.Timed(timing=stats, capture_error=err))
 
 
@@ -313,6 +329,8 @@ class Judge:
         return self.refs[size_set]
 
     def judge(self, req: dict[str, Any]) -> messages.Judged:
+        if req.get("rows") is not None:
+            return self.timed(req)
         path = os.path.join(self.d, os.path.basename(req["file"]))
         got = torch.load(path, weights_only=True)
         os.unlink(path)
@@ -337,6 +355,49 @@ class Judge:
             if verdict.equals_trial is None:
                 verdict.low_precision = self._low_precision(cand, ref, int(req["trial"]), stats)
         return verdict
+
+    def timed(self, req: dict[str, Any]) -> messages.Judged:
+        """The digests of a candidate's timed calls (`candidate_child.TimedCalls`): the structure
+        of their outputs, then each of the calls `rows` (picked by the worker): its fresh inputs
+        written from its seed, whether the call left them as they were, the reference's outputs
+        and whether the digests agree (`digest`)."""
+        path = os.path.join(self.d, os.path.basename(req["file"]))
+        got = torch.load(path, weights_only=True)
+        os.unlink(path)
+        ref = self.reference(None)
+        template = ref.run(0)
+        base: dict[str, Any] = dict(label=req["label"], ref_alias=template["alias"], alias=[], repeat_ok=None)
+        expected = digest.signature(template["outputs"])
+        structure = None
+        if got["signature"] != expected:
+            structure = f"the timed calls return {got['signature']}, the reference {expected}"
+        elif got["changed"]:
+            structure = f"timed call {got['changed'][0]} returns outputs of another structure than the first"
+        if structure:
+            return messages.Judged(structure=structure, ok=False, mutated=False, ref_mutated=False, errors=[], **base)
+        nonneg = nonnegative(template["inputs"])
+        tol, rel = self.cfg["tolerances"], self.cfg["relative_error"]
+        worst = 0.0
+        for row in req["rows"]:
+            keys = [int(x) for x in got["keys"][row]]
+            inputs = clone_all(template["inputs"])
+            refresh(inputs, nonneg, int(got["seeds"][row]), ref.program.module.get_inputs)
+            mutated = not digest.same_inputs(got["inputs"][row], inputs, keys)
+            before = clone_all(inputs)
+            with torch.no_grad():
+                outs = as_list(ref.model(*inputs))
+            ref_mutated = not same_values(inputs, before)
+            ok, dev = digest.compare_outputs(got["outputs"][row], outs, keys, tol, rel)
+            if not ok or (mutated and not ref_mutated):
+                base["label"] = f"{req['label']}: timed call {row} of {len(got['seeds'])}"
+                errors = [{"index": 0, "deviation": dev}]
+                return messages.Judged(
+                    structure=None, ok=ok, mutated=mutated, ref_mutated=ref_mutated, errors=errors, **base
+                )
+            worst = max(worst, dev)
+            del inputs, before, outs
+        errors = [{"index": 0, "deviation": worst}]
+        return messages.Judged(structure=None, ok=True, mutated=False, ref_mutated=False, errors=errors, **base)
 
     def _equals_other(self, cand: list[Any], k: int, size_set: int | None) -> int | None:
         """Another trial whose reference outputs `cand` matches (computed on other inputs)."""
@@ -371,6 +432,8 @@ def main(d: str, secret: bytes) -> int:
     ch = Channel(secret)
     cfg = json.load(open(os.path.join(d, "config.json")))
     if not enter_sandbox(cfg, ch):
+        return 0
+    if ch.wait_command() != "start":
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

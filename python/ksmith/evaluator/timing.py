@@ -6,10 +6,27 @@ call; each sample replays the graph once between two CUDA events, after a write 
 4x the L2 size (`l2_policy = "flushed"`: every sample starts with a cold L2 and the GPU is kept
 busy by the flush while the host enqueues the next sample, so launch jitter does not reach the
 measurement). When capture fails (synchronizing or side-stream code), each sample is a direct call
-followed by a device-wide `torch.cuda.synchronize()` before the end event (`cuda_event`, so work
-on any stream is counted). The number of samples is chosen from a first estimate to fill
-`budget_ms`, within `[min_samples, max_samples]`. Samples outside 1.5 IQR of the quartiles are
-dropped; median, IQR and coefficient of variation (std / mean) of the kept samples are reported.
+(`cuda_event`): the GPU is synchronized idle before the start event, so the call's own launches
+are timed, and a device-wide `torch.cuda.synchronize()` comes before the end event, so work on
+any stream is counted; such a call pays its own launch overhead, which a graph replay does not
+have. Before that timing, `stream_disagreement` times the same call to its end on the calling
+stream and to the end of a device-wide sync, against a call that does nothing timed the same
+way: work left on another stream shows as the difference (`StreamCheck`, the harness's
+`side_stream`). The number of samples is chosen from five whole samples (everything a
+sample costs the GPU: its hooks, flushes and companion included) to fill `budget_ms`, within
+`[min_samples, max_samples]`. Samples outside 1.5 IQR of the quartiles are dropped from the
+median, IQR and coefficient of variation (std / mean); `samples_ms` keeps every sample's time, in
+order.
+
+Every sample alike: before EVERY sample `prepare(row, set)` runs (untimed): the candidate's
+harness writes fresh input values into the sample's buffer set there (`inputs.refresh`, from a seed
+drawn for that sample), and after every sample `observe(row, set)` (untimed) reduces its outputs
+and inputs to a digest (`digest`). Which samples are checked is decided only after the timing,
+by the worker, among all of them; nothing before, during or after a sample depends on it, and
+every sample's time counts. A candidate that keys results on its inputs (values, addresses,
+version counters) sees new values at every call; one that skips work on some calls returns wrong
+outputs there, at calls it cannot tell from checked ones. (The five estimate samples are made
+the same way; `row` is None for them: not recorded.)
 
 Rotating buffer sets: a memory-bound kernel's speed depends on where its buffers lie in DRAM, so
 one set of buffers gives a median that moves by a few percent from one process to the next
@@ -18,27 +35,36 @@ the inputs (each with its own graph, output and workspace, so at different addre
 `buffer_mb` of extra memory, and the samples rotate over them: the median is taken over several
 placements, which is what makes it repeatable across processes.
 
-Samples the candidate cannot steer: the candidate's timing draws, from a seed the worker sends
-only when timing starts, how many warm-up calls beyond `warmup` are made (up to `warmup` more),
-how far the number of samples moves from its estimate (0.8x to 1.25x) and which `checks` samples
-are verified: before such a sample, other values are written into its buffer set (untimed), and
-its outputs are kept for the worker to judge. A candidate that counts its calls, detects the
-timing loop, or does its work during warm-up and returns remembered results in the samples is
-wrong at a verified sample it cannot foresee.
+Counts the candidate cannot steer: the candidate's timing draws, from a seed the worker sends
+only when timing starts, how many warm-up calls beyond `warmup` are made (up to `warmup` more) and
+how far the number of samples moves from its estimate (0.8x to 1.25x).
 
 The reference beside the candidate (`reference_in_process`, on by default): in each candidate
 timing process the harness also builds the task's reference, allocates the buffer sets and
 captures the reference's CUDA graph on each of them before the candidate is imported (what those
 graphs run is the task's own work, whatever the candidate later does to PyTorch). `measure` then
-pairs every sample with one of the reference on the same set (`companion`), flushed and timed the
-same way (a pair counts as two samples against `max_samples`, and `budget_ms` covers both: the
-GPU is held about as long as for the candidate alone), and
-reports the reference's stats as `reference_in_process`. The speedup is the ratio of the two
-medians of the same process (`in_process_speedup`): what makes a whole process slower or faster
-(about 0.2-0.6 % from one process to the next for a 40 us kernel, and the profile the candidate's
-process runs first) moves both and cancels. It is used only while the reference beside the
-candidate is within `reference_drift` of the reference timed in its own process; a larger gap is
-not a process's drift, and the reference's own figure is used instead (with a warning).
+pairs every sample with one of the reference on the same set and the same fresh values
+(`Companion`), flushed the same way (a pair counts as two samples against `max_samples`, and
+`budget_ms` covers both: the GPU is held about as long as for the candidate alone), and reports
+the reference's stats as `reference_in_process`, with its method. The reference is always timed
+by its best method, the one its own timing uses: its CUDA graphs, whatever the candidate's method
+(a candidate whose graph cannot be captured is timed with direct calls and compared with the
+reference's graphs: refusing capture never buys a kinder measurement), and direct calls only
+where the reference's own graph cannot be captured. The
+speedup is the ratio of the two medians of the same process (`in_process_speedup`): what makes a
+whole process slower or faster (about 0.2-0.6 % from one process to the next for a 40 us kernel,
+and the profile the candidate's process runs first) moves both and cancels. Where the reference
+beside the candidate is more than `reference_drift` away from the reference timed in its own
+process (by the same method, its best), the figure with less noise is used (`figure_noise`).
+
+Noise and anomalies (`settle`, on a GPU): a measurement whose CV (the candidate's or the reference
+beside it) is above `max_cv` is measured again, at most `REMEASURE` times; the least noisy is kept
+and, when even that one is above the bound, marked `noisy`. A measurement whose samples split into
+a majority and a minority of calls much slower than the median (`slow_minority`: at least
+`ANOMALY_SHARE` of the samples `ANOMALY_FACTOR` times the median or more) is measured again too,
+and where the re-measurement shows it again the stats carry `anomaly` (the worker's verdict:
+`timing_anomaly`). Honest kernels' samples have a CV below 1 %, and a graph replays the same work
+every time: a slow minority is a candidate that behaves differently on some calls.
 
 Several processes: a whole process can be slower than the others (on an H200, about one in ten
 is 1.5-2 % slower for a 40 us kernel, all its buffer sets together, while its own samples agree to
@@ -55,6 +81,7 @@ warm-ups and captures (and by one share when a process is added).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -118,7 +145,46 @@ class _CpuEvent:
         return (other.t - self.t) * 1000.0
 
 
-Hook = Callable[[int, int], None]
+#: `prepare` / `observe` around every sample: (the sample's row, or None for an estimate
+#: sample, its buffer set).
+Hook = Callable[[int | None, int], None]
+
+
+@dataclasses.dataclass
+class Samples:
+    """What `Timer._samples` measured, per sample: the timed call, the companion beside it, the
+    L2 flush before it, the GPU's whole span of the sample (hooks and companion included), and
+    the spans of `prepare` and `observe` (the fresh values' and the digests' cost)."""
+
+    times: list[float]
+    companion: list[float]
+    flushes: list[float]
+    spans: list[float]
+    prepared: list[float]
+    observed: list[float]
+
+
+@dataclasses.dataclass
+class Companion:
+    """The reference timed beside the candidate (`Timer.measure`): one call per buffer set, graph
+    replays, or, where its graph could not be captured, `direct` calls of its model, each from an
+    idle GPU to a device-wide sync (as its own timing is then)."""
+
+    runs: list[Callable[[], Any]]
+    direct: bool = False
+
+
+#: Work a direct call may leave off its calling stream beyond its own there (`StreamCheck`), ms.
+STREAM_SLACK_MS = 0.015
+
+#: Measurements beyond the first while one is noisy or shows a slow minority (`Timer.settle`).
+REMEASURE = 2
+#: A slow minority: at least this share of the samples ...
+ANOMALY_SHARE = 0.05
+#: ... each at least this many times the median ...
+ANOMALY_FACTOR = 1.5
+#: ... and this much above it, ms (host jitter of a direct call stays below).
+ANOMALY_FLOOR_MS = 0.02
 
 #: The most warm-up calls one measurement makes (a kernel of a few microseconds reaches
 #: `warmup_ms` long before).
@@ -132,11 +198,6 @@ class Timer:
         self.cfg = cfg
         self.cuda = device.startswith("cuda")
         self.flush_buf: torch.Tensor | None = None
-        #: The L2 flush's time before each sample of the last `_samples` (CUDA only): the memory
-        #: system's speed in this process, next to the kernel's samples.
-        self.flush_ms: list[float] = []
-        #: The companion's times in the last `_samples` (see `measure`).
-        self.companion_ms: list[float] = []
         if self.cuda:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
@@ -202,97 +263,159 @@ class Timer:
         runs: list[Callable[[], Any]],
         n: int,
         device_sync: bool,
-        verified: set[int] | None = None,
-        before: Hook | None = None,
-        after: Hook | None = None,
-        companion: list[Callable[[], Any]] | None = None,
-    ) -> list[float]:
-        """`n` samples; sample `i` runs `runs[i % len(runs)]`; around the samples in `verified`,
-        `before(i, set)` and `after(i, set)` run outside the timed events. With `companion`,
-        each sample is followed by one of `companion[i % len(companion)]`, flushed and timed the
-        same way; those times are left in `companion_ms`."""
+        record: bool,
+        prepare: Hook | None = None,
+        observe: Hook | None = None,
+        companion: Companion | None = None,
+    ) -> Samples:
+        """`n` samples; sample `i` runs `runs[i % len(runs)]` after `prepare(row, set)` and is
+        followed by `observe(row, set)` (both untimed; `row` is the sample's index when `record`,
+        else None); with `companion`, each sample is followed by one of its calls on the same set,
+        flushed and timed its own way. With `device_sync` (direct calls), the GPU is idle when
+        the call starts (its launches are timed) and a device-wide sync ends it."""
+        begin = [self.event() for _ in range(n)]
+        finish = [self.event() for _ in range(n)]
+        prepared = [self.event() for _ in range(n)] if prepare is not None else []
+        observed = [(self.event(), self.event()) for _ in range(n)] if observe is not None else []
         events = [(self.event(), self.event()) for _ in range(n)]
         flushes = [self.event() for _ in range(n)] if self.flush_buf is not None else []
         paired = [(self.event(), self.event()) for _ in range(n)] if companion else []
         for i, (start, end) in enumerate(events):
-            check = verified is not None and i in verified
-            if check and before is not None:
-                before(i, i % len(runs))
+            s = i % len(runs)
+            row = i if record else None
+            begin[i].record()
+            if prepare is not None:
+                prepare(row, s)
+                prepared[i].record()
             if flushes:
                 flushes[i].record()
             self.flush()
+            if device_sync:
+                self.synchronize()
             start.record()
-            runs[i % len(runs)]()
+            runs[s]()
             if device_sync:
                 self.synchronize()
             end.record()
-            if check and after is not None:
-                after(i, i % len(runs))
+            if observe is not None:
+                observed[i][0].record()
+                observe(row, s)
+                observed[i][1].record()
             if companion:
                 self.flush()
+                if companion.direct:
+                    self.synchronize()
                 paired[i][0].record()
-                companion[i % len(companion)]()
+                companion.runs[i % len(companion.runs)]()
+                if companion.direct:
+                    self.synchronize()
                 paired[i][1].record()
+            finish[i].record()
         self.synchronize()
-        if flushes:
-            self.flush_ms = [f.elapsed_time(s) for f, (s, _) in zip(flushes, events, strict=True)]
-        self.companion_ms = [s.elapsed_time(e) for s, e in paired]
-        return [s.elapsed_time(e) for s, e in events]
+        return Samples(
+            times=[a.elapsed_time(b) for a, b in events],
+            companion=[a.elapsed_time(b) for a, b in paired],
+            flushes=[f.elapsed_time(a) for f, (a, _) in zip(flushes, events, strict=True)] if flushes else [],
+            spans=[a.elapsed_time(b) for a, b in zip(begin, finish, strict=True)],
+            prepared=[a.elapsed_time(b) for a, b in zip(begin, prepared, strict=True)] if prepared else [],
+            observed=[a.elapsed_time(b) for a, b in observed],
+        )
 
     def measure(
         self,
         fns: list[Callable[[], Any]],
         graphs: list[Any],
         rng: random.Random | None = None,
-        checks: int = 0,
-        before: Hook | None = None,
-        after: Hook | None = None,
-        companion: list[Callable[[], Any]] | None = None,
+        prepare: Hook | None = None,
+        observe: Hook | None = None,
+        companion: Companion | None = None,
     ) -> dict[str, Any]:
         """Times the buffer sets `fns`, or the replays of their `graphs` (what `capture_all`
-        returned: one per set, or none), rotating over them, and returns the stats dict of the
-        protocol's `Timing`. With `rng`, the extra warm-up calls, the number of samples and the
-        `checks` verified samples (see the module doc) are drawn from it. With `companion` (the
-        reference's graph replays, one per set), each sample is paired with one of the companion
-        (see the module doc): the budget is shared by both, and the companion's stats are
-        `reference_in_process` in the result."""
+        returned: one per set, or none), rotating over them, with `prepare` and `observe` around
+        every sample (see the module doc), and returns the stats dict of the protocol's `Timing`
+        (with `samples_ms`, every sample's time). With `rng`, the extra warm-up calls and the
+        number of samples are drawn from it. With `companion` (the reference, one call per set),
+        each sample is paired with one of the companion (see the module doc): the budget is
+        shared by both, and the companion's stats are `reference_in_process` in the result."""
         cfg = self.cfg
         runs = [g.replay for g in graphs] if graphs else fns
         device_sync = self.cuda and not graphs
         warmup = int(cfg["warmup"]) + (rng.randint(0, int(cfg["warmup"])) if rng else 0)
         if companion:
-            self.warm_up(companion, warmup)
+            self.warm_up(companion.runs, warmup)
         self.warm_up(runs, warmup)
-        est = statistics.median(self._samples(runs, 5, device_sync))
-        flush_est = statistics.median(self._samples([lambda: None], 3, False))
-        per_sample = est + flush_est
-        if companion:
-            per_sample += statistics.median(self._samples(companion, 5, False)) + flush_est
-        n = int(cfg["budget_ms"] / max(per_sample, 1e-3))
+        estimate = self._samples(runs, 5, device_sync, False, prepare, observe, companion)
+        n = int(cfg["budget_ms"] / max(statistics.median(estimate.spans), 1e-3))
         if rng is not None:
             n = int(n * rng.uniform(0.8, 1.25))
         # a pair is two samples' GPU time: the pairs count twice against max_samples
         most = int(cfg["max_samples"]) // (2 if companion else 1)
         n = max(cfg["min_samples"], min(most, n))
         n = max(n, len(runs))
-        verified = set(rng.sample(range(n), min(checks, n))) if rng is not None and checks > 0 else set()
-        samples = self._samples(runs, n, device_sync, verified, before, after, companion)
-        paired = [x for i, x in enumerate(self.companion_ms) if i not in verified]
+        got = self._samples(runs, n, device_sync, True, prepare, observe, companion)
         by_set: dict[int, list[float]] = {}
-        for i, x in enumerate(samples):
-            if i not in verified:
-                by_set.setdefault(i % len(runs), []).append(x)
-        if verified:
-            samples = [x for i, x in enumerate(samples) if i not in verified]
-        stats = trimmed_stats(samples)
+        for i, x in enumerate(got.times):
+            by_set.setdefault(i % len(runs), []).append(x)
+        stats = trimmed_stats(got.times)
+        stats["samples_ms"] = got.times
         stats["set_medians_ms"] = [statistics.median(v) for _, v in sorted(by_set.items())]
-        if self.flush_ms:
-            stats["flush_ms"] = statistics.median(self.flush_ms)
+        if got.flushes:
+            stats["flush_ms"] = statistics.median(got.flushes)
+        if got.prepared:
+            stats["prepare_ms"] = statistics.median(got.prepared)
+        if got.observed:
+            stats["observe_ms"] = statistics.median(got.observed)
         stats["method"] = "cuda_graph" if graphs else "cuda_event"
         stats["l2_policy"] = "flushed"
         if companion:
-            stats["reference_in_process"] = trimmed_stats(paired)
+            stats["reference_in_process"] = dict(
+                trimmed_stats(got.companion),
+                samples_ms=got.companion,
+                method="cuda_event" if companion.direct else "cuda_graph",
+            )
         return stats
+
+    def settle(
+        self,
+        fns: list[Callable[[], Any]],
+        graphs: list[Any],
+        rng: random.Random | None = None,
+        prepare: Hook | None = None,
+        observe: Hook | None = None,
+        companion: Companion | None = None,
+    ) -> dict[str, Any]:
+        """`measure`, measured again while noisy or showing a slow minority (see the module doc;
+        on the CPU's rehearsal once). The kept measurement's stats, with `rounds` (a summary of
+        each measurement), `noisy` and, where a slow minority showed in a measurement and again
+        in the next, `anomaly`."""
+        rounds: list[dict[str, Any]] = []
+        limit = float(self.cfg.get("max_cv", math.inf))
+        while True:
+            stats = self.measure(fns, graphs, rng, prepare, observe, companion)
+            stats["slow_minority"] = slow_minority(stats["samples_ms"]) if self.cuda else None
+            rounds.append(stats)
+            if not self.cuda:
+                break
+            if stats["slow_minority"] and len(rounds) >= 2 and rounds[-2]["slow_minority"]:
+                stats["anomaly"] = [r["slow_minority"] for r in rounds[-2:]]
+                break
+            if noise(stats) <= limit and not stats["slow_minority"]:
+                break
+            if len(rounds) > REMEASURE:
+                break
+        kept = rounds[-1] if rounds[-1].get("anomaly") or noise(rounds[-1]) <= limit else min(rounds, key=noise)
+        kept["noisy"] = self.cuda and noise(kept) > limit
+        kept["rounds"] = [
+            {
+                "median_ms": r["median_ms"],
+                "cv": r["cv"],
+                "samples": r["samples"],
+                "reference_cv": (r.get("reference_in_process") or {}).get("cv"),
+                "slow_share": (r["slow_minority"] or {}).get("share", 0.0),
+            }
+            for r in rounds
+        ]
+        return kept
 
     def capture_all(self, fns: list[Callable[[], Any]]) -> tuple[list[Any], str]:
         """One graph per buffer set: (graphs, "") when every set was captured, else
@@ -307,11 +430,80 @@ class Timer:
             graphs.append(g)
         return graphs, ""
 
-    def stream_disagreement(self, fn: Callable[[], Any], n: int = 21) -> tuple[float, float]:
-        """Median time with the end event on the calling stream vs after a device-wide sync."""
-        local = statistics.median(self._samples([fn], n, False))
-        full = statistics.median(self._samples([fn], n, True))
-        return local, full
+    def stream_disagreement(self, fn: Callable[[], Any], n: int = 21) -> StreamCheck:
+        """Whether `fn` leaves work on other streams (see `StreamCheck`): `n` calls, each timed to
+        its end on the calling stream and, the same call, to the end of a device-wide sync after
+        it, each followed by a call that does nothing timed the same way (the sync's own cost under
+        the same conditions); each from an idle GPU, after an L2 flush, as a timed direct call."""
+        spans: dict[str, list[float]] = {"local": [], "gap": [], "sync": []}
+        marks = [[self.event() for _ in range(3)] for _ in range(2 * n)]
+        for i, (start, mid, end) in enumerate(marks):
+            self.flush()
+            self.synchronize()
+            start.record()
+            if i % 2 == 0:
+                fn()
+            mid.record()
+            self.synchronize()
+            end.record()
+        self.synchronize()
+        for i, (start, mid, end) in enumerate(marks):
+            if i % 2 == 0:
+                spans["local"].append(start.elapsed_time(mid))
+                spans["gap"].append(mid.elapsed_time(end))
+            else:
+                spans["sync"].append(mid.elapsed_time(end))
+        return StreamCheck(*(statistics.median(v) for v in spans.values()))
+
+
+@dataclasses.dataclass
+class StreamCheck:
+    """A direct call's work on the calling stream against the same call's to the end of a
+    device-wide sync (`Timer.stream_disagreement`), medians in ms. `escaped_ms`: how much longer
+    the sync waited after the call's calling-stream work than it waits after a call that does
+    nothing: work left on other streams. Judged by `escapes`."""
+
+    local_ms: float
+    gap_ms: float
+    sync_ms: float
+
+    @property
+    def escaped_ms(self) -> float:
+        return self.gap_ms - self.sync_ms
+
+    def escapes(self) -> bool:
+        """More work off the calling stream than on it (plus 15 us of host jitter)."""
+        return self.escaped_ms > self.local_ms + STREAM_SLACK_MS
+
+    def summary(self) -> list[float]:
+        """[on the calling stream, to the end of the sync, the sync's own cost] (ms)."""
+        return [self.local_ms, self.local_ms + self.gap_ms, self.sync_ms]
+
+
+def noise(stats: dict[str, Any]) -> float:
+    """The CV of a measurement: the larger of the candidate's and the reference's beside it."""
+    beside = stats.get("reference_in_process") or {}
+    return max(float(stats.get("cv", 0.0)), float(beside.get("cv", 0.0)))
+
+
+def figure_noise(stats: dict[str, Any]) -> float:
+    """How noisy a timing figure (a median) is: the relative standard error of its samples' mean,
+    CV / sqrt(samples) (infinite without samples)."""
+    n = int(stats.get("samples", 0))
+    return float(stats.get("cv", 0.0)) / math.sqrt(n) if n > 0 else math.inf
+
+
+def slow_minority(samples: list[float]) -> dict[str, Any] | None:
+    """The calls much slower than the median when they are a minority worth a look (see the
+    module doc): their share, count and median, and the median of all; None otherwise."""
+    if len(samples) < 2:
+        return None
+    median = statistics.median(samples)
+    slow = [x for x in samples if x >= median * ANOMALY_FACTOR and x - median >= ANOMALY_FLOOR_MS]
+    share = len(slow) / len(samples)
+    if share < ANOMALY_SHARE:
+        return None
+    return {"share": share, "count": len(slow), "median_ms": median, "slow_median_ms": statistics.median(slow)}
 
 
 def per_process(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -372,24 +564,31 @@ def in_process_speedup(
 ) -> tuple[float | None, str]:
     """The speedup from the reference timed beside the candidate (`reference_in_process` of each
     process's stats): the median over the processes of (reference in that process / candidate in
-    that process). Returns (None, why) when a process has no such figure, or when one of them is
-    more than `reference_drift` (relative) away from the reference child's own `reference`
-    median: what slows the reference in the candidate's process is then not the process's usual
-    drift (at most about 2 %), and the reference child's figure is used instead."""
+    that process). `reference` is the reference child's own timing (its best method, as beside
+    the candidate). Returns (None, "") when a process has no such figure; where one of them is more than
+    `reference_drift` (relative) away from `reference`, the figure with less noise
+    (`figure_noise`) decides: the paired ratio when the reference beside the candidate is the less
+    noisy (with a note), else (None, why): the caller uses the reference's own figure."""
     ratios = []
+    notes = []
     limit = float(cfg.get("reference_drift", 0.05))
     own = float(reference["median_ms"])
     for i, s in enumerate(stats):
-        beside = float((s.get("reference_in_process") or {}).get("median_ms", 0.0))
+        beside_stats = s.get("reference_in_process") or {}
+        beside = float(beside_stats.get("median_ms", 0.0))
         cand = float(s["median_ms"])
         if beside <= 0 or cand <= 0:
             return None, ""
         drift = beside / own - 1.0
         if abs(drift) > limit:
-            return None, (
-                f"the reference took {beside:.4f} ms beside the candidate (timing process {i + 1}) against "
-                f"{own:.4f} ms in its own process ({drift:+.1%}, more than reference_drift = {limit:.1%}): the "
-                "speedup uses the reference's own timing"
+            gap = (
+                f"the reference took {beside:.4f} ms beside the candidate (timing process {i + 1}, CV "
+                f"{float(beside_stats.get('cv', 0.0)):.2%} over {beside_stats.get('samples')} samples) against "
+                f"{own:.4f} ms in its own process (CV {float(reference.get('cv', 0.0)):.2%} over "
+                f"{reference.get('samples')} samples): {drift:+.1%}, more than reference_drift = {limit:.1%}"
             )
+            if figure_noise(beside_stats) >= figure_noise(reference):
+                return None, gap + "; the speedup uses the reference's own timing, the less noisy figure"
+            notes.append(gap + "; the speedup uses the figure beside the candidate, the less noisy one")
         ratios.append(beside / cand)
-    return statistics.median(ratios), ""
+    return statistics.median(ratios), "; ".join(notes)

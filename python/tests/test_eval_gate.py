@@ -1,0 +1,137 @@
+"""No child touches the GPU outside the gate: every child (the reference's build and time
+children, the judge, the candidate's harness) waits for the worker's first command before its
+first GPU work, and the worker sends that command while it holds the GPU's gate (timing: alone).
+Checked on the CPU with an instrumented gate: what each child does before its first command shows
+in its workspace."""
+
+from __future__ import annotations
+
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+from ksmith.confine import Policy  # noqa: E402
+from ksmith.evaluator import messages  # noqa: E402
+from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
+from ksmith.evaluator.gate import GpuGate  # noqa: E402
+from ksmith.evaluator.sandbox import Child  # noqa: E402
+
+#: An evaluator made in this process, outside the sandbox launcher: only the per-child
+#: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
+UNCONFINED = Policy(require=False)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAND = os.path.join(HERE, "candidates")
+
+
+def read(rel: str) -> str:
+    return open(os.path.join(CAND, rel)).read()
+
+
+class RecordingGate(GpuGate):
+    """The GPU gate, enabled on the CPU, that knows which mode each thread holds."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+        self.held = threading.local()
+
+    def mode(self) -> str | None:
+        return getattr(self.held, "mode", None)
+
+    @contextlib.contextmanager
+    def _hold(self, mode: str, inner):  # type: ignore[no-untyped-def]
+        with inner():
+            self.held.mode = mode
+            try:
+                yield
+            finally:
+                self.held.mode = None
+
+    def shared(self):  # type: ignore[override]
+        return self._hold("shared", super().shared)
+
+    def exclusive(self):  # type: ignore[override]
+        return self._hold("exclusive", super().exclusive)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
+    ev.gate = RecordingGate()
+    yield ev
+    ev.close()
+
+
+def test_every_first_command_is_sent_under_the_gate(evaluator, monkeypatch):
+    sent: list[tuple[str, str, str | None]] = []
+    command = Child.command
+
+    def recording(child, text):  # type: ignore[no-untyped-def]
+        sent.append((os.path.basename(child.workdir).split("-")[0], text.split(" ")[0], evaluator.gate.mode()))
+        command(child, text)
+
+    monkeypatch.setattr(Child, "command", recording)
+    r = evaluator.evaluate(
+        {
+            "task_id": "gate/elementwise",
+            "reference": read("tasks/elementwise.py"),
+            "candidate": read("honest/elementwise.py"),
+            "measure": False,
+        }
+    )
+    assert r["status"] == "correct", r["error_log"]
+    first: dict[str, tuple[str, str | None]] = {}
+    for kind, text, mode in sent:
+        first.setdefault(kind, (text, mode))
+    assert first == {"ref": ("start", "shared"), "judge": ("start", "shared"), "cand": ("next", "shared")}, sent
+    for kind, text, mode in sent:
+        if text == "go":
+            assert mode == "exclusive", (kind, text)
+        elif text in ("start", "next") or text.startswith("{"):
+            assert mode == "shared", (kind, text)
+
+
+def test_a_reference_child_does_nothing_before_its_start(evaluator):
+    config = evaluator._config(1, mode="build", measure=True, size_sets=[], max_size_sets=0, memory_budget_mb=4096)
+    with evaluator._reference_child("gate/wait", config, read("tasks/elementwise.py")) as child:
+        time.sleep(3.0)
+        assert child.messages.empty(), "no message before its start"
+        assert not os.path.exists(os.path.join(child.workdir, "ksmith_reference.py")), "the task not even loaded"
+        child.command("start")
+        msg = child.receive(60)
+        assert isinstance(msg, messages.BuildDone)
+        assert os.path.exists(os.path.join(child.workdir, "ksmith_reference.py"))
+        child.command("stop")
+
+
+def test_evaluators_of_one_gpu_share_its_gate():
+    # the bench's two evaluators (static checks on and off) on one GPU: one's timing holds the
+    # gate against the other's work too
+    gate = RecordingGate()
+    a = DeviceEvaluator("cpu", {"trials": 2}, policy=UNCONFINED, gate=gate)
+    b = DeviceEvaluator("cpu", {"trials": 2, "static_checks": False}, policy=UNCONFINED, gate=a.gate)
+    alone = DeviceEvaluator("cpu", {"trials": 2}, policy=UNCONFINED)
+    try:
+        assert a.gate is gate and b.gate is gate and alone.gate is not gate, "alone, an evaluator has its own"
+        done = threading.Event()
+
+        def shared_work() -> None:
+            with b.gate.shared():
+                done.set()
+
+        with a.gate.exclusive():
+            worker = threading.Thread(target=shared_work)
+            worker.start()
+            assert not done.wait(0.3), "the other evaluator's GPU work waits for this one's timing"
+        assert done.wait(5)
+        worker.join()
+    finally:
+        for ev in (a, b, alone):
+            ev.close()
