@@ -556,11 +556,11 @@ def main() -> int:
             timing = {**opts.get("timing", {}), **variant}
             vev = evaluator(dict(opts, timing=timing), gate=ev.gate) if variant else ev
             label = json.dumps(variant) if variant else "default"
-            for e in [by_name[c] for c in chosen]:
+            for entry in [by_name[c] for c in chosen]:
                 if left() < 25:
-                    rep.say(f"| {label} | {e['candidate']} | skipped: past the deadline |")
+                    rep.say(f"| {label} | {entry['candidate']} | skipped: past the deadline |")
                     continue
-                req = request(e["task"], e["candidate"])
+                req = request(entry["task"], entry["candidate"])
                 vev.reference(req["task_id"], req["reference"])
                 held0 = vev.gate.exclusive_s
                 with ThreadPoolExecutor(a.stability_concurrency) as pool:
@@ -572,19 +572,21 @@ def main() -> int:
                 ref_procs = len((rs[0].get("reference_timing") or {}).get("process_medians_ms") or [1])
                 if sp:
                     rep.say(
-                        f"| {label} | {e['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | "
+                        f"| {label} | {entry['candidate']} | {statistics.median(sp):.4f} | {cv(sp):.2%} | "
                         f"{min(sp):.4f}..{max(sp):.4f} | {ct.get('median_ms', 0):.4f} | {ct.get('cv', 0):.2%} | "
                         f"{ct.get('samples')} | {held:.2f} | {statistics.fmean(procs):.1f} ({ref_procs}) |"
                     )
                 else:
-                    rep.say(f"| {label} | {e['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |")
+                    rep.say(
+                        f"| {label} | {entry['candidate']} | failed: {rs[0]['status']} {rs[0]['error_log'][-300:]!r} |"
+                    )
                 estimators = estimator_cvs(rs)
                 by_way = {k: f"{v:.2%}" for k, v in estimators.items()}
                 rep.say(f"|  | speedup CV by estimator: {json.dumps(by_way)} |")
                 rows.append(
                     {
                         "timing": variant,
-                        "candidate": e["candidate"],
+                        "candidate": entry["candidate"],
                         "speedups": sp,
                         "cv": cv(sp) if sp else None,
                         "gpu_alone_s": held,

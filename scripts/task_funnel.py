@@ -84,9 +84,9 @@ def main() -> None:
                 facts[name].update(class_facts((root / path).read_text(encoding="utf-8")))
             except (OSError, UnicodeDecodeError):
                 continue
-    rows = defaultdict(lambda: defaultdict(int))
+    rows: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     whole_lists = defaultdict(list)
-    reasons = defaultdict(lambda: defaultdict(int))
+    reasons: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     for m in modules:
         r = rows[m["repo"]]
         r["classes"] += 1
@@ -122,21 +122,21 @@ def main() -> None:
     cols = ["classes", "programs", "runnable", "sized", "tasks", "whole", "whole_runnable_sized", "whole_tasks"]
     print("| repository | " + " | ".join(cols) + " | args from call sites |")
     print("|" + "---|" * (len(cols) + 2))
-    total = defaultdict(int)
-    for repo in sorted(rows):
-        r = rows[repo]
+    total: defaultdict[str, int] = defaultdict(int)
+    for repo_name in sorted(rows):
+        r = rows[repo_name]
         for c in cols + ["args", "args_call"]:
             total[c] += r[c]
         share = f"{r['args_call']}/{r['args']}"
-        print(f"| {repo} | " + " | ".join(str(r[c]) for c in cols) + f" | {share} |")
+        print(f"| {repo_name} | " + " | ".join(str(r[c]) for c in cols) + f" | {share} |")
     print("| total | " + " | ".join(str(total[c]) for c in cols) + f" | {total['args_call']}/{total['args']} |")
     print()
-    for repo in sorted(whole_lists):
-        print(f"whole models of {repo}: {', '.join(sorted(whole_lists[repo]))}")
+    for repo_name in sorted(whole_lists):
+        print(f"whole models of {repo_name}: {', '.join(sorted(whole_lists[repo_name]))}")
     print()
-    for repo in sorted(reasons):
-        top = sorted(reasons[repo].items(), key=lambda kv: -kv[1])[:8]
-        print(f"not passing in {repo}: " + ", ".join(f"{k} {v}" for k, v in top))
+    for repo_name in sorted(reasons):
+        top = sorted(reasons[repo_name].items(), key=lambda kv: -kv[1])[:8]
+        print(f"not passing in {repo_name}: " + ", ".join(f"{k} {v}" for k, v in top))
     if args.programs:
         rng = random.Random(args.seed)
         chosen = rng.sample(sorted(tasks), min(args.programs, len(tasks)))

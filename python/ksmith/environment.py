@@ -85,8 +85,8 @@ class KernelEnvironment:
         self.current = self.ground_truth["parent_program"]
         self.results: list[dict] = []
 
-    def evaluate(self, program: str) -> dict:
-        """Evaluates a complete program; returns its report."""
+    def evaluate(self, program: object) -> dict:
+        """Evaluates a complete program (anything but a non-empty string is `no_code`); returns its report."""
         if not isinstance(program, str) or not program.strip():
             result = {
                 "status": "no_code",

@@ -49,7 +49,7 @@ import torch
 import triton
 
 from .compare import NOISE_FLOOR, relative_limit, tolerance
-from .digest_kernel import sums_kernel
+from .digest_kernel import sums_kernel as sums_kernel
 
 #: Weighted sums per tensor.
 SUMS = 2

@@ -758,7 +758,7 @@ class Run:
             if not isinstance(msg, messages.Timed) or not msg.table:
                 return self.harness_failed(msg, child)
             timed = msg
-            ready = messages.ResultReady(kind="timed", label="timed calls", file=timed.table, size_set=None, trial=0)
+            ready = messages.ResultReady(kind="timed", label="timed calls", file=msg.table, size_set=None, trial=0)
             self.hand_over(dc, dj, ready)
             self.judge_started(judge)
             request = {

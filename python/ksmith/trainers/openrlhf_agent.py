@@ -89,20 +89,23 @@ class KernelAgent(AgentInstanceBase):
 
     async def step(self, states: dict, **kwargs) -> dict:
         action = states["action_text"]
-        rep = await asyncio.to_thread(self.episode.answer, action)
+        episode = self.episode
+        if episode is None:
+            raise RuntimeError("KernelAgent.step before reset started the episode")
+        rep = await asyncio.to_thread(episode.answer, action)
         self.turns += 1
         done = rep is None or self.turns >= self.max_turns
-        best = self.episode.reward()
+        best = episode.reward()
         gain = best - self.total
         self.total = best
         return {
             "rewards": torch.tensor(gain, dtype=torch.float32),
             "scores": torch.tensor(best, dtype=torch.float32),
-            "environment_feedback": "" if done else self._feedback(action, rep),
+            "environment_feedback": "" if done or rep is None else self._feedback(action, rep),
             "done": done,
             "sampling_params": states.get("sampling_params"),
             "extra_logs": {
-                "evaluations": torch.tensor(float(len(self.episode.results))),
+                "evaluations": torch.tensor(float(len(episode.results))),
                 "best_score": torch.tensor(best, dtype=torch.float32),
             },
         }
