@@ -341,6 +341,7 @@ mod tests {
             path: "a.py".into(),
             class_name: id.to_uppercase(),
             line: 3,
+            arg_sources: Vec::new(),
             status,
             reason: (status != ModuleStatus::Ok).then(|| "import_not_allowed: scipy".into()),
             reason_code: (status != ModuleStatus::Ok).then_some(ModuleReason::ImportNotAllowed),

@@ -144,6 +144,7 @@ mod tests {
             path: "pkg/my layers.py".into(),
             class_name: "Norm".into(),
             line: 12,
+            arg_sources: Vec::new(),
             status: ModuleStatus::Ok,
             reason: None,
             reason_code: None,

@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
@@ -189,12 +190,15 @@ class Identities:
 
 
 class LaunchCounter:
-    """Counts launches of the candidate's Triton kernels (by the kernel's defining module)."""
+    """Counts launches of the candidate's Triton kernels (by the kernel's defining module), and
+    launches of any kernel but the harness's own (`own`, by identity: the digests' kernel) on a
+    stream other than the expected one."""
 
-    def __init__(self, module_name: str):
+    def __init__(self, module_name: str, own: Iterable[Any] = ()):
         import triton.runtime.jit as jit
 
         self.module_name = module_name
+        self.own = {id(k) for k in own}
         self.counts: dict[str, int] = {}
         self.depth = 0
         self.enabled = True
@@ -215,7 +219,11 @@ class LaunchCounter:
 
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
             fn = getattr(fn_self, "fn", None)
-            if counter.expected_stream is not None and torch.cuda.current_stream() != counter.expected_stream:
+            if (
+                counter.expected_stream is not None
+                and id(fn_self) not in counter.own
+                and torch.cuda.current_stream() != counter.expected_stream
+            ):
                 counter.foreign_stream_launches += 1
             counter.depth += 1
             try:
