@@ -7,8 +7,8 @@
   be equal (the evaluator's determinism checks of the reference and of a candidate).
 
 Both need the same count of values, and tensors of the same shape and dtype at each place (inside
-dicts, lists and tuples too); other values are compared with ``==``. The evaluator's judge (``ksmith.evaluator.compare``) measures
-errors against the reference instead.
+dicts, lists and tuples too); other values are compared with ``==``. The evaluator's judge
+(``ksmith.evaluator.compare``) measures errors against the reference instead.
 """
 
 from __future__ import annotations
