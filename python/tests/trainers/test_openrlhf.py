@@ -158,8 +158,19 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     agent_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(agent_module)
     assert issubclass(agent_module.AgentExecutor, AgentExecutorBase)
-    answer = [m["content"] for m in chain["input"] if m["role"] == "assistant"][-2]
-    assert "```python" in answer, "the chain's last answer with code"
+    last = [m["content"] for m in chain["input"] if m["role"] == "assistant"][-2]
+    kernel = re.search(r"```python\n(.*?)```", last, re.S)
+    assert kernel, "the chain's last answer with code"
+    # That kernel as an answer to this start's program (the rollout's rules: only the block
+    # changes, new imports go inside it).
+    from ksmith.answer import split_block
+    from ksmith.reward import parse_ground_truth
+
+    body = split_block(kernel.group(1)).body
+    if "import triton" not in body:
+        body = "import triton\nimport triton.language as tl\n" + body
+    start = split_block(parse_ground_truth(label)["parent_program"])
+    answer = "```python\n" + start.with_body(body) + "```\n"
     engine = ScriptedEngine(tokenizer, [answer, "Done: that is my result."])
     sampling = SimpleNamespace(max_tokens=None, logprobs=None)
     executor = agent_module.AgentExecutor()
