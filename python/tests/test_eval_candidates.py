@@ -79,6 +79,7 @@ def test_verdict(results, candidate, layer, task, expect):
     assert [r["status"], r["hack"]] == list(expect), r["error_log"]
     assert r["candidate_timing"] is None and r["speedup"] is None  # no GPU: not measured
     assert r["hardware"]["device"] == "cpu (triton interpreter)"
+    assert r["hardware"]["cuda"] is None and r["hardware"]["timing"] == "not measured (CPU rehearsal)"
 
 
 def test_honest_results_carry_errors_and_trials(results):

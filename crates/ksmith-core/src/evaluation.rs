@@ -106,6 +106,16 @@ pub struct Timing {
     pub method: TimingMethod,
     /// The L2 cache policy, e.g. `flushed` or `warm`.
     pub l2_policy: String,
+    /// Every timed sample, in the order taken, per timing process (in the order timed), in
+    /// milliseconds: what the confidence intervals are drawn from (see
+    /// [`crate::speedup_interval`]). Empty from the CPU and from evaluators before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_samples_ms: Vec<Vec<f64>>,
+    /// For a candidate timed with the reference beside it: per timing process, the reference's
+    /// sample paired with each of [`Timing::process_samples_ms`] (same buffer set, same fresh
+    /// inputs, taken right after it). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_reference_samples_ms: Vec<Vec<f64>>,
 }
 
 /// The machine an evaluation ran on.
@@ -119,6 +129,59 @@ pub struct Hardware {
     pub torch: String,
     /// triton version.
     pub triton: String,
+    /// CUDA version torch was built with, when there is a GPU.
+    #[serde(default)]
+    pub cuda: Option<String>,
+    /// The timing method's settings, in words (warm-up, samples, budget, L2 policy, buffer sets,
+    /// processes, noise limit); empty from evaluators before it.
+    #[serde(default)]
+    pub timing: String,
+}
+
+/// What a labelled row was measured on and how: the hardware and toolchain of its evaluation,
+/// the ksmith version that labelled it and the timing method with its settings. Every row of
+/// the steps, SFT and GRPO tables carries one (empty strings for a step never evaluated).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// GPU name, or `cpu (triton interpreter)`.
+    pub device: String,
+    /// Driver version, when there is a GPU.
+    pub driver: Option<String>,
+    /// CUDA version of the torch build, when there is a GPU.
+    pub cuda: Option<String>,
+    /// torch version.
+    pub torch: String,
+    /// triton version.
+    pub triton: String,
+    /// The ksmith version that wrote the row.
+    pub ksmith: String,
+    /// How the candidate was timed (`cuda_graph`, `cuda_event`, `not_measured`).
+    pub method: String,
+    /// The timing method's settings, in words (see [`Hardware::timing`]).
+    pub timing: String,
+}
+
+impl Stamp {
+    /// The stamp of an evaluation: its hardware, this ksmith version and the candidate's timing
+    /// method (`not_measured` without a timing).
+    pub fn of(result: &EvalResult) -> Stamp {
+        let h = &result.hardware;
+        Stamp {
+            device: h.device.clone(),
+            driver: h.driver.clone(),
+            cuda: h.cuda.clone(),
+            torch: h.torch.clone(),
+            triton: h.triton.clone(),
+            ksmith: env!("CARGO_PKG_VERSION").to_string(),
+            method: result
+                .candidate_timing
+                .as_ref()
+                .map_or(TimingMethod::NotMeasured, |t| t.method)
+                .as_str()
+                .to_string(),
+            timing: h.timing.clone(),
+        }
+    }
 }
 
 /// What to evaluate.

@@ -44,6 +44,8 @@ fn grpo(i: usize, split: Split, parent: Option<&str>) -> GrpoRow {
         parent_runtime_ms: parent.map(|_| 0.2),
         eager_runtime_ms: Some(0.3),
         hardware: "NVIDIA H200".into(),
+        parent_labels: Default::default(),
+        stamp: Default::default(),
         repo: "org/repo".into(),
         license: Some("MIT".into()),
     }
@@ -71,6 +73,8 @@ fn sft(i: usize, split: Split) -> SftRow {
         token_counter: "approx_chars_div_4".into(),
         speedup: None,
         parent_speedup: None,
+        labels: Default::default(),
+        stamp: Default::default(),
         teacher: "t".into(),
         repo: "org/repo".into(),
         license: Some("MIT".into()),

@@ -19,6 +19,8 @@ fn timing(ms: f64) -> Timing {
         samples: 100,
         method: TimingMethod::CudaGraph,
         l2_policy: "flushed".into(),
+        process_samples_ms: vec![],
+        process_reference_samples_ms: vec![],
     }
 }
 

@@ -79,7 +79,7 @@ from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
-from .timing import another_process, combine, in_process_speedup, per_process
+from .timing import another_process, combine, in_process_speedup, per_process, settings
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
 # defaults of `[eval]`, and the reward function runs on them through `merge_options`.
@@ -221,7 +221,10 @@ class DeviceEvaluator:
             "driver": None,
             "torch": torch.__version__,
             "triton": _triton_version(),
+            "cuda": torch.version.cuda if self.cuda else None,
         }
+        #: The timing settings every result's stamp carries.
+        self.timing_settings = settings(self.opts["timing"]) if self.cuda else "not measured (CPU rehearsal)"
         if self.cuda:
             name, driver = _gpu_name_driver()
             os.environ.setdefault("KSMITH_GPU_DRIVER", driver)
@@ -440,7 +443,7 @@ class DeviceEvaluator:
             "reference_timing": None,
             "speedup": None,
             "warnings": [],
-            "hardware": kw.pop("hardware", None) or dict(self.default_hardware),
+            "hardware": dict(kw.pop("hardware", None) or self.default_hardware, timing=self.timing_settings),
             "elapsed_ms": 0,
         }
         base.update(kw)
@@ -578,6 +581,9 @@ class Run:
             beside, why = in_process_speedup(self.stats, ref, self.ev.timing)
             if beside is not None:
                 kw["speedup"] = beside
+            else:
+                # the pairs did not give the figure: its interval is drawn from both sides apart
+                timing.pop("process_reference_samples_ms", None)
             if why:
                 self.warn(why)
         return self.result("correct", **kw)
