@@ -110,16 +110,6 @@ def ratio_interval(num: list[float], den: list[float], seed: int = 0) -> tuple[f
     return statistics.median(num) / statistics.median(den), lo, hi
 
 
-def dominant_dtype(tensors: list[Any]) -> str:
-    """The floating dtype holding the most bytes among `tensors` (float32 when none)."""
-    by: dict[str, int] = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.is_floating_point():
-            key = str(t.dtype).replace("torch.", "")
-            by[key] = by.get(key, 0) + t.numel() * t.element_size()
-    return max(by, key=lambda k: by[k]) if by else "float32"
-
-
 def tensor_bytes(value: Any) -> int:
     from ksmith.probe.work import flatten_outputs
 
@@ -139,7 +129,7 @@ def speed_of_light(model: Any, inputs: list[Any], policy: str, table: list[dict[
     flops = sol.flop_classes(counts)
     state = list(model.parameters()) + list(model.buffers())
     compulsory = tensor_bytes(list(inputs)) + tensor_bytes(out) + tensor_bytes(state)
-    dtype = dominant_dtype(list(inputs) + state)
+    dtype = sol.dominant_dtype(list(inputs) + state)
     device = torch.cuda.get_device_name()
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     res: dict[str, Any] = {"flops": flops, "bytes_compulsory": compulsory, "bytes_eager": work.bytes, "dtype": dtype}

@@ -232,6 +232,49 @@ pub struct EvalResult {
     pub hardware: Hardware,
     /// Wall time of the evaluation, in milliseconds.
     pub elapsed_ms: u64,
+    /// The task's speed-of-light on this device; `None` before the task was built (a static
+    /// rejection) and from evaluators before it.
+    #[serde(default)]
+    pub speed_of_light: Option<SpeedOfLight>,
+}
+
+/// A task's speed-of-light on a device: max(FLOPs / peak FLOP/s, bytes / peak bandwidth) from
+/// the reference's FLOPs (PyTorch's formulas) and its compulsory traffic (inputs, outputs,
+/// parameters and buffers, once), at the dense datasheet peaks of
+/// `python/ksmith/shared/gpu_peaks.json` (`python/ksmith/evaluator/speed_of_light.py`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedOfLight {
+    /// The time in milliseconds; `None` when it cannot be had (`why`).
+    pub ms: Option<f64>,
+    /// Why there is no time (no GPU, a device without known peaks, a data type without a peak).
+    pub why: Option<String>,
+    /// `compute` or `memory`: which limit gives the time.
+    pub bound: Option<String>,
+    /// The peaks table's entry the device matched.
+    pub gpu: Option<String>,
+    /// FLOPs of one call.
+    pub flops: f64,
+    /// Bytes one call must move at least.
+    pub bytes: f64,
+    /// The data type whose peak applies.
+    pub dtype: String,
+    /// The TF32 policy (`torch_flags`, `never`, `always`).
+    pub tf32_policy: String,
+}
+
+impl SpeedOfLight {
+    /// The share of speed-of-light `ms` reaches (SOL time / `ms`; 1 = at the peaks), or why
+    /// there is none.
+    pub fn fraction(&self, ms: f64) -> Result<f64, String> {
+        match self.ms {
+            Some(sol) if ms > 0.0 && ms.is_finite() => Ok(sol / ms),
+            Some(_) => Err(format!("no positive time to compare with ({ms})")),
+            None => Err(self
+                .why
+                .clone()
+                .unwrap_or_else(|| "no speed-of-light".into())),
+        }
+    }
 }
 
 impl EvalResult {

@@ -75,6 +75,7 @@ fn eval(speed: f64) -> EvalResult {
             timing: String::new(),
         },
         elapsed_ms: 900,
+        speed_of_light: None,
     }
 }
 

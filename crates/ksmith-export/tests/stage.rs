@@ -230,6 +230,14 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             assert_eq!(index.data_type(), &DataType::Int64);
             let speedup = f.iter().find(|f| f.name() == "parent_speedup").unwrap();
             assert!(speedup.is_nullable());
+            // the speed labels and the stamp reach the trainers' rows
+            for name in ["parent_labels", "stamp"] {
+                let field = f.iter().find(|f| f.name() == name);
+                assert!(
+                    matches!(field.map(|f| f.data_type()), Some(DataType::Struct(_))),
+                    "{name}: {field:?}"
+                );
+            }
         }
         other => panic!("extra_info is {other:?}"),
     }
@@ -238,7 +246,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.2.0")
+        Some("1.3.0")
     );
     let batch = &batches[0];
     let rm = batch

@@ -81,6 +81,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
                 warnings: vec![],
                 hardware: Hardware::default(),
                 elapsed_ms: 1,
+                speed_of_light: None,
             }),
             teacher: "t".into(),
         });

@@ -369,6 +369,7 @@ mod tests {
             warnings: vec![],
             hardware: Hardware::default(),
             elapsed_ms: 1,
+            speed_of_light: None,
         }
     }
 

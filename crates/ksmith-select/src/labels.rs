@@ -68,14 +68,22 @@ impl<'a> Labeller<'a> {
         }
     }
 
-    /// The labels of `step` (over eager and over `parent`).
+    /// The labels of `step` (over eager, over `parent`, its share of speed-of-light).
     pub fn labels(&self, step: &StepView, parent: Parent<'_>) -> SpeedLabels {
-        labels_of(self.over_eager(step), Some(self.over_parent(step, parent)))
+        labels_of(
+            self.over_eager(step),
+            Some(self.over_parent(step, parent)),
+            sol_fraction(step),
+        )
     }
 
     /// The labels of a prompt's current program `parent`: its speedup over eager only (the
     /// reference's is exactly 1 when the task's eager time is known, `eager_timed`).
     pub fn current_program(&self, parent: Parent<'_>, eager_timed: bool) -> SpeedLabels {
+        let sol = match parent {
+            Parent::Step(p) => sol_fraction(p),
+            _ => Err("the current program is the reference: see the task's speed-of-light".into()),
+        };
         let over_eager = match parent {
             Parent::Step(p) => self.over_eager(p),
             Parent::Reference if eager_timed => Ok(Interval {
@@ -86,15 +94,27 @@ impl<'a> Labeller<'a> {
             Parent::Reference => Err("no step of the task timed the reference".into()),
             Parent::Missing => Err("the current program is not among the steps".into()),
         };
-        labels_of(over_eager, None)
+        labels_of(over_eager, None, sol)
     }
 }
 
-/// The labels from the two figures (`over_parent` `None`: not labelled), with the reasons of
-/// those missing.
+/// The share of speed-of-light `step`'s program reaches, or why there is none.
+fn sol_fraction(step: &StepView) -> Result<f64, String> {
+    let Some(ms) = step.runtime_ms().filter(|_| step.is_correct()) else {
+        return Err("not a correct, timed program".into());
+    };
+    match step.eval.as_ref().and_then(|e| e.speed_of_light.as_ref()) {
+        Some(sol) => sol.fraction(ms),
+        None => Err("the evaluation carries no speed-of-light".into()),
+    }
+}
+
+/// The labels from the figures (`over_parent` `None`: not labelled), with the reasons of those
+/// missing.
 fn labels_of(
     over_eager: Result<Interval, String>,
     over_parent: Option<Result<Interval, String>>,
+    sol: Result<f64, String>,
 ) -> SpeedLabels {
     let mut why = Vec::new();
     let over_eager = over_eager
@@ -104,9 +124,13 @@ fn labels_of(
         r.map_err(|w| why.push(format!("over the parent: {w}")))
             .ok()
     });
+    let sol_fraction = sol
+        .map_err(|w| why.push(format!("speed-of-light: {w}")))
+        .ok();
     SpeedLabels {
         over_eager,
         over_parent,
+        sol_fraction,
         why_null: (!why.is_empty()).then(|| why.join("; ")),
     }
 }

@@ -118,3 +118,46 @@ def flop_classes(counts: dict[Any, float]) -> dict[str, float]:
     for op, n in counts.items():
         out["conv" if "convolution" in str(op) else "matmul"] += float(n)
     return out
+
+
+def dominant_dtype(tensors: list[Any]) -> str:
+    """The floating dtype holding the most bytes among `tensors` (float32 when none)."""
+    import torch
+
+    by: dict[str, int] = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            key = str(t.dtype).replace("torch.", "")
+            by[key] = by.get(key, 0) + t.numel() * t.element_size()
+    return max(by, key=lambda k: by[k]) if by else "float32"
+
+
+def for_task(
+    device: str | None,
+    flops: dict[str, float],
+    bytes_moved: float,
+    dtype: str,
+    policy: str,
+    table: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A task's speed-of-light as the evaluator reports it (the protocol's `SpeedOfLight`): `ms`
+    (or None and `why`), `bound`, `gpu`, and what it was computed from. `device` is the GPU's
+    name, None on the CPU. The evaluator's children run with TF32 off (`torch_flags` gives
+    float32 peaks there)."""
+    tf32 = tf32_classes(policy, False, False)
+    base: dict[str, Any] = {
+        "ms": None,
+        "why": None,
+        "bound": None,
+        "gpu": None,
+        "flops": float(sum(flops.values())),
+        "bytes": float(bytes_moved),
+        "dtype": dtype,
+        "tf32_policy": policy,
+    }
+    if device is None:
+        return dict(base, why="no GPU (the CPU's Triton interpreter): no speed-of-light")
+    got = sol(device, dtype, flops, bytes_moved, tf32, table if table is not None else load_peaks())
+    if got["ms"] is None:
+        return dict(base, why=got["why"])
+    return dict(base, ms=got["ms"], bound=got["bound"], gpu=got["gpu"])

@@ -14,6 +14,9 @@ pub struct SpeedLabels {
     /// Speedup over the parent program (its speedup over eager over the parent's) with its
     /// interval.
     pub over_parent: Option<Interval>,
+    /// The share of the task's speed-of-light the program reaches: SOL time over its median
+    /// time (1 = at the device's datasheet peaks; see `evaluation::SpeedOfLight`).
+    pub sol_fraction: Option<f64>,
     /// Why a figure above is `None`, one clause per missing figure; `None` when none is.
     pub why_null: Option<String>,
 }

@@ -284,6 +284,7 @@ mod tests {
             warnings: vec![],
             hardware: Hardware::default(),
             elapsed_ms: 7,
+            speed_of_light: None,
         };
         let rows = vec![row(0, Some(eval.clone())), row(1, None)];
         let dir = tempfile::tempdir().unwrap();

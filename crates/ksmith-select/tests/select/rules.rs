@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing};
+use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, SpeedOfLight, Timing};
 use ksmith_core::report::StageReport;
 use ksmith_core::speedup_interval::{SplitMix, timing_from_samples};
 use ksmith_core::tables::{GrpoSelection, SftKind, Split, TaskRow};
@@ -71,6 +71,17 @@ fn noisy_eval(status: EvalStatus, speedup: Option<f64>, own: f64) -> EvalResult 
             timing: String::new(),
         },
         elapsed_ms: 10,
+        // eager (2 ms) at a quarter of the speed-of-light; on the CPU, none and why
+        speed_of_light: Some(SpeedOfLight {
+            ms: speedup.map(|_| 0.5),
+            why: speedup.is_none().then(|| "no GPU".into()),
+            bound: speedup.map(|_| "memory".into()),
+            gpu: speedup.map(|_| "H200 SXM".into()),
+            flops: 0.0,
+            bytes: 2.4e9,
+            dtype: "float32".into(),
+            tf32_policy: "torch_flags".into(),
+        }),
     }
 }
 
@@ -678,6 +689,9 @@ fn faster_means_significantly_faster() {
     let eager = y3.labels.over_eager.unwrap();
     assert!(eager.low < 1.53 && 1.53 < eager.high && eager.high - eager.low < 0.01);
     assert_eq!(y3.labels.why_null, None);
+    // SOL 0.5 ms over y3's 2 / 1.53 ms.
+    let sol = y3.labels.sol_fraction.unwrap();
+    assert!((sol - 0.5 * 1.53 / 2.0).abs() < 1e-12, "{sol}");
     assert_eq!(y3.stamp.device, "NVIDIA H200");
     assert_eq!(y3.stamp.method, "cuda_graph");
     assert_eq!(y3.stamp.ksmith, env!("CARGO_PKG_VERSION"));
@@ -710,6 +724,11 @@ fn untimed_rows_have_null_labels_with_a_reason_and_a_cpu_stamp() {
     assert_eq!((c0.labels.over_eager, c0.labels.over_parent), (None, None));
     let why = c0.labels.why_null.as_deref().unwrap();
     assert!(why.contains("over eager: not timed"), "{why}");
+    assert!(
+        why.contains("speed-of-light: not a correct, timed program"),
+        "{why}"
+    );
+    assert_eq!(c0.labels.sol_fraction, None);
     assert_eq!(c0.stamp.device, "cpu (triton interpreter)");
     assert_eq!(c0.stamp.method, "not_measured");
     assert_eq!(report.counters.get("labels_timed"), None);

@@ -44,6 +44,7 @@ fn eval(speedup: f64) -> EvalResult {
             timing: String::new(),
         },
         elapsed_ms: 900,
+        speed_of_light: None,
     }
 }
 
