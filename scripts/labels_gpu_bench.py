@@ -32,6 +32,7 @@ pairs). Writes DIR/labels.json and DIR/labels.md and prints the table; tasks tha
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -41,6 +42,7 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,7 +85,7 @@ def tasks() -> list[tuple[str, str, str | None]]:
 def time_calls(timer: timing.Timer, cfg: dict[str, Any], fn: Any, inputs: list[Any]) -> dict[str, Any]:
     """`fn` timed as the evaluator times a program: its buffer sets, graphs where they capture."""
     sets = timing.input_sets(cfg, inputs, "cuda")
-    fns = [(lambda s=s: fn(*s)) for s in sets]
+    fns: list[Callable[[], Any]] = [functools.partial(fn, *s) for s in sets]
     with torch.no_grad():
         graphs, why = timer.capture_all(fns)
         stats = timer.measure(fns, graphs)
@@ -185,7 +187,7 @@ def fmt_interval(v: tuple[float, float, float] | None) -> str:
 def summarize(row: dict[str, Any], policy: str) -> dict[str, Any]:
     """The table's figures of one task."""
     eager = row["eager"]
-    comp = row["compile"].get("default") or next(iter(row["compile"].values()), {})
+    comp: dict[str, Any] = row["compile"].get("default") or next(iter(row["compile"].values()), {})
     honest = row.get("honest")
     s: dict[str, Any] = {"task": row["task"], "eager_ms": eager["median_ms"], "eager_cv": eager["cv"]}
     s["compile_ms"] = comp.get("median_ms")

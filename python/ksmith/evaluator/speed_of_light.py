@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 PEAKS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "shared", "gpu_peaks.json")
@@ -111,7 +112,7 @@ def fraction(sol_ms: float | None, measured_ms: float | None) -> float | None:
     return sol_ms / measured_ms
 
 
-def flop_classes(counts: dict[Any, float]) -> dict[str, float]:
+def flop_classes(counts: Mapping[Any, float]) -> dict[str, float]:
     """FlopCounterMode's global per-operator counts split into `conv` (convolutions) and
     `matmul` (the rest: matmuls, attention)."""
     out = {"matmul": 0.0, "conv": 0.0}

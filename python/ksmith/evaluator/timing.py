@@ -562,7 +562,7 @@ def combine(stats: list[dict[str, Any]]) -> dict[str, Any]:
     out["process_samples_ms"] = [list(s.get("samples_ms") or []) for s in stats]
     beside = [(s.get("reference_in_process") or {}).get("samples_ms") for s in stats]
     if stats and all(beside):
-        out["process_reference_samples_ms"] = [list(b) for b in beside]
+        out["process_reference_samples_ms"] = [list(b or []) for b in beside]
     return out
 
 
