@@ -38,6 +38,9 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
+sys.path.insert(0, PYTHON_DIR)
+from ksmith.shared.versions import EVAL_PROTOCOL  # noqa: E402
+
 CAND = os.path.join(PYTHON_DIR, "tests", "candidates")
 SECRETS = {"OPENAI_API_KEY": "sk-ksmith-test-secret", "KSMITH_TEACHER_API_KEY": "ksmith-test-secret"}
 
@@ -72,7 +75,7 @@ class Worker:
     def evaluate(self, reference: str, candidate: str, measure: bool) -> dict[str, Any]:
         self.n += 1
         request = {"task_id": "smoke", "reference": reference, "candidate": candidate, "measure": measure}
-        line = json.dumps({"v": 1, "type": "evaluate", "id": str(self.n), "request": request})
+        line = json.dumps({"v": EVAL_PROTOCOL, "type": "evaluate", "id": str(self.n), "request": request})
         assert self.proc.stdin is not None  # piped
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()

@@ -4,9 +4,11 @@ tasks, whole-model classes and how many of them become tasks, and the share of c
 arguments that come from the repository's own call sites.
 
 A whole-model class is an `nn.Module` class that no other class of its repository instantiates
-(its name is not called in another class's body) and that builds at least two submodules in
-`__init__` (`self.x = Something(...)`, capitalized callee). Read from the snapshots with `ast`
-(parsed, never run).
+(its name is not called in the body of another class, wherever that class is defined: classes of
+the same name in different files are told apart by their file) and that builds at least two
+submodules in `__init__` (`self.x = Something(...)`, capitalized callee). Read from the snapshots
+with `ast` (parsed, never run). Each whole-model class is listed with where it stops (`task`, or
+the stage and reason that lost it).
 
     python scripts/task_funnel.py WORKDIR [--programs N] [--seed S]
 
@@ -76,14 +78,17 @@ def main() -> None:
     modules = [m for m in table(args.workdir, "modules") if m["class_name"]]
     probes = {p["module_id"]: p for p in table(args.workdir, "probes")}
     tasks = {t["task_id"]: t for t in table(args.workdir, "tasks")}
-    facts: dict[str, dict[str, tuple[set[str], int]]] = defaultdict(dict)
+    # Per repository: (file, class) -> (capitalized names it calls, submodules in __init__).
+    facts: dict[str, dict[tuple[str, str], tuple[set[str], int]]] = defaultdict(dict)
     for name, repo in repos.items():
         root = args.workdir / (repo.get("snapshot") or "")
         for path in repo.get("files") or []:
             try:
-                facts[name].update(class_facts((root / path).read_text(encoding="utf-8")))
+                source = (root / path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
+            for cls, fact in class_facts(source).items():
+                facts[name][(path, cls)] = fact
     rows: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     whole_lists = defaultdict(list)
     reasons: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -92,33 +97,39 @@ def main() -> None:
         r["classes"] += 1
         repo_facts = facts[m["repo"]]
         called_elsewhere = any(
-            m["class_name"] in calls for cls, (calls, _) in repo_facts.items() if cls != m["class_name"]
+            m["class_name"] in calls
+            for (path, cls), (calls, _) in repo_facts.items()
+            if (path, cls) != (m["path"], m["class_name"])
         )
-        subs = repo_facts.get(m["class_name"], (set(), 0))[1]
+        subs = repo_facts.get((m["path"], m["class_name"]), (set(), 0))[1]
         whole = not called_elsewhere and subs >= 2
         r["whole"] += whole
         p = probes.get(m["id"])
+        fate = ""
         if m["status"] != "ok":
             reasons[m["repo"]][f"extract:{m['reason_code']}"] += 1
-            continue
-        r["programs"] += 1
-        for src in m.get("arg_sources") or []:
-            r["args"] += 1
-            r["args_call"] += ": call " in src
-        if p is None:
-            continue
-        if p["status"] != "ok":
-            reasons[m["repo"]][f"probe:{p['status']}:{p['error_class']}"] += 1
-            continue
-        r["runnable"] += 1
-        sized = p["size_status"] in ("sized", "below_target")
-        r["sized"] += sized
-        r["whole_runnable_sized"] += whole and sized
-        in_task = m["id"] in tasks
-        r["tasks"] += in_task
-        r["whole_tasks"] += whole and in_task
+            fate = f"extract:{m['reason_code']}"
+        else:
+            r["programs"] += 1
+            for src in m.get("arg_sources") or []:
+                r["args"] += 1
+                r["args_call"] += ": call " in src
+            if p is None:
+                fate = "not probed"
+            elif p["status"] != "ok":
+                reasons[m["repo"]][f"probe:{p['status']}:{p['error_class']}"] += 1
+                fate = f"probe:{p['status']}:{p['error_class']}"
+            else:
+                r["runnable"] += 1
+                sized = p["size_status"] in ("sized", "below_target")
+                r["sized"] += sized
+                r["whole_runnable_sized"] += whole and sized
+                in_task = m["id"] in tasks
+                r["tasks"] += in_task
+                r["whole_tasks"] += whole and in_task
+                fate = "task" if in_task else "sized, not a task" if sized else f"size:{p['size_status']}"
         if whole:
-            whole_lists[m["repo"]].append(f"{m['class_name']}{' (task)' if in_task else ''}")
+            whole_lists[m["repo"]].append(f"{m['class_name']} ({m['path']}: {fate})")
     cols = ["classes", "programs", "runnable", "sized", "tasks", "whole", "whole_runnable_sized", "whole_tasks"]
     print("| repository | " + " | ".join(cols) + " | args from call sites |")
     print("|" + "---|" * (len(cols) + 2))

@@ -11,7 +11,8 @@ tests check both sides against each other):
   (`ksmith.reward.extract_program` against the last program: SEARCH/REPLACE blocks or a fenced
   program); an answer without a program ends the episode.
 
-Every program is scored by `ksmith.reward.score_answer` against the episode's ground truth, so the
+Every program is scored as it is by `ksmith.reward.score_program` (the evaluation half of
+`ksmith.reward.score_answer`) against the episode's ground truth, so the
 score, the evaluator (local, or remote with `KSMITH_EVAL_URL`) and the speedup relative to the
 starting program are exactly the single-turn reward's. The episode's reward is its best score
 (no evaluation: `no_code_reward`). Each evaluation answers with a report (`report`): `status`,
@@ -51,7 +52,7 @@ REPORT_KEYS = ("status", "compiled", "correct", "speedup", "hack", "error")
 
 
 def report(result: dict) -> dict:
-    """The report on one evaluation, from `ksmith.reward.score_answer`'s result."""
+    """The report on one evaluation, from `ksmith.reward.score_program`'s result."""
     correct = bool(result["correct"])
     speedup = result.get("speedup_vs_reference") if correct else None
     return {
@@ -68,11 +69,6 @@ def report(result: dict) -> dict:
 def report_text(rep: dict) -> str:
     """A report as the datasets show it: compact JSON, keys in order."""
     return json.dumps({k: rep[k] for k in REPORT_KEYS}, separators=(",", ":"), ensure_ascii=False)
-
-
-def as_answer(program: str) -> str:
-    """A complete program as an answer `score_answer` reads (one fenced block)."""
-    return "```python\n" + program.rstrip("\n") + "\n```"
 
 
 class KernelEnvironment:
@@ -97,7 +93,7 @@ class KernelEnvironment:
                 "message": "the `program` argument is empty: pass the complete program",
             }
         else:
-            result = reward.score_answer(as_answer(program), self.ground_truth, self.config, self.backend)
+            result = reward.score_program(program, self.ground_truth, self.config, self.backend)
             if result["has_code"]:
                 self.current = program
         self.results.append(result)

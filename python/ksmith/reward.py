@@ -293,11 +293,8 @@ def _parent_ms(backend, gt: dict, result: dict, fresh: bool) -> float | None:
     return ms
 
 
-def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = None, backend=None) -> dict:
-    """Scores one answer; returns the full result (numbers, flags and the evaluator's words)."""
-    cfg = config or RewardConfig()
-    gt = parse_ground_truth(ground_truth)
-    out = {
+def _unscored(cfg: RewardConfig) -> dict:
+    return {
         "score": cfg.no_code_reward,
         "has_code": False,
         "compiled": False,
@@ -314,13 +311,36 @@ def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = 
         "edit_outcome": "",
         "message": "",
     }
+
+
+def score_answer(solution_str: str, ground_truth, config: RewardConfig | None = None, backend=None) -> dict:
+    """Scores one answer, read against the ground truth's parent program as the rollout reads
+    it; returns the full result (numbers, flags and the evaluator's words)."""
+    cfg = config or RewardConfig()
+    gt = parse_ground_truth(ground_truth)
+    out = _unscored(cfg)
     edit = read_answer(solution_str, gt["parent_program"], gt["entry_point"])
     out["edit_outcome"] = edit.outcome
-    program = edit.program
-    if program is None:
+    if edit.program is None:
         out["message"] = edit.error or ""
         return out
     out.update(has_code=True, how=edit.format)
+    return _evaluated(edit.program, gt, cfg, backend, out)
+
+
+def score_program(program: str, ground_truth, config: RewardConfig | None = None, backend=None) -> dict:
+    """Scores a complete program as it is (an agent's `evaluate` tool call: no answer to read,
+    no editable block to keep; the evaluator judges it against the reference as any candidate);
+    the result of `score_answer`, with `how` = ``program``."""
+    cfg = config or RewardConfig()
+    gt = parse_ground_truth(ground_truth)
+    out = _unscored(cfg)
+    out.update(has_code=True, how="program")
+    return _evaluated(program, gt, cfg, backend, out)
+
+
+def _evaluated(program: str, gt: dict, cfg: RewardConfig, backend, out: dict) -> dict:
+    """`out` completed with the evaluation of `program` (and its timing against the parent's)."""
     backend = backend or get_backend()
     request = {"task_id": gt["task_id"], "reference": gt["reference_program"], "candidate": program, "measure": True}
     try:

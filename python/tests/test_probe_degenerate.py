@@ -56,6 +56,25 @@ CASES = {
         "degenerate",
         "writes its own parameters or buffers (ema)",
     ),
+    # Parameters and input draws are compared as outputs are (`ksmith.shared.outputs.same_values`):
+    # a zero turned NaN is a write, and NaNs at the same places are the same draw.
+    "nan_written_into_a_zero_buffer": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)\n        self.register_buffer('seen', torch.zeros(dim))",
+            "        self.seen.fill_(float('nan'))\n        return self.fc(x)",
+        ),
+        "degenerate",
+        "writes its own parameters or buffers (seen)",
+    ),
+    "nan_inputs_without_randomness": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)",
+            "        return self.fc(x.nan_to_num(1.0))",
+            inputs="torch.full([4, 8], float('nan'))",
+        ),
+        "degenerate",
+        "inputs do not change with the seed",
+    ),
 }
 
 

@@ -385,6 +385,23 @@ def test_a_broken_reference_in_the_local_evaluator_scores_the_failure_reward():
     assert "does not run" in out["message"]
 
 
+def test_a_worker_started_from_a_thread_outlives_that_thread():
+    """The sandbox's `--die-with-parent` follows the thread that started the worker: a trainer's
+    tool executor or reward thread that ends must not take the process-wide worker with it."""
+    backend = reward.LocalBackend(device="cpu")
+    answer = diff(LAUNCH, LAUNCH.replace("128", "256"))
+    first: dict = {}
+    try:
+        starter = threading.Thread(target=lambda: first.update(score_answer(answer, gt(), backend=backend)))
+        starter.start()
+        starter.join()
+        second = score_answer(answer, gt(), backend=backend)
+    finally:
+        backend.close()
+    assert first["status"] == "correct", first.get("message")
+    assert second["status"] == "correct", second.get("message")
+
+
 def test_the_local_evaluator_refuses_without_the_sandbox_unless_the_environment_opts_out(monkeypatch, capfd):
     """Its workers start inside the sandbox launcher: where bubblewrap is not (here: a wrong
     path), scoring raises with the one line saying what is missing, before any answer runs;

@@ -96,6 +96,18 @@ def test_same_values_is_bitwise_with_nan_matching_nan():
     assert outputs.same_values([ints], [ints.clone()]) and not outputs.same_values([ints], [ints + 1])
 
 
+def test_same_values_walks_dicts_lists_and_tuples_of_tensors():
+    a = torch.arange(6.0).reshape(2, 3)
+    inputs = [{"x": a, "mask": a > 2}, (a, [a, 1])]
+    again = [{"x": a.clone(), "mask": (a > 2).clone()}, (a.clone(), [a.clone(), 1])]
+    assert outputs.same_values(inputs, again)
+    assert not outputs.same_values(inputs, [{"x": a + 1, "mask": a > 2}, again[1]]), "a value inside a dict"
+    assert not outputs.same_values(inputs, [{"x": a}, again[1]]), "other keys"
+    assert not outputs.same_values(inputs, [again[0], [a, [a, 1]]]), "a list for a tuple"
+    assert not outputs.same_values(inputs, [again[0], (a, [a, 2])]), "a number inside a list"
+    assert outputs.close([{"x": a}], [{"x": a + 1e-7}], lambda _dtype: (1e-5, 1e-5))
+
+
 def test_close_uses_the_dtype_tolerance_and_matches_nan():
     tol = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2)}.__getitem__
     x = torch.tensor([1.0, 100.0, math.nan])

@@ -388,6 +388,38 @@ fn only_runnable_modules_with_the_probe_program_and_hostile_programs() {
 }
 
 #[test]
+fn the_probes_program_is_compared_not_the_extracted_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix::new(30);
+    let [source, repaired_a, repaired_b, shared] =
+        std::array::from_fn(|_| synth::original(&mut rng));
+    // The same source, probed into two different programs; two different sources probed into
+    // one program.
+    let modules = vec![
+        module("same-src-a", &source, Some("MIT"), Some(4)),
+        module("same-src-b", &source, Some("MIT"), Some(3)),
+        module("other-src-a", &repaired_a, Some("MIT"), Some(2)),
+        module("other-src-b", &repaired_b, Some("MIT"), Some(1)),
+    ];
+    let probes = vec![
+        probe("same-src-a", ProbeStatus::Ok, Some(&repaired_a)),
+        probe("same-src-b", ProbeStatus::Ok, Some(&repaired_b)),
+        probe("other-src-a", ProbeStatus::Ok, Some(&shared)),
+        probe("other-src-b", ProbeStatus::Ok, Some(&shared)),
+    ];
+    write_inputs(dir.path(), &modules, &probes);
+    let rows = run_rows(dir.path(), &DedupConfig::default(), 2);
+    assert!(
+        rows["same-src-a"].kept && rows["same-src-b"].kept,
+        "{rows:?}"
+    );
+    assert!(rows["other-src-a"].kept, "{rows:?}");
+    let dropped = &rows["other-src-b"];
+    assert_eq!(dropped.method, Some(DedupMethod::Exact), "{dropped:?}");
+    assert_eq!(dropped.duplicate_of.as_deref(), Some("other-src-a"));
+}
+
+#[test]
 fn skips_when_up_to_date_and_reports_missing_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let err = run(

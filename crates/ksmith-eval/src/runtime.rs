@@ -105,6 +105,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/digest.py"),
     ),
     (
+        "ksmith/evaluator/digest_kernel.py",
+        include_str!("../../../python/ksmith/evaluator/digest_kernel.py"),
+    ),
+    (
         "ksmith/evaluator/gate.py",
         include_str!("../../../python/ksmith/evaluator/gate.py"),
     ),

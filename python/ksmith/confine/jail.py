@@ -160,7 +160,7 @@ class Jail:
             return self.policy.outer_fix
         if not self.inside:
             return f"start the worker through the sandbox launcher (python -m ksmith.confine) and {INSTALL_BWRAP}"
-        return "see ARCHITECTURE.md, crates/ksmith-sandbox: what the sandbox depends on"
+        return "see docs/design/sandbox.md: what the sandbox depends on"
 
     def scratch(self) -> str:
         """The folder for the children's workspaces."""

@@ -28,7 +28,6 @@ fact that makes a candidate pass (output values, unmutated inputs) is verified b
 from __future__ import annotations
 
 import _thread
-import math
 import os
 import sys
 import threading
@@ -465,10 +464,3 @@ class AuditWatch:
             return
         self.seen = f"the candidate's code called {why}"
         raise PermissionError(f"ksmith: {self.seen}")
-
-
-def finite(x: float) -> float:
-    """JSON-safe float: non-finite values become the largest double."""
-    if math.isnan(x) or math.isinf(x):
-        return 1.7976931348623157e308
-    return float(x)

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from ..confine.policy import EXIT_UNAVAILABLE, INSTALL_BWRAP, REFUSAL, Policy, SandboxError, passed_env, refusal
 from . import protocol
@@ -39,6 +39,54 @@ from . import protocol
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: Lines of the worker's stderr kept for error messages.
 STDERR_LINES = 200
+
+
+class _Spawner:
+    """Starts every worker from one thread that lives as long as the process.
+
+    The launcher runs bubblewrap with ``--die-with-parent``, which ends the worker when the
+    *thread* that started it ends (``PR_SET_PDEATHSIG`` follows the thread, not the process): a
+    worker started from a caller's short-lived thread (a trainer's tool executor or reward thread
+    pool, a threaded Ray actor) would die with that thread, and every later call would find a
+    broken pipe. A forked child starts its own spawner thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.Queue[tuple[tuple[Any, ...], dict[str, Any], queue.Queue[Any]]] | None = None
+        self._pid = 0
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs = None
+        self._pid = 0
+
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        """`subprocess.Popen(*args, **kwargs)`, run on the spawner thread."""
+        with self._lock:
+            if self._jobs is None or self._pid != os.getpid():
+                self._jobs = queue.Queue()
+                self._pid = os.getpid()
+                threading.Thread(target=self._serve, args=(self._jobs,), daemon=True, name="ksmith-spawner").start()
+            jobs = self._jobs
+        done: queue.Queue[Any] = queue.Queue(maxsize=1)
+        jobs.put((args, kwargs, done))
+        ok, value = done.get()
+        if not ok:
+            raise value
+        return cast("subprocess.Popen[str]", value)
+
+    @staticmethod
+    def _serve(jobs: queue.Queue[tuple[tuple[Any, ...], dict[str, Any], queue.Queue[Any]]]) -> None:
+        while True:
+            args, kwargs, done = jobs.get()
+            try:
+                done.put((True, subprocess.Popen(*args, **kwargs)))
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                done.put((False, e))
+
+
+_SPAWNER = _Spawner()
 
 
 class WorkerError(RuntimeError):
@@ -83,7 +131,7 @@ class LaunchedWorker:
         env.update(PYTHONPATH=PACKAGE_ROOT, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", PYTHONUNBUFFERED="1")
         worker = ["-s", "-m", "ksmith.evaluator", "worker", "--device", device, "--options", json.dumps(options or {})]
         launcher = [sys.executable, "-s", "-m", "ksmith.confine", "--policy", self.policy.to_json(), "--"]
-        self.proc = subprocess.Popen(
+        self.proc = _SPAWNER.popen(
             [*launcher, *worker],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -59,26 +59,9 @@ def _state(model, torch) -> dict[str, Any]:
     return out
 
 
-def _changed(before: dict[str, Any], after: dict[str, Any], torch) -> list[str]:
-    def same(a, b) -> bool:
-        return torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
-
-    return sorted(n for n, t in before.items() if n not in after or not same(t, after[n]))
-
-
-def _same_values(a: list[Any], b: list[Any], torch) -> bool:
-    """Bitwise equality of two input lists (tensors and plain values)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
-                return False
-        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            return False
-        elif x != y:
-            return False
-    return True
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The parameters and buffers whose values a call changed (compared bitwise, NaN matching NaN)."""
+    return sorted(n for n, t in before.items() if n not in after or not same_values([t], [after[n]]))
 
 
 def _constant(outputs: list[Any], torch) -> bool:
@@ -99,8 +82,9 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
     """``(kind, reason)`` when the program cannot be a task (kind ``random``: its forward draws
     random numbers; ``degenerate``: anything else above), None when it can.
 
-    Outputs are compared bitwise (:func:`~ksmith.shared.outputs.same_values`, the probe's own
-    comparison). Raises :class:`SecondDrawFailed` when the program fails on its second input draw.
+    Outputs, input draws and parameters are compared bitwise
+    (:func:`~ksmith.shared.outputs.same_values`, the probe's own comparison). Raises
+    :class:`SecondDrawFailed` when the program fails on its second input draw.
     """
     ns = exec_program(text, "<ksmith-judged-program>")
     seed_all(seed, torch)
@@ -112,7 +96,7 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
     before = _state(model, torch)
     with torch.no_grad():
         out = flatten_outputs(model(*_clone(first, torch)), torch, [])
-        written = _changed(before, _state(model, torch), torch)
+        written = _changed(before, _state(model, torch))
         again = flatten_outputs(model(*_clone(first, torch)), torch, [])
         if not written and not same_values(out, again):
             return (
@@ -132,7 +116,7 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
                 "degenerate",
                 "its output is constant (every element equal): a candidate returning that constant would pass",
             )
-        if _same_values(first, second, torch):
+        if same_values(first, second):
             return (
                 "degenerate",
                 "its inputs do not change with the seed: a candidate returning the outputs it cached would pass",

@@ -6,9 +6,9 @@
   matching NaN), computed in float32 (float64 for float64 tensors); integer and bool tensors must
   be equal (the evaluator's determinism checks of the reference and of a candidate).
 
-Both need the same count of values, and tensors of the same shape and dtype at each place; other
-values are compared with ``==``. The evaluator's judge (``ksmith.evaluator.compare``) measures
-errors against the reference instead.
+Both need the same count of values, and tensors of the same shape and dtype at each place (inside
+dicts, lists and tuples too); other values are compared with ``==``. The evaluator's judge
+(``ksmith.evaluator.compare``) measures errors against the reference instead.
 """
 
 from __future__ import annotations
@@ -21,21 +21,30 @@ Tolerance = Callable[[Any], tuple[float, float]]
 
 
 def _agree(a: Sequence[Any], b: Sequence[Any], tensors_agree: Callable[[Any, Any], bool]) -> bool:
-    """The same structure (count, tensor or not, shape, dtype), other values equal, and
-    ``tensors_agree`` at each pair of tensors."""
+    """The same structure (count, tensor or not, shape, dtype; dicts, lists and tuples walked),
+    other values equal, and ``tensors_agree`` at each pair of tensors."""
     import torch
 
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+    def one(x: Any, y: Any) -> bool:
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return (
+                isinstance(x, torch.Tensor)
+                and isinstance(y, torch.Tensor)
+                and x.shape == y.shape
+                and x.dtype == y.dtype
+                and tensors_agree(x, y)
+            )
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(one(x[k], y[k]) for k in x)
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+            return type(x) is type(y) and len(x) == len(y) and all(map(one, x, y))
+        try:
+            return bool(x == y)
+        except (RuntimeError, ValueError, TypeError):
+            # An equality without one truth value (an array's) does not say they agree.
             return False
-        if not isinstance(x, torch.Tensor):
-            if x != y:
-                return False
-        elif x.shape != y.shape or x.dtype != y.dtype or not tensors_agree(x, y):
-            return False
-    return True
+
+    return len(a) == len(b) and all(map(one, a, b))
 
 
 def _bitwise(x: Any, y: Any) -> bool:

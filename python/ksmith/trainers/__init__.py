@@ -8,5 +8,6 @@
 - `openrlhf_agent`: OpenRLHF 0.11's agent file (`--train.agent_func_path`: `AgentExecutor`).
 
 All three run episodes of `ksmith.environment.KernelEnvironment`, so every program is scored by
-`ksmith.reward.score_answer` exactly as single-turn answers are.
+`ksmith.reward.score_program`, the evaluation single-turn answers get from
+`ksmith.reward.score_answer`.
 """

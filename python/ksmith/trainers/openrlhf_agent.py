@@ -3,7 +3,7 @@
 OpenRLHF loads `AgentExecutor` from this file (by path) and runs one `KernelAgent` per prompt:
 `reset` reads the row's label (the `openrlhf-agent` datasets' ground-truth JSON), and each `step`
 reads the model's answer as a single-turn answer (`ksmith.environment.KernelEnvironment.answer`:
-`ksmith.reward.extract_program` against the last program, scored by `ksmith.reward.score_answer`)
+`ksmith.reward.extract_program` against the last program, scored by `ksmith.reward.score_program`)
 and returns the evaluator's report as the next user turn, rendered with the model's own chat
 template. An answer without a program, or `KSMITH_AGENT_MAX_TURNS` answers (default 4), end the
 episode. OpenRLHF sums the steps' rewards, so each step returns what it adds to the best score so

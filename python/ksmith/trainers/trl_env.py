@@ -5,7 +5,7 @@ TRL makes one `KernelEnv` per rollout, calls `reset(**row)` with the dataset row
 datasets carry the ground-truth JSON in `ground_truth`), exposes every public method but `reset`
 and `get_reward` as a tool (here `evaluate`, whose schema TRL reads from its signature and
 docstring: the schema the multi-turn SFT datasets carry) and calls `get_reward` once the rollout
-ends: the best evaluation's `ksmith.reward.score_answer` score. An evaluator that cannot be
+ends: the best evaluation's `ksmith.reward.score_program` score. An evaluator that cannot be
 reached raises from `get_reward` (TRL turns a tool's exception into a message, which must not
 become a silent 0).
 

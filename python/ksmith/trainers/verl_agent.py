@@ -3,7 +3,7 @@
 - `EvaluateTool` (`verl_tools.yaml` names it; verl's `ToolAgentLoop`, the `tool_agent` every
   `verl-agent` row names, runs it): verl creates one instance per call with the row's
   `extra_info.tools_kwargs.evaluate.create_kwargs` (the ground-truth JSON), the call evaluates the
-  complete program with `ksmith.environment.KernelEnvironment` (`ksmith.reward.score_answer`), the
+  complete program with `ksmith.environment.KernelEnvironment` (`ksmith.reward.score_program`), the
   report is the tool's answer and the score its reward. Each call's score is also recorded in the
   trajectory's `extra_fields` (`ksmith_calls`), which verl hands to the reward function.
 - `compute_score` (`reward.custom_reward_function.path` points at this file): the episode's

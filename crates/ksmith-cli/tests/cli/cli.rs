@@ -123,6 +123,17 @@ fn nightly(state: &Path, config: &Path) -> Output {
         .expect("nightly.sh runs")
 }
 
+/// Every night's log, for a failure message.
+fn night_logs(state: &Path) -> String {
+    let Ok(dir) = std::fs::read_dir(state.join("logs")) else {
+        return "(no logs)".into();
+    };
+    dir.flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A good night publishes its datasets with a manifest and repoints `latest`; a failed night
 /// (rollout required, no teacher) exits with the rollout's code and leaves `latest` alone; a
 /// second run while one holds the lock exits 75.
@@ -133,7 +144,13 @@ fn nightly_publishes_good_nights_only_and_never_overlaps() {
     let teacher = LoopbackServer::start(|_, _| Reply::chat(ANSWER)).expect("teacher");
 
     let ok = nightly(&state, &nightly_config(dir.path(), Some(teacher.url())));
-    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&ok),
+        night_logs(&state)
+    );
     assert!(ok.stdout.is_empty(), "quiet on success: {}", text(&ok));
     let latest = state.join("datasets/latest");
     let night = std::fs::read_link(&latest).expect("latest is a link");

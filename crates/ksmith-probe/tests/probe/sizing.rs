@@ -23,8 +23,8 @@ fn runnable_programs_are_sized_and_the_rest_say_why() {
     let _workers = crate::common::workers_shared();
     let dir = tempfile::tempdir().unwrap();
     let fixed = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n        \
-                 super().__init__()\n        self.w = nn.Parameter(torch.ones(8, 8))\n\n    def forward(self, s):\n        \
-                 return self.w * s\n\n\ndef get_inputs():\n    return [0.5]\n\n\ndef get_init_inputs():\n    return []\n";
+                 super().__init__()\n        self.w = nn.Parameter(torch.arange(64.0).reshape(8, 8))\n\n    def forward(self, s):\n        \
+                 return self.w * s\n\n\ndef get_inputs():\n    return [torch.rand(())]\n\n\ndef get_init_inputs():\n    return []\n";
     let modules = vec![
         module("wrong_conv", program("wrong_conv")),
         module("fixed", fixed.to_string()),
