@@ -65,4 +65,21 @@ for name in ("sft", "grpo"):
         print(f"{name}.parquet rows:", pq.read_table(f"{work}/{name}.parquet").num_rows)
     except Exception as e:  # noqa: BLE001
         print(name, "unreadable:", e)
+# The labels: per selected step, its intervals and share of speed-of-light; the significance
+# counts; the selected step ids (two runs must print the same ones).
+def iv(x):
+    return f"{x['value']:.3f} [{x['low']:.3f}, {x['high']:.3f}]" if x else "-"
+for name, col in (("sft", "labels"), ("grpo", "parent_labels")):
+    try:
+        sel = pq.read_table(f"{work}/{name}.parquet").to_pylist()
+    except Exception:  # noqa: BLE001 - said above
+        continue
+    for r in sorted(sel, key=lambda r: (tasks[r["task_id"]], r["iteration"])):
+        lab = r[col]
+        sol = lab["sol_fraction"]
+        print(f"{name:4} {tasks[r['task_id']]:22} {r['iteration']:>2} {r.get('kind', r.get('selection')):12} "
+              f"eager {iv(lab['over_eager']):28} parent {iv(lab['over_parent']):28} "
+              f"SOL {(f'{sol:.3f}' if sol is not None else '-'):>6} {lab['why_null'] or ''}")
+    print(f"{name} selected steps:", sorted(r["step_id"] for r in sel))
+print("significance:", json.load(open(f"{work}/selection.json")).get("significance"))
 PY

@@ -72,6 +72,7 @@ impl Evaluator for ScriptedEvaluator {
             warnings: Vec::new(),
             hardware: Default::default(),
             elapsed_ms: 1,
+            speed_of_light: None,
         })
     }
 }

@@ -79,12 +79,18 @@ def test_verdict(results, candidate, layer, task, expect):
     assert [r["status"], r["hack"]] == list(expect), r["error_log"]
     assert r["candidate_timing"] is None and r["speedup"] is None  # no GPU: not measured
     assert r["hardware"]["device"] == "cpu (triton interpreter)"
+    assert r["hardware"]["cuda"] is None and r["hardware"]["timing"] == "not measured (CPU rehearsal)"
 
 
 def test_honest_results_carry_errors_and_trials(results):
     r = results[("honest/matmul.py", "static")]
     assert r["trials"] == OPTIONS["trials"] and r["trials_passed"] == OPTIONS["trials"]
     assert len(r["errors"]) == 1 and r["errors"][0]["max_abs"] < 1e-3
+    # the task's speed-of-light: its FLOPs and compulsory bytes are counted; on the CPU no time
+    light = r["speed_of_light"]
+    assert light["flops"] == 2 * 64 * 96 * 64 and light["dtype"] == "float32"
+    assert light["bytes"] == 4 * (64 * 96 + 96 * 64 + 64 * 64)
+    assert light["ms"] is None and "no GPU" in light["why"] and light["tf32_policy"] == "torch_flags"
 
 
 def test_incorrect_reports_error_statistics(results):

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from ksmith.evaluator import (  # noqa: E402
     compare,
+    evaluate,
     protocol,
     timing,  # noqa: E402
 )
@@ -267,7 +268,28 @@ def test_combine_takes_the_median_of_the_process_medians():
     two = timing.combine([stats(1.0, 0.01), stats(1.002, 0.02)])
     assert two["median_ms"] == pytest.approx(1.001) and two["cv"] == 0.01 and two["samples"] == 200
     one = timing.combine([stats(1.0, 0.01)])
-    assert one == dict(stats(1.0, 0.01), process_medians_ms=[1.0])
+    assert one == dict(stats(1.0, 0.01), process_medians_ms=[1.0], process_samples_ms=[[]])
+
+
+def test_combine_keeps_every_process_samples_and_the_pairs_beside_them():
+    def stats(samples, beside=None):
+        out = {"median_ms": samples[0], "cv": 0.0, "samples": len(samples), "samples_ms": samples}
+        if beside is not None:
+            out["reference_in_process"] = {"median_ms": beside[0], "samples_ms": beside}
+        return out
+
+    paired = timing.combine([stats([1.0, 1.1], [2.0, 2.1]), stats([1.2, 1.3, 1.4], [2.2, 2.3, 2.4])])
+    assert paired["process_samples_ms"] == [[1.0, 1.1], [1.2, 1.3, 1.4]]
+    assert paired["process_reference_samples_ms"] == [[2.0, 2.1], [2.2, 2.3, 2.4]]
+    # a process without the reference beside it: no pairs at all (the interval is unpaired)
+    mixed = timing.combine([stats([1.0], [2.0]), stats([1.2])])
+    assert mixed["process_samples_ms"] == [[1.0], [1.2]] and "process_reference_samples_ms" not in mixed
+
+
+def test_the_timing_settings_are_stated_in_words():
+    words = timing.settings(evaluate.merge_options({})["timing"])
+    for part in ("L2 flushed", "warm-up >= 10 calls", "50-1000 samples in 400.0 ms", "4 buffer sets", "beside"):
+        assert part in words, words
 
 
 def test_the_samples_budget_is_shared_out_between_the_processes():

@@ -121,7 +121,9 @@ def test_the_probe_runner_answers_only_shared_status_names():
 def test_a_verdict_outside_the_vocabulary_is_refused():
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
-    this = types.SimpleNamespace(opts={"log_limit": 100}, default_hardware={"device": "cpu"})
+    this = types.SimpleNamespace(
+        opts={"log_limit": 100}, default_hardware={"device": "cpu"}, timing_settings="not measured"
+    )
     ok = DeviceEvaluator._result(this, "hacked", "timer_patch", "patched")
     assert (ok["status"], ok["hack"]) == ("hacked", "timer_patch")
     with pytest.raises(ValueError, match="verdicts.json"):

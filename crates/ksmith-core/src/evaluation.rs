@@ -106,6 +106,16 @@ pub struct Timing {
     pub method: TimingMethod,
     /// The L2 cache policy, e.g. `flushed` or `warm`.
     pub l2_policy: String,
+    /// Every timed sample, in the order taken, per timing process (in the order timed), in
+    /// milliseconds: what the confidence intervals are drawn from (see
+    /// [`crate::speedup_interval`]). Empty from the CPU and from evaluators before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_samples_ms: Vec<Vec<f64>>,
+    /// For a candidate timed with the reference beside it: per timing process, the reference's
+    /// sample paired with each of [`Timing::process_samples_ms`] (same buffer set, same fresh
+    /// inputs, taken right after it). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_reference_samples_ms: Vec<Vec<f64>>,
 }
 
 /// The machine an evaluation ran on.
@@ -119,6 +129,59 @@ pub struct Hardware {
     pub torch: String,
     /// triton version.
     pub triton: String,
+    /// CUDA version torch was built with, when there is a GPU.
+    #[serde(default)]
+    pub cuda: Option<String>,
+    /// The timing method's settings, in words (warm-up, samples, budget, L2 policy, buffer sets,
+    /// processes, noise limit); empty from evaluators before it.
+    #[serde(default)]
+    pub timing: String,
+}
+
+/// What a labelled row was measured on and how: the hardware and toolchain of its evaluation,
+/// the ksmith version that labelled it and the timing method with its settings. Every row of
+/// the steps, SFT and GRPO tables carries one (empty strings for a step never evaluated).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// GPU name, or `cpu (triton interpreter)`.
+    pub device: String,
+    /// Driver version, when there is a GPU.
+    pub driver: Option<String>,
+    /// CUDA version of the torch build, when there is a GPU.
+    pub cuda: Option<String>,
+    /// torch version.
+    pub torch: String,
+    /// triton version.
+    pub triton: String,
+    /// The ksmith version that wrote the row.
+    pub ksmith: String,
+    /// How the candidate was timed (`cuda_graph`, `cuda_event`, `not_measured`).
+    pub method: String,
+    /// The timing method's settings, in words (see [`Hardware::timing`]).
+    pub timing: String,
+}
+
+impl Stamp {
+    /// The stamp of an evaluation: its hardware, this ksmith version and the candidate's timing
+    /// method (`not_measured` without a timing).
+    pub fn of(result: &EvalResult) -> Stamp {
+        let h = &result.hardware;
+        Stamp {
+            device: h.device.clone(),
+            driver: h.driver.clone(),
+            cuda: h.cuda.clone(),
+            torch: h.torch.clone(),
+            triton: h.triton.clone(),
+            ksmith: env!("CARGO_PKG_VERSION").to_string(),
+            method: result
+                .candidate_timing
+                .as_ref()
+                .map_or(TimingMethod::NotMeasured, |t| t.method)
+                .as_str()
+                .to_string(),
+            timing: h.timing.clone(),
+        }
+    }
 }
 
 /// What to evaluate.
@@ -169,6 +232,49 @@ pub struct EvalResult {
     pub hardware: Hardware,
     /// Wall time of the evaluation, in milliseconds.
     pub elapsed_ms: u64,
+    /// The task's speed-of-light on this device; `None` before the task was built (a static
+    /// rejection) and from evaluators before it.
+    #[serde(default)]
+    pub speed_of_light: Option<SpeedOfLight>,
+}
+
+/// A task's speed-of-light on a device: max(FLOPs / peak FLOP/s, bytes / peak bandwidth) from
+/// the reference's FLOPs (PyTorch's formulas) and its compulsory traffic (inputs, outputs,
+/// parameters and buffers, once), at the dense datasheet peaks of
+/// `python/ksmith/shared/gpu_peaks.json` (`python/ksmith/evaluator/speed_of_light.py`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedOfLight {
+    /// The time in milliseconds; `None` when it cannot be had (`why`).
+    pub ms: Option<f64>,
+    /// Why there is no time (no GPU, a device without known peaks, a data type without a peak).
+    pub why: Option<String>,
+    /// `compute` or `memory`: which limit gives the time.
+    pub bound: Option<String>,
+    /// The peaks table's entry the device matched.
+    pub gpu: Option<String>,
+    /// FLOPs of one call.
+    pub flops: f64,
+    /// Bytes one call must move at least.
+    pub bytes: f64,
+    /// The data type whose peak applies.
+    pub dtype: String,
+    /// The TF32 policy (`torch_flags`, `never`, `always`).
+    pub tf32_policy: String,
+}
+
+impl SpeedOfLight {
+    /// The share of speed-of-light `ms` reaches (SOL time / `ms`; 1 = at the peaks), or why
+    /// there is none.
+    pub fn fraction(&self, ms: f64) -> Result<f64, String> {
+        match self.ms {
+            Some(sol) if ms > 0.0 && ms.is_finite() => Ok(sol / ms),
+            Some(_) => Err(format!("no positive time to compare with ({ms})")),
+            None => Err(self
+                .why
+                .clone()
+                .unwrap_or_else(|| "no speed-of-light".into())),
+        }
+    }
 }
 
 impl EvalResult {

@@ -22,6 +22,8 @@
 //!   defined once for the stages and clients that share them.
 //! - [`python_env`]: where the Python interpreter with torch and triton is found.
 //! - [`tokens`]: the one approximate token counter behind every token budget.
+//! - [`speedup_interval`]: confidence intervals of speedups (bootstrap of the ratio of medians
+//!   from the evaluator's samples).
 //! - [`versions`]: the versions of the protocols and files the Python side shares.
 //! - [`vocabulary`]: closed vocabularies (statuses, verdicts, methods, reasons), each variant
 //!   with one stable name.
@@ -63,6 +65,7 @@ pub mod python_env;
 pub mod report;
 pub mod shard;
 pub mod spdx;
+pub mod speedup_interval;
 pub mod stage;
 pub mod table;
 pub mod tables;

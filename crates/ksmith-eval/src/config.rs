@@ -31,6 +31,7 @@ struct WorkerDefaults {
     static_checks: bool,
     decoy_work_share: f64,
     min_kernel_share: f64,
+    sol_tf32: String,
     max_cached_tasks: u32,
     hidden_shapes: u32,
     memory_budget_mb: u64,
@@ -174,6 +175,9 @@ pub struct EvalConfig {
     pub decoy_work_share: f64,
     /// The candidate's Triton kernels below this share of GPU time of one call: decoy.
     pub min_kernel_share: f64,
+    /// The speed-of-light's TF32 policy: `torch_flags` (each FLOP class at the precision
+    /// torch's flags give it; the evaluator's children run with TF32 off), `never` or `always`.
+    pub sol_tf32: String,
     /// Tasks whose reference facts (fingerprints, output shapes, size sets, timing; no tensor)
     /// each worker keeps.
     pub max_cached_tasks: u32,
@@ -236,6 +240,7 @@ impl Default for EvalConfig {
             timing_max_cv: d.timing.max_cv,
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
+            sol_tf32: d.sol_tf32.clone(),
             max_cached_tasks: d.max_cached_tasks,
             hidden_shapes: d.hidden_shapes,
             memory_budget_mb: d.memory_budget_mb,
@@ -325,6 +330,12 @@ impl EvalConfig {
                 self.timing_reference_drift
             ));
         }
+        if !["torch_flags", "never", "always"].contains(&self.sol_tf32.as_str()) {
+            return bad(format!(
+                "sol_tf32 must be \"torch_flags\", \"never\" or \"always\", got {:?}",
+                self.sol_tf32
+            ));
+        }
         if !(self.timing_max_cv.is_finite() && self.timing_max_cv > 0.0) {
             return bad(format!(
                 "timing_max_cv must be a finite number > 0, got {}",
@@ -404,6 +415,7 @@ impl EvalConfig {
             "static_checks": self.static_checks,
             "decoy_work_share": self.decoy_work_share,
             "min_kernel_share": self.min_kernel_share,
+            "sol_tf32": self.sol_tf32,
             "max_cached_tasks": self.max_cached_tasks,
             "hidden_shapes": self.hidden_shapes,
             "memory_budget_mb": self.memory_budget_mb,
@@ -463,6 +475,13 @@ mod tests {
                     ..Default::default()
                 },
                 "trials",
+            ),
+            (
+                EvalConfig {
+                    sol_tf32: "sometimes".into(),
+                    ..Default::default()
+                },
+                "sol_tf32",
             ),
             (
                 EvalConfig {

@@ -49,6 +49,8 @@ fn timing(ms: f64) -> Timing {
         samples: 100,
         method: TimingMethod::CudaGraph,
         l2_policy: "flushed".into(),
+        process_samples_ms: vec![],
+        process_reference_samples_ms: vec![],
     }
 }
 
@@ -69,8 +71,11 @@ fn eval(speed: f64) -> EvalResult {
             driver: Some("570".into()),
             torch: "2.11".into(),
             triton: "3.6".into(),
+            cuda: None,
+            timing: String::new(),
         },
         elapsed_ms: 900,
+        speed_of_light: None,
     }
 }
 

@@ -379,6 +379,7 @@ pub(crate) mod tests {
             warnings: vec![],
             hardware: Hardware::default(),
             elapsed_ms: 1,
+            speed_of_light: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet, Stamp};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow, stored_text};
@@ -394,6 +394,7 @@ impl<'a> TaskRun<'a> {
             speedup: eval.as_ref().and_then(|e| e.speedup),
             hack: eval.as_ref().and_then(|e| e.hack),
             eval_json: StepRow::encode_eval(eval.as_ref()),
+            stamp: eval.as_ref().map(Stamp::of).unwrap_or_default(),
             is_new_best: outcome == EditOutcome::Applied && correct && fit > a.best_fitness(),
             started_at_ms: started,
             finished_at_ms: now_ms(),

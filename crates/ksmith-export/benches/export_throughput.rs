@@ -58,6 +58,8 @@ fn main() {
                 parent_runtime_ms: Some(0.1),
                 eager_runtime_ms: Some(0.13),
                 hardware: "NVIDIA H200".into(),
+                parent_labels: Default::default(),
+                stamp: Default::default(),
                 repo: "org/repo".into(),
                 license: Some("MIT".into()),
             })
@@ -83,6 +85,8 @@ fn main() {
                     token_counter: "approx_chars_div_4".into(),
                     speedup: Some(1.5),
                     parent_speedup: Some(1.2),
+                    labels: Default::default(),
+                    stamp: Default::default(),
                     teacher: "t".into(),
                     repo: "org/repo".into(),
                     license: Some("MIT".into()),

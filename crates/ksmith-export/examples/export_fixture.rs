@@ -101,6 +101,8 @@ fn grpo_rows(n: usize) -> Vec<GrpoRow> {
                 parent_runtime_ms: timed.then_some(0.008),
                 eager_runtime_ms: timed.then_some(0.010),
                 hardware: if timed { "NVIDIA H200" } else { "" }.to_string(),
+                parent_labels: Default::default(),
+                stamp: Default::default(),
                 repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
                 license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
             }
@@ -134,6 +136,8 @@ fn env_rows(n: usize) -> Vec<GrpoRow> {
                 parent_runtime_ms: timed.then_some(0.010),
                 eager_runtime_ms: timed.then_some(0.010),
                 hardware: if timed { "NVIDIA H200" } else { "" }.to_string(),
+                parent_labels: Default::default(),
+                stamp: Default::default(),
                 repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
                 license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),
             }
@@ -232,6 +236,8 @@ fn sft_rows(n: usize) -> Vec<SftRow> {
                 token_counter: "approx_chars_div_4".to_string(),
                 speedup: (!correctness).then_some(1.5),
                 parent_speedup: (!correctness).then_some(1.1),
+                labels: Default::default(),
+                stamp: Default::default(),
                 teacher: "teacher-model".to_string(),
                 repo: if i % 2 == 0 { "org/vision" } else { "org/text" }.to_string(),
                 license: Some(if i % 2 == 0 { "MIT" } else { "Apache-2.0" }.to_string()),

@@ -118,6 +118,18 @@ pub fn card_license(configured: &str, provenance: &[Provenance]) -> String {
     }
 }
 
+/// What the speed labels and the stamp in the lineage (`meta` / `extra_info`) mean.
+const SPEED_LABELS: &str = "Speed labels (SFT: `labels`, of the answer's program; GRPO and agent \
+     starts: `parent_labels`, of the current program): `over_eager` and `over_parent` are \
+     `{value, low, high}`: the speedup over PyTorch eager and over the parent program (its speedup \
+     over eager over the parent's) with the bounds of a confidence interval (the method and its \
+     confidence are in the selection rules); `sol_fraction` is the task's speed-of-light time \
+     (max of FLOPs / peak FLOP/s and compulsory bytes / peak bandwidth at the GPU's dense \
+     datasheet peaks, TF32 policy recorded by the evaluator) over the program's median time (1 = \
+     at the peaks); a null figure has its reason in `why_null`. `stamp`: the GPU, driver, CUDA, \
+     torch and Triton versions, the ksmith version, the timing method and the timing settings \
+     the figures were measured with.\n";
+
 fn columns(format: Format) -> &'static str {
     match format {
         Format::VerlRl => {
@@ -314,7 +326,7 @@ fn description(s: &mut String, c: &CardInput) {
         "family",
         &mut c.by_family.iter().map(|(k, v)| (k.clone(), *v)),
     );
-    let _ = writeln!(s, "## Columns\n\n{}", columns(c.format));
+    let _ = writeln!(s, "## Columns\n\n{}\n{SPEED_LABELS}", columns(c.format));
     s.push_str(&crate::commands::sections(c));
     let _ = writeln!(
         s,

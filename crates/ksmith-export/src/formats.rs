@@ -17,7 +17,8 @@
 use serde::{Deserialize, Serialize};
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::tables::{GrpoRow, SftRow};
+use ksmith_core::evaluation::Stamp;
+use ksmith_core::tables::{GrpoRow, SftRow, SpeedLabels};
 
 use crate::config::ExportConfig;
 use crate::ground_truth::{ENTRY_POINT, GroundTruth};
@@ -25,7 +26,7 @@ use crate::lengths::SampleLength;
 use crate::tool::Mode;
 
 /// Version of the exported schemas, written into every file's metadata and every card.
-pub const DATASET_SCHEMA_VERSION: &str = "1.2.0";
+pub const DATASET_SCHEMA_VERSION: &str = "1.3.0";
 
 /// A dataset format (one folder under `<workdir>/datasets/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -237,6 +238,11 @@ pub struct GrpoInfo {
     pub eager_runtime_ms: Option<f64>,
     /// Device of the rollout timings.
     pub hardware: String,
+    /// The current program's speedup over eager with its confidence interval and its share of
+    /// speed-of-light (see the card's speed labels).
+    pub parent_labels: SpeedLabels,
+    /// What the current program's timings were measured on and how.
+    pub stamp: Stamp,
     /// The class the answer must define.
     pub entry_point: String,
     /// Prompt tokens, the chat template's share included.
@@ -290,6 +296,11 @@ pub struct SftInfo {
     pub speedup: Option<f64>,
     /// Speedup of the parent over eager, when timed.
     pub parent_speedup: Option<f64>,
+    /// The answer's speedups over eager and over its parent with their confidence intervals
+    /// and its share of speed-of-light (see the card's speed labels).
+    pub labels: SpeedLabels,
+    /// What the answer's program was measured on and how.
+    pub stamp: Stamp,
     /// The teacher model.
     pub teacher: String,
     /// Source repository.
@@ -412,6 +423,8 @@ pub fn grpo_info(row: &GrpoRow, index: usize, m: Measured<'_>) -> GrpoInfo {
         parent_runtime_ms: row.parent_runtime_ms,
         eager_runtime_ms: row.eager_runtime_ms,
         hardware: row.hardware.clone(),
+        parent_labels: row.parent_labels.clone(),
+        stamp: row.stamp.clone(),
         entry_point: ENTRY_POINT.to_string(),
         prompt_tokens: m.length.prompt as i64,
         current_program_tokens: m.length.response as i64,
@@ -442,6 +455,8 @@ pub fn sft_info(row: &SftRow, index: usize, m: Measured<'_>) -> SftInfo {
         token_counter: m.counter.to_string(),
         speedup: row.speedup,
         parent_speedup: row.parent_speedup,
+        labels: row.labels.clone(),
+        stamp: row.stamp.clone(),
         teacher: row.teacher.clone(),
         repo: row.repo.clone(),
         license: row.license.clone(),

@@ -44,6 +44,8 @@ fn grpo(i: usize, split: Split, parent: Option<&str>) -> GrpoRow {
         parent_runtime_ms: parent.map(|_| 0.2),
         eager_runtime_ms: Some(0.3),
         hardware: "NVIDIA H200".into(),
+        parent_labels: Default::default(),
+        stamp: Default::default(),
         repo: "org/repo".into(),
         license: Some("MIT".into()),
     }
@@ -71,6 +73,8 @@ fn sft(i: usize, split: Split) -> SftRow {
         token_counter: "approx_chars_div_4".into(),
         speedup: None,
         parent_speedup: None,
+        labels: Default::default(),
+        stamp: Default::default(),
         teacher: "t".into(),
         repo: "org/repo".into(),
         license: Some("MIT".into()),
@@ -226,6 +230,14 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             assert_eq!(index.data_type(), &DataType::Int64);
             let speedup = f.iter().find(|f| f.name() == "parent_speedup").unwrap();
             assert!(speedup.is_nullable());
+            // the speed labels and the stamp reach the trainers' rows
+            for name in ["parent_labels", "stamp"] {
+                let field = f.iter().find(|f| f.name() == name);
+                assert!(
+                    matches!(field.map(|f| f.data_type()), Some(DataType::Struct(_))),
+                    "{name}: {field:?}"
+                );
+            }
         }
         other => panic!("extra_info is {other:?}"),
     }
@@ -234,7 +246,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.2.0")
+        Some("1.3.0")
     );
     let batch = &batches[0];
     let rm = batch

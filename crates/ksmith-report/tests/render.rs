@@ -79,6 +79,7 @@ fn step(task: &str, iteration: u32, correct: bool, speedup: Option<f64>) -> Step
         speedup,
         hack: (!correct).then_some(HackKind::TorchFallback),
         eval_json: None,
+        stamp: Default::default(),
         is_new_best: false,
         started_at_ms: 0,
         finished_at_ms: 0,

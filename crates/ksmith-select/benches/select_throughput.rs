@@ -19,6 +19,8 @@ fn timing(ms: f64) -> Timing {
         samples: 100,
         method: TimingMethod::CudaGraph,
         l2_policy: "flushed".into(),
+        process_samples_ms: vec![],
+        process_reference_samples_ms: vec![],
     }
 }
 
@@ -79,6 +81,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
                 warnings: vec![],
                 hardware: Hardware::default(),
                 elapsed_ms: 1,
+                speed_of_light: None,
             }),
             teacher: "t".into(),
         });

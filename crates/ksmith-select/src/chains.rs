@@ -345,6 +345,8 @@ mod tests {
             samples: 10,
             method: TimingMethod::CudaEvent,
             l2_policy: "flush".into(),
+            process_samples_ms: vec![],
+            process_reference_samples_ms: vec![],
         };
         EvalResult {
             status: if correct {
@@ -367,6 +369,7 @@ mod tests {
             warnings: vec![],
             hardware: Hardware::default(),
             elapsed_ms: 1,
+            speed_of_light: None,
         }
     }
 

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use ksmith_core::speedup_interval::{Bootstrap, DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES};
+
 use crate::error::Error;
 
 /// Which steps give GRPO prompts.
@@ -34,15 +36,23 @@ pub enum BestScope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SelectConfig {
-    /// Performance SFT: the step's program must be faster than eager by more than this factor.
+    /// Performance SFT: the lower bound of the step's speedup over eager must be above this
+    /// factor (1 + a margin; 1.0: significantly faster than eager).
     pub sft_min_speedup: f64,
-    /// Performance SFT: the step's speedup over eager must exceed the parent's times this
-    /// factor (1.0 = strictly better than the parent).
+    /// Performance SFT: the lower bound of the step's speedup over its parent (its speedup
+    /// over eager over the parent's) must be above this factor (1.0: significantly faster
+    /// than the parent).
     pub sft_min_gain_over_parent: f64,
     /// Which steps give GRPO prompts: `best_steps` (paper), `all_steps`, `first_steps`.
     pub grpo_rule: GrpoRule,
-    /// GRPO `best_steps`: the current program must be faster than eager by more than this.
+    /// GRPO `best_steps`: the lower bound of the current program's speedup over eager must be
+    /// above this factor.
     pub grpo_min_parent_speedup: f64,
+    /// Two-sided confidence of the speedups' intervals, in [0.5, 0.999].
+    pub interval_confidence: f64,
+    /// Bootstrap replicates per interval, 100 to 100000 (see
+    /// `ksmith_core::speedup_interval`).
+    pub bootstrap_resamples: u32,
     /// GRPO `best_steps`: best so far within the `task` or within the program's `island`.
     pub grpo_best_scope: BestScope,
     /// Most GRPO prompts sharing one current program (the earliest steps are kept); 0 means
@@ -87,6 +97,8 @@ impl Default for SelectConfig {
             sft_min_gain_over_parent: 1.0,
             grpo_rule: GrpoRule::BestSteps,
             grpo_min_parent_speedup: 1.0,
+            interval_confidence: DEFAULT_CONFIDENCE,
+            bootstrap_resamples: DEFAULT_RESAMPLES,
             grpo_best_scope: BestScope::Task,
             grpo_max_prompts_per_parent: 1,
             max_tokens: 65_536,
@@ -105,6 +117,14 @@ impl Default for SelectConfig {
 }
 
 impl SelectConfig {
+    /// The bootstrap the speedups' intervals are drawn with.
+    pub fn bootstrap(&self) -> Bootstrap {
+        Bootstrap {
+            resamples: self.bootstrap_resamples,
+            confidence: self.interval_confidence,
+        }
+    }
+
     /// Checks every value; does no I/O.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |key: &str, why: String| {
@@ -134,6 +154,24 @@ impl SelectConfig {
                 format!(
                     "must be a positive number, got {}",
                     self.grpo_min_parent_speedup
+                ),
+            );
+        }
+        if !(0.5..=0.999).contains(&self.interval_confidence) {
+            return bad(
+                "interval_confidence",
+                format!(
+                    "must be between 0.5 and 0.999, got {}",
+                    self.interval_confidence
+                ),
+            );
+        }
+        if !(100..=100_000).contains(&self.bootstrap_resamples) {
+            return bad(
+                "bootstrap_resamples",
+                format!(
+                    "must be between 100 and 100000, got {}",
+                    self.bootstrap_resamples
                 ),
             );
         }
@@ -250,6 +288,20 @@ mod tests {
             ),
             (
                 SelectConfig {
+                    interval_confidence: 1.0,
+                    ..Default::default()
+                },
+                "interval_confidence",
+            ),
+            (
+                SelectConfig {
+                    bootstrap_resamples: 10,
+                    ..Default::default()
+                },
+                "bootstrap_resamples",
+            ),
+            (
+                SelectConfig {
                     max_tokens: 0,
                     ..Default::default()
                 },
@@ -337,6 +389,8 @@ sft_min_speedup = 1.0
 sft_min_gain_over_parent = 1.0
 grpo_rule = "best_steps"
 grpo_min_parent_speedup = 1.0
+interval_confidence = 0.95
+bootstrap_resamples = 1000
 grpo_best_scope = "task"
 grpo_max_prompts_per_parent = 1
 max_tokens = 65536

@@ -37,11 +37,17 @@ ksmith_core::vocabulary! {
         ParentMissing = "parent_missing",
         /// The program was not timed (CPU interpreter).
         NotTimed = "not_timed",
-        /// The program is not faster than eager by the configured margin.
+        /// Timed, but no confidence interval can be drawn for the program (or the prompt's
+        /// current program): its evaluation carries no samples (an evaluator before they were
+        /// kept).
+        NoInterval = "no_interval",
+        /// The program is not significantly faster than eager (the lower bound of its
+        /// interval is not above the configured factor).
         NotFasterThanEager = "not_faster_than_eager",
-        /// The parent has no speedup to compare with.
+        /// The parent has no speedup (or no interval) to compare with.
         ParentNotComparable = "parent_not_comparable",
-        /// The program is not faster than its parent by the configured gain.
+        /// The program is not significantly faster than its parent (the lower bound of the
+        /// interval of its speedup over the parent is not above the configured factor).
         NotFasterThanParent = "not_faster_than_parent",
         /// `first_steps` takes first steps only.
         NotFirstStep = "not_first_step",
@@ -51,7 +57,7 @@ ksmith_core::vocabulary! {
         FirstStep = "first_step",
         /// The parent was not timed.
         ParentNotTimed = "parent_not_timed",
-        /// The parent is not faster than eager by the configured margin.
+        /// The parent is not significantly faster than eager by the configured factor.
         ParentNotFasterThanEager = "parent_not_faster_than_eager",
         /// An earlier step of the trajectory was faster than the parent.
         ParentNotBestSoFar = "parent_not_best_so_far",

@@ -9,8 +9,10 @@
 //!
 //! The rules (see [`rules`]): correctness SFT = every correct translation (a first step, or a
 //! step that repaired a failing Triton program into a correct one); performance SFT =
-//! correct Triton-to-Triton steps faster than eager and than their parent; GRPO = prompts whose
-//! current program is a best-so-far of its trajectory, correct and faster than eager
+//! correct Triton-to-Triton steps significantly faster than eager and than their parent (the
+//! lower bound of a confidence interval above a factor, see [`labels`]); GRPO = prompts whose
+//! current program is a best-so-far of its trajectory, correct and significantly faster than
+//! eager
 //! (`all_steps` and `first_steps` are selectable for ablations). Samples over the token budget
 //! are dropped ([`ksmith_core::tokens`]), each set is balanced across levels and families ([`balance`]) and
 //! split into train and validation by cluster ([`split`]).
@@ -26,6 +28,7 @@ pub mod config;
 pub mod drops;
 pub mod error;
 pub mod input;
+pub mod labels;
 pub mod manifest;
 pub mod rules;
 pub mod selection;
@@ -42,7 +45,7 @@ pub use trajectory::StepView;
 /// The stage's name.
 pub const STAGE: &str = "select";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 3;
+pub const CODE_VERSION: u32 = 4;
 
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;

@@ -36,6 +36,16 @@ pub struct SelectionManifest {
     /// SFT samples nor GRPO best-step prompts.
     #[serde(default)]
     pub steps_correct_untimed: u64,
+    /// The confidence intervals' method in words.
+    #[serde(default)]
+    pub interval_method: String,
+    /// Over the correct timed steps, by the SFT factors: `timed`;
+    /// `significant_over_eager` / `_over_parent` (the interval's lower bound is above the
+    /// factor); `faster_not_significant_*` (the figure is above it, the lower bound is not: what
+    /// a raw threshold would have kept); `not_faster_*`; `no_interval_*` (no samples, or no
+    /// timed parent). Empty in manifests of older versions.
+    #[serde(default)]
+    pub significance: BTreeMap<String, u64>,
 }
 
 /// What select kept of one set and why it dropped the rest.
@@ -58,6 +68,8 @@ impl SelectionManifest {
             rules: rules(cfg),
             outcome: BTreeMap::new(),
             steps_correct_untimed: 0,
+            interval_method: cfg.bootstrap().describe(),
+            significance: BTreeMap::new(),
         }
     }
 
@@ -83,6 +95,11 @@ impl SelectionManifest {
             .get("steps_correct_untimed")
             .copied()
             .unwrap_or(0);
+        self.significance = report
+            .counters
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("labels_").map(|r| (r.to_string(), *v)))
+            .collect();
         self
     }
 
@@ -98,7 +115,8 @@ fn prompt_rule(set: &str, rule: GrpoRule, cfg: &SelectConfig) -> String {
         GrpoRule::BestSteps => format!(
             "{set} (best_steps): prompts whose current program was the best so far of its \
              trajectory ({}) when the prompt was built (no earlier step was faster), correct \
-             and faster than eager by more than {}x; at most {} prompt(s) per current program \
+             and significantly faster than eager (the lower bound of its speedup's confidence \
+             interval above {}x); at most {} prompt(s) per current program \
              (0 = no limit). The answer is rewarded by its speedup relative to that program.",
             match cfg.grpo_best_scope {
                 BestScope::Task => "over the whole task",
@@ -130,10 +148,21 @@ pub fn rules(cfg: &SelectConfig) -> Vec<String> {
          gives these samples too)."
             .to_string(),
         format!(
-            "SFT performance: Triton-to-Triton steps whose program is correct, faster than \
-             eager by more than {}x and faster than its (correct, timed) parent by more than \
-             {}x. Steps without GPU timings (CPU interpreter) are never performance samples.",
-            cfg.sft_min_speedup, cfg.sft_min_gain_over_parent
+            "SFT performance: Triton-to-Triton steps whose program is correct and \
+             significantly faster than eager and than its (correct, timed) parent: the lower \
+             bounds of the {:.0} % confidence intervals of its speedup over eager and over the \
+             parent are above {}x and {}x. Steps without GPU timings (CPU interpreter) or \
+             without samples to draw an interval from are never performance samples.",
+            cfg.interval_confidence * 100.0,
+            cfg.sft_min_speedup,
+            cfg.sft_min_gain_over_parent
+        ),
+        format!(
+            "Speed labels: every SFT row carries its speedup over eager and over its parent, \
+             every GRPO row its current program's speedup over eager, each with a confidence \
+             interval ({}), and a stamp (GPU, driver, CUDA, torch, Triton, ksmith version, \
+             timing method and settings).",
+            cfg.bootstrap().describe()
         ),
         grpo,
         prompt_rule("Agent environments", cfg.env_rule, cfg),

@@ -3,7 +3,7 @@
 //! Every step is judged once for SFT and once for GRPO; a step that does not qualify gets the
 //! reason (counted in the report as `sft/<reason>` or `grpo/<reason>`).
 
-use ksmith_core::tables::SftKind;
+use ksmith_core::tables::{SftKind, SpeedLabels};
 
 use crate::config::{GrpoRule, SelectConfig};
 use crate::drops::DropReason;
@@ -23,11 +23,17 @@ pub enum SftVerdict {
 /// - Translations are correctness samples when their program is correct: first steps (PyTorch
 ///   to Triton) and steps that turned a failing Triton program into a correct one (a repaired
 ///   translation: whatever came before it, a correct translation is a translation).
-/// - Triton-to-Triton steps from a correct parent are performance samples when their program is correct, timed,
-///   faster than eager by more than `sft_min_speedup` and faster than the parent's speedup
-///   times `sft_min_gain_over_parent`. An untimed step (CPU interpreter) is never a
-///   performance sample.
-pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> SftVerdict {
+/// - Triton-to-Triton steps from a correct parent are performance samples when their program
+///   is correct, timed, and significantly faster than eager and than the parent: the lower
+///   bounds of the intervals in `labels` are above `sft_min_speedup` and
+///   `sft_min_gain_over_parent`. An untimed step (CPU interpreter) or one without an interval
+///   is never a performance sample.
+pub fn sft_verdict(
+    step: &StepView,
+    parent: Parent<'_>,
+    labels: &SpeedLabels,
+    cfg: &SelectConfig,
+) -> SftVerdict {
     if step.response.trim().is_empty() {
         return SftVerdict::Drop(DropReason::EmptyResponse);
     }
@@ -48,16 +54,19 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
         Parent::Missing => SftVerdict::Drop(DropReason::ParentMissing),
         Parent::Step(p) if !p.is_correct() => SftVerdict::Take(SftKind::Correctness),
         Parent::Step(p) => {
-            let Some(speedup) = step.speedup() else {
+            if step.speedup().is_none() {
                 return SftVerdict::Drop(DropReason::NotTimed);
+            }
+            let Some(over_eager) = labels.over_eager else {
+                return SftVerdict::Drop(DropReason::NoInterval);
             };
-            if speedup <= cfg.sft_min_speedup {
+            if !over_eager.above(cfg.sft_min_speedup) {
                 return SftVerdict::Drop(DropReason::NotFasterThanEager);
             }
-            let Some(parent_speedup) = p.speedup() else {
+            let (Some(_), Some(over_parent)) = (p.speedup(), labels.over_parent) else {
                 return SftVerdict::Drop(DropReason::ParentNotComparable);
             };
-            if speedup <= parent_speedup * cfg.sft_min_gain_over_parent {
+            if !over_parent.above(cfg.sft_min_gain_over_parent) {
                 return SftVerdict::Drop(DropReason::NotFasterThanParent);
             }
             SftVerdict::Take(SftKind::Performance)
@@ -69,13 +78,15 @@ pub fn sft_verdict(step: &StepView, parent: Parent<'_>, cfg: &SelectConfig) -> S
 /// selected.
 ///
 /// `best_steps` takes a prompt when its current program was, at the time the prompt was built,
-/// the best program of its trajectory (no earlier step was faster), correct and faster than
-/// eager by more than `grpo_min_parent_speedup`: the prompt then shows no better program the
-/// model could copy.
+/// the best program of its trajectory (no earlier step was faster), correct and significantly
+/// faster than eager (the lower bound of its interval in `current`, the current program's
+/// labels, above `grpo_min_parent_speedup`): the prompt then shows no better program the model
+/// could copy.
 pub fn grpo_verdict(
     rule: GrpoRule,
     step: &StepView,
     parent: Parent<'_>,
+    current: &SpeedLabels,
     best: &BestSoFar,
     cfg: &SelectConfig,
 ) -> Result<(), DropReason> {
@@ -99,10 +110,13 @@ pub fn grpo_verdict(
             if !p.is_correct() {
                 return Err(DropReason::ParentNotCorrect);
             }
-            let Some(s) = p.speedup() else {
+            if p.speedup().is_none() {
                 return Err(DropReason::ParentNotTimed);
+            }
+            let Some(over_eager) = current.over_eager else {
+                return Err(DropReason::NoInterval);
             };
-            if s <= cfg.grpo_min_parent_speedup {
+            if !over_eager.above(cfg.grpo_min_parent_speedup) {
                 return Err(DropReason::ParentNotFasterThanEager);
             }
             if !best.parent_is_best(step, p) {

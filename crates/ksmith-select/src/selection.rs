@@ -3,14 +3,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ksmith_core::chat::ChatMessage;
+use ksmith_core::evaluation::Stamp;
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
-use ksmith_core::tables::{ChainRow, GrpoRow, GrpoSelection, SftKind, SftRow, Split, TaskRow};
+use ksmith_core::tables::{
+    ChainRow, GrpoRow, GrpoSelection, SftKind, SftRow, SpeedLabels, Split, TaskRow,
+};
 use rayon::prelude::*;
 
 use crate::balance::{Member, balance};
 use crate::config::{BestScope, GrpoRule, SelectConfig};
 use crate::drops::{DropReason, SampleSet, count_drop};
+use crate::labels::Labeller;
 use crate::rules::{SftVerdict, grpo_verdict, sft_verdict};
 use crate::split::{split_of, unit_hash};
 use crate::trajectory::{BestSoFar, Parent, StepView, Trajectories};
@@ -41,9 +45,10 @@ fn grpo_selection(rule: GrpoRule) -> GrpoSelection {
     }
 }
 
-/// Eager runtime of each task: from the earliest step whose evaluation timed the reference.
-fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, String)> {
-    let mut out: HashMap<&str, (u32, &str, f64, String)> = HashMap::new();
+/// Eager runtime of each task and the stamp of the evaluation that timed it: from the earliest
+/// step whose evaluation timed the reference.
+fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, Stamp)> {
+    let mut out: HashMap<&str, (u32, &str, f64, Stamp)> = HashMap::new();
     for s in steps {
         if let Some(ms) = s.eager_ms() {
             let key = (s.iteration, s.step_id.as_str());
@@ -51,14 +56,48 @@ fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, String)> {
                 s.iteration,
                 s.step_id.as_str(),
                 ms,
-                s.device(),
+                s.stamp(),
             ));
             if key < (e.0, e.1) {
-                *e = (s.iteration, s.step_id.as_str(), ms, s.device());
+                *e = (s.iteration, s.step_id.as_str(), ms, s.stamp());
             }
         }
     }
     out.into_iter().map(|(k, v)| (k, (v.2, v.3))).collect()
+}
+
+/// Counts, over the correct timed steps, how many are significantly faster than eager and than
+/// their parent (by the SFT factors), how many only look faster (the figure is above the factor,
+/// the interval's lower bound is not) and how many have no interval (`labels_*` counters, the
+/// `significance` of `selection.json`).
+fn count_significance(
+    step: &StepView,
+    labels: &SpeedLabels,
+    cfg: &SelectConfig,
+    report: &mut StageReport,
+) {
+    if step.speedup().is_none() {
+        return;
+    }
+    report.count("labels_timed", 1);
+    let judged = [
+        ("over_eager", labels.over_eager, cfg.sft_min_speedup),
+        (
+            "over_parent",
+            labels.over_parent,
+            cfg.sft_min_gain_over_parent,
+        ),
+    ];
+    for (what, interval, factor) in judged {
+        match interval {
+            None => report.count(&format!("labels_no_interval_{what}"), 1),
+            Some(i) if i.above(factor) => report.count(&format!("labels_significant_{what}"), 1),
+            Some(i) if i.value > factor => {
+                report.count(&format!("labels_faster_not_significant_{what}"), 1)
+            }
+            Some(_) => report.count(&format!("labels_not_faster_{what}"), 1),
+        }
+    }
 }
 
 /// A step taken for SFT, before its row is built.
@@ -85,15 +124,17 @@ impl<'a> PromptPicker<'a> {
         }
     }
 
-    /// Takes `step`'s prompt or counts why not.
+    /// Takes `step`'s prompt (whose current program has the labels `current`) or counts why
+    /// not.
     fn judge(
         &mut self,
         (step, task, parent): GrpoCandidate<'a>,
+        current: &SpeedLabels,
         best: &BestSoFar,
         cfg: &SelectConfig,
         report: &mut StageReport,
     ) {
-        match grpo_verdict(self.rule, step, parent, best, cfg) {
+        match grpo_verdict(self.rule, step, parent, current, best, cfg) {
             Ok(()) if approx_conversation_tokens(&step.prompt) > cfg.max_tokens => {
                 count_drop(report, self.set, DropReason::OverTokenBudget);
             }
@@ -128,21 +169,27 @@ pub fn select(
     report: &mut StageReport,
 ) -> Selection {
     let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
-    let (sft_candidates, grpo_candidates, env_candidates) = judge(steps, &tasks, cfg, report);
     let eager = eager_by_task(steps);
+    let labeller = Labeller::new(steps, cfg.bootstrap());
+    let (sft_candidates, grpo_candidates, env_candidates) =
+        judge(steps, &tasks, &labeller, cfg, report);
     let selection = grpo_selection(cfg.grpo_rule);
     let env_selection = grpo_selection(cfg.env_rule);
     let mut sft: Vec<SftRow> = sft_candidates
         .par_iter()
-        .map(|&(kind, step, task, parent)| sft_row(kind, step, task, parent, cfg))
+        .map(|&(kind, step, task, parent)| sft_row(kind, step, task, parent, &labeller, cfg))
         .collect();
     let grpo: Vec<GrpoRow> = grpo_candidates
         .par_iter()
-        .map(|&(step, task, parent)| grpo_row(selection, step, task, parent, &eager, cfg))
+        .map(|&(step, task, parent)| {
+            grpo_row(selection, step, task, parent, &eager, &labeller, cfg)
+        })
         .collect();
     let env: Vec<GrpoRow> = env_candidates
         .par_iter()
-        .map(|&(step, task, parent)| grpo_row(env_selection, step, task, parent, &eager, cfg))
+        .map(|&(step, task, parent)| {
+            grpo_row(env_selection, step, task, parent, &eager, &labeller, cfg)
+        })
         .collect();
     let chains = crate::chains::chains(steps, &tasks, cfg, report);
 
@@ -209,6 +256,7 @@ type Judged<'a> = (
 fn judge<'a>(
     steps: &'a [StepView],
     tasks: &HashMap<&str, &'a TaskRow>,
+    labeller: &Labeller<'_>,
     cfg: &SelectConfig,
     report: &mut StageReport,
 ) -> Judged<'a> {
@@ -238,7 +286,9 @@ fn judge<'a>(
         if step.is_correct() && step.speedup().is_none() {
             untimed_correct += 1;
         }
-        match sft_verdict(step, parent, cfg) {
+        let labels = labeller.labels(step, parent);
+        count_significance(step, &labels, cfg, report);
+        match sft_verdict(step, parent, &labels, cfg) {
             SftVerdict::Take(kind) => {
                 let key = (step.task_id.clone(), step.response.trim().to_string());
                 if answers_seen.insert(key) {
@@ -249,8 +299,10 @@ fn judge<'a>(
             }
             SftVerdict::Drop(reason) => count_drop(report, SampleSet::Sft, reason),
         }
-        grpo.judge((step, task, parent), &best, cfg, report);
-        env.judge((step, task, parent), &best, cfg, report);
+        // the verdicts read the current program's labels only when it is a step
+        let current = labeller.current_program(parent, false);
+        grpo.judge((step, task, parent), &current, &best, cfg, report);
+        env.judge((step, task, parent), &current, &best, cfg, report);
     }
     report.count("steps_correct_untimed", untimed_correct);
     (sft_candidates, grpo.taken, env.taken)
@@ -272,6 +324,7 @@ fn sft_row(
     step: &StepView,
     task: &TaskRow,
     parent: Parent<'_>,
+    labeller: &Labeller<'_>,
     cfg: &SelectConfig,
 ) -> SftRow {
     let mut messages = step.prompt.clone();
@@ -297,6 +350,8 @@ fn sft_row(
             Parent::Step(p) => p.speedup(),
             _ => None,
         },
+        labels: labeller.labels(step, parent),
+        stamp: step.stamp(),
         teacher: step.teacher.clone(),
         repo: task.repo.clone(),
         license: task.license.clone(),
@@ -310,17 +365,18 @@ fn grpo_row(
     step: &StepView,
     task: &TaskRow,
     parent: Parent<'_>,
-    eager: &HashMap<&str, (f64, String)>,
+    eager: &HashMap<&str, (f64, Stamp)>,
+    labeller: &Labeller<'_>,
     cfg: &SelectConfig,
 ) -> GrpoRow {
     let task_eager = eager.get(step.task_id.as_str());
-    let (stored_parent, parent_speedup, parent_ms, eager_ms, hardware) = match parent {
+    let (stored_parent, parent_speedup, parent_ms, eager_ms, stamp) = match parent {
         Parent::Step(p) => (
             p.program.clone().unwrap_or_default(),
             p.speedup(),
             p.runtime_ms(),
             p.eager_ms().or(task_eager.map(|e| e.0)),
-            p.device(),
+            p.stamp(),
         ),
         _ => (
             task.program.clone(),
@@ -329,7 +385,7 @@ fn grpo_row(
             task_eager.map(|e| e.0),
             task_eager
                 .map(|e| e.1.clone())
-                .unwrap_or_else(|| step.device()),
+                .unwrap_or_else(|| step.stamp()),
         ),
     };
     // The program exactly as the prompt showed it (the answer edits that text).
@@ -358,7 +414,9 @@ fn grpo_row(
         parent_speedup,
         parent_runtime_ms: parent_ms,
         eager_runtime_ms: eager_ms,
-        hardware,
+        hardware: stamp.device.clone(),
+        parent_labels: labeller.current_program(parent, task_eager.is_some()),
+        stamp,
         repo: task.repo.clone(),
         license: task.license.clone(),
     }

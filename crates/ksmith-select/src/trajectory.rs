@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, TimingMethod};
+use ksmith_core::evaluation::{EvalResult, Stamp, TimingMethod};
 
 /// One rollout step, reduced to what select needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,12 +75,9 @@ impl StepView {
             .map(|t| t.median_ms)
     }
 
-    /// The device of the step's evaluation.
-    pub fn device(&self) -> String {
-        self.eval
-            .as_ref()
-            .map(|e| e.hardware.device.clone())
-            .unwrap_or_default()
+    /// The stamp of the step's evaluation (empty when it was not evaluated).
+    pub fn stamp(&self) -> Stamp {
+        self.eval.as_ref().map(Stamp::of).unwrap_or_default()
     }
 }
 

@@ -109,7 +109,8 @@ def error_text(exc: BaseException, limit: int = 6000) -> str:
 
 
 def hardware(device: str) -> dict[str, Any]:
-    """The device, torch and triton versions as the protocol's `Hardware`."""
+    """The device, driver, CUDA, torch and triton versions as the protocol's `Hardware` (the
+    worker adds the timing settings)."""
     import torch
     import triton
 
@@ -122,4 +123,5 @@ def hardware(device: str) -> dict[str, Any]:
         "driver": os.environ.get("KSMITH_GPU_DRIVER") or None,
         "torch": torch.__version__,
         "triton": triton.__version__,
+        "cuda": torch.version.cuda if device.startswith("cuda") else None,
     }

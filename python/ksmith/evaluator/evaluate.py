@@ -74,12 +74,12 @@ from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
 from ..confine.policy import SandboxError as SandboxRefused
 from ..confine.policy import refusal
-from . import compare, decide, messages, shapes, tritoncache
+from . import compare, decide, messages, shapes, speed_of_light, tritoncache
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .static_check import check as static_check
-from .timing import another_process, combine, in_process_speedup, per_process
+from .timing import another_process, combine, in_process_speedup, per_process, settings
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
 # defaults of `[eval]`, and the reward function runs on them through `merge_options`.
@@ -143,6 +143,8 @@ class TaskFacts:
     #: CPU the rehearsal's): what every candidate is compared with.
     timing: dict[str, Any]
     warnings: list[str]
+    #: The task's speed-of-light on this device (`speed_of_light.for_task`).
+    light: dict[str, Any]
 
     def child_view(self) -> dict[str, Any]:
         """What the candidate's harness is told: fingerprints and output shapes, never outputs."""
@@ -184,6 +186,7 @@ class DeviceEvaluator:
         self.device = device
         self.cuda = device.startswith("cuda")
         self.opts = merge_options(options)
+        speed_of_light.tf32_classes(str(self.opts["sol_tf32"]), False, False)  # refuses an unknown policy
         #: What every child is told of timing: one process's share on a GPU, else the rehearsal.
         self.timing = per_process(self.opts["timing"]) if self.cuda else {**self.opts["timing"], **CPU_REHEARSAL}
         self.jail = None
@@ -221,7 +224,10 @@ class DeviceEvaluator:
             "driver": None,
             "torch": torch.__version__,
             "triton": _triton_version(),
+            "cuda": torch.version.cuda if self.cuda else None,
         }
+        #: The timing settings every result's stamp carries.
+        self.timing_settings = settings(self.opts["timing"]) if self.cuda else "not measured (CPU rehearsal)"
         if self.cuda:
             name, driver = _gpu_name_driver()
             os.environ.setdefault("KSMITH_GPU_DRIVER", driver)
@@ -381,7 +387,14 @@ class DeviceEvaluator:
                 + ", ".join(f"{r['cv']:.2%}" for s in stats for r in s.get("rounds", [s]))
                 + f", above timing.max_cv = {float(self.timing.get('max_cv', 0.0)):.1%})"
             )
-        return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings)
+        light = speed_of_light.for_task(
+            self.default_hardware["device"] if self.cuda else None,
+            build.flops,
+            build.input_bytes + build.output_bytes + build.state_bytes,
+            build.dtype,
+            str(o["sol_tf32"]),
+        )
+        return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings, light=light)
 
     @contextlib.contextmanager
     def _reference_child(self, task_id: str, config: dict[str, Any], source: str) -> Iterator[Child]:
@@ -439,8 +452,9 @@ class DeviceEvaluator:
             "candidate_timing": None,
             "reference_timing": None,
             "speedup": None,
+            "speed_of_light": None,
             "warnings": [],
-            "hardware": kw.pop("hardware", None) or dict(self.default_hardware),
+            "hardware": dict(kw.pop("hardware", None) or self.default_hardware, timing=self.timing_settings),
             "elapsed_ms": 0,
         }
         base.update(kw)
@@ -578,6 +592,9 @@ class Run:
             beside, why = in_process_speedup(self.stats, ref, self.ev.timing)
             if beside is not None:
                 kw["speedup"] = beside
+            else:
+                # the pairs did not give the figure: its interval is drawn from both sides apart
+                timing.pop("process_reference_samples_ms", None)
             if why:
                 self.warn(why)
         return self.result("correct", **kw)
@@ -591,6 +608,7 @@ class Run:
         kw.setdefault("errors", f.worst)
         kw.setdefault("trials", len(f.trials))
         kw.setdefault("trials_passed", f.passed)
+        kw.setdefault("speed_of_light", self.facts.light)
         return self.ev._result(status, hack, log, warnings=self.warnings, hardware=self.facts.build.hardware, **kw)
 
     def verdict(self, v: decide.Verdict) -> dict[str, Any]:

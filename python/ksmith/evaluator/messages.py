@@ -177,11 +177,16 @@ class ReferenceFailed(Message):
 class BuildDone(Message):
     """The reference ran every trial (twice) and every size set: what the worker keeps of the task
     (no tensor): per trial its inputs' fingerprint and whether the reference mutates its inputs
-    or returns an alias of one; the size sets that hold, with the same facts."""
+    or returns an alias of one; the size sets that hold, with the same facts; the FLOPs of one
+    call by class (`speed_of_light.flop_classes`), its dominant data type and the bytes of its
+    parameters and buffers (for its speed-of-light)."""
 
     TYPE: ClassVar[str] = "build_done"
     hardware: dict[str, Any]
     work: float
+    flops: dict[str, float]
+    dtype: str
+    state_bytes: int
     init_fingerprint: str
     trials: list[dict[str, Any]]
     out_meta: list[list[Any]]

@@ -44,6 +44,7 @@ import secrets
 from typing import Any
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..shared.outputs import close, same_values
 from . import compare, digest, messages
@@ -58,6 +59,7 @@ from .child_common import (
 )
 from .inputs import fingerprint, nonnegative, refresh, tensor_bytes
 from .integrity import OpLog
+from .speed_of_light import dominant_dtype, flop_classes
 from .task import TaskProgram, init_fingerprint, state_of
 
 #: Tolerances of the lower-precision diagnosis (a candidate far from float32 but close to float16).
@@ -204,10 +206,16 @@ def build(d: str, cfg: dict[str, Any], ch: Channel, source: str) -> None:
             f"trial), above memory_budget_mb = {cfg['memory_budget_mb']}"
         )
     sets, dropped = _size_sets(d, cfg, source, visible, budget, tensor_bytes(state))
+    first = visible.program.inputs(0)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        visible.model(*clone_all(first))
     ch.send(
         messages.BuildDone(
             hardware=hardware(device),
             work=work,
+            flops=flop_classes(counter.get_flop_counts().get("Global", {})),
+            dtype=dominant_dtype(list(first) + list(state.values())),
+            state_bytes=tensor_bytes(state),
             init_fingerprint=init_fingerprint(visible.program.init, state),
             trials=facts,
             out_meta=out_meta,

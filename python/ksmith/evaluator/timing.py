@@ -548,7 +548,10 @@ def combine(stats: list[dict[str, Any]]) -> dict[str, Any]:
     """One measurement from the per-process `stats` (each `Timer.measure`'s): `median_ms` is the
     median of the per-process medians (`process_medians_ms`, in the order timed), `samples` the
     samples kept over all processes; the other figures (IQR, CV, mean, buffer sets, flush,
-    method) are those of the process whose median is nearest the combined one."""
+    method) are those of the process whose median is nearest the combined one.
+    `process_samples_ms` keeps every process's samples (in order), and, when every process
+    timed the reference beside the candidate, `process_reference_samples_ms` the reference's
+    sample paired with each: the labels' confidence intervals are drawn from them."""
     medians = [float(s["median_ms"]) for s in stats]
     median = statistics.median(medians)
     nearest = min(range(len(stats)), key=lambda i: abs(medians[i] - median))
@@ -556,7 +559,26 @@ def combine(stats: list[dict[str, Any]]) -> dict[str, Any]:
     out["median_ms"] = median
     out["samples"] = sum(int(s["samples"]) for s in stats)
     out["process_medians_ms"] = medians
+    out["process_samples_ms"] = [list(s.get("samples_ms") or []) for s in stats]
+    beside = [(s.get("reference_in_process") or {}).get("samples_ms") for s in stats]
+    if stats and all(beside):
+        out["process_reference_samples_ms"] = [list(b or []) for b in beside]
     return out
+
+
+def settings(cfg: dict[str, Any]) -> str:
+    """The timing method's settings in words (every row's stamp carries them): `cfg` is the
+    evaluator's `timing` section (totals, before `per_process`)."""
+    beside = "the reference timed beside the candidate" if cfg.get("reference_in_process") else "no reference beside"
+    return (
+        f"CUDA-graph replay (events around direct calls where capture fails), L2 flushed before "
+        f"every sample; warm-up >= {cfg['warmup']} calls and {cfg['warmup_ms']} ms; "
+        f"{cfg['min_samples']}-{cfg['max_samples']} samples in {cfg['budget_ms']} ms over "
+        f"{cfg.get('processes', 1)} process(es) (+{cfg.get('extra_processes', 0)} while their "
+        f"medians differ by > {cfg.get('process_spread', 0.0)}); {cfg.get('buffer_sets', 1)} buffer "
+        f"sets within {cfg.get('buffer_mb', 0.0)} MB; re-measured above CV {cfg.get('max_cv')}; "
+        f"median of samples within 1.5 IQR; {beside}"
+    )
 
 
 def in_process_speedup(

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatMessage;
+use crate::evaluation::Stamp;
 use crate::table::Table;
-use crate::tables::Split;
+use crate::tables::{SpeedLabels, Split};
 
 crate::vocabulary! {
     /// Which rule chose a GRPO prompt.
@@ -69,6 +70,12 @@ pub struct GrpoRow {
     pub eager_runtime_ms: Option<f64>,
     /// The device the rollout timings were taken on.
     pub hardware: String,
+    /// The current (parent) program's speedup over eager with its confidence interval
+    /// (`over_parent` is not set: the answer is what is scored against this program).
+    pub parent_labels: SpeedLabels,
+    /// What the current program's evaluation ran on and how it was timed (for first steps, the
+    /// evaluation that timed the task's eager reference).
+    pub stamp: Stamp,
     /// The task's source repository (provenance).
     pub repo: String,
     /// The repository's license (SPDX), when known.
@@ -77,7 +84,7 @@ pub struct GrpoRow {
 
 impl Table for GrpoRow {
     const NAME: &'static str = "grpo";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }
 
 /// The file of the agent environments' starts in a work directory: [`GrpoRow`]s chosen by

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatMessage;
+use crate::evaluation::Stamp;
 use crate::table::Table;
+use crate::tables::SpeedLabels;
 
 crate::vocabulary! {
     /// Which side of the train/validation split a sample is on (decided per cluster, so a task and
@@ -64,6 +66,10 @@ pub struct SftRow {
     pub speedup: Option<f64>,
     /// Speedup of the parent program over eager, when timed (`None` for the reference).
     pub parent_speedup: Option<f64>,
+    /// The step's speedups over eager and over its parent with their confidence intervals.
+    pub labels: SpeedLabels,
+    /// What the step's evaluation ran on and how it was timed.
+    pub stamp: Stamp,
     /// The teacher model that answered.
     pub teacher: String,
     /// The task's source repository (provenance).
@@ -74,5 +80,5 @@ pub struct SftRow {
 
 impl Table for SftRow {
     const NAME: &'static str = "sft";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }

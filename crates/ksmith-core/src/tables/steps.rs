@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{EvalResult, EvalStatus, HackKind};
+use crate::evaluation::{EvalResult, EvalStatus, HackKind, Stamp};
 use crate::table::Table;
 
 crate::vocabulary! {
@@ -136,6 +136,10 @@ pub struct StepRow {
     pub hack: Option<HackKind>,
     /// The evaluator's full result as JSON (see `ksmith_core::evaluation::EvalResult`).
     pub eval_json: Option<String>,
+    /// What the evaluation ran on and how it was timed (empty when the step was not
+    /// evaluated). Journals of older versions lack it.
+    #[serde(default)]
+    pub stamp: Stamp,
     /// Whether the candidate became the task's best program.
     pub is_new_best: bool,
     /// When the step started (milliseconds since the Unix epoch).
@@ -185,7 +189,7 @@ impl StepRow {
 
 impl Table for StepRow {
     const NAME: &'static str = "steps";
-    const SCHEMA_VERSION: u32 = 2;
+    const SCHEMA_VERSION: u32 = 3;
 }
 
 #[cfg(test)]
@@ -236,6 +240,7 @@ mod tests {
             speedup: eval.as_ref().and_then(|e| e.speedup),
             hack: None,
             eval_json: StepRow::encode_eval(eval.as_ref()),
+            stamp: eval.as_ref().map(Stamp::of).unwrap_or_default(),
             is_new_best: false,
             started_at_ms: 1,
             finished_at_ms: 2,
@@ -279,6 +284,7 @@ mod tests {
             warnings: vec![],
             hardware: Hardware::default(),
             elapsed_ms: 7,
+            speed_of_light: None,
         };
         let rows = vec![row(0, Some(eval.clone())), row(1, None)];
         let dir = tempfile::tempdir().unwrap();

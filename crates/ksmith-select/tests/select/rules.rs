@@ -4,25 +4,49 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing, TimingMethod};
+use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, SpeedOfLight, Timing};
 use ksmith_core::report::StageReport;
+use ksmith_core::speedup_interval::{SplitMix, timing_from_samples};
 use ksmith_core::tables::{GrpoSelection, SftKind, Split, TaskRow};
 use ksmith_select::{GrpoRule, SelectConfig, StepView, select};
 
-fn timing(ms: f64) -> Timing {
-    Timing {
-        median_ms: ms,
-        iqr_ms: 0.0,
-        cv: 0.0,
-        samples: 100,
-        method: TimingMethod::CudaGraph,
-        l2_policy: "flushed".into(),
+/// The candidate's and the reference's timings of a program `speedup` times faster than an
+/// eager reference of `eager` ms: 100 pairs, the reference's samples spread by 2 % and each
+/// candidate sample by `own` (relative) around its pair's share (factors evenly spaced over
+/// `1 +- own / 2`, shuffled, so centered on the figure): the interval's width follows `own`.
+fn timings(eager: f64, speedup: f64, own: f64) -> (Timing, Timing) {
+    let n = 100;
+    let mut rng = SplitMix::from_text(&format!("{speedup} {own}"));
+    let reference: Vec<f64> = (0..n)
+        .map(|_| eager * (1.0 + 0.02 * (rng.unit() - 0.5)))
+        .collect();
+    let mut factors: Vec<f64> = (0..n)
+        .map(|k| 1.0 + own * (k as f64 / (n - 1) as f64 - 0.5))
+        .collect();
+    for i in (1..n).rev() {
+        factors.swap(i, rng.below(i + 1));
     }
+    let cand: Vec<f64> = reference
+        .iter()
+        .zip(&factors)
+        .map(|(r, f)| r / speedup * f)
+        .collect();
+    let mut c = timing_from_samples(vec![cand], vec![reference.clone()]);
+    c.median_ms = eager / speedup;
+    let mut r = timing_from_samples(vec![reference], vec![]);
+    r.median_ms = eager;
+    (c, r)
 }
 
 /// An evaluation: `speedup` None with `correct` means the CPU interpreter (untimed).
 fn eval(status: EvalStatus, speedup: Option<f64>) -> EvalResult {
+    noisy_eval(status, speedup, 0.002)
+}
+
+/// An evaluation whose candidate samples spread by `own` (relative) around their pair's share.
+fn noisy_eval(status: EvalStatus, speedup: Option<f64>, own: f64) -> EvalResult {
     let eager = 2.0;
+    let t = speedup.map(|s| timings(eager, s, own));
     EvalResult {
         status,
         hack: None,
@@ -30,8 +54,8 @@ fn eval(status: EvalStatus, speedup: Option<f64>) -> EvalResult {
         errors: vec![],
         trials_passed: 5,
         trials: 5,
-        candidate_timing: speedup.map(|s| timing(eager / s)),
-        reference_timing: speedup.map(|_| timing(eager)),
+        candidate_timing: t.as_ref().map(|t| t.0.clone()),
+        reference_timing: t.map(|t| t.1),
         speedup,
         warnings: vec![],
         hardware: Hardware {
@@ -43,8 +67,21 @@ fn eval(status: EvalStatus, speedup: Option<f64>) -> EvalResult {
             driver: None,
             torch: "2.15".into(),
             triton: "3.9".into(),
+            cuda: None,
+            timing: String::new(),
         },
         elapsed_ms: 10,
+        // eager (2 ms) at a quarter of the speed-of-light; on the CPU, none and why
+        speed_of_light: Some(SpeedOfLight {
+            ms: speedup.map(|_| 0.5),
+            why: speedup.is_none().then(|| "no GPU".into()),
+            bound: speedup.map(|_| "memory".into()),
+            gpu: speedup.map(|_| "H200 SXM".into()),
+            flops: 0.0,
+            bytes: 2.4e9,
+            dtype: "float32".into(),
+            tf32_policy: "torch_flags".into(),
+        }),
     }
 }
 
@@ -592,4 +629,107 @@ fn a_cut_answer_is_never_an_sft_sample() {
     let (out, report) = select_a(&[cut]);
     assert!(out.sft.is_empty());
     assert_eq!(report.dropped.get("sft/answer_cut"), Some(&1));
+}
+
+/// `step` with its evaluation's candidate samples spread by `own` around their pairs' shares.
+fn noisy(mut s: StepView, speedup: f64, own: f64) -> StepView {
+    s.eval = Some(noisy_eval(Correct, Some(speedup), own));
+    s
+}
+
+#[test]
+fn faster_means_significantly_faster() {
+    let mut no_samples = step("y4", "A", 4, Some("y1"), Correct, Some(3.0));
+    if let Some(t) = no_samples
+        .eval
+        .as_mut()
+        .and_then(|e| e.candidate_timing.as_mut())
+    {
+        t.process_samples_ms.clear();
+        t.process_reference_samples_ms.clear();
+    }
+    let steps = vec![
+        step("y0", "A", 0, None, Correct, Some(1.0)),
+        // 1.5x eager, 1.5x its parent, tightly measured: a performance sample.
+        step("y1", "A", 1, Some("y0"), Correct, Some(1.5)),
+        // 1 % faster than y1 by its figure, but its samples spread by 50 %: not significant.
+        noisy(step("y2", "A", 2, Some("y1"), Correct, None), 1.515, 0.5),
+        // 2 % faster than y1, tightly measured: significant.
+        step("y3", "A", 3, Some("y1"), Correct, Some(1.53)),
+        // Timed, but without samples: no interval, never "faster".
+        no_samples,
+    ];
+    let (out, report) = select_a(&steps);
+    let perf: HashSet<String> = out
+        .sft
+        .iter()
+        .filter(|r| r.kind == SftKind::Performance)
+        .map(|r| r.step_id.clone())
+        .collect();
+    assert_eq!(perf, set(&["y1", "y3"]));
+    let d = &report.dropped;
+    assert_eq!(d.get("sft/not_faster_than_parent"), Some(&1), "y2: {d:?}");
+    assert_eq!(d.get("sft/no_interval"), Some(&1), "y4: {d:?}");
+    let c = &report.counters;
+    assert_eq!(c.get("labels_timed"), Some(&5), "{c:?}");
+    assert_eq!(
+        c.get("labels_faster_not_significant_over_parent"),
+        Some(&1),
+        "{c:?}"
+    );
+    assert_eq!(c.get("labels_no_interval_over_eager"), Some(&1), "{c:?}");
+    // y1, y3 over their parents; y0 over the reference is its speedup over eager (1.0: not
+    // faster).
+    assert_eq!(c.get("labels_significant_over_parent"), Some(&2), "{c:?}");
+
+    let y3 = out.sft.iter().find(|r| r.step_id == "y3").unwrap();
+    let gain = y3.labels.over_parent.unwrap();
+    assert!((gain.value - 1.53 / 1.5).abs() < 1e-12, "{gain:?}");
+    assert!(gain.low > 1.0 && gain.low < gain.value && gain.value < gain.high && gain.high < 1.03);
+    let eager = y3.labels.over_eager.unwrap();
+    assert!(eager.low < 1.53 && 1.53 < eager.high && eager.high - eager.low < 0.01);
+    assert_eq!(y3.labels.why_null, None);
+    // SOL 0.5 ms over y3's 2 / 1.53 ms.
+    let sol = y3.labels.sol_fraction.unwrap();
+    assert!((sol - 0.5 * 1.53 / 2.0).abs() < 1e-12, "{sol}");
+    assert_eq!(y3.stamp.device, "NVIDIA H200");
+    assert_eq!(y3.stamp.method, "cuda_graph");
+    assert_eq!(y3.stamp.ksmith, env!("CARGO_PKG_VERSION"));
+    // The first step's parent is the reference: over it is over eager.
+    let y0 = out.sft.iter().find(|r| r.step_id == "y0").unwrap();
+    assert_eq!(y0.labels.over_parent, y0.labels.over_eager);
+    // GRPO prompts carry their current program's interval over eager.
+    // (y2's prompt, the first on y1, is the one kept for it.)
+    let g = out.grpo.iter().find(|r| r.step_id == "y2").unwrap();
+    assert_eq!(g.parent_labels.over_eager, y3_parent_interval(&out));
+    assert_eq!(g.stamp.device, "NVIDIA H200");
+}
+
+/// y1's interval over eager as its own SFT row carries it.
+fn y3_parent_interval(
+    out: &ksmith_select::Selection,
+) -> Option<ksmith_core::speedup_interval::Interval> {
+    out.sft
+        .iter()
+        .find(|r| r.step_id == "y1")
+        .and_then(|r| r.labels.over_eager)
+}
+
+#[test]
+fn untimed_rows_have_null_labels_with_a_reason_and_a_cpu_stamp() {
+    let steps = vec![step("c0", "A", 0, None, Correct, None)];
+    let (out, report) = select_a(&steps);
+    let c0 = out.sft.iter().find(|r| r.step_id == "c0").unwrap();
+    assert_eq!(c0.kind, SftKind::Correctness);
+    assert_eq!((c0.labels.over_eager, c0.labels.over_parent), (None, None));
+    let why = c0.labels.why_null.as_deref().unwrap();
+    assert!(why.contains("over eager: not timed"), "{why}");
+    assert!(
+        why.contains("speed-of-light: not a correct, timed program"),
+        "{why}"
+    );
+    assert_eq!(c0.labels.sol_fraction, None);
+    assert_eq!(c0.stamp.device, "cpu (triton interpreter)");
+    assert_eq!(c0.stamp.method, "not_measured");
+    assert_eq!(report.counters.get("labels_timed"), None);
 }

@@ -2,8 +2,9 @@
 //! up-to-date skip, missing inputs and unreadable evaluations.
 
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing, TimingMethod};
+use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Stamp, Timing};
 use ksmith_core::report::StageReport;
+use ksmith_core::speedup_interval::timing_from_samples;
 use ksmith_core::table::{Table, read_table, write_table};
 use ksmith_core::tables::{
     ChainRow, EditFormat, EditOutcome, GrpoRow, GrpoSelection, SftKind, SftRow, StepKind, StepRow,
@@ -12,13 +13,16 @@ use ksmith_core::tables::{
 use ksmith_select::{SelectConfig, SelectionManifest, run};
 
 fn eval(speedup: f64) -> EvalResult {
-    let t = |ms: f64| Timing {
-        median_ms: ms,
-        iqr_ms: 0.01,
-        cv: 0.004,
-        samples: 200,
-        method: TimingMethod::CudaGraph,
-        l2_policy: "flushed".into(),
+    // 50 pairs sharing their noise: the candidate takes exactly 1 / speedup of its pair's time.
+    let reference: Vec<f64> = (0..50).map(|i| 1.0 + f64::from(i % 7) * 0.001).collect();
+    let cand: Vec<f64> = reference.iter().map(|r| r / speedup).collect();
+    let candidate = Timing {
+        median_ms: 1.0 / speedup,
+        ..timing_from_samples(vec![cand], vec![reference.clone()])
+    };
+    let eager = Timing {
+        median_ms: 1.0,
+        ..timing_from_samples(vec![reference], vec![])
     };
     EvalResult {
         status: EvalStatus::Correct,
@@ -27,8 +31,8 @@ fn eval(speedup: f64) -> EvalResult {
         errors: vec![],
         trials_passed: 5,
         trials: 5,
-        candidate_timing: Some(t(1.0 / speedup)),
-        reference_timing: Some(t(1.0)),
+        candidate_timing: Some(candidate),
+        reference_timing: Some(eager),
         speedup: Some(speedup),
         warnings: vec![],
         hardware: Hardware {
@@ -36,8 +40,11 @@ fn eval(speedup: f64) -> EvalResult {
             driver: Some("580".into()),
             torch: "2.15".into(),
             triton: "3.9".into(),
+            cuda: None,
+            timing: String::new(),
         },
         elapsed_ms: 900,
+        speed_of_light: None,
     }
 }
 
@@ -81,6 +88,7 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         correct: e.is_some(),
         speedup,
         hack: None,
+        stamp: e.as_ref().map(Stamp::of).unwrap_or_default(),
         eval_json: e.map(|e| serde_json::to_string(&e).expect("json")),
         is_new_best: false,
         started_at_ms: 0,
@@ -161,6 +169,32 @@ fn run_writes_tables_manifest_and_report_then_skips() {
     assert_eq!(manifest.config, cfg);
     assert_eq!(manifest.fingerprint, report.fingerprint);
     assert!(manifest.rules.iter().any(|r| r.contains("best_steps")));
+    assert!(manifest.interval_method.contains("bootstrap"));
+    // b and c over their parents, b and c over eager (a at 0.9x is not faster).
+    assert_eq!(manifest.significance.get("timed"), Some(&3));
+    assert_eq!(
+        manifest.significance.get("significant_over_eager"),
+        Some(&2)
+    );
+    assert_eq!(
+        manifest.significance.get("significant_over_parent"),
+        Some(&2)
+    );
+    assert_eq!(
+        manifest.significance.get("not_faster_over_parent"),
+        Some(&1)
+    );
+    // Every row carries the stamp of its evaluation, through the Parquet round trip.
+    assert!(
+        sft.iter()
+            .all(|r| r.stamp.device == "NVIDIA H200" && r.stamp.driver.as_deref() == Some("580"))
+    );
+    assert_eq!(grpo[0].stamp.method, "cuda_graph");
+    let c = sft[2].labels.over_eager.unwrap();
+    assert!(
+        (c.low - 1.9).abs() < 1e-9 && (c.high - 1.9).abs() < 1e-9,
+        "{c:?}"
+    );
     // What each set kept and why the rest was dropped, for export to explain empty datasets.
     assert_eq!(manifest.outcome["sft"].kept, 3);
     assert_eq!(manifest.outcome["grpo"].kept, 1);

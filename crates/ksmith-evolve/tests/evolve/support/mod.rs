@@ -72,6 +72,7 @@ pub fn result(status: EvalStatus, speedup: Option<f64>, log: &str) -> EvalResult
             ..Default::default()
         },
         elapsed_ms: 1,
+        speed_of_light: None,
     }
 }
 
