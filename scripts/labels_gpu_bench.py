@@ -60,11 +60,18 @@ RESAMPLES = 2000
 
 
 def load(text: str, name: str) -> types.ModuleType:
-    """The program `text` as a module."""
-    mod = types.ModuleType(name)
-    mod.__file__ = f"<{name}>"
+    """The program `text` as a module, imported from a file (Triton reads a kernel's source)."""
+    import importlib.util
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="ksmith-labels-"), f"{name}.py")
+    with open(path, "w") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    exec(compile(text, f"<{name}>", "exec"), mod.__dict__)
+    spec.loader.exec_module(mod)
     return mod
 
 
