@@ -85,10 +85,6 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/speed_of_light.py"),
     ),
     (
-        "ksmith/shared/gpu_peaks.json",
-        include_str!("../../../python/ksmith/shared/gpu_peaks.json"),
-    ),
-    (
         "ksmith/evaluator/static_check.py",
         include_str!("../../../python/ksmith/evaluator/static_check.py"),
     ),

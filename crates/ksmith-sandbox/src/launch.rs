@@ -71,6 +71,10 @@ pub const PYTHON_FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/shared/constants.py"),
     ),
     (
+        "ksmith/shared/gpu_peaks.json",
+        include_str!("../../../python/ksmith/shared/gpu_peaks.json"),
+    ),
+    (
         "ksmith/shared/outputs.py",
         include_str!("../../../python/ksmith/shared/outputs.py"),
     ),
