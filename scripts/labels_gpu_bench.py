@@ -53,6 +53,7 @@ import torch  # noqa: E402
 from eval_gpu_bench import CAND, candidate_source, task_source  # noqa: E402
 from ksmith.evaluator import speed_of_light as sol  # noqa: E402
 from ksmith.evaluator import timing  # noqa: E402
+from ksmith.evaluator.child_common import load_module  # noqa: E402
 from ksmith.evaluator.evaluate import merge_options  # noqa: E402
 from ksmith.probe.work import measure as measure_work  # noqa: E402
 
@@ -60,19 +61,14 @@ RESAMPLES = 2000
 
 
 def load(text: str, name: str) -> types.ModuleType:
-    """The program `text` as a module, imported from a file (Triton reads a kernel's source)."""
-    import importlib.util
+    """The program `text` as a module, imported from a file (Triton reads a kernel's source) as
+    the evaluator's children import theirs."""
     import tempfile
 
     path = os.path.join(tempfile.mkdtemp(prefix="ksmith-labels-"), f"{name}.py")
     with open(path, "w") as f:
         f.write(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None, path
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(path, name)
 
 
 def tasks() -> list[tuple[str, str, str | None]]:
