@@ -114,7 +114,8 @@ fn prompt_rule(set: &str, rule: GrpoRule, cfg: &SelectConfig) -> String {
     match rule {
         GrpoRule::BestSteps => format!(
             "{set} (best_steps): prompts whose current program was the best so far of its \
-             trajectory ({}) when the prompt was built (no earlier step was faster), correct \
+             trajectory ({}) when the prompt was built (no earlier step was significantly faster: \
+             the lower bound of the ratio of their speedups at most 1), correct \
              and significantly faster than eager (the lower bound of its speedup's confidence \
              interval above {}x); at most {} prompt(s) per current program \
              (0 = no limit). The answer is rewarded by its speedup relative to that program.",

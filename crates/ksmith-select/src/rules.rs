@@ -78,7 +78,7 @@ pub fn sft_verdict(
 /// selected.
 ///
 /// `best_steps` takes a prompt when its current program was, at the time the prompt was built,
-/// the best program of its trajectory (no earlier step was faster), correct and significantly
+/// the best program of its trajectory (no earlier step was significantly faster), correct and significantly
 /// faster than eager (the lower bound of its interval in `current`, the current program's
 /// labels, above `grpo_min_parent_speedup`): the prompt then shows no better program the model
 /// could copy.

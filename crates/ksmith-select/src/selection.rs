@@ -261,7 +261,7 @@ fn judge<'a>(
     report: &mut StageReport,
 ) -> Judged<'a> {
     let traj = Trajectories::new(steps);
-    let best = BestSoFar::new(steps, cfg.grpo_best_scope == BestScope::Island);
+    let best = BestSoFar::new(steps, cfg.grpo_best_scope == BestScope::Island, labeller);
     let mut order: Vec<&StepView> = steps.iter().collect();
     order.sort_by(|a, b| {
         (a.task_id.as_str(), a.iteration, a.step_id.as_str()).cmp(&(

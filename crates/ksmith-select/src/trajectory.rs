@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::evaluation::{EvalResult, Stamp, TimingMethod};
 
+use crate::labels::Labeller;
+
 /// One rollout step, reduced to what select needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepView {
@@ -120,47 +122,58 @@ impl<'a> Trajectories<'a> {
 /// A trajectory: a task, and the island when trajectories are per island.
 type TrajectoryKey = (String, Option<u32>);
 
-/// `(iteration, best speedup up to and including it)`, sorted by iteration.
-type RecordLine = Vec<(u32, f64)>;
+/// `(iteration, the fastest step up to and including it)`, sorted by iteration.
+type RecordLine<'a> = Vec<(u32, &'a StepView)>;
 
-/// The best speedups of each trajectory over time, to answer "was this program the best so
+/// The best programs of each trajectory over time, to answer "was this program the best so
 /// far when that prompt was built?".
 ///
 /// A trajectory is a task's rollout, or one island of it (`per_island`). Only correct, timed
-/// steps count.
-pub struct BestSoFar {
+/// steps count. "Best" is judged on the speedups' intervals, not their point figures: a program
+/// is still the best when the fastest earlier one is not significantly faster than it (the lower
+/// bound of the ratio of their speedups is at most 1), so that two programs within timing noise
+/// of each other are judged alike whichever of them the noise put ahead in a run.
+pub struct BestSoFar<'a> {
     per_island: bool,
-    records: HashMap<TrajectoryKey, RecordLine>,
+    records: HashMap<TrajectoryKey, RecordLine<'a>>,
+    labeller: &'a Labeller<'a>,
 }
 
-impl BestSoFar {
-    /// Indexes `steps`.
-    pub fn new(steps: &[StepView], per_island: bool) -> Self {
-        let mut groups: HashMap<TrajectoryKey, RecordLine> = HashMap::new();
-        for s in steps {
-            if let Some(speedup) = s.speedup() {
-                groups
-                    .entry((s.task_id.clone(), per_island.then_some(s.island)))
-                    .or_default()
-                    .push((s.iteration, speedup));
-            }
+impl<'a> BestSoFar<'a> {
+    /// Indexes `steps`; `labeller` compares two programs' speedups with their intervals.
+    pub fn new(steps: &'a [StepView], per_island: bool, labeller: &'a Labeller<'a>) -> Self {
+        let mut groups: HashMap<TrajectoryKey, RecordLine<'a>> = HashMap::new();
+        for s in steps.iter().filter(|s| s.speedup().is_some()) {
+            groups
+                .entry((s.task_id.clone(), per_island.then_some(s.island)))
+                .or_default()
+                .push((s.iteration, s));
         }
         for list in groups.values_mut() {
-            list.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-            let mut best = f64::NEG_INFINITY;
+            list.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(speed(a.1).total_cmp(&speed(b.1)))
+                    .then(a.1.step_id.cmp(&b.1.step_id))
+            });
+            let mut best: Option<&'a StepView> = None;
             for entry in list.iter_mut() {
-                best = best.max(entry.1);
-                entry.1 = best;
+                let fastest = match best {
+                    Some(b) if speed(b) >= speed(entry.1) => b,
+                    _ => entry.1,
+                };
+                best = Some(fastest);
+                entry.1 = fastest;
             }
         }
         BestSoFar {
             per_island,
             records: groups,
+            labeller,
         }
     }
 
-    /// The best speedup of `step`'s trajectory over steps of earlier iterations.
-    pub fn best_before(&self, step: &StepView) -> Option<f64> {
+    /// The fastest step of `step`'s trajectory among steps of earlier iterations.
+    pub fn best_before(&self, step: &StepView) -> Option<&'a StepView> {
         let key = (step.task_id.clone(), self.per_island.then_some(step.island));
         let list = self.records.get(&key)?;
         let n = list.partition_point(|(it, _)| *it < step.iteration);
@@ -168,11 +181,24 @@ impl BestSoFar {
     }
 
     /// True when `parent` (a correct, timed program) was the best of `step`'s trajectory when
-    /// `step`'s prompt was built, i.e. no step of an earlier iteration was faster.
+    /// `step`'s prompt was built: no step of an earlier iteration was significantly faster.
     pub fn parent_is_best(&self, step: &StepView, parent: &StepView) -> bool {
-        match (parent.speedup(), self.best_before(step)) {
-            (Some(p), Some(best)) => p >= best,
-            _ => false,
+        let (Some(mine), Some(best)) = (parent.speedup(), self.best_before(step)) else {
+            return false;
+        };
+        if mine >= speed(best) || best.step_id == parent.step_id {
+            return true;
+        }
+        // The fastest earlier program over this one: significantly faster when the lower
+        // bound is above 1. Without an interval (no samples), the point figures decide.
+        match self.labeller.over_parent(best, Parent::Step(parent)) {
+            Ok(ratio) => !ratio.above(1.0),
+            Err(_) => false,
         }
     }
+}
+
+/// A correct, timed step's speedup over eager (0 for others, which are never recorded).
+fn speed(step: &StepView) -> f64 {
+    step.speedup().unwrap_or(0.0)
 }

@@ -319,6 +319,35 @@ fn a_parent_overtaken_before_the_prompt_was_built_is_not_a_best_step() {
 }
 
 #[test]
+fn a_parent_within_noise_of_the_fastest_earlier_program_is_judged_alike_in_every_run() {
+    // The rollout bench run twice on an H200: a first step and its child within 0.6 % of each
+    // other, the noise putting one or the other ahead. The child's prompt (on y1) is a GRPO
+    // best step in both runs, as y1 is not significantly slower than y0 in either.
+    let grpo_of = |first: f64, second: f64| {
+        let mut steps = vec![
+            step("y0", "A", 0, None, Correct, Some(first)),
+            step("y1", "A", 1, Some("y0"), Correct, Some(second)),
+            step("y2", "A", 2, Some("y1"), Incorrect, None),
+        ];
+        for (s, speedup) in steps.iter_mut().zip([first, second]) {
+            s.eval = Some(noisy_eval(Correct, Some(speedup), 0.05));
+        }
+        let mut report = StageReport::new("select");
+        let out = select(
+            &steps,
+            &[task("A", "act", 1, 0)],
+            &no_balance(),
+            &mut report,
+        );
+        by_id(&out.grpo, |r| &r.step_id)
+    };
+    assert_eq!(grpo_of(2.264, 2.272), set(&["y1", "y2"]));
+    assert_eq!(grpo_of(2.281, 2.267), set(&["y1", "y2"]), "y1 ties with y0");
+    // Clearly slower (12 % with the same noise): y0 is better, and the prompt on y1 is no best step.
+    assert_eq!(grpo_of(2.281, 2.0), set(&["y1"]));
+}
+
+#[test]
 fn grpo_prompt_limit_per_parent_is_configurable() {
     let steps = trajectory_a();
     let cfg = SelectConfig {
