@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use ksmith_core::evaluation::{EvalResult, EvalStatus};
 use ksmith_core::ids::content_id;
+use ksmith_core::speedup_interval::Bootstrap;
 use ksmith_core::tables::{EditOutcome, StepKind};
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,34 @@ use crate::features::{Binning, complexity, fitness};
 const FAILED_KEPT: usize = 64;
 /// Attempts remembered per island.
 const ATTEMPTS_KEPT: usize = 16;
+
+/// True when program `challenger` should take the place of `incumbent` (a grid cell, an
+/// island's best, the task's best): its fitness is higher and, when both were timed with samples,
+/// significantly so (the lower bound of the ratio of their speedups, a percentile bootstrap at
+/// the default confidence, above 1). A challenger within timing noise of the incumbent leaves it
+/// in place, so which program a run builds on does not depend on which of two equal programs
+/// the noise put ahead. Without samples (the CPU, or an evaluation that reports none) the
+/// figures decide.
+fn beats(programs: &[Program], challenger: usize, incumbent: usize) -> bool {
+    let (a, b) = (&programs[challenger], &programs[incumbent]);
+    if a.fitness <= b.fitness {
+        return false;
+    }
+    let (Some(ea), Some(eb)) = (&a.eval, &b.eval) else {
+        return true;
+    };
+    let bootstrap = Bootstrap::default();
+    let draws = (
+        bootstrap.eager_draws(ea, &a.id),
+        bootstrap.eager_draws(eb, &b.id),
+    );
+    match draws {
+        (Ok(da), Ok(db)) => da
+            .ratio(&db)
+            .is_none_or(|r| bootstrap.interval(&r).above(1.0)),
+        _ => true,
+    }
+}
 
 /// One program of a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,10 +298,10 @@ impl Archive {
                 isl.grid[cell] = Some(idx);
                 isl.occupied.push(cell);
             }
-            Some(old) if fit > self.programs[old].fitness => isl.grid[cell] = Some(idx),
+            Some(old) if beats(&self.programs, idx, old) => isl.grid[cell] = Some(idx),
             Some(_) => {}
         }
-        if isl.best.is_none_or(|b| fit > self.programs[b].fitness) {
+        if isl.best.is_none_or(|b| beats(&self.programs, idx, b)) {
             isl.best = Some(idx);
         }
         if !self.elites.contains(&idx) {
@@ -286,7 +315,7 @@ impl Archive {
                 self.elites.truncate(self.elite_size);
             }
         }
-        if self.best.is_none_or(|b| fit > self.programs[b].fitness) {
+        if self.best.is_none_or(|b| beats(&self.programs, idx, b)) {
             self.best = Some(idx);
         }
         true
@@ -389,6 +418,53 @@ pub(crate) mod tests {
             elite_size: 3,
             ..Default::default()
         }
+    }
+
+    /// A correct evaluation `speedup` times faster than a 2 ms reference, timed with 200 paired
+    /// samples whose candidate side spreads by 4 % (evenly over the range, in a shuffled order).
+    fn timed(speedup: f64) -> EvalResult {
+        use ksmith_core::evaluation::TimingMethod;
+        use ksmith_core::speedup_interval::{SplitMix, timing_from_samples};
+        let n = 200;
+        let mut rng = SplitMix::from_text(&format!("{speedup}"));
+        let reference: Vec<f64> = (0..n).map(|_| 2.0 * (1.0 + 0.01 * rng.unit())).collect();
+        let mut spread: Vec<f64> = (0..n)
+            .map(|k| 1.0 + 0.04 * (k as f64 / (n - 1) as f64 - 0.5))
+            .collect();
+        for i in (1..n).rev() {
+            spread.swap(i, rng.below(i + 1));
+        }
+        let cand: Vec<f64> = reference
+            .iter()
+            .zip(&spread)
+            .map(|(r, f)| r / speedup * f)
+            .collect();
+        let mut c = timing_from_samples(vec![cand], vec![reference.clone()]);
+        c.method = TimingMethod::CudaGraph;
+        let mut r = timing_from_samples(vec![reference], vec![]);
+        r.method = TimingMethod::CudaGraph;
+        EvalResult {
+            candidate_timing: Some(c),
+            reference_timing: Some(r),
+            ..eval(EvalStatus::Correct, Some(speedup))
+        }
+    }
+
+    #[test]
+    fn a_program_within_timing_noise_does_not_displace_the_best() {
+        let mut a = Archive::new("seed", &cfg(1));
+        let first = a.add_program("k1".into(), 0, "s1", 1, 0, timed(2.264));
+        // 0.4 % faster by its figure, within the noise of 4 % spread samples: the incumbent
+        // stays the best and keeps its cell.
+        let tie = a.add_program("k2".into(), first, "s2", 2, 0, timed(2.273));
+        assert_eq!(a.programs[first].cell, a.programs[tie].cell);
+        assert_eq!(a.best, Some(first));
+        assert_eq!(a.islands[0].best, Some(first));
+        assert_eq!(a.islands[0].grid[a.programs[first].cell], Some(first));
+        // 10 % faster: significantly, so it takes over.
+        let faster = a.add_program("k3".into(), first, "s3", 3, 0, timed(2.5));
+        assert_eq!(a.best, Some(faster));
+        assert_eq!(a.islands[0].best, Some(faster));
     }
 
     #[test]
