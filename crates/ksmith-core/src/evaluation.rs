@@ -236,6 +236,50 @@ pub struct EvalResult {
     /// rejection) and from evaluators before it.
     #[serde(default)]
     pub speed_of_light: Option<SpeedOfLight>,
+    /// The task's `torch.compile` baseline on this device, or why there is none; `None` before
+    /// the task was built (a static rejection) and from evaluators before it.
+    #[serde(default)]
+    pub compile_baseline: Option<CompileBaseline>,
+}
+
+/// A task's `torch.compile` baseline on a device: the reference compiled by inductor and timed
+/// in a process of its own with the eager reference beside it (paired samples, as a candidate's;
+/// `python/ksmith/evaluator/compile_baseline.py`), measured once per task and evaluator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileBaseline {
+    /// The `torch.compile` mode (`default`, `max-autotune-no-cudagraphs`), or `off`.
+    pub mode: String,
+    /// The compiled model's timing, with the eager reference's samples paired with its own
+    /// ([`Timing::process_reference_samples_ms`]); `None` when not measured (`why`).
+    pub timing: Option<Timing>,
+    /// The compiled model's speedup over eager (eager median beside it over its median).
+    pub speedup_over_eager: Option<f64>,
+    /// Seconds the compilation (the first call) took, when it finished.
+    pub compile_s: Option<f64>,
+    /// Why there is no baseline: `cpu` (the CPU measures no times), `off`, or what stopped the
+    /// compile (it raised, its outputs differ from eager, it passed its time limit).
+    pub why: Option<String>,
+}
+
+impl CompileBaseline {
+    /// The speedup over compile of a program whose speedup over eager is `over_eager`: its
+    /// speedup over eager over compile's (each against the eager reference of its own process),
+    /// or why there is none.
+    pub fn speedup_of(&self, over_eager: f64) -> Result<f64, String> {
+        match self.speedup_over_eager {
+            Some(c) if c > 0.0 && c.is_finite() && over_eager.is_finite() => Ok(over_eager / c),
+            Some(c) => Err(format!("no positive speedups to compare ({over_eager} over {c})")),
+            None => Err(self
+                .why
+                .clone()
+                .unwrap_or_else(|| "no compile baseline".into())),
+        }
+    }
+
+    /// The compiled model's median time in milliseconds, when measured.
+    pub fn median_ms(&self) -> Option<f64> {
+        self.timing.as_ref().map(|t| t.median_ms)
+    }
 }
 
 /// A task's speed-of-light on a device: max(FLOPs / peak FLOP/s, bytes / peak bandwidth) from
@@ -281,6 +325,19 @@ impl EvalResult {
     /// True when the candidate is correct.
     pub fn is_correct(&self) -> bool {
         self.status == EvalStatus::Correct
+    }
+
+    /// The candidate's speedup over the task's `torch.compile` baseline
+    /// ([`CompileBaseline::speedup_of`] of its speedup over eager), or why there is none.
+    pub fn speedup_over_compile(&self) -> Result<f64, String> {
+        let baseline = self
+            .compile_baseline
+            .as_ref()
+            .ok_or_else(|| "the evaluation carries no compile baseline".to_string())?;
+        let over_eager = self
+            .speedup
+            .ok_or_else(|| "the candidate has no speedup over eager".to_string())?;
+        baseline.speedup_of(over_eager)
     }
 }
 

@@ -459,9 +459,7 @@ def main(d: str, secret: bytes) -> int:
         if cfg["mode"] == "compiled":
             ref = Reference(TaskProgram(source, d, int(cfg["seed"]), cfg["device"]))
             first = ref.run(0)
-            compile_baseline.run(
-                ch, cfg, ref.model, first["inputs"], first["outputs"], ref.program.module.get_inputs
-            )
+            compile_baseline.run(ch, cfg, ref.model, first["inputs"], first["outputs"], ref.program.module.get_inputs)
             return 0
         judge = Judge(d, cfg, source)
     except TaskBroken as e:

@@ -285,6 +285,7 @@ mod tests {
             hardware: Hardware::default(),
             elapsed_ms: 7,
             speed_of_light: None,
+            compile_baseline: None,
         };
         let rows = vec![row(0, Some(eval.clone())), row(1, None)];
         let dir = tempfile::tempdir().unwrap();

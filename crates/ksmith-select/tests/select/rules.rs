@@ -82,6 +82,7 @@ fn noisy_eval(status: EvalStatus, speedup: Option<f64>, own: f64) -> EvalResult 
             dtype: "float32".into(),
             tf32_policy: "torch_flags".into(),
         }),
+        compile_baseline: None,
     }
 }
 

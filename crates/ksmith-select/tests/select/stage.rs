@@ -45,6 +45,7 @@ fn eval(speedup: f64) -> EvalResult {
         },
         elapsed_ms: 900,
         speed_of_light: None,
+        compile_baseline: None,
     }
 }
 
