@@ -268,7 +268,9 @@ impl CompileBaseline {
     pub fn speedup_of(&self, over_eager: f64) -> Result<f64, String> {
         match self.speedup_over_eager {
             Some(c) if c > 0.0 && c.is_finite() && over_eager.is_finite() => Ok(over_eager / c),
-            Some(c) => Err(format!("no positive speedups to compare ({over_eager} over {c})")),
+            Some(c) => Err(format!(
+                "no positive speedups to compare ({over_eager} over {c})"
+            )),
             None => Err(self
                 .why
                 .clone()
@@ -339,6 +341,50 @@ impl EvalResult {
             .ok_or_else(|| "the candidate has no speedup over eager".to_string())?;
         baseline.speedup_of(over_eager)
     }
+
+    /// Whether the task leaves a kernel room to gain, judged from the baselines this evaluation
+    /// carries (see [`Headroom`]) with the share `sol_share`; why not judged when the task's
+    /// speed-of-light or eager time is missing (the CPU, an unknown device).
+    pub fn headroom(&self, sol_share: f64) -> Result<Headroom, String> {
+        let sol = self
+            .speed_of_light
+            .as_ref()
+            .ok_or_else(|| "the evaluation carries no speed-of-light".to_string())?;
+        let eager = self
+            .reference_timing
+            .as_ref()
+            .filter(|t| t.method != TimingMethod::NotMeasured)
+            .ok_or_else(|| "the eager reference was not timed".to_string())?;
+        let eager_sol_fraction = sol.fraction(eager.median_ms)?;
+        let compile = self.compile_baseline.as_ref();
+        let compile_sol_fraction = compile
+            .and_then(CompileBaseline::median_ms)
+            .and_then(|ms| sol.fraction(ms).ok());
+        let best = compile_sol_fraction.map_or(eager_sol_fraction, |c| c.max(eager_sol_fraction));
+        Ok(Headroom {
+            eager_sol_fraction,
+            compile_sol_fraction,
+            compile_over_eager: compile.and_then(|c| c.speedup_over_eager),
+            none: best >= sol_share,
+        })
+    }
+}
+
+/// What a task leaves a kernel to gain, from its measured baselines: the share of
+/// speed-of-light its eager reference reaches and, when measured, its `torch.compile`
+/// baseline's. A task has **no headroom** when the better of the two is already at or above
+/// the configured share (`[rollout] headroom_sol_share`): a kernel could gain at most
+/// 1 / share over it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    /// SOL time over the eager reference's median time.
+    pub eager_sol_fraction: f64,
+    /// SOL time over the compile baseline's median time, when it was measured.
+    pub compile_sol_fraction: Option<f64>,
+    /// The compile baseline's speedup over eager, when it was measured.
+    pub compile_over_eager: Option<f64>,
+    /// True when the better baseline is within the share of speed-of-light.
+    pub none: bool,
 }
 
 /// Why an evaluation could not be carried out at all (as opposed to a candidate that fails,

@@ -154,7 +154,9 @@ impl Bootstrap {
                 .unwrap_or_else(|| "the compile baseline was not timed".into()));
         };
         if !(value.is_finite() && value > 0.0) {
-            return Err(format!("the compile baseline's speedup over eager is {value}"));
+            return Err(format!(
+                "the compile baseline's speedup over eager is {value}"
+            ));
         }
         self.timing_draws(timing, None, value, seed)
     }

@@ -356,8 +356,7 @@ impl EvalConfig {
                 self.compile_baseline
             ));
         }
-        if !(self.compile_baseline_timeout_s.is_finite() && self.compile_baseline_timeout_s > 0.0)
-        {
+        if !(self.compile_baseline_timeout_s.is_finite() && self.compile_baseline_timeout_s > 0.0) {
             return bad(format!(
                 "compile_baseline_timeout_s must be a finite number > 0, got {}",
                 self.compile_baseline_timeout_s

@@ -81,7 +81,7 @@ def run(ch: Channel, cfg: dict[str, Any], model: Any, inputs: list[Any], expecte
     inductor_config.compile_threads = 1
     mode = str(cfg["compile_baseline"])
     t0 = time.monotonic()
-    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    compiled: Callable[..., Any] = torch.compile(model, mode=None if mode == "default" else mode)
     with torch.no_grad():
         out = as_list(compiled(*clone_all(inputs)))
     compile_s = time.monotonic() - t0

@@ -88,6 +88,7 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         eval_status: e.as_ref().map(|e| e.status),
         correct: e.is_some(),
         speedup,
+        speedup_over_compile: None,
         hack: None,
         stamp: e.as_ref().map(Stamp::of).unwrap_or_default(),
         eval_json: e.map(|e| serde_json::to_string(&e).expect("json")),
