@@ -10,6 +10,7 @@
 //! whose evaluation carries a measured baseline: the evaluator measures it once per task), and
 //! the speedup over compile is the ratio of the step's replicates to them.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use ksmith_core::evaluation::CompileBaseline;
@@ -18,6 +19,10 @@ use ksmith_core::tables::SpeedLabels;
 use rayon::prelude::*;
 
 use crate::trajectory::{Parent, StepView};
+
+/// A task's compile baseline as a step's evaluation carries it: whether it was measured, the
+/// step (earliest first) and the baseline.
+type FoundBaseline<'a> = (bool, Reverse<(u32, &'a str)>, &'a CompileBaseline);
 
 /// The replicates over eager of every correct step, by step id, or why it has none; those of
 /// each task's compile baseline; and the factor a step must beat compile by.
@@ -41,22 +46,20 @@ impl<'a> Labeller<'a> {
                 Some((s.step_id.as_str(), bootstrap.eager_draws(e, &s.step_id)))
             })
             .collect();
-        let mut baselines: HashMap<&str, (u32, &str, &CompileBaseline)> = HashMap::new();
+        // per task, the earliest step's measured baseline (else the earliest one's reason)
+        let mut baselines: HashMap<&str, FoundBaseline<'_>> = HashMap::new();
         for s in steps {
             let Some(b) = s.eval.as_ref().and_then(|e| e.compile_baseline.as_ref()) else {
                 continue;
             };
-            let key = (
+            let found = (
                 b.timing.is_some(),
-                std::cmp::Reverse((s.iteration, s.step_id.as_str())),
+                Reverse((s.iteration, s.step_id.as_str())),
+                b,
             );
-            let e =
-                baselines
-                    .entry(s.task_id.as_str())
-                    .or_insert((s.iteration, s.step_id.as_str(), b));
-            let held = (e.2.timing.is_some(), std::cmp::Reverse((e.0, e.1)));
-            if key > held {
-                *e = (s.iteration, s.step_id.as_str(), b);
+            let held = baselines.entry(s.task_id.as_str()).or_insert(found);
+            if (found.0, found.1) > (held.0, held.1) {
+                *held = found;
             }
         }
         let compile = baselines
@@ -149,8 +152,9 @@ impl<'a> Labeller<'a> {
         )
     }
 
-    /// The labels of a prompt's current program `parent`: its speedup over eager only (the
-    /// reference's is exactly 1 when the task's eager time is known, `eager_timed`).
+    /// The labels of a prompt's current program `parent` of task `task_id`: its speedups over
+    /// eager (the reference's is exactly 1 when the task's eager time is known, `eager_timed`)
+    /// and over compile, whether it is trivial, its share of speed-of-light.
     pub fn current_program(
         &self,
         task_id: &str,
