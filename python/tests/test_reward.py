@@ -446,3 +446,10 @@ def test_the_local_backend_runs_on_the_evaluator_defaults_rust_uses():
     backend._evaluator({"float32": [1e-3, 1e-3]})
     assert seen[0] == shared
     assert seen[1] == {**shared, "tolerances": {**shared["tolerances"], "float32": [1e-3, 1e-3]}}
+
+
+def test_the_local_backend_leaves_the_compile_baseline_off_unless_asked():
+    # the reward compares with the parent program; a torch.compile per task would only slow it
+    assert reward.LocalBackend(device="cpu").options["compile_baseline"] == "off"
+    asked = reward.LocalBackend(device="cpu", options={"compile_baseline": "default", "trials": 2})
+    assert asked.options == {"compile_baseline": "default", "trials": 2}
