@@ -119,5 +119,7 @@ def test_the_baseline_from_a_timing_pairs_compiled_and_eager_samples():
     assert got["speedup_over_eager"] == pytest.approx(2.5) and got["why"] is None and got["compile_s"] == 4.5
     assert got["timing"]["process_samples_ms"] == [[2.0, 2.1, 1.9]]
     assert got["timing"]["process_reference_samples_ms"] == [[5.0, 5.2, 4.8]]
+    # each sample once: not again in the process's own lists
+    assert "samples_ms" not in got["timing"] and "samples_ms" not in got["timing"]["reference_in_process"]
     stats["reference_in_process"]["median_ms"] = 0.0
     assert "no positive time" in compile_baseline.measured("default", 4.5, stats)["why"]

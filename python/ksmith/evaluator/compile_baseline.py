@@ -61,6 +61,11 @@ def measured(mode: str, compile_s: float, stats: dict[str, Any]) -> dict[str, An
     reference beside it): the timing in the protocol's form (with both sides' samples, paired)
     and the speedup over eager (eager median beside it / compiled median)."""
     timing = combine([stats])
+    # every result of the task carries the baseline: each sample once (the pairs), not again in
+    # the process's own lists
+    timing.pop("samples_ms", None)
+    if timing.get("reference_in_process"):
+        timing["reference_in_process"] = {k: v for k, v in timing["reference_in_process"].items() if k != "samples_ms"}
     beside = float((stats.get("reference_in_process") or {}).get("median_ms", 0.0))
     ms = float(stats["median_ms"])
     if beside <= 0 or ms <= 0:
