@@ -73,6 +73,7 @@ impl Evaluator for ScriptedEvaluator {
             hardware: Default::default(),
             elapsed_ms: 1,
             speed_of_light: None,
+            compile_baseline: None,
         })
     }
 }

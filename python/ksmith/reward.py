@@ -30,7 +30,8 @@ What a score means (`RewardConfig`, overridable by keyword arguments, e.g. verl 
    `correctness_only = True`: the reward does not measure speed on CPU.
 
 The evaluator is local (sandboxed workers, `ksmith.evaluator.launched`, on `KSMITH_EVAL_DEVICE`,
-default `cuda` when torch sees a GPU, else `cpu`; options from `KSMITH_EVAL_OPTIONS` as JSON; they
+default `cuda` when torch sees a GPU, else `cpu`; options from `KSMITH_EVAL_OPTIONS` as JSON, with
+the evaluator's `torch.compile` baseline off unless they set `compile_baseline`; they
 refuse to run where the sandbox is incomplete unless `KSMITH_ALLOW_UNCONFINED=1`), or remote when
 `KSMITH_EVAL_URL` is set (`POST <url>/v1/evaluate`, the evaluator's HTTP protocol version 1; the
 remote side applies its own tolerances). An evaluator that cannot be reached raises: a training
@@ -148,7 +149,10 @@ class LocalBackend:
         if device is None:
             device = os.environ.get("KSMITH_EVAL_DEVICE") or _default_device()
         self.device = device
-        self.options = dict(options or {})
+        # The reward scores speed against the parent program, never against torch.compile: the
+        # evaluator's compile baseline (seconds to minutes per task on a GPU) is off unless the
+        # options ask for it.
+        self.options = {"compile_baseline": "off", **(options or {})}
         self._by_tolerance: dict = {}
         self._lock = threading.Lock()
         policy = Policy(require=os.environ.get(ALLOW_UNCONFINED) != "1", opt_out=f"{ALLOW_UNCONFINED}=1")

@@ -431,7 +431,8 @@ def test_the_local_evaluator_refuses_without_the_sandbox_unless_the_environment_
 
 def test_the_local_backend_runs_on_the_evaluator_defaults_rust_uses():
     """The reward function's local evaluator gets `python/ksmith/evaluator/defaults.json`, the
-    file `ksmith-eval` embeds for the `[eval]` defaults (its test checks the Rust side)."""
+    file `ksmith-eval` embeds for the `[eval]` defaults (its test checks the Rust side), with one
+    deliberate difference: the torch.compile baseline off (the reward never compares with it)."""
     from ksmith.evaluator import compare
     from ksmith.evaluator.evaluate import DEFAULT_OPTIONS, merge_options
 
@@ -444,5 +445,13 @@ def test_the_local_backend_runs_on_the_evaluator_defaults_rust_uses():
     backend._factory = lambda device, opts: seen.append(merge_options(opts)) or object()
     backend._evaluator(None)
     backend._evaluator({"float32": [1e-3, 1e-3]})
-    assert seen[0] == shared
-    assert seen[1] == {**shared, "tolerances": {**shared["tolerances"], "float32": [1e-3, 1e-3]}}
+    reward_defaults = {**shared, "compile_baseline": "off"}
+    assert seen[0] == reward_defaults
+    assert seen[1] == {**reward_defaults, "tolerances": {**shared["tolerances"], "float32": [1e-3, 1e-3]}}
+
+
+def test_the_local_backend_leaves_the_compile_baseline_off_unless_asked():
+    # the reward compares with the parent program; a torch.compile per task would only slow it
+    assert reward.LocalBackend(device="cpu").options["compile_baseline"] == "off"
+    asked = reward.LocalBackend(device="cpu", options={"compile_baseline": "default", "trials": 2})
+    assert asked.options == {"compile_baseline": "default", "trials": 2}

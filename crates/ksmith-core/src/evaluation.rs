@@ -236,6 +236,52 @@ pub struct EvalResult {
     /// rejection) and from evaluators before it.
     #[serde(default)]
     pub speed_of_light: Option<SpeedOfLight>,
+    /// The task's `torch.compile` baseline on this device, or why there is none; `None` before
+    /// the task was built (a static rejection) and from evaluators before it.
+    #[serde(default)]
+    pub compile_baseline: Option<CompileBaseline>,
+}
+
+/// A task's `torch.compile` baseline on a device: the reference compiled by inductor and timed
+/// in a process of its own with the eager reference beside it (paired samples, as a candidate's;
+/// `python/ksmith/evaluator/compile_baseline.py`), measured once per task and evaluator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileBaseline {
+    /// The `torch.compile` mode (`default`, `max-autotune-no-cudagraphs`), or `off`.
+    pub mode: String,
+    /// The compiled model's timing, with the eager reference's samples paired with its own
+    /// ([`Timing::process_reference_samples_ms`]); `None` when not measured (`why`).
+    pub timing: Option<Timing>,
+    /// The compiled model's speedup over eager (eager median beside it over its median).
+    pub speedup_over_eager: Option<f64>,
+    /// Seconds the compilation (the first call) took, when it finished.
+    pub compile_s: Option<f64>,
+    /// Why there is no baseline: `cpu` (the CPU measures no times), `off`, or what stopped the
+    /// compile (it raised, its outputs differ from eager, it passed its time limit).
+    pub why: Option<String>,
+}
+
+impl CompileBaseline {
+    /// The speedup over compile of a program whose speedup over eager is `over_eager`: its
+    /// speedup over eager over compile's (each against the eager reference of its own process),
+    /// or why there is none.
+    pub fn speedup_of(&self, over_eager: f64) -> Result<f64, String> {
+        match self.speedup_over_eager {
+            Some(c) if c > 0.0 && c.is_finite() && over_eager.is_finite() => Ok(over_eager / c),
+            Some(c) => Err(format!(
+                "no positive speedups to compare ({over_eager} over {c})"
+            )),
+            None => Err(self
+                .why
+                .clone()
+                .unwrap_or_else(|| "no compile baseline".into())),
+        }
+    }
+
+    /// The compiled model's median time in milliseconds, when measured.
+    pub fn median_ms(&self) -> Option<f64> {
+        self.timing.as_ref().map(|t| t.median_ms)
+    }
 }
 
 /// A task's speed-of-light on a device: max(FLOPs / peak FLOP/s, bytes / peak bandwidth) from
@@ -282,6 +328,63 @@ impl EvalResult {
     pub fn is_correct(&self) -> bool {
         self.status == EvalStatus::Correct
     }
+
+    /// The candidate's speedup over the task's `torch.compile` baseline
+    /// ([`CompileBaseline::speedup_of`] of its speedup over eager), or why there is none.
+    pub fn speedup_over_compile(&self) -> Result<f64, String> {
+        let baseline = self
+            .compile_baseline
+            .as_ref()
+            .ok_or_else(|| "the evaluation carries no compile baseline".to_string())?;
+        let over_eager = self
+            .speedup
+            .ok_or_else(|| "the candidate has no speedup over eager".to_string())?;
+        baseline.speedup_of(over_eager)
+    }
+
+    /// Whether the task leaves a kernel room to gain, judged from the baselines this evaluation
+    /// carries (see [`Headroom`]) with the share `sol_share`; why not judged when the task's
+    /// speed-of-light or eager time is missing (the CPU, an unknown device).
+    pub fn headroom(&self, sol_share: f64) -> Result<Headroom, String> {
+        let sol = self
+            .speed_of_light
+            .as_ref()
+            .ok_or_else(|| "the evaluation carries no speed-of-light".to_string())?;
+        let eager = self
+            .reference_timing
+            .as_ref()
+            .filter(|t| t.method != TimingMethod::NotMeasured)
+            .ok_or_else(|| "the eager reference was not timed".to_string())?;
+        let eager_sol_fraction = sol.fraction(eager.median_ms)?;
+        let compile = self.compile_baseline.as_ref();
+        let compile_sol_fraction = compile
+            .and_then(CompileBaseline::median_ms)
+            .and_then(|ms| sol.fraction(ms).ok());
+        let best = compile_sol_fraction.map_or(eager_sol_fraction, |c| c.max(eager_sol_fraction));
+        Ok(Headroom {
+            eager_sol_fraction,
+            compile_sol_fraction,
+            compile_over_eager: compile.and_then(|c| c.speedup_over_eager),
+            none: best >= sol_share,
+        })
+    }
+}
+
+/// What a task leaves a kernel to gain, from its measured baselines: the share of
+/// speed-of-light its eager reference reaches and, when measured, its `torch.compile`
+/// baseline's. A task has **no headroom** when the better of the two is already at or above
+/// the configured share (`[rollout] headroom_sol_share`): a kernel could gain at most
+/// 1 / share over it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    /// SOL time over the eager reference's median time.
+    pub eager_sol_fraction: f64,
+    /// SOL time over the compile baseline's median time, when it was measured.
+    pub compile_sol_fraction: Option<f64>,
+    /// The compile baseline's speedup over eager, when it was measured.
+    pub compile_over_eager: Option<f64>,
+    /// True when the better baseline is within the share of speed-of-light.
+    pub none: bool,
 }
 
 /// Why an evaluation could not be carried out at all (as opposed to a candidate that fails,

@@ -16,6 +16,11 @@
 //!   reference's samples are resampled independently, per process, and the replicate is the
 //!   median over the reference's processes of its resampled medians over the same for the
 //!   candidate.
+//! - **Over `torch.compile`**: the task's compile baseline is timed with the eager reference
+//!   beside it (pairs, as a candidate's), so its speedup over eager has replicates of its own
+//!   (paired, seeded by the task); the step's speedup over compile is the ratio of the step's
+//!   replicates over eager to the baseline's, replicate by replicate (each against the eager
+//!   reference of its own process).
 //! - **Over the parent**: the ratio of the two steps' replicates over eager, replicate by
 //!   replicate (each step's drawn from its own seed, so independent): both are normalized by
 //!   the eager reference of their own evaluation session, so a GPU that ran warmer for one of
@@ -31,7 +36,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{EvalResult, Timing, TimingMethod};
+use crate::evaluation::{CompileBaseline, EvalResult, Timing, TimingMethod};
 
 /// Resamples of the bootstrap unless configured.
 pub const DEFAULT_RESAMPLES: u32 = 1000;
@@ -114,7 +119,9 @@ impl Bootstrap {
              fixed per step), stratified by timing process; over eager from the pairs of the \
              reference timed beside the candidate (resampled together) when the evaluator used \
              them, else from both sides resampled independently; over the parent as the ratio of \
-             the two steps' replicates over eager",
+             the two steps' replicates over eager; over torch.compile as the ratio of the step's \
+             replicates over eager to those of the task's compile baseline (timed with the eager \
+             reference beside it, pairs resampled together, seed fixed per task)",
             self.resamples,
             self.confidence * 100.0
         )
@@ -133,6 +140,39 @@ impl Bootstrap {
         let Some(value) = result.speedup.filter(|s| s.is_finite() && *s > 0.0) else {
             return Err("no speedup reported".into());
         };
+        self.timing_draws(cand, Some(reference), value, seed)
+    }
+
+    /// The replicates of the speedup over eager of a task's `torch.compile` baseline (paired:
+    /// its samples and the eager reference's beside them), drawn from `seed`; the reason when
+    /// there are none (the baseline's own `why` where it was not measured).
+    pub fn compile_draws(&self, baseline: &CompileBaseline, seed: &str) -> Result<Draws, String> {
+        let (Some(timing), Some(value)) = (&baseline.timing, baseline.speedup_over_eager) else {
+            return Err(baseline
+                .why
+                .clone()
+                .unwrap_or_else(|| "the compile baseline was not timed".into()));
+        };
+        if !(value.is_finite() && value > 0.0) {
+            return Err(format!(
+                "the compile baseline's speedup over eager is {value}"
+            ));
+        }
+        self.timing_draws(timing, None, value, seed)
+    }
+
+    /// The replicates of a speedup `value` from `cand`'s samples: paired with the reference's
+    /// beside them when `cand` carries those, else against `reference`'s own samples.
+    fn timing_draws(
+        &self,
+        cand: &Timing,
+        reference: Option<&Timing>,
+        value: f64,
+        seed: &str,
+    ) -> Result<Draws, String> {
+        if cand.method == TimingMethod::NotMeasured {
+            return Err("not timed (the CPU's Triton interpreter measures nothing)".into());
+        }
         let cand_sets = usable(&cand.process_samples_ms).ok_or_else(|| no_samples("candidate"))?;
         let mut rng = SplitMix::from_text(seed);
         let n = self.resamples.max(1) as usize;
@@ -159,6 +199,7 @@ impl Bootstrap {
                 paired: true,
             });
         }
+        let reference = reference.ok_or_else(|| no_samples("eager reference beside"))?;
         let ref_sets =
             usable(&reference.process_samples_ms).ok_or_else(|| no_samples("reference"))?;
         let draws = (0..n)
@@ -335,6 +376,7 @@ mod tests {
             hardware: Hardware::default(),
             elapsed_ms: 1,
             speed_of_light: None,
+            compile_baseline: None,
         }
     }
 
@@ -378,6 +420,54 @@ mod tests {
             "{i:?}"
         );
         assert!(i.above(1.99) && !i.above(2.0));
+    }
+
+    #[test]
+    fn over_compile_is_the_ratio_of_the_step_and_the_baseline_over_eager() {
+        // eager 1 ms; compile exactly 2x eager in every pair, the candidate exactly 3x: the
+        // speedup over compile is exactly 1.5 in every replicate
+        let mut rng = SplitMix::from_text("compile");
+        let eager: Vec<f64> = noisy(1.0, 0.3, 200, &mut rng);
+        let compiled: Vec<f64> = eager.iter().map(|r| r / 2.0).collect();
+        let baseline = CompileBaseline {
+            mode: "default".into(),
+            timing: Some(timing_from_samples(vec![compiled], vec![eager.clone()])),
+            speedup_over_eager: Some(2.0),
+            compile_s: Some(5.0),
+            why: None,
+        };
+        let eager2: Vec<f64> = noisy(1.0, 0.3, 150, &mut rng);
+        let cand: Vec<f64> = eager2.iter().map(|r| r / 3.0).collect();
+        let mut r = result(
+            timing_from_samples(vec![cand], vec![eager2.clone()]),
+            timing_from_samples(vec![eager2], vec![]),
+            3.0,
+        );
+        r.compile_baseline = Some(baseline.clone());
+        assert_eq!(r.speedup_over_compile(), Ok(1.5));
+        let b = Bootstrap::default();
+        let c = b.compile_draws(&baseline, "task").unwrap();
+        assert!(c.paired);
+        let over = b.eager_draws(&r, "step").unwrap().ratio(&c).unwrap();
+        let i = b.interval(&over);
+        assert!((i.value - 1.5).abs() < 1e-12, "{i:?}");
+        assert!(
+            (i.low - 1.5).abs() < 1e-12 && (i.high - 1.5).abs() < 1e-12,
+            "{i:?}"
+        );
+        // a baseline that was not measured gives its reason
+        let cpu = CompileBaseline {
+            mode: "default".into(),
+            timing: None,
+            speedup_over_eager: None,
+            compile_s: None,
+            why: Some("cpu".into()),
+        };
+        assert_eq!(b.compile_draws(&cpu, "task"), Err("cpu".into()));
+        r.compile_baseline = Some(cpu);
+        assert_eq!(r.speedup_over_compile(), Err("cpu".into()));
+        r.compile_baseline = None;
+        assert!(r.speedup_over_compile().is_err());
     }
 
     #[test]

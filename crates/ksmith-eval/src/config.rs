@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EvalClientError;
 
+/// The values of `compile_baseline` (as `compile_baseline.MODES` of the evaluator).
+const COMPILE_BASELINE_MODES: [&str; 3] = ["off", "default", "max-autotune-no-cudagraphs"];
+
 /// The worker's default options (`python/ksmith/evaluator/defaults.json`).
 pub const WORKER_DEFAULTS_JSON: &str =
     include_str!("../../../python/ksmith/evaluator/defaults.json");
@@ -32,6 +35,8 @@ struct WorkerDefaults {
     decoy_work_share: f64,
     min_kernel_share: f64,
     sol_tf32: String,
+    compile_baseline: String,
+    compile_baseline_timeout_s: f64,
     max_cached_tasks: u32,
     hidden_shapes: u32,
     memory_budget_mb: u64,
@@ -178,6 +183,12 @@ pub struct EvalConfig {
     /// The speed-of-light's TF32 policy: `torch_flags` (each FLOP class at the precision
     /// torch's flags give it; the evaluator's children run with TF32 off), `never` or `always`.
     pub sol_tf32: String,
+    /// The task's `torch.compile` baseline, measured once per task and worker on a GPU: `off`,
+    /// `default` (inductor's default mode) or `max-autotune-no-cudagraphs`.
+    pub compile_baseline: String,
+    /// Seconds the compile baseline's compilation may take (its first call); past it the task
+    /// has no compile baseline, with the reason.
+    pub compile_baseline_timeout_s: f64,
     /// Tasks whose reference facts (fingerprints, output shapes, size sets, timing; no tensor)
     /// each worker keeps.
     pub max_cached_tasks: u32,
@@ -241,6 +252,8 @@ impl Default for EvalConfig {
             decoy_work_share: d.decoy_work_share,
             min_kernel_share: d.min_kernel_share,
             sol_tf32: d.sol_tf32.clone(),
+            compile_baseline: d.compile_baseline.clone(),
+            compile_baseline_timeout_s: d.compile_baseline_timeout_s,
             max_cached_tasks: d.max_cached_tasks,
             hidden_shapes: d.hidden_shapes,
             memory_budget_mb: d.memory_budget_mb,
@@ -336,6 +349,19 @@ impl EvalConfig {
                 self.sol_tf32
             ));
         }
+        if !COMPILE_BASELINE_MODES.contains(&self.compile_baseline.as_str()) {
+            return bad(format!(
+                "compile_baseline must be one of {}, got {:?}",
+                COMPILE_BASELINE_MODES.join(", "),
+                self.compile_baseline
+            ));
+        }
+        if !(self.compile_baseline_timeout_s.is_finite() && self.compile_baseline_timeout_s > 0.0) {
+            return bad(format!(
+                "compile_baseline_timeout_s must be a finite number > 0, got {}",
+                self.compile_baseline_timeout_s
+            ));
+        }
         if !(self.timing_max_cv.is_finite() && self.timing_max_cv > 0.0) {
             return bad(format!(
                 "timing_max_cv must be a finite number > 0, got {}",
@@ -416,6 +442,8 @@ impl EvalConfig {
             "decoy_work_share": self.decoy_work_share,
             "min_kernel_share": self.min_kernel_share,
             "sol_tf32": self.sol_tf32,
+            "compile_baseline": self.compile_baseline,
+            "compile_baseline_timeout_s": self.compile_baseline_timeout_s,
             "max_cached_tasks": self.max_cached_tasks,
             "hidden_shapes": self.hidden_shapes,
             "memory_budget_mb": self.memory_budget_mb,
@@ -482,6 +510,20 @@ mod tests {
                     ..Default::default()
                 },
                 "sol_tf32",
+            ),
+            (
+                EvalConfig {
+                    compile_baseline: "reduce-overhead".into(),
+                    ..Default::default()
+                },
+                "compile_baseline must be one of off, default, max-autotune-no-cudagraphs",
+            ),
+            (
+                EvalConfig {
+                    compile_baseline_timeout_s: 0.0,
+                    ..Default::default()
+                },
+                "compile_baseline_timeout_s",
             ),
             (
                 EvalConfig {

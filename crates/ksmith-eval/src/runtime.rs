@@ -93,6 +93,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/timing.py"),
     ),
     (
+        "ksmith/evaluator/compile_baseline.py",
+        include_str!("../../../python/ksmith/evaluator/compile_baseline.py"),
+    ),
+    (
         "ksmith/evaluator/decide.py",
         include_str!("../../../python/ksmith/evaluator/decide.py"),
     ),

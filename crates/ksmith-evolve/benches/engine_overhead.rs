@@ -76,6 +76,7 @@ fn eval(speed: f64) -> EvalResult {
         },
         elapsed_ms: 900,
         speed_of_light: None,
+        compile_baseline: None,
     }
 }
 

@@ -409,6 +409,7 @@ pub(crate) mod tests {
             hardware: Hardware::default(),
             elapsed_ms: 1,
             speed_of_light: None,
+            compile_baseline: None,
         }
     }
 

@@ -88,6 +88,14 @@ pub struct RolloutConfig {
     /// (`response_bytes`, `reasoning_bytes`). The edit is always read from the whole answer;
     /// select never makes an SFT sample of a cut answer.
     pub max_stored_answer_bytes: usize,
+    /// A task has no headroom when the better of its baselines (eager, `torch.compile`) already
+    /// reaches this share of its speed-of-light (`ksmith_core::evaluation::Headroom`), in
+    /// (0, 1]. Judged from the first evaluation that carries the baselines (a GPU's).
+    pub headroom_sol_share: f64,
+    /// Stop a task's rollout once it is found to have no headroom (after that step; recorded
+    /// in `rollout/tasks/<task>/no_headroom.json`). Off: such tasks are kept, counted and
+    /// reported (`rollout/headroom.json`).
+    pub skip_no_headroom: bool,
 }
 
 impl Default for RolloutConfig {
@@ -127,6 +135,8 @@ impl Default for RolloutConfig {
             journal_sync_ms: 1000,
             required: false,
             max_stored_answer_bytes: 262_144,
+            headroom_sol_share: 0.9,
+            skip_no_headroom: false,
         }
     }
 }
@@ -204,12 +214,19 @@ impl RolloutConfig {
         if self.max_stored_answer_bytes < 1024 {
             return bad("max_stored_answer_bytes must be at least 1024".into());
         }
+        if !(self.headroom_sol_share > 0.0 && self.headroom_sol_share <= 1.0) {
+            return bad(format!(
+                "headroom_sol_share must be in (0, 1], got {}",
+                self.headroom_sol_share
+            ));
+        }
         Ok(())
     }
 
     /// Hash of the keys that shape the search (not `iterations`, `parallel_tasks`, `max_tasks`,
-    /// `checkpoint_every`, `token_budget`, `measure`, `max_stored_answer_bytes`): a stored
-    /// rollout is resumed only under the same search hash.
+    /// `checkpoint_every`, `token_budget`, `measure`, `max_stored_answer_bytes`,
+    /// `headroom_sol_share`, `skip_no_headroom`): a stored rollout is resumed only under the
+    /// same search hash.
     pub fn search_hash(&self) -> String {
         let mut c = self.clone();
         c.iterations = 0;
@@ -219,6 +236,8 @@ impl RolloutConfig {
         c.token_budget = 0;
         c.measure = true;
         c.max_stored_answer_bytes = 0;
+        c.headroom_sol_share = 0.0;
+        c.skip_no_headroom = false;
         ksmith_core::config::section_hash(&c)
     }
 }
@@ -251,6 +270,16 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("log2_speedup")
+        );
+        let c = RolloutConfig {
+            headroom_sol_share: 1.5,
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("headroom_sol_share")
         );
         let c = RolloutConfig {
             num_islands: 0,

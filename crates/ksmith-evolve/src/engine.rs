@@ -392,6 +392,7 @@ impl<'a> TaskRun<'a> {
             eval_status: eval.as_ref().map(|e| e.status),
             correct,
             speedup: eval.as_ref().and_then(|e| e.speedup),
+            speedup_over_compile: eval.as_ref().and_then(|e| e.speedup_over_compile().ok()),
             hack: eval.as_ref().and_then(|e| e.hack),
             eval_json: StepRow::encode_eval(eval.as_ref()),
             stamp: eval.as_ref().map(Stamp::of).unwrap_or_default(),

@@ -33,10 +33,11 @@ mod stage;
 pub use config::RolloutConfig;
 pub use error::Error;
 pub use stage::{
-    ACCUMULATED, RunCounters, TaskEnding, endings_path, run, run_with_identity, tasks_root,
+    ACCUMULATED, RunCounters, TaskEnding, TaskHeadroom, endings_path, headroom_path, run,
+    run_with_identity, tasks_root,
 };
 
 /// The stage's name.
 pub const STAGE: &str = "rollout";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 2;
+pub const CODE_VERSION: u32 = 3;

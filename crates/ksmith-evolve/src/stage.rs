@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ksmith_core::chat::ChatClient;
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{Evaluator, SizeSet};
+use ksmith_core::evaluation::{Evaluator, Headroom, SizeSet};
 use ksmith_core::progress::Tracker;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
@@ -28,6 +28,7 @@ use crate::{CODE_VERSION, STAGE};
 enum Ending {
     Done,
     BrokenReference(String),
+    NoHeadroom(String),
     Aborted(String),
     BudgetSpent,
     Failed(Error),
@@ -89,7 +90,8 @@ impl RunCounters {
 /// How one task's rollout ended in the last process, with the reason when it did not finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnding {
-    /// `done`, `broken_reference`, `aborted`, `stopped_by_token_budget` or `failed`.
+    /// `done`, `broken_reference`, `no_headroom`, `aborted`, `stopped_by_token_budget` or
+    /// `failed`.
     pub ending: String,
     /// Why it did not finish (empty when done).
     pub reason: String,
@@ -141,6 +143,13 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
         out.ending = Ending::BrokenReference(text);
         return out;
     }
+    let no_headroom = dir.join("no_headroom.json");
+    if sh.cfg.skip_no_headroom
+        && let Ok(text) = std::fs::read_to_string(&no_headroom)
+    {
+        out.ending = Ending::NoHeadroom(text);
+        return out;
+    }
     let alt_sizes = match alt_sizes_of(task) {
         Ok(sets) => sets,
         Err(e) => {
@@ -179,6 +188,15 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
                     sh.tokens_used.fetch_add(t, Ordering::SeqCst);
                 }
                 sh.tracker.inc(1);
+                if sh.cfg.skip_no_headroom
+                    && let Some(Ok(h)) = headroom_of(&row, sh.cfg.headroom_sol_share)
+                    && h.none
+                {
+                    let why = describe_headroom(&h, sh.cfg.headroom_sol_share);
+                    let _ = write_bytes_atomically(&no_headroom, why.as_bytes());
+                    out.ending = Ending::NoHeadroom(why);
+                    break;
+                }
             }
             Err(StepAbort::BrokenReference(m)) => {
                 let _ = write_bytes_atomically(&broken, m.as_bytes());
@@ -285,6 +303,9 @@ pub fn run_with_identity(
             let outcomes = run_tasks(&tasks, &shared, ctx);
             let mut ended = collect_steps(&tasks, outcomes, &shared.root, ctx, &mut run.report)?;
             count_steps(&ended.rows, &mut run.report);
+            let headroom = headroom_by_task(&ended.rows, cfg.headroom_sol_share, &mut run.report);
+            let json = serde_json::to_vec_pretty(&headroom).unwrap_or_default();
+            write_bytes_atomically(&headroom_path(&ctx.workdir), &json)?;
             for (name, n) in teacher.report_counters() {
                 if ACCUMULATED.contains(&name) {
                     *ended.this_process.entry(name.to_string()).or_default() += n;
@@ -409,6 +430,7 @@ fn collect_steps(
         let record = match &o.ending {
             Ending::Done => ending("done", String::new()),
             Ending::BrokenReference(m) => ending("broken_reference", m.clone()),
+            Ending::NoHeadroom(m) => ending("no_headroom", m.clone()),
             Ending::BudgetSpent => ending(
                 "stopped_by_token_budget",
                 "the run's teacher token budget is spent".into(),
@@ -426,6 +448,7 @@ fn collect_steps(
                     task.task_id
                 ));
             }
+            Ending::NoHeadroom(_) => report.count("tasks_left_out_no_headroom", 1),
             Ending::BudgetSpent => {
                 ended.complete = false;
                 report.count("tasks_stopped_by_token_budget", 1);
@@ -444,6 +467,87 @@ fn collect_steps(
         }
     }
     Ok(ended)
+}
+
+/// `rollout/headroom.json`: each task's [`TaskHeadroom`], by task id (the report shows it).
+pub fn headroom_path(workdir: &Path) -> PathBuf {
+    workdir.join("rollout").join("headroom.json")
+}
+
+/// A task's headroom as the rollout judged it (see `ksmith_core::evaluation::Headroom`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskHeadroom {
+    /// The baselines' figures, when they could be judged.
+    pub headroom: Option<Headroom>,
+    /// The share of speed-of-light it was judged with (`headroom_sol_share`).
+    pub sol_share: f64,
+    /// Why it could not be judged (no GPU evaluation, no speed-of-light).
+    pub why: Option<String>,
+}
+
+/// The headroom judged from `row`'s evaluation, `None` when the step was not evaluated or its
+/// task not built (a static rejection carries no baselines).
+fn headroom_of(row: &StepRow, share: f64) -> Option<Result<Headroom, String>> {
+    let eval = row.eval_result()?;
+    eval.speed_of_light.as_ref()?;
+    Some(eval.headroom(share))
+}
+
+/// The reason a task is left out, in words.
+fn describe_headroom(h: &Headroom, share: f64) -> String {
+    let compile = h
+        .compile_sol_fraction
+        .map_or("not measured".to_string(), |c| {
+            format!("{:.0} %", c * 100.0)
+        });
+    format!(
+        "no headroom: the eager reference reaches {:.0} % of speed-of-light, torch.compile {compile}, \
+         at least headroom_sol_share = {share}",
+        h.eager_sol_fraction * 100.0
+    )
+}
+
+/// Every task's headroom, judged from its earliest step whose evaluation carries the baselines
+/// (the evaluator measures them once per task), counted as `tasks_no_headroom`,
+/// `tasks_with_headroom` and `tasks_headroom_not_judged`.
+fn headroom_by_task(
+    rows: &[StepRow],
+    share: f64,
+    report: &mut StageReport,
+) -> BTreeMap<String, TaskHeadroom> {
+    let mut out: BTreeMap<String, TaskHeadroom> = BTreeMap::new();
+    let mut order: Vec<&StepRow> = rows.iter().collect();
+    order.sort_by(|a, b| {
+        (&a.task_id, a.iteration, &a.step_id).cmp(&(&b.task_id, b.iteration, &b.step_id))
+    });
+    for row in order {
+        let judged = out.get(&row.task_id).is_some_and(|t| t.headroom.is_some());
+        if judged {
+            continue;
+        }
+        let entry = out.entry(row.task_id.clone()).or_insert(TaskHeadroom {
+            headroom: None,
+            sol_share: share,
+            why: Some("no evaluation of the task carries its baselines".into()),
+        });
+        match headroom_of(row, share) {
+            Some(Ok(h)) => {
+                entry.headroom = Some(h);
+                entry.why = None;
+            }
+            Some(Err(why)) => entry.why = Some(why),
+            None => {}
+        }
+    }
+    for t in out.values() {
+        let key = match t.headroom {
+            Some(h) if h.none => "tasks_no_headroom",
+            Some(_) => "tasks_with_headroom",
+            None => "tasks_headroom_not_judged",
+        };
+        report.count(key, 1);
+    }
+    out
 }
 
 /// Correct, new-best and cached steps, and the others by evaluation status or edit outcome.

@@ -126,9 +126,16 @@ const SPEED_LABELS: &str = "Speed labels (SFT: `labels`, of the answer's program
      confidence are in the selection rules); `sol_fraction` is the task's speed-of-light time \
      (max of FLOPs / peak FLOP/s and compulsory bytes / peak bandwidth at the GPU's dense \
      datasheet peaks, TF32 policy recorded by the evaluator) over the program's median time (1 = \
-     at the peaks); a null figure has its reason in `why_null`. `stamp`: the GPU, driver, CUDA, \
-     torch and Triton versions, the ksmith version, the timing method and the timing settings \
-     the figures were measured with.\n";
+     at the peaks); `over_compile` is `{value, low, high}` of the speedup over the task's \
+     `torch.compile` baseline (the reference compiled by inductor in the evaluator's configured \
+     mode, timed once per task with the eager reference beside it: the program's speedup over \
+     eager over compile's, each against the eager reference of its own process); `trivial` is \
+     true when the gain over eager is significant and the gain over compile is not (the lower \
+     bound of `over_compile` not above the selection's `min_gain_over_compile`): what one \
+     compiler call gives for free (null when it cannot be judged: no significant gain over \
+     eager, or no compile baseline, e.g. on the CPU); a null figure has its reason in \
+     `why_null`. `stamp`: the GPU, driver, CUDA, torch and Triton versions, the ksmith version, \
+     the timing method and the timing settings the figures were measured with.\n";
 
 fn columns(format: Format) -> &'static str {
     match format {

@@ -26,7 +26,7 @@ use crate::lengths::SampleLength;
 use crate::tool::Mode;
 
 /// Version of the exported schemas, written into every file's metadata and every card.
-pub const DATASET_SCHEMA_VERSION: &str = "1.3.0";
+pub const DATASET_SCHEMA_VERSION: &str = "1.4.0";
 
 /// A dataset format (one folder under `<workdir>/datasets/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

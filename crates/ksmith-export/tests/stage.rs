@@ -246,7 +246,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.3.0")
+        Some("1.4.0")
     );
     let batch = &batches[0];
     let rm = batch
@@ -270,6 +270,16 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
     let card = std::fs::read_to_string(ds.join("README.md")).unwrap();
     assert!(card.contains("license: mit"), "{card}");
     assert!(card.contains("- rule A") && card.contains("`abc`"));
+    // every speed label is explained
+    for column in [
+        "`over_eager`",
+        "`over_compile`",
+        "`trivial`",
+        "`sol_fraction`",
+        "`stamp`",
+    ] {
+        assert!(card.contains(column), "{column} not explained: {card}");
+    }
 }
 
 #[test]

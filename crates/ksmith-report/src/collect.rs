@@ -52,8 +52,18 @@ pub struct TaskSummary {
     pub steps: u64,
     /// Correct steps.
     pub correct_steps: u64,
-    /// Best measured speedup of a correct program.
+    /// Best measured speedup of a correct program (over PyTorch eager).
     pub best_speedup: Option<f64>,
+    /// That program's speedup over the task's `torch.compile` baseline, when measured.
+    pub best_over_compile: Option<f64>,
+    /// That program's share of the task's speed-of-light, when known.
+    pub best_sol_fraction: Option<f64>,
+    /// Trivial steps (significantly faster than eager, not than compile), from
+    /// `selection.json`; `None` before select ran.
+    pub trivial: Option<u64>,
+    /// The task's headroom as the rollout judged it (`rollout/headroom.json`): `none`, `yes`
+    /// or `not judged`, with the baselines' shares of speed-of-light; empty when not recorded.
+    pub headroom: String,
     /// Hacked steps.
     pub hacks: u64,
     /// How its rollout ended in the last process (`done`, `aborted`, ...), when recorded.
@@ -340,6 +350,10 @@ fn entry<'a>(
             steps: 0,
             correct_steps: 0,
             best_speedup: None,
+            best_over_compile: None,
+            best_sol_fraction: None,
+            trivial: None,
+            headroom: String::new(),
             hacks: 0,
             ending: None,
             reason: String::new(),
@@ -356,16 +370,46 @@ fn task_summaries(
 ) -> Vec<TaskSummary> {
     let mut by_task: BTreeMap<String, TaskSummary> = BTreeMap::new();
     let known: BTreeMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
+    let mut best_step: BTreeMap<String, &StepRow> = BTreeMap::new();
     for s in steps {
         let t = entry(&mut by_task, &known, &s.task_id);
         t.steps += 1;
         if s.correct {
             t.correct_steps += 1;
-            if let Some(sp) = s.speedup {
-                t.best_speedup = Some(t.best_speedup.map_or(sp, |b| b.max(sp)));
+            if let Some(sp) = s.speedup
+                && t.best_speedup.is_none_or(|b| sp > b)
+            {
+                t.best_speedup = Some(sp);
+                t.best_over_compile = s.speedup_over_compile;
+                best_step.insert(s.task_id.clone(), s);
             }
         }
         t.hacks += u64::from(s.hack.is_some());
+    }
+    for (task, s) in best_step {
+        let t = entry(&mut by_task, &known, &task);
+        t.best_sol_fraction = s.eval_result().and_then(|e| {
+            let ms = e.candidate_timing.as_ref()?.median_ms;
+            e.speed_of_light.as_ref()?.fraction(ms).ok()
+        });
+    }
+    if let Some(selection) = side_file(workdir, "selection.json", notes) {
+        let trivial = selection["trivial_by_task"].as_object();
+        for t in by_task.values_mut() {
+            t.trivial = Some(
+                trivial
+                    .and_then(|m| m.get(&t.task_id))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0),
+            );
+        }
+    }
+    if let Some(headroom) = side_file(workdir, "rollout/headroom.json", notes)
+        && let Some(map) = headroom.as_object()
+    {
+        for (task, h) in map {
+            entry(&mut by_task, &known, task).headroom = headroom_text(h);
+        }
     }
     if let Some(endings) = side_file(workdir, "rollout/endings.json", notes)
         && let Some(map) = endings.as_object()
@@ -377,6 +421,33 @@ fn task_summaries(
         }
     }
     by_task.into_values().collect()
+}
+
+/// A task's headroom record (`ksmith_evolve::TaskHeadroom` as JSON) in words: `none` or `yes`
+/// with the eager reference's and compile's shares of speed-of-light, or why it was not judged.
+fn headroom_text(h: &serde_json::Value) -> String {
+    let share = |v: &serde_json::Value| {
+        v.as_f64().map_or("not measured".to_string(), |f| {
+            format!("{:.0} %", f * 100.0)
+        })
+    };
+    let judged = &h["headroom"];
+    if judged.is_null() {
+        return format!(
+            "not judged: {}",
+            h["why"].as_str().unwrap_or("no GPU evaluation")
+        );
+    }
+    format!(
+        "{} (SOL: eager {}, compile {})",
+        if judged["none"].as_bool().unwrap_or(false) {
+            "none"
+        } else {
+            "yes"
+        },
+        share(&judged["eager_sol_fraction"]),
+        share(&judged["compile_sol_fraction"])
+    )
 }
 
 /// The datasets `datasets/export.json` records.

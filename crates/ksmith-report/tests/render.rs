@@ -77,6 +77,7 @@ fn step(task: &str, iteration: u32, correct: bool, speedup: Option<f64>) -> Step
         }),
         correct,
         speedup,
+        speedup_over_compile: speedup.map(|s| s / 1.25),
         hack: (!correct).then_some(HackKind::TorchFallback),
         eval_json: None,
         stamp: Default::default(),
@@ -634,4 +635,43 @@ fn before_rollouts_the_page_follows_every_class_to_the_tasks_and_lists_them() {
         std::fs::metadata(&png).unwrap().len() > 20_000,
         "screenshot looks blank"
     );
+}
+
+#[test]
+fn each_task_shows_its_speedup_over_compile_share_of_sol_trivial_steps_and_headroom() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workdir(dir.path());
+    std::fs::create_dir_all(dir.path().join("rollout")).unwrap();
+    std::fs::write(
+        dir.path().join("rollout/headroom.json"),
+        r#"{"m0": {"headroom": {"eager_sol_fraction": 0.95, "compile_sol_fraction": 0.99,
+                               "compile_over_eager": 1.04, "none": true},
+                   "sol_share": 0.9, "why": null},
+            "m1": {"headroom": null, "sol_share": 0.9, "why": "the eager reference was not timed"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("selection.json"),
+        r#"{"trivial_by_task": {"m0": 2}}"#,
+    )
+    .unwrap();
+    let data = ksmith_report::collect(dir.path());
+    let m0 = data.tasks.iter().find(|t| t.task_id == "m0").unwrap();
+    assert_eq!(m0.best_speedup, Some(1.6));
+    assert!((m0.best_over_compile.unwrap() - 1.6 / 1.25).abs() < 1e-12);
+    assert_eq!((m0.trivial, m0.best_sol_fraction), (Some(2), None));
+    assert_eq!(m0.headroom, "none (SOL: eager 95 %, compile 99 %)");
+    let m1 = data.tasks.iter().find(|t| t.task_id == "m1").unwrap();
+    assert_eq!(m1.trivial, Some(0));
+    assert_eq!(m1.headroom, "not judged: the eager reference was not timed");
+    let html = ksmith_report::render_html(&data);
+    for text in [
+        "its speedup over torch.compile",
+        "its share of SOL",
+        "trivial steps",
+        "<td>1.28x</td>",
+        "none (SOL: eager 95 %, compile 99 %)",
+    ] {
+        assert!(html.contains(text), "{text} missing");
+    }
 }

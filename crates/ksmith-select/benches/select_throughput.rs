@@ -82,6 +82,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
                 hardware: Hardware::default(),
                 elapsed_ms: 1,
                 speed_of_light: None,
+                compile_baseline: None,
             }),
             teacher: "t".into(),
         });

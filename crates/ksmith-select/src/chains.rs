@@ -370,6 +370,7 @@ mod tests {
             hardware: Hardware::default(),
             elapsed_ms: 1,
             speed_of_light: None,
+            compile_baseline: None,
         }
     }
 

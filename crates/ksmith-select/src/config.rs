@@ -22,6 +22,18 @@ pub enum GrpoRule {
     FirstSteps,
 }
 
+/// What select does with a `trivial` step (significantly faster than eager, not than
+/// `torch.compile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrivialSteps {
+    /// Never a performance SFT sample, never the current program of a GRPO `best_steps`
+    /// prompt (counted as `trivial` / `parent_trivial`).
+    Drop,
+    /// Selected like any other step (labelled `trivial`, counted).
+    Keep,
+}
+
 /// Where "best so far" is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,6 +60,13 @@ pub struct SelectConfig {
     /// GRPO `best_steps`: the lower bound of the current program's speedup over eager must be
     /// above this factor.
     pub grpo_min_parent_speedup: f64,
+    /// A step is `trivial` when its gain over eager is significant and the lower bound of its
+    /// speedup over the task's `torch.compile` baseline is not above this factor (1 + a
+    /// margin; 1.0: not significantly faster than compile).
+    pub min_gain_over_compile: f64,
+    /// What happens to `trivial` steps: `drop` (no performance SFT sample, no `best_steps`
+    /// prompt on them) or `keep`.
+    pub trivial_steps: TrivialSteps,
     /// Two-sided confidence of the speedups' intervals, in [0.5, 0.999].
     pub interval_confidence: f64,
     /// Bootstrap replicates per interval, 100 to 100000 (see
@@ -97,6 +116,8 @@ impl Default for SelectConfig {
             sft_min_gain_over_parent: 1.0,
             grpo_rule: GrpoRule::BestSteps,
             grpo_min_parent_speedup: 1.0,
+            min_gain_over_compile: 1.0,
+            trivial_steps: TrivialSteps::Drop,
             interval_confidence: DEFAULT_CONFIDENCE,
             bootstrap_resamples: DEFAULT_RESAMPLES,
             grpo_best_scope: BestScope::Task,
@@ -154,6 +175,15 @@ impl SelectConfig {
                 format!(
                     "must be a positive number, got {}",
                     self.grpo_min_parent_speedup
+                ),
+            );
+        }
+        if !(self.min_gain_over_compile.is_finite() && self.min_gain_over_compile > 0.0) {
+            return bad(
+                "min_gain_over_compile",
+                format!(
+                    "must be a positive number, got {}",
+                    self.min_gain_over_compile
                 ),
             );
         }
@@ -288,6 +318,13 @@ mod tests {
             ),
             (
                 SelectConfig {
+                    min_gain_over_compile: f64::NAN,
+                    ..Default::default()
+                },
+                "min_gain_over_compile",
+            ),
+            (
+                SelectConfig {
                     interval_confidence: 1.0,
                     ..Default::default()
                 },
@@ -389,6 +426,8 @@ sft_min_speedup = 1.0
 sft_min_gain_over_parent = 1.0
 grpo_rule = "best_steps"
 grpo_min_parent_speedup = 1.0
+min_gain_over_compile = 1.0
+trivial_steps = "drop"
 interval_confidence = 0.95
 bootstrap_resamples = 1000
 grpo_best_scope = "task"
@@ -414,6 +453,13 @@ seed = "ksmith-select"
         let cfg = ksmith_core::config::Config::parse(&other, "doc").unwrap();
         let sel: SelectConfig = cfg.section("select").unwrap();
         assert_eq!(sel.grpo_rule, GrpoRule::AllSteps);
+        let other = DOCUMENTED.replace("\"drop\"", "\"keep\"");
+        let cfg = ksmith_core::config::Config::parse(&other, "doc").unwrap();
+        let sel: SelectConfig = cfg.section("select").unwrap();
+        assert_eq!(sel.trivial_steps, TrivialSteps::Keep);
+        let other = DOCUMENTED.replace("\"drop\"", "\"sometimes\"");
+        let cfg = ksmith_core::config::Config::parse(&other, "doc").unwrap();
+        assert!(cfg.section::<SelectConfig>("select").is_err());
     }
 
     #[test]

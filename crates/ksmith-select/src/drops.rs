@@ -49,6 +49,11 @@ ksmith_core::vocabulary! {
         /// The program is not significantly faster than its parent (the lower bound of the
         /// interval of its speedup over the parent is not above the configured factor).
         NotFasterThanParent = "not_faster_than_parent",
+        /// The program is `trivial`: significantly faster than eager, not than the task's
+        /// `torch.compile` baseline (`trivial_steps = "drop"`).
+        Trivial = "trivial",
+        /// The prompt's current program is `trivial` (`trivial_steps = "drop"`).
+        ParentTrivial = "parent_trivial",
         /// `first_steps` takes first steps only.
         NotFirstStep = "not_first_step",
         /// The parent (the prompt's current program) is not correct.

@@ -35,7 +35,7 @@ pub mod selection;
 pub mod split;
 pub mod trajectory;
 
-pub use config::{BestScope, GrpoRule, SelectConfig};
+pub use config::{BestScope, GrpoRule, SelectConfig, TrivialSteps};
 pub use error::Error;
 pub use ksmith_core::tables::{ChainRow, GrpoRow, SftRow};
 pub use manifest::SelectionManifest;
@@ -45,7 +45,7 @@ pub use trajectory::StepView;
 /// The stage's name.
 pub const STAGE: &str = "select";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 4;
+pub const CODE_VERSION: u32 = 5;
 
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
@@ -109,6 +109,10 @@ pub fn run(cfg: &SelectConfig, ctx: &StageContext) -> Result<StageReport, Error>
                     (SampleSet::Chains, chosen.chains.len()),
                 ],
             );
+            let manifest = SelectionManifest {
+                trivial_by_task: chosen.trivial_by_task.clone(),
+                ..manifest
+            };
             let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
             write_bytes_atomically(&manifest_path, &json)?;
             run.report.rows_written =

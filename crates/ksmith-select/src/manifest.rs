@@ -43,9 +43,14 @@ pub struct SelectionManifest {
     /// `significant_over_eager` / `_over_parent` (the interval's lower bound is above the
     /// factor); `faster_not_significant_*` (the figure is above it, the lower bound is not: what
     /// a raw threshold would have kept); `not_faster_*`; `no_interval_*` (no samples, or no
-    /// timed parent). Empty in manifests of older versions.
+    /// timed parent); the same `*_over_compile`; `trivial`, `not_trivial`, `trivial_not_judged`.
+    /// Empty in manifests of older versions.
     #[serde(default)]
     pub significance: BTreeMap<String, u64>,
+    /// Trivial steps (significantly faster than eager, not than `torch.compile`) per task.
+    /// Empty in manifests of older versions.
+    #[serde(default)]
+    pub trivial_by_task: BTreeMap<String, u64>,
 }
 
 /// What select kept of one set and why it dropped the rest.
@@ -70,6 +75,7 @@ impl SelectionManifest {
             steps_correct_untimed: 0,
             interval_method: cfg.bootstrap().describe(),
             significance: BTreeMap::new(),
+            trivial_by_task: BTreeMap::new(),
         }
     }
 
@@ -159,11 +165,25 @@ pub fn rules(cfg: &SelectConfig) -> Vec<String> {
             cfg.sft_min_gain_over_parent
         ),
         format!(
-            "Speed labels: every SFT row carries its speedup over eager and over its parent, \
-             every GRPO row its current program's speedup over eager, each with a confidence \
-             interval ({}), and a stamp (GPU, driver, CUDA, torch, Triton, ksmith version, \
-             timing method and settings).",
+            "Speed labels: every SFT row carries its speedup over eager, over the task's \
+             torch.compile baseline and over its parent, every GRPO row its current program's \
+             speedups over eager and over compile, each with a confidence interval ({}), and a \
+             stamp (GPU, driver, CUDA, torch, Triton, ksmith version, timing method and \
+             settings).",
             cfg.bootstrap().describe()
+        ),
+        format!(
+            "Trivial steps: a step whose speedup over eager is significant (lower bound above \
+             1x) but whose speedup over torch.compile is not (lower bound not above {}x) is \
+             labelled trivial: one compiler call gives the same. They are {} (counted in the \
+             significance and per task). Without a compile baseline (CPU) no step is judged.",
+            cfg.min_gain_over_compile,
+            match cfg.trivial_steps {
+                crate::config::TrivialSteps::Drop => {
+                    "never performance SFT samples nor the current program of a best_steps prompt"
+                }
+                crate::config::TrivialSteps::Keep => "selected like any other step",
+            }
         ),
         grpo,
         prompt_rule("Agent environments", cfg.env_rule, cfg),

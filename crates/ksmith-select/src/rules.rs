@@ -5,7 +5,7 @@
 
 use ksmith_core::tables::{SftKind, SpeedLabels};
 
-use crate::config::{GrpoRule, SelectConfig};
+use crate::config::{GrpoRule, SelectConfig, TrivialSteps};
 use crate::drops::DropReason;
 use crate::trajectory::{BestSoFar, Parent, StepView};
 
@@ -27,7 +27,8 @@ pub enum SftVerdict {
 ///   is correct, timed, and significantly faster than eager and than the parent: the lower
 ///   bounds of the intervals in `labels` are above `sft_min_speedup` and
 ///   `sft_min_gain_over_parent`. An untimed step (CPU interpreter) or one without an interval
-///   is never a performance sample.
+///   is never a performance sample; a `trivial` one (significantly faster than eager, not than
+///   `torch.compile`) is not either under `trivial_steps = "drop"`.
 pub fn sft_verdict(
     step: &StepView,
     parent: Parent<'_>,
@@ -69,6 +70,9 @@ pub fn sft_verdict(
             if !over_parent.above(cfg.sft_min_gain_over_parent) {
                 return SftVerdict::Drop(DropReason::NotFasterThanParent);
             }
+            if labels.trivial == Some(true) && cfg.trivial_steps == TrivialSteps::Drop {
+                return SftVerdict::Drop(DropReason::Trivial);
+            }
             SftVerdict::Take(SftKind::Performance)
         }
     }
@@ -80,8 +84,8 @@ pub fn sft_verdict(
 /// `best_steps` takes a prompt when its current program was, at the time the prompt was built,
 /// the best program of its trajectory (no earlier step was significantly faster), correct and significantly
 /// faster than eager (the lower bound of its interval in `current`, the current program's
-/// labels, above `grpo_min_parent_speedup`): the prompt then shows no better program the model
-/// could copy.
+/// labels, above `grpo_min_parent_speedup`) and, under `trivial_steps = "drop"`, not `trivial`:
+/// the prompt then shows no better program the model could copy.
 pub fn grpo_verdict(
     rule: GrpoRule,
     step: &StepView,
@@ -118,6 +122,9 @@ pub fn grpo_verdict(
             };
             if !over_eager.above(cfg.grpo_min_parent_speedup) {
                 return Err(DropReason::ParentNotFasterThanEager);
+            }
+            if current.trivial == Some(true) && cfg.trivial_steps == TrivialSteps::Drop {
+                return Err(DropReason::ParentTrivial);
             }
             if !best.parent_is_best(step, p) {
                 return Err(DropReason::ParentNotBestSoFar);

@@ -31,6 +31,8 @@ pub struct Selection {
     pub env: Vec<GrpoRow>,
     /// Multi-turn chains, sorted by split, task, island.
     pub chains: Vec<ChainRow>,
+    /// Trivial steps (significantly faster than eager, not than `torch.compile`) per task.
+    pub trivial_by_task: BTreeMap<String, u64>,
 }
 
 fn sample_id(set: &str, kind: &str, step_id: &str) -> String {
@@ -66,10 +68,11 @@ fn eager_by_task(steps: &[StepView]) -> HashMap<&str, (f64, Stamp)> {
     out.into_iter().map(|(k, v)| (k, (v.2, v.3))).collect()
 }
 
-/// Counts, over the correct timed steps, how many are significantly faster than eager and than
-/// their parent (by the SFT factors), how many only look faster (the figure is above the factor,
-/// the interval's lower bound is not) and how many have no interval (`labels_*` counters, the
-/// `significance` of `selection.json`).
+/// Counts, over the correct timed steps, how many are significantly faster than eager, than
+/// `torch.compile` and than their parent (by the SFT factors and `min_gain_over_compile`), how
+/// many only look faster (the figure is above the factor, the interval's lower bound is not),
+/// how many have no interval, and how many are `trivial`, not trivial or cannot be judged
+/// (`labels_*` counters, the `significance` of `selection.json`).
 fn count_significance(
     step: &StepView,
     labels: &SpeedLabels,
@@ -80,8 +83,19 @@ fn count_significance(
         return;
     }
     report.count("labels_timed", 1);
+    let trivial = match labels.trivial {
+        Some(true) => "labels_trivial",
+        Some(false) => "labels_not_trivial",
+        None => "labels_trivial_not_judged",
+    };
+    report.count(trivial, 1);
     let judged = [
         ("over_eager", labels.over_eager, cfg.sft_min_speedup),
+        (
+            "over_compile",
+            labels.over_compile,
+            cfg.min_gain_over_compile,
+        ),
         (
             "over_parent",
             labels.over_parent,
@@ -170,8 +184,8 @@ pub fn select(
 ) -> Selection {
     let tasks: HashMap<&str, &TaskRow> = tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
     let eager = eager_by_task(steps);
-    let labeller = Labeller::new(steps, cfg.bootstrap());
-    let (sft_candidates, grpo_candidates, env_candidates) =
+    let labeller = Labeller::new(steps, cfg.bootstrap(), cfg.min_gain_over_compile);
+    let (sft_candidates, grpo_candidates, env_candidates, trivial_by_task) =
         judge(steps, &tasks, &labeller, cfg, report);
     let selection = grpo_selection(cfg.grpo_rule);
     let env_selection = grpo_selection(cfg.env_rule);
@@ -238,16 +252,19 @@ pub fn select(
         grpo: kept_grpo,
         env: kept_env,
         chains: kept_chains,
+        trivial_by_task,
     };
     count_kept(&selection, report);
     selection
 }
 
-/// The steps each per-step set took: SFT, GRPO, environment starts.
+/// The steps each per-step set took: SFT, GRPO, environment starts; and the trivial steps per
+/// task.
 type Judged<'a> = (
     Vec<SftCandidate<'a>>,
     Vec<GrpoCandidate<'a>>,
     Vec<GrpoCandidate<'a>>,
+    BTreeMap<String, u64>,
 );
 
 /// Judges every step once for SFT, once for GRPO and once as an environment start, in a fixed
@@ -275,6 +292,7 @@ fn judge<'a>(
     let mut grpo = PromptPicker::new(SampleSet::Grpo, cfg.grpo_rule);
     let mut env = PromptPicker::new(SampleSet::Env, cfg.env_rule);
     let mut answers_seen: HashSet<(String, String)> = HashSet::new();
+    let mut trivial_by_task: BTreeMap<String, u64> = BTreeMap::new();
     for step in order {
         let Some(task) = tasks.get(step.task_id.as_str()).copied() else {
             for set in [SampleSet::Sft, SampleSet::Grpo, SampleSet::Env] {
@@ -288,6 +306,9 @@ fn judge<'a>(
         }
         let labels = labeller.labels(step, parent);
         count_significance(step, &labels, cfg, report);
+        if labels.trivial == Some(true) {
+            *trivial_by_task.entry(step.task_id.clone()).or_default() += 1;
+        }
         match sft_verdict(step, parent, &labels, cfg) {
             SftVerdict::Take(kind) => {
                 let key = (step.task_id.clone(), step.response.trim().to_string());
@@ -300,12 +321,12 @@ fn judge<'a>(
             SftVerdict::Drop(reason) => count_drop(report, SampleSet::Sft, reason),
         }
         // the verdicts read the current program's labels only when it is a step
-        let current = labeller.current_program(parent, false);
+        let current = labeller.current_program(&step.task_id, parent, false);
         grpo.judge((step, task, parent), &current, &best, cfg, report);
         env.judge((step, task, parent), &current, &best, cfg, report);
     }
     report.count("steps_correct_untimed", untimed_correct);
-    (sft_candidates, grpo.taken, env.taken)
+    (sft_candidates, grpo.taken, env.taken, trivial_by_task)
 }
 
 /// The train/validation split of `task` (by its cluster).
@@ -415,7 +436,7 @@ fn grpo_row(
         parent_runtime_ms: parent_ms,
         eager_runtime_ms: eager_ms,
         hardware: stamp.device.clone(),
-        parent_labels: labeller.current_program(parent, task_eager.is_some()),
+        parent_labels: labeller.current_program(&step.task_id, parent, task_eager.is_some()),
         stamp,
         repo: task.repo.clone(),
         license: task.license.clone(),

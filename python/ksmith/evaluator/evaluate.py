@@ -31,6 +31,11 @@ are not reported. Then the worker picks `timing.checks` of the timed calls (all 
 the judge checks their digests (`digest`): a wrong one is `output_caching`; a slow minority of
 calls that a re-measurement shows again is `timing_anomaly`.
 
+The task's `torch.compile` baseline (`compile_baseline`) is measured once per task after the
+reference, in a confined reference child of its own (compiled mode), and kept with the task's
+facts; every result carries it (`compile_baseline`), or the reason there is none (``cpu`` on the
+CPU, ``off``, or what stopped the compile: never a failure of the task).
+
 Timing processes: the reference and each candidate are timed in `timing.processes` processes and,
 while their medians disagree, in more (`timing.another_process`); the figure used is the median
 of the per-process medians (`timing.combine`). The reference's first is its build child, the
@@ -74,7 +79,7 @@ from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
 from ..confine.policy import SandboxError as SandboxRefused
 from ..confine.policy import refusal
-from . import compare, decide, messages, shapes, speed_of_light, tritoncache
+from . import compare, compile_baseline, decide, messages, shapes, speed_of_light, tritoncache
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
@@ -145,6 +150,9 @@ class TaskFacts:
     warnings: list[str]
     #: The task's speed-of-light on this device (`speed_of_light.for_task`).
     light: dict[str, Any]
+    #: The task's `torch.compile` baseline on this device, or why there is none
+    #: (`compile_baseline`).
+    compiled: dict[str, Any]
 
     def child_view(self) -> dict[str, Any]:
         """What the candidate's harness is told: fingerprints and output shapes, never outputs."""
@@ -187,6 +195,7 @@ class DeviceEvaluator:
         self.cuda = device.startswith("cuda")
         self.opts = merge_options(options)
         speed_of_light.tf32_classes(str(self.opts["sol_tf32"]), False, False)  # refuses an unknown policy
+        compile_baseline.check_mode(str(self.opts["compile_baseline"]))
         #: What every child is told of timing: one process's share on a GPU, else the rehearsal.
         self.timing = per_process(self.opts["timing"]) if self.cuda else {**self.opts["timing"], **CPU_REHEARSAL}
         self.jail = None
@@ -394,7 +403,59 @@ class DeviceEvaluator:
             build.dtype,
             str(o["sol_tf32"]),
         )
-        return TaskFacts(key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings, light=light)
+        compiled = self._compile_baseline(task_id, seed, source)
+        return TaskFacts(
+            key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings, light=light, compiled=compiled
+        )
+
+    def _compile_baseline(self, task_id: str, seed: int, source: str) -> dict[str, Any]:
+        """The task's `torch.compile` baseline, measured in a confined reference child of its own
+        (see `compile_baseline`), or why there is none: ``off``, ``cpu``, or what stopped it (the
+        compile raised, its outputs differ from eager, it passed `compile_baseline_timeout_s`, the
+        child failed). Never raises for the task."""
+        o = self.opts
+        mode = str(o["compile_baseline"])
+        if mode == "off":
+            return compile_baseline.unmeasured(mode, 'off (compile_baseline = "off")')
+        if not self.cuda:
+            return compile_baseline.unmeasured(mode, "cpu")
+        return self._measure_compiled(task_id, seed, source, mode)
+
+    def _measure_compiled(self, task_id: str, seed: int, source: str, mode: str) -> dict[str, Any]:
+        """The compile baseline's child run (compile, check, time; on the CPU a rehearsal whose
+        times say nothing), or the reason it gave none."""
+        o = self.opts
+        limit = float(o["compile_baseline_timeout_s"])
+        config = self._config(seed, mode="compiled", compile_baseline=mode)
+        try:
+            with self._reference_child(task_id, config, source) as child:
+                with self.gate.shared():
+                    child.command("start")
+                    try:
+                        msg = _sandboxed(child.receive(limit + o["run_timeout_s"]))
+                    except ChildTimeout:
+                        return compile_baseline.unmeasured(
+                            mode, f"compiling took longer than compile_baseline_timeout_s = {limit:.0f} s"
+                        )
+                if not isinstance(msg, messages.BaselineCompiled):
+                    why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+                    return compile_baseline.unmeasured(mode, "torch.compile failed: " + _trim(why, 600))
+                if msg.compile_s > limit:
+                    return compile_baseline.unmeasured(
+                        mode,
+                        f"compiling took {msg.compile_s:.0f} s, over compile_baseline_timeout_s = {limit:.0f} s",
+                        msg.compile_s,
+                    )
+                compile_s = msg.compile_s
+                with self.gate.exclusive():
+                    child.command("go 0")
+                    msg = child.receive(o["timing_timeout_s"])
+                if not isinstance(msg, messages.Timed):
+                    why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+                    return compile_baseline.unmeasured(mode, "timing the compiled reference failed: " + _trim(why, 600))
+                return compile_baseline.measured(mode, compile_s, msg.timing)
+        except BrokenReference as e:
+            return compile_baseline.unmeasured(mode, "the compile baseline's child failed: " + _trim(e.message, 600))
 
     @contextlib.contextmanager
     def _reference_child(self, task_id: str, config: dict[str, Any], source: str) -> Iterator[Child]:
@@ -453,6 +514,7 @@ class DeviceEvaluator:
             "reference_timing": None,
             "speedup": None,
             "speed_of_light": None,
+            "compile_baseline": None,
             "warnings": [],
             "hardware": dict(kw.pop("hardware", None) or self.default_hardware, timing=self.timing_settings),
             "elapsed_ms": 0,
@@ -609,6 +671,7 @@ class Run:
         kw.setdefault("trials", len(f.trials))
         kw.setdefault("trials_passed", f.passed)
         kw.setdefault("speed_of_light", self.facts.light)
+        kw.setdefault("compile_baseline", self.facts.compiled)
         return self.ev._result(status, hack, log, warnings=self.warnings, hardware=self.facts.build.hardware, **kw)
 
     def verdict(self, v: decide.Verdict) -> dict[str, Any]:

@@ -197,6 +197,16 @@ class BuildDone(Message):
 
 
 @dataclasses.dataclass
+class BaselineCompiled(Message):
+    """The compile baseline's child (`compile_baseline`) compiled the reference with
+    `torch.compile` in `compile_s` seconds (its first call) and the compiled outputs match the
+    eager ones; it waits for the worker's `go` to time it."""
+
+    TYPE: ClassVar[str] = "baseline_compiled"
+    compile_s: float
+
+
+@dataclasses.dataclass
 class JudgeReady(Message):
     """The judge (a reference child that compares) has built the reference and waits for files."""
 
@@ -251,6 +261,7 @@ MESSAGES: dict[str, type[Message]] = {
         Timed,
         ReferenceFailed,
         BuildDone,
+        BaselineCompiled,
         JudgeReady,
         Judged,
     )

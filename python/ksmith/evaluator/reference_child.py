@@ -1,5 +1,5 @@
 """The trusted child: runs the REFERENCE program of a task (never any candidate code), in one of
-three modes (``mode`` in `DIR/config.json`).
+four modes (``mode`` in `DIR/config.json`).
 
 `main(DIR, secret)`, in a process forked from the fork server (`forkserver`), reads
 `DIR/reference.py` and `DIR/config.json`, then waits for the worker's ``start``, which the worker
@@ -23,6 +23,8 @@ outside the gate, so no child's start disturbs a timing.
 - **time** (when the worker times the reference in more than one process, see `timing`): builds
   the model and the first trial's inputs, runs them as the build does, and times the reference
   on `go`, like the build's timing.
+- **compiled** (once per task and worker, on a GPU): the task's `torch.compile` baseline, compiled
+  and timed beside the eager reference (see `compile_baseline`).
 - **judge** (once per candidate evaluation, next to the candidate's child): builds the model (and
   the size sets' models when asked for them) and compares, on the device, each result file the
   worker hands it (`messages.ResultReady`) with the reference's outputs for that trial, computed
@@ -47,7 +49,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..shared.outputs import close, same_values
-from . import compare, digest, messages
+from . import compare, compile_baseline, digest, messages
 from .child_common import (
     Channel,
     as_list,
@@ -453,6 +455,11 @@ def main(d: str, secret: bytes) -> int:
         if cfg["mode"] == "time":
             ref = Reference(TaskProgram(source, d, int(cfg["seed"]), cfg["device"]))
             _time(ch, cfg, ref, ref.run(0)["inputs"])
+            return 0
+        if cfg["mode"] == "compiled":
+            ref = Reference(TaskProgram(source, d, int(cfg["seed"]), cfg["device"]))
+            first = ref.run(0)
+            compile_baseline.run(ch, cfg, ref.model, first["inputs"], first["outputs"], ref.program.module.get_inputs)
             return 0
         judge = Judge(d, cfg, source)
     except TaskBroken as e:

@@ -84,7 +84,7 @@ pub struct GrpoRow {
 
 impl Table for GrpoRow {
     const NAME: &'static str = "grpo";
-    const SCHEMA_VERSION: u32 = 2;
+    const SCHEMA_VERSION: u32 = 3;
 }
 
 /// The file of the agent environments' starts in a work directory: [`GrpoRow`]s chosen by

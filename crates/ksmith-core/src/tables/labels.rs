@@ -11,6 +11,16 @@ use crate::speedup_interval::Interval;
 pub struct SpeedLabels {
     /// Speedup over PyTorch eager (the reference) with its interval.
     pub over_eager: Option<Interval>,
+    /// Speedup over the task's `torch.compile` baseline (the speedup over eager over the
+    /// baseline's, each against the eager reference of its own process) with its interval.
+    #[serde(default)]
+    pub over_compile: Option<Interval>,
+    /// `Some(true)` when the gain over eager is significant but the gain over `torch.compile`
+    /// is not (the lower bound of `over_compile` is not above `[select]
+    /// min_gain_over_compile`): what one compiler call gives for free. `None` when it cannot be
+    /// judged (no significant gain over eager to explain, or no compile interval).
+    #[serde(default)]
+    pub trivial: Option<bool>,
     /// Speedup over the parent program (its speedup over eager over the parent's) with its
     /// interval.
     pub over_parent: Option<Interval>,

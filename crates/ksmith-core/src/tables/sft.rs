@@ -80,5 +80,5 @@ pub struct SftRow {
 
 impl Table for SftRow {
     const NAME: &'static str = "sft";
-    const SCHEMA_VERSION: u32 = 2;
+    const SCHEMA_VERSION: u32 = 3;
 }

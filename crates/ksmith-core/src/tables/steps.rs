@@ -132,6 +132,11 @@ pub struct StepRow {
     pub correct: bool,
     /// The candidate's speedup over the reference, when measured.
     pub speedup: Option<f64>,
+    /// The candidate's speedup over the task's `torch.compile` baseline (its speedup over eager
+    /// over the baseline's, `EvalResult::speedup_over_compile`), when both were measured.
+    /// Journals of older versions lack it.
+    #[serde(default)]
+    pub speedup_over_compile: Option<f64>,
     /// The hack found, when the verdict is `hacked`.
     pub hack: Option<HackKind>,
     /// The evaluator's full result as JSON (see `ksmith_core::evaluation::EvalResult`).
@@ -189,7 +194,7 @@ impl StepRow {
 
 impl Table for StepRow {
     const NAME: &'static str = "steps";
-    const SCHEMA_VERSION: u32 = 3;
+    const SCHEMA_VERSION: u32 = 4;
 }
 
 #[cfg(test)]
@@ -238,6 +243,7 @@ mod tests {
             eval_status: eval.as_ref().map(|e| e.status),
             correct: eval.as_ref().is_some_and(|e| e.is_correct()),
             speedup: eval.as_ref().and_then(|e| e.speedup),
+            speedup_over_compile: eval.as_ref().and_then(|e| e.speedup_over_compile().ok()),
             hack: None,
             eval_json: StepRow::encode_eval(eval.as_ref()),
             stamp: eval.as_ref().map(Stamp::of).unwrap_or_default(),
@@ -265,8 +271,10 @@ mod tests {
         let obj = v.as_object_mut().unwrap();
         obj.remove("response_bytes");
         obj.remove("reasoning_bytes");
+        obj.remove("speedup_over_compile");
         let back: StepRow = serde_json::from_value(v).unwrap();
         assert_eq!((back.response_bytes, back.response_cut()), (0, false));
+        assert_eq!(back.speedup_over_compile, None);
     }
 
     #[test]
@@ -285,6 +293,13 @@ mod tests {
             hardware: Hardware::default(),
             elapsed_ms: 7,
             speed_of_light: None,
+            compile_baseline: Some(crate::evaluation::CompileBaseline {
+                mode: "default".into(),
+                timing: None,
+                speedup_over_eager: Some(2.5),
+                compile_s: Some(4.0),
+                why: None,
+            }),
         };
         let rows = vec![row(0, Some(eval.clone())), row(1, None)];
         let dir = tempfile::tempdir().unwrap();
@@ -293,6 +308,8 @@ mod tests {
         let back: Vec<StepRow> = read_table(&path).unwrap();
         assert_eq!(back, rows);
         assert_eq!(back[0].eval_result(), Some(eval));
+        assert_eq!(back[0].speedup_over_compile, Some(0.5));
+        assert_eq!(back[1].speedup_over_compile, None);
         assert_eq!(back[1].eval_result(), None);
         assert_eq!(back[1].decode_eval().ok(), Some(None));
         let broken = StepRow {

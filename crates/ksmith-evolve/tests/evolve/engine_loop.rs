@@ -471,3 +471,120 @@ fn the_tasks_alternate_sizes_reach_every_evaluation_and_bad_ones_are_named() {
     assert!(of("plain").iter().all(Vec::is_empty) && !of("plain").is_empty());
     assert!(of("bad").is_empty());
 }
+
+/// The scripted evaluator with a GPU's baselines: the eager reference takes 1 ms, its
+/// speed-of-light is 0.95 ms for a reference marked `SATURATED` (no headroom) and 0.2 ms
+/// otherwise, and `torch.compile` is 1.25x faster than eager.
+struct WithBaselines(FakeEvaluator);
+
+impl ksmith_core::evaluation::Evaluator for WithBaselines {
+    fn evaluate(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::EvalResult, ksmith_core::evaluation::EvalError> {
+        use ksmith_core::evaluation::{CompileBaseline, EvalStatus, SpeedOfLight};
+        use ksmith_core::speedup_interval::timing_from_samples;
+        let mut res = self.0.evaluate(r)?;
+        if res.status == EvalStatus::StaticRejected {
+            return Ok(res);
+        }
+        res.reference_timing = Some(timing_from_samples(vec![vec![1.0; 5]], vec![]));
+        res.speed_of_light = Some(SpeedOfLight {
+            ms: Some(if r.reference.contains("SATURATED") {
+                0.95
+            } else {
+                0.2
+            }),
+            why: None,
+            bound: Some("memory".into()),
+            gpu: Some("H200 SXM".into()),
+            flops: 0.0,
+            bytes: 1e9,
+            dtype: "float32".into(),
+            tf32_policy: "torch_flags".into(),
+        });
+        res.compile_baseline = Some(CompileBaseline {
+            mode: "default".into(),
+            timing: Some(timing_from_samples(vec![vec![0.8; 5]], vec![vec![1.0; 5]])),
+            speedup_over_eager: Some(1.25),
+            compile_s: Some(3.0),
+            why: None,
+        });
+        Ok(res)
+    }
+}
+
+#[test]
+fn tasks_without_headroom_are_counted_and_left_out_when_configured() {
+    use ksmith_evolve::{TaskEnding, TaskHeadroom, endings_path, headroom_path};
+    use std::collections::BTreeMap;
+    let saturated = format!("# SATURATED\n{REFERENCE}");
+    let tasks = vec![task("roomy", REFERENCE), task("full", &saturated)];
+    let go = |workdir: &std::path::Path, c: &RolloutConfig| {
+        let report = run(
+            c,
+            &StageContext::for_tests(workdir),
+            &ScriptedTeacher::new(),
+            &WithBaselines(FakeEvaluator::new()),
+        )
+        .unwrap();
+        let rows: Vec<StepRow> = read_table(&StepRow::path_in(workdir)).unwrap();
+        (report, rows)
+    };
+    let steps_of = |rows: &[StepRow], t: &str| rows.iter().filter(|r| r.task_id == t).count();
+
+    // kept (the default): counted, recorded, every step run
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &tasks);
+    let (report, rows) = go(dir.path(), &cfg(6));
+    assert_eq!((steps_of(&rows, "roomy"), steps_of(&rows, "full")), (6, 6));
+    assert_eq!(report.counters.get("tasks_no_headroom"), Some(&1));
+    assert_eq!(report.counters.get("tasks_with_headroom"), Some(&1));
+    let headroom: BTreeMap<String, TaskHeadroom> =
+        serde_json::from_slice(&std::fs::read(headroom_path(dir.path())).unwrap()).unwrap();
+    let full = headroom["full"].headroom.unwrap();
+    assert!(full.none && (full.eager_sol_fraction - 0.95).abs() < 1e-12);
+    assert_eq!(full.compile_sol_fraction, Some(0.95 / 0.8));
+    let roomy = headroom["roomy"].headroom.unwrap();
+    assert!(!roomy.none && (roomy.compile_sol_fraction.unwrap() - 0.25).abs() < 1e-12);
+    // every correct timed step carries its speedup over compile
+    let timed: Vec<&StepRow> = rows.iter().filter(|r| r.speedup.is_some()).collect();
+    assert!(!timed.is_empty());
+    for r in timed {
+        let want = r.speedup.unwrap() / 1.25;
+        assert!(
+            (r.speedup_over_compile.unwrap() - want).abs() < 1e-12,
+            "{r:?}"
+        );
+    }
+
+    // left out: the saturated task stops after its first evaluated step, and stays stopped
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(dir.path(), &tasks);
+    let skip = RolloutConfig {
+        skip_no_headroom: true,
+        ..cfg(6)
+    };
+    let (report, rows) = go(dir.path(), &skip);
+    assert_eq!(steps_of(&rows, "roomy"), 6);
+    let first = steps_of(&rows, "full");
+    assert!(first < 6, "stopped early: {first} steps");
+    assert_eq!(report.counters.get("tasks_left_out_no_headroom"), Some(&1));
+    let endings: BTreeMap<String, TaskEnding> =
+        serde_json::from_slice(&std::fs::read(endings_path(dir.path())).unwrap()).unwrap();
+    assert_eq!(endings["full"].ending, "no_headroom");
+    assert!(
+        endings["full"].reason.contains("95 % of speed-of-light"),
+        "{:?}",
+        endings["full"]
+    );
+    let longer = RolloutConfig {
+        iterations: 9,
+        ..skip
+    };
+    let (_, rows) = go(dir.path(), &longer);
+    assert_eq!(
+        (steps_of(&rows, "roomy"), steps_of(&rows, "full")),
+        (9, first)
+    );
+}

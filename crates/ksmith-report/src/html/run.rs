@@ -148,7 +148,7 @@ pub(super) fn tasks(h: &mut String, data: &ReportData) {
     }
     h.push_str("<table id=\"tasks\"><tr><th>task</th><th class=\"text\">family</th><th>level</th><th class=\"text\">sizes</th><th>est. time (H200 eager)</th><th class=\"text\">source</th>");
     if data.rollout_ran {
-        h.push_str("<th>steps</th><th>correct steps</th><th>best speedup</th><th>hacks</th><th class=\"text\">rollout</th>");
+        h.push_str("<th>steps</th><th>correct steps</th><th>best speedup (over eager)</th><th>its speedup over torch.compile</th><th>its share of SOL</th><th>trivial steps</th><th class=\"text\">headroom</th><th>hacks</th><th class=\"text\">rollout</th>");
     }
     h.push_str("</tr>");
     let rollout: HashMap<&str, &TaskSummary> =
@@ -204,11 +204,12 @@ fn level(level: u8) -> String {
     }
 }
 
-/// A task's steps, correct steps, best speedup, hacks and how its rollout ended.
+/// A task's steps, correct steps, best speedup (over eager, over compile, its share of
+/// speed-of-light), trivial steps, headroom, hacks and how its rollout ended.
 fn rollout_cells(h: &mut String, t: Option<&TaskSummary>) {
     let Some(t) = t else {
         h.push_str(
-            "<td>0</td><td>0</td><td></td><td>0</td><td class=\"text muted\">not started</td>",
+            "<td>0</td><td>0</td><td></td><td></td><td></td><td></td><td></td><td>0</td><td class=\"text muted\">not started</td>",
         );
         return;
     };
@@ -222,9 +223,19 @@ fn rollout_cells(h: &mut String, t: Option<&TaskSummary>) {
         Some(e) => format!("<span title=\"{}\">{}</span>", escape(&t.reason), escape(e)),
         None => "not recorded".to_string(),
     };
+    let over_compile = t
+        .best_over_compile
+        .map_or(String::new(), |s| format!("{s:.2}x"));
+    let sol = t
+        .best_sol_fraction
+        .map_or(String::new(), |f| format!("{:.0} %", f * 100.0));
+    let trivial = t.trivial.map_or(String::new(), |n| n.to_string());
     let _ = write!(
         h,
-        "<td>{}</td><td>{}</td><td>{best}</td><td>{}</td><td class=\"text\">{ending}</td>",
-        t.steps, t.correct_steps, t.hacks
+        "<td>{}</td><td>{}</td><td>{best}</td><td>{over_compile}</td><td>{sol}</td><td>{trivial}</td><td class=\"text\">{}</td><td>{}</td><td class=\"text\">{ending}</td>",
+        t.steps,
+        t.correct_steps,
+        escape(&t.headroom),
+        t.hacks
     );
 }

@@ -4,11 +4,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, SpeedOfLight, Timing};
+use ksmith_core::evaluation::{
+    CompileBaseline, EvalResult, EvalStatus, Hardware, SpeedOfLight, Timing,
+};
 use ksmith_core::report::StageReport;
 use ksmith_core::speedup_interval::{SplitMix, timing_from_samples};
 use ksmith_core::tables::{GrpoSelection, SftKind, Split, TaskRow};
-use ksmith_select::{GrpoRule, SelectConfig, StepView, select};
+use ksmith_select::{GrpoRule, SelectConfig, StepView, TrivialSteps, select};
 
 /// The candidate's and the reference's timings of a program `speedup` times faster than an
 /// eager reference of `eager` ms: 100 pairs, the reference's samples spread by 2 % and each
@@ -82,6 +84,7 @@ fn noisy_eval(status: EvalStatus, speedup: Option<f64>, own: f64) -> EvalResult 
             dtype: "float32".into(),
             tf32_policy: "torch_flags".into(),
         }),
+        compile_baseline: None,
     }
 }
 
@@ -717,7 +720,11 @@ fn faster_means_significantly_faster() {
     assert!(gain.low > 1.0 && gain.low < gain.value && gain.value < gain.high && gain.high < 1.03);
     let eager = y3.labels.over_eager.unwrap();
     assert!(eager.low < 1.53 && 1.53 < eager.high && eager.high - eager.low < 0.01);
-    assert_eq!(y3.labels.why_null, None);
+    // no evaluation carries a compile baseline here: only that figure is missing
+    assert_eq!(
+        y3.labels.why_null.as_deref(),
+        Some("over torch.compile: no evaluation of the task carries a compile baseline")
+    );
     // SOL 0.5 ms over y3's 2 / 1.53 ms.
     let sol = y3.labels.sol_fraction.unwrap();
     assert!((sol - 0.5 * 1.53 / 2.0).abs() < 1e-12, "{sol}");
@@ -758,7 +765,116 @@ fn untimed_rows_have_null_labels_with_a_reason_and_a_cpu_stamp() {
         "{why}"
     );
     assert_eq!(c0.labels.sol_fraction, None);
+    assert_eq!((c0.labels.over_compile, c0.labels.trivial), (None, None));
+    assert!(why.contains("over torch.compile: not timed"), "{why}");
     assert_eq!(c0.stamp.device, "cpu (triton interpreter)");
     assert_eq!(c0.stamp.method, "not_measured");
     assert_eq!(report.counters.get("labels_timed"), None);
+}
+
+/// `s` with its task's `torch.compile` baseline `compile` times faster than eager: timed with
+/// the eager reference beside it, every compiled sample exactly its pair's share.
+fn with_compile(mut s: StepView, compile: f64) -> StepView {
+    let (_, eager) = timings(2.0, 1.0, 0.0);
+    let reference = eager.process_samples_ms[0].clone();
+    let compiled: Vec<f64> = reference.iter().map(|r| r / compile).collect();
+    let mut timing = timing_from_samples(vec![compiled], vec![reference]);
+    timing.median_ms = 2.0 / compile;
+    if let Some(e) = s.eval.as_mut() {
+        e.compile_baseline = Some(CompileBaseline {
+            mode: "default".into(),
+            timing: Some(timing),
+            speedup_over_eager: Some(compile),
+            compile_s: Some(4.0),
+            why: None,
+        });
+    }
+    s
+}
+
+/// Task A's steps with a compile baseline 1.5x faster than eager: t1 gains 1.5x over eager
+/// and nothing over compile (trivial), t2 and t3 gain over both.
+fn trivial_trajectory() -> Vec<StepView> {
+    vec![
+        with_compile(step("t0", "A", 0, None, Correct, Some(1.0)), 1.5),
+        with_compile(step("t1", "A", 1, Some("t0"), Correct, Some(1.5)), 1.5),
+        with_compile(step("t2", "A", 2, Some("t1"), Correct, Some(2.0)), 1.5),
+        with_compile(step("t3", "A", 3, Some("t2"), Correct, Some(2.5)), 1.5),
+    ]
+}
+
+#[test]
+fn a_step_that_only_matches_torch_compile_is_trivial_and_dropped_by_default() {
+    let steps = trivial_trajectory();
+    let (out, report) = select_a(&steps);
+    let perf: HashSet<String> = out
+        .sft
+        .iter()
+        .filter(|r| r.kind == SftKind::Performance)
+        .map(|r| r.step_id.clone())
+        .collect();
+    assert_eq!(perf, set(&["t2", "t3"]), "t1 is trivial");
+    assert_eq!(
+        report.dropped.get("sft/trivial"),
+        Some(&1),
+        "{:?}",
+        report.dropped
+    );
+    // t2's prompt shows t1, the best so far, but trivial: not a best-step prompt
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["t3"]));
+    assert_eq!(report.dropped.get("grpo/parent_trivial"), Some(&1));
+    let c = &report.counters;
+    assert_eq!(c.get("labels_trivial"), Some(&1), "{c:?}");
+    assert_eq!(c.get("labels_not_trivial"), Some(&2), "{c:?}");
+    assert_eq!(c.get("labels_trivial_not_judged"), Some(&1), "t0: {c:?}");
+    assert_eq!(c.get("labels_significant_over_compile"), Some(&2), "{c:?}");
+    assert_eq!(out.trivial_by_task, [("A".to_string(), 1)].into());
+    // the labels: t2 is 2.0 / 1.5 over compile, its interval above 1
+    let t2 = out.sft.iter().find(|r| r.step_id == "t2").unwrap();
+    let over = t2.labels.over_compile.unwrap();
+    assert!((over.value - 2.0 / 1.5).abs() < 1e-12, "{over:?}");
+    assert!(over.low > 1.3 && over.high < 1.37, "{over:?}");
+    assert_eq!(t2.labels.trivial, Some(false));
+    // a GRPO prompt's current program carries its speedup over compile too
+    let g = out.grpo.iter().find(|r| r.step_id == "t3").unwrap();
+    assert_eq!(g.parent_labels.over_compile, Some(over));
+    // the first step's prompt shows the reference: 1 / 1.5 over compile
+    let t0 = out.sft.iter().find(|r| r.step_id == "t0").unwrap();
+    assert_eq!(
+        t0.labels.trivial, None,
+        "no significant gain over eager to explain"
+    );
+}
+
+#[test]
+fn trivial_steps_can_be_kept_and_the_margin_is_configurable() {
+    let steps = trivial_trajectory();
+    let mut report = StageReport::new("select");
+    let keep = SelectConfig {
+        trivial_steps: TrivialSteps::Keep,
+        ..no_balance()
+    };
+    let out = select(&steps, &[task("A", "act", 1, 0)], &keep, &mut report);
+    let perf = by_id(
+        &out.sft
+            .iter()
+            .filter(|r| r.kind == SftKind::Performance)
+            .cloned()
+            .collect::<Vec<_>>(),
+        |r| &r.step_id,
+    );
+    assert_eq!(perf, set(&["t1", "t2", "t3"]));
+    assert_eq!(by_id(&out.grpo, |r| &r.step_id), set(&["t2", "t3"]));
+    let t1 = out.sft.iter().find(|r| r.step_id == "t1").unwrap();
+    assert_eq!(t1.labels.trivial, Some(true), "kept, still labelled");
+    assert_eq!(report.counters.get("labels_trivial"), Some(&1));
+    // a margin of 40 % over compile: t2 (1.33x over compile) is trivial too
+    let mut report = StageReport::new("select");
+    let wide = SelectConfig {
+        min_gain_over_compile: 1.4,
+        ..no_balance()
+    };
+    let out = select(&steps, &[task("A", "act", 1, 0)], &wide, &mut report);
+    assert_eq!(report.counters.get("labels_trivial"), Some(&2));
+    assert_eq!(out.trivial_by_task, [("A".to_string(), 2)].into());
 }

@@ -45,6 +45,7 @@ fn eval(speedup: f64) -> EvalResult {
         },
         elapsed_ms: 900,
         speed_of_light: None,
+        compile_baseline: None,
     }
 }
 
@@ -87,6 +88,7 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         eval_status: e.as_ref().map(|e| e.status),
         correct: e.is_some(),
         speedup,
+        speedup_over_compile: None,
         hack: None,
         stamp: e.as_ref().map(Stamp::of).unwrap_or_default(),
         eval_json: e.map(|e| serde_json::to_string(&e).expect("json")),

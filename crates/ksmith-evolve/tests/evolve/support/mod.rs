@@ -73,6 +73,7 @@ pub fn result(status: EvalStatus, speedup: Option<f64>, log: &str) -> EvalResult
         },
         elapsed_ms: 1,
         speed_of_light: None,
+        compile_baseline: None,
     }
 }
 
