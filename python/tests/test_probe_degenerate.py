@@ -75,6 +75,16 @@ CASES = {
         "degenerate",
         "inputs do not change with the seed",
     ),
+    # A residual branch scaled by a layer scale initialised to 1e-6 (ConvNeXt's block): the
+    # output is the input within the evaluator's tolerance, so a copy kernel would pass.
+    "tiny_layer_scale_residual": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-6 * torch.ones(dim))",
+            "        return x + self.gamma * self.fc(x)",
+        ),
+        "degenerate",
+        "its output equals its input 0 within the evaluator's tolerance",
+    ),
 }
 
 
@@ -96,8 +106,13 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
         ("        self.bn = nn.BatchNorm1d(dim)", "        return self.bn(x)"),
         # Dropout of probability 0 draws nothing.
         ("        self.drop = nn.Dropout(0.0)", "        return self.drop(x) * 2"),
+        # A residual whose branch is small but above the tolerance is no copy.
+        (
+            "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-2 * torch.ones(dim))",
+            "        return x + self.gamma * self.fc(x)",
+        ),
     ],
-    ids=["linear", "batch_norm", "dropout_zero"],
+    ids=["linear", "batch_norm", "dropout_zero", "layer_scale_1e-2"],
 )
 def test_a_real_task_passes(init, forward):
     result = run_request({"program": program(init, forward)}, torch)
@@ -116,3 +131,16 @@ def test_constant_indices_are_drawn_over_the_vocabulary():
     assert result["status"] == "ok", result
     assert "torch.randint(0, 50, [4, 4], dtype=torch.int64)" in result["program"]
     assert any("drawn from [0, 50)" in s for s in result["repair_steps"])
+
+
+def test_the_copy_tolerance_is_the_evaluators():
+    import json
+    import pathlib
+
+    from ksmith.probe import degenerate
+
+    defaults = json.loads(
+        (pathlib.Path(degenerate.__file__).parents[1] / "evaluator" / "defaults.json").read_text()
+    )
+    assert list(degenerate.COPY_TOLERANCE) == defaults["tolerances"]["float32"]
+    assert degenerate.COPY_RELATIVE_ERROR == defaults["relative_error"]["float32"]
