@@ -108,8 +108,8 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                 Some(k) => params.iter().position(|p| &p.name == k),
             };
             if let (Some(slot), Some(value)) = (slot, &arg.value) {
-                let from = match &arg.via_default {
-                    Some(p) => format!("call {path}:{} (default of {p})", site.line),
+                let from = match &arg.via {
+                    Some(via) => format!("call {path}:{} ({via})", site.line),
                     None => format!("call {path}:{}", site.line),
                 };
                 known[slot] = Some((value.clone(), from));
