@@ -831,20 +831,22 @@ def _set_dim_any(s: State, f: Failure, old: int, new: int, why: str) -> list[Fix
 
 def _assert_divisible(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """A failed ``assert a % b == 0`` with both operands evaluated: a constructor argument equal
-    to ``a`` becomes a multiple of ``b``, or one equal to ``b`` a divisor of ``a`` (the names of
-    the two need not be the constructor's: ``self.inner_dim % self.heads``)."""
+    to ``a`` becomes a multiple of ``b`` (tried first: the divisor is the structural choice, a
+    head count from the repository's call site, and lowering it gives the tiny head counts and
+    widths no model uses), else one equal to ``b`` a divisor of ``a`` (the names of the two need
+    not be the constructor's: ``self.inner_dim % self.heads``)."""
     a, b = int(m.group("a")), int(m.group("b"))
     if a <= 0 or b <= 0:
         return []
     why = f"{a} divisible by {b}"
     fixes = []
-    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
-    for i in _int_init_indices(s, f, lambda v: v == b):
-        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
     multiple = b * max(1, -(-a // b))
     for i in _int_init_indices(s, f, lambda v: v == a):
         fixes.append(_set_init(s, i, ValueGuess(multiple), why))
     fixes += _set_dim(s, f, -1, a, multiple, why)
+    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
+    for i in _int_init_indices(s, f, lambda v: v == b):
+        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
     return fixes
 
 
