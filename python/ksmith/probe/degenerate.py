@@ -118,7 +118,8 @@ def _copies_an_input(outputs: list[Any], inputs: list[Any], torch) -> int | None
 
 def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
     """``(kind, reason)`` when the program cannot be a task (kind ``random``: its forward draws
-    random numbers; ``degenerate``: anything else above), None when it can.
+    random numbers; ``writes``: it writes its own parameters or buffers; ``degenerate``: anything
+    else above), None when it can. (The first two may go away in eval mode: :mod:`.eval_mode`.)
 
     Outputs, input draws and parameters are compared bitwise
     (:func:`~ksmith.shared.outputs.same_values`, the probe's own comparison). Raises
@@ -145,7 +146,7 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
         if written:
             shown = ", ".join(written[:4]) + (", ..." if len(written) > 4 else "")
             return (
-                "degenerate",
+                "writes",
                 f"its forward writes its own parameters or buffers ({shown}): the reference would do work "
                 "the task does not mean and change from call to call",
             )
