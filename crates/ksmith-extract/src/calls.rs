@@ -25,6 +25,17 @@ pub(crate) struct CallArg {
     /// `default of dim`, `local prompt_embed_dim`, `constant SIZE`, `first iteration of i`, or the
     /// evaluated expression in backquotes.
     pub(crate) via: Option<String>,
+    /// When the value is unknown here: the parameter of the enclosing `__init__` it passes on
+    /// (`Block(dim, heads=num_heads)` inside `Stage.__init__(self, dim, num_heads)`), whose value
+    /// is the one the enclosing class is built with.
+    pub(crate) passes: Option<String>,
+}
+
+/// A scope's constant names, and when the scope is an `__init__`, its parameters that the body
+/// does not bind again.
+struct Scope {
+    env: Env,
+    init_params: Vec<String>,
 }
 
 /// A call `Name(...)` or `a.Name(...)`.
@@ -57,7 +68,10 @@ pub(crate) fn collect(top: &[Node<'_>], src: &str, limit: usize) -> Vec<CallSite
         bindings(*node, src, &mut module, 0);
     }
     // The constant names of each scope: the file's, then one per function met.
-    let mut scopes: Vec<Env> = vec![apply(&module, src, &Env::new(), Origin::Module)];
+    let mut scopes: Vec<Scope> = vec![Scope {
+        env: apply(&module, src, &Env::new(), Origin::Module),
+        init_params: Vec::new(),
+    }];
     for (si, node) in top.iter().enumerate() {
         // (node, index of the innermost enclosing scope)
         let mut stack: Vec<(Node<'_>, usize)> = vec![(*node, 0)];
@@ -67,8 +81,8 @@ pub(crate) fn collect(top: &[Node<'_>], src: &str, limit: usize) -> Vec<CallSite
             }
             let mut inner = scope;
             if n.kind_id() == k.function_definition {
-                let env = function_env(n, src, &scopes[scope]);
-                scopes.push(env);
+                let made = function_env(n, src, &scopes[scope].env);
+                scopes.push(made);
                 inner = scopes.len() - 1;
             } else if n.kind() == "call"
                 && let Some(site) = call_site(n, src, si, &scopes[scope])
@@ -107,9 +121,12 @@ impl Bind<'_> {
 /// The constant names inside function `def`: those of `parent` (the enclosing scope), then its
 /// parameters with a constant default other than `None`, then the names its body binds once to
 /// a constant; a name bound twice or otherwise is unknown there.
-fn function_env(def: Node<'_>, src: &str, parent: &Env) -> Env {
+fn function_env(def: Node<'_>, src: &str, parent: &Env) -> Scope {
     let k = Kinds::get();
     let mut binds = Vec::new();
+    let is_init = def
+        .child_by_field_id(k.f_name)
+        .is_some_and(|n| text(src, n) == "__init__");
     if let Some(params) = def.child_by_field_id(k.f_parameters) {
         let mut c = params.walk();
         for p in params.named_children(&mut c) {
@@ -125,10 +142,24 @@ fn function_env(def: Node<'_>, src: &str, parent: &Env) -> Env {
             }
         }
     }
+    let params = binds.len();
     if let Some(body) = def.child_by_field_id(k.f_body) {
         bindings(body, src, &mut binds, 0);
     }
-    apply(&binds, src, parent, Origin::Local)
+    let init_params = if is_init {
+        binds[..params]
+            .iter()
+            .map(Bind::name)
+            .filter(|n| *n != "self" && binds.iter().filter(|b| b.name() == *n).count() == 1)
+            .map(str::to_string)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Scope {
+        env: apply(&binds, src, parent, Origin::Local),
+        init_params,
+    }
 }
 
 /// `parent` updated with `binds` in order: a name bound once to a constant gets its value
@@ -277,8 +308,9 @@ fn bindings<'t>(node: Node<'t>, src: &str, out: &mut Vec<Bind<'t>>, depth: u32) 
     }
 }
 
-fn call_site(call: Node<'_>, src: &str, stmt: usize, env: &Env) -> Option<CallSite> {
+fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<CallSite> {
     let k = Kinds::get();
+    let env = &scope.env;
     let function = call.child_by_field_id(k.f_function)?;
     let (callee, bare) = if function.kind_id() == k.identifier {
         (text(src, function), true)
@@ -317,6 +349,10 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, env: &Env) -> Option<CallSi
             }
             (None, a)
         };
+        let passes = (value_node.kind_id() == k.identifier)
+            .then(|| text(src, value_node))
+            .filter(|n| scope.init_params.iter().any(|p| p == n) && !env.contains_key(*n))
+            .map(str::to_string);
         let (value, via) = if is_literal(value_node, src) {
             (Some(text(src, value_node).to_string()), None)
         } else if value_node.kind_id() == k.identifier {
@@ -338,6 +374,7 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, env: &Env) -> Option<CallSi
             keyword,
             value,
             via,
+            passes,
         });
     }
     let receiver = (!bare)

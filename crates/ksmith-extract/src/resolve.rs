@@ -678,6 +678,11 @@ impl Repo {
         }
     }
 
+    /// The name of the class defined by statement `stmt` of `file`, when it defines one.
+    pub(crate) fn class_name_at(&self, file: usize, stmt: usize) -> Option<&str> {
+        self.class_at(file, stmt).map(|c| c.name.as_str())
+    }
+
     fn class_at(&self, file: usize, stmt: usize) -> Option<&ClassInfo> {
         match &self.files.get(file)?.stmts.get(stmt)?.kind {
             StmtKind::Class(info) => Some(info),

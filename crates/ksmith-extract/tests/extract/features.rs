@@ -900,3 +900,22 @@ fn a_call_of_a_package_class_is_no_call_site_of_a_same_named_class() {
         ]
     );
 }
+
+/// An argument that passes on a parameter of the enclosing class's `__init__` takes the value
+/// that class is built with at its own call site (two classes up here), with the chain recorded;
+/// a parameter the enclosing class gets no value for stays a guess.
+#[test]
+fn arguments_passed_on_from_the_enclosing_constructor_take_its_call_sites_values() {
+    let rows = extract(&[(
+        "net.py",
+        "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def __init__(self, dim, heads, width):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\nclass Stage(nn.Module):\n    def __init__(self, dim, num_heads, width):\n        super().__init__()\n        self.block = Block(dim, heads=num_heads, width=width)\n\n    def forward(self, x):\n        return self.block(x)\n\n\nclass Net(nn.Module):\n    def __init__(self, embed_dim=96, heads=(3, 6)):\n        super().__init__()\n        self.stage = Stage(embed_dim * 2, heads[0], None if embed_dim else 1)\n\n    def forward(self, x):\n        return self.stage(x)\n",
+    )]);
+    assert_eq!(
+        row(&rows, "Block").arg_sources,
+        vec![
+            "dim=192: call net.py:16 (dim of Stage: call net.py:25 (`embed_dim * 2`))",
+            "heads=3: call net.py:16 (num_heads of Stage: call net.py:25 (`heads[0]`))",
+            "width=None: call net.py:16 (width of Stage: call net.py:25 (`None if embed_dim else 1`))"
+        ]
+    );
+}
