@@ -512,3 +512,22 @@ def test_divisibility_raises_the_dividend_and_keeps_the_head_count(check):
     dim, heads = exec_program(emitted)["get_init_inputs"]()
     assert heads == 8, steps
     assert dim % 8 == 0 and dim >= 8, steps
+
+
+def test_input_sizes_shown_in_a_divisibility_message_become_multiples():
+    # A U-Net downsampling three times: both spatial sizes must be multiples of 8, and the
+    # message shows them as a torch.Size.
+    unet = """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.down = nn.Sequential(*[nn.Conv2d(dim, dim, 3, stride=2, padding=1) for _ in range(3)])
+
+    def forward(self, x):
+        assert all(d % 8 == 0 for d in x.shape[-2:]), (
+            f"your input dimensions {x.shape[-2:]} need to be divisible by 8, given the unet"
+        )
+        return self.down(x)
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 12])", "4"))
+    assert "torch.rand([4, 4, 8, 16])" in emitted, steps
+    assert any("sizes [4, 12] divisible by 8" in s for s in steps), steps
