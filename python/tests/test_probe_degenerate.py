@@ -42,16 +42,17 @@ CASES = {
         "degenerate",
         "inputs do not change with the seed",
     ),
-    "active_dropout": (
-        program("        self.fc = nn.Linear(dim, dim)", "        return F.dropout(self.fc(x), 0.5, self.training)"),
+    # Sampling in both modes: eval mode does not make it a task.
+    "sampling": (
+        program("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x) + torch.randn_like(x)"),
         "nondeterministic",
         "draws random numbers",
     ),
+    # Written in both modes: eval mode does not make it a task.
     "ema_update_in_forward": (
         program(
             "        self.register_buffer('ema', torch.zeros(dim))",
-            "        if self.training:\n            self.ema.mul_(0.9).add_(x.mean(0) * 0.1)\n"
-            "        return x - self.ema",
+            "        self.ema.mul_(0.9).add_(x.mean(0) * 0.1)\n        return x - self.ema",
         ),
         "degenerate",
         "writes its own parameters or buffers (ema)",
@@ -75,6 +76,16 @@ CASES = {
         "degenerate",
         "inputs do not change with the seed",
     ),
+    # A residual branch scaled by a layer scale initialised to 1e-6 (ConvNeXt's block): the
+    # output is the input within the evaluator's tolerance, so a copy kernel would pass.
+    "tiny_layer_scale_residual": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-6 * torch.ones(dim))",
+            "        return x + self.gamma * self.fc(x)",
+        ),
+        "degenerate",
+        "its output equals its input 0 within the evaluator's tolerance",
+    ),
 }
 
 
@@ -96,8 +107,13 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
         ("        self.bn = nn.BatchNorm1d(dim)", "        return self.bn(x)"),
         # Dropout of probability 0 draws nothing.
         ("        self.drop = nn.Dropout(0.0)", "        return self.drop(x) * 2"),
+        # A residual whose branch is small but above the tolerance is no copy.
+        (
+            "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-2 * torch.ones(dim))",
+            "        return x + self.gamma * self.fc(x)",
+        ),
     ],
-    ids=["linear", "batch_norm", "dropout_zero"],
+    ids=["linear", "batch_norm", "dropout_zero", "layer_scale_1e-2"],
 )
 def test_a_real_task_passes(init, forward):
     result = run_request({"program": program(init, forward)}, torch)
@@ -116,3 +132,73 @@ def test_constant_indices_are_drawn_over_the_vocabulary():
     assert result["status"] == "ok", result
     assert "torch.randint(0, 50, [4, 4], dtype=torch.int64)" in result["program"]
     assert any("drawn from [0, 50)" in s for s in result["repair_steps"])
+
+
+def test_the_copy_tolerance_is_the_evaluators():
+    import json
+    import pathlib
+
+    from ksmith.probe import degenerate
+
+    defaults = json.loads((pathlib.Path(degenerate.__file__).parents[1] / "evaluator" / "defaults.json").read_text())
+    assert list(degenerate.COPY_TOLERANCE) == defaults["tolerances"]["float32"]
+    assert degenerate.COPY_RELATIVE_ERROR == defaults["relative_error"]["float32"]
+
+
+# Karras-style weight normalization: in training mode the forward renormalizes and copies into
+# its weight; in eval mode it computes the same normalized weight without the write.
+WEIGHT_NORMALIZED = program(
+    "        self.weight = nn.Parameter(torch.randn(dim, dim))",
+    "        if self.training:\n            with torch.no_grad():\n"
+    "                self.weight.copy_(F.normalize(self.weight, dim=-1))\n"
+    "        return x @ F.normalize(self.weight, dim=-1).t()",
+)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (WEIGHT_NORMALIZED, "writes its own parameters or buffers (weight)"),
+        (
+            program(
+                "        self.fc = nn.Linear(dim, dim)", "        return F.dropout(self.fc(x), 0.5, self.training)"
+            ),
+            "forward draws random numbers",
+        ),
+    ],
+    ids=["weight_write", "dropout"],
+)
+def test_a_forward_that_writes_or_draws_only_in_training_mode_is_a_task_in_eval_mode(text, why):
+    result = run_request({"program": text}, torch)
+    assert result["status"] == "ok", result
+    assert "        self.eval()  # the task runs in eval mode" in result["program"]
+    assert any(s.startswith("eval mode: in training mode") and why in s for s in result["repair_steps"]), result[
+        "repair_steps"
+    ]
+    # Built as the evaluator builds it, the model is in eval mode and its forward leaves the weight.
+    from ksmith.probe.loading import exec_program
+
+    ns = exec_program(result["program"], "<eval-mode>")
+    model = ns["Model"](*ns["get_init_inputs"]())
+    assert not model.training and not any(m.training for m in model.modules())
+    before = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        model(*ns["get_inputs"]())
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_eval_mode_is_added_to_a_model_without_its_own_constructor():
+    from ksmith.probe.eval_mode import in_eval_mode
+
+    text = (
+        "import torch.nn as nn\n\n\nclass Model(nn.Dropout):\n"
+        "    def forward(self, x):\n        return super().forward(x)\n"
+    )
+    out = in_eval_mode(text, "draws random numbers")
+    assert out is not None
+    ns: dict = {}
+    exec(compile(out, "<t>", "exec"), ns)
+    assert not ns["Model"](0.5).training
+    # A constructor on one line cannot take a line at its end: no rewrite.
+    one_line = "import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self): super().__init__()\n"
+    assert in_eval_mode(one_line, "writes its own weights") is None

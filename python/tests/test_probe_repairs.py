@@ -487,3 +487,47 @@ def test_an_assertion_on_attributes_is_solved_by_their_values():
     width, heads = exec_program(emitted)["get_init_inputs"]()
     assert width % heads == 0, steps
     assert any("divisible by" in s for s in steps), steps
+
+
+@pytest.mark.parametrize(
+    "check",
+    ["assert dim % num_heads == 0, 'num_heads must divide dim.'", "assert self.dim % self.heads == 0"],
+    ids=["parameters", "attributes"],
+)
+def test_divisibility_raises_the_dividend_and_keeps_the_head_count(check):
+    # SAM's TwoWayTransformer: 8 heads from the repository's call site, a width guessed 4. The
+    # width becomes a multiple of 8; the head count is not lowered (to 4, 2, then 1).
+    attention = f"""class Model(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.dim, self.heads = dim, num_heads
+        {check}
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        return self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads)
+"""
+    emitted, steps = repaired(program(attention, "torch.rand([4, 4, 4])", "4, 8"))
+    dim, heads = exec_program(emitted)["get_init_inputs"]()
+    assert heads == 8, steps
+    assert dim % 8 == 0 and dim >= 8, steps
+
+
+def test_input_sizes_shown_in_a_divisibility_message_become_multiples():
+    # A U-Net downsampling three times: both spatial sizes must be multiples of 8, and the
+    # message shows them as a torch.Size.
+    unet = """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.down = nn.Sequential(*[nn.Conv2d(dim, dim, 3, stride=2, padding=1) for _ in range(3)])
+
+    def forward(self, x):
+        assert all(d % 8 == 0 for d in x.shape[-2:]), (
+            f"your input dimensions {x.shape[-2:]} need to be divisible by 8, given the unet"
+        )
+        return self.down(x)
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 12])", "4"))
+    assert "torch.rand([4, 4, 8, 16])" in emitted, steps
+    assert any("sizes [4, 12] divisible by 8" in s for s in steps), steps

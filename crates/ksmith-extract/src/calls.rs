@@ -1,13 +1,17 @@
 //! Call sites of a file: where the repository itself builds its classes (`Attention(dim,
 //! heads=8)` in another class's `__init__`, a factory, a `__main__` block, a test), with each
-//! argument's value when it is a literal or a parameter of the enclosing function whose default
-//! is one (`def __init__(self, dim=64): self.attn = Attention(dim)` builds it with 64).
-//! Extract prefers these arguments to guesses (`guess`).
+//! argument's value when it is constant ([`crate::consts`]): a literal, a parameter of the
+//! enclosing function whose default is one (`def __init__(self, dim=64): self.attn =
+//! Attention(dim)` builds it with 64; a default of `None` is unknown, the function resolves it
+//! later), a name the function or the file binds once to a constant, a loop variable over
+//! `range(...)` at its first iteration, and arithmetic over those (`int(embed_dim * 2 **
+//! i_layer)`, `num_heads[i_layer]`). Extract prefers these arguments to guesses (`guess`).
 
 use std::collections::HashMap;
 
 use tree_sitter::Node;
 
+use crate::consts::{self, Env, Origin};
 use crate::syntax::{Kinds, text};
 
 /// One argument of a call site.
@@ -15,11 +19,23 @@ use crate::syntax::{Kinds, text};
 pub(crate) struct CallArg {
     /// The keyword it is passed by, `None` when positional.
     pub(crate) keyword: Option<String>,
-    /// Its value as Python source, when known to be a literal.
+    /// Its value as Python source, when known to be constant.
     pub(crate) value: Option<String>,
-    /// Where a known value came from besides the call itself: the parameter of the enclosing
-    /// function whose default it is.
-    pub(crate) via_default: Option<String>,
+    /// Where a known value came from besides the call itself, when it is not a literal:
+    /// `default of dim`, `local prompt_embed_dim`, `constant SIZE`, `first iteration of i`, or the
+    /// evaluated expression in backquotes.
+    pub(crate) via: Option<String>,
+    /// When the value is unknown here: the parameter of the enclosing `__init__` it passes on
+    /// (`Block(dim, heads=num_heads)` inside `Stage.__init__(self, dim, num_heads)`), whose value
+    /// is the one the enclosing class is built with.
+    pub(crate) passes: Option<String>,
+}
+
+/// A scope's constant names, and when the scope is an `__init__`, its parameters that the body
+/// does not bind again.
+struct Scope {
+    env: Env,
+    init_params: Vec<String>,
 }
 
 /// A call `Name(...)` or `a.Name(...)`.
@@ -29,6 +45,9 @@ pub(crate) struct CallSite {
     pub(crate) callee: String,
     /// The callee is a bare name (resolved through the file's bindings), not an attribute.
     pub(crate) bare: bool,
+    /// For an attribute callee (`nn.Conv2d`), the first name of the object it is read from
+    /// (`nn`): a call of another package's same-named class is no call site of the repository's.
+    pub(crate) receiver: Option<String>,
     /// Index of the top-level statement it is in.
     pub(crate) stmt: usize,
     /// 1-based line.
@@ -44,17 +63,26 @@ pub(crate) struct CallSite {
 pub(crate) fn collect(top: &[Node<'_>], src: &str, limit: usize) -> Vec<CallSite> {
     let k = Kinds::get();
     let mut out = Vec::new();
+    let mut module = Vec::new();
+    for node in top {
+        bindings(*node, src, &mut module, 0);
+    }
+    // The constant names of each scope: the file's, then one per function met.
+    let mut scopes: Vec<Scope> = vec![Scope {
+        env: apply(&module, src, &Env::new(), Origin::Module),
+        init_params: Vec::new(),
+    }];
     for (si, node) in top.iter().enumerate() {
-        // (node, defaults of the innermost enclosing function's parameters)
+        // (node, index of the innermost enclosing scope)
         let mut stack: Vec<(Node<'_>, usize)> = vec![(*node, 0)];
-        let mut scopes: Vec<HashMap<String, String>> = vec![HashMap::new()];
         while let Some((n, scope)) = stack.pop() {
             if out.len() >= limit {
                 return out;
             }
             let mut inner = scope;
             if n.kind_id() == k.function_definition {
-                scopes.push(literal_defaults(n, src));
+                let made = function_env(n, src, &scopes[scope].env);
+                scopes.push(made);
                 inner = scopes.len() - 1;
             } else if n.kind() == "call"
                 && let Some(site) = call_site(n, src, si, &scopes[scope])
@@ -70,37 +98,219 @@ pub(crate) fn collect(top: &[Node<'_>], src: &str, limit: usize) -> Vec<CallSite
     out
 }
 
-/// The parameters of a function whose default is a literal, with its source.
-fn literal_defaults(def: Node<'_>, src: &str) -> HashMap<String, String> {
+/// A name bound in a scope, in the order the scope's text binds them.
+enum Bind<'t> {
+    /// A parameter with its default.
+    Param(String, Node<'t>),
+    /// `name = value`.
+    Assign(String, Node<'t>),
+    /// `for name in range(...)` (the `range` call).
+    Loop(String, Node<'t>),
+    /// Any other binding: the name's value is unknown.
+    Other(String),
+}
+
+impl Bind<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Bind::Param(n, _) | Bind::Assign(n, _) | Bind::Loop(n, _) | Bind::Other(n) => n,
+        }
+    }
+}
+
+/// The constant names inside function `def`: those of `parent` (the enclosing scope), then its
+/// parameters with a constant default other than `None`, then the names its body binds once to
+/// a constant; a name bound twice or otherwise is unknown there.
+fn function_env(def: Node<'_>, src: &str, parent: &Env) -> Scope {
     let k = Kinds::get();
-    let mut out = HashMap::new();
-    let Some(params) = def.child_by_field_id(k.f_parameters) else {
-        return out;
-    };
-    let mut c = params.walk();
-    for p in params.named_children(&mut c) {
-        if p.kind_id() == k.default_parameter || p.kind_id() == k.typed_default_parameter {
-            let (Some(name), Some(value)) = (
-                p.child_by_field_id(k.f_name),
-                p.child_by_field_id(k.f_value),
-            ) else {
-                continue;
-            };
-            if is_literal(value, src) {
-                out.insert(text(src, name).to_string(), text(src, value).to_string());
+    let mut binds = Vec::new();
+    let is_init = def
+        .child_by_field_id(k.f_name)
+        .is_some_and(|n| text(src, n) == "__init__");
+    if let Some(params) = def.child_by_field_id(k.f_parameters) {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c) {
+            if p.kind_id() == k.default_parameter || p.kind_id() == k.typed_default_parameter {
+                if let (Some(name), Some(value)) = (
+                    p.child_by_field_id(k.f_name),
+                    p.child_by_field_id(k.f_value),
+                ) {
+                    binds.push(Bind::Param(text(src, name).to_string(), value));
+                }
+            } else {
+                names_in(p, src, &mut binds);
             }
         }
     }
-    out
+    let params = binds.len();
+    if let Some(body) = def.child_by_field_id(k.f_body) {
+        bindings(body, src, &mut binds, 0);
+    }
+    let init_params = if is_init {
+        binds[..params]
+            .iter()
+            .map(Bind::name)
+            .filter(|n| *n != "self" && binds.iter().filter(|b| b.name() == *n).count() == 1)
+            .map(str::to_string)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Scope {
+        env: apply(&binds, src, parent, Origin::Local),
+        init_params,
+    }
 }
 
-fn call_site(
-    call: Node<'_>,
-    src: &str,
-    stmt: usize,
-    defaults: &HashMap<String, String>,
-) -> Option<CallSite> {
+/// `parent` updated with `binds` in order: a name bound once to a constant gets its value
+/// (`origin` for assignments), any other bound name is removed.
+fn apply(binds: &[Bind<'_>], src: &str, parent: &Env, origin: Origin) -> Env {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for b in binds {
+        *counts.entry(b.name()).or_default() += 1;
+    }
+    let mut env = parent.clone();
+    for b in binds {
+        let name = b.name();
+        let known = if counts.get(name).copied().unwrap_or(0) > 1 {
+            None
+        } else {
+            match b {
+                // A default is evaluated where the function is defined.
+                Bind::Param(_, value) => consts::eval(*value, src, parent)
+                    .filter(|v| *v != consts::Value::None)
+                    .map(|v| (v, Origin::Default)),
+                Bind::Assign(_, value) => {
+                    consts::eval(*value, src, &env).map(|v| (v, origin.clone()))
+                }
+                Bind::Loop(_, range) => range_start(*range, src, &env),
+                Bind::Other(_) => None,
+            }
+        };
+        match known {
+            Some(v) => {
+                env.insert(name.to_string(), v);
+            }
+            None => {
+                env.remove(name);
+            }
+        }
+    }
+    env
+}
+
+/// The first value of `range(...)`.
+fn range_start(call: Node<'_>, src: &str, env: &Env) -> Option<(consts::Value, Origin)> {
+    let list = call.child_by_field_name("arguments")?;
+    let mut c = list.walk();
+    let args: Vec<Node<'_>> = list.named_children(&mut c).collect();
+    let start = match args.as_slice() {
+        [_] => consts::Value::Int(0),
+        [first, _, ..] => consts::eval(*first, src, env)?,
+        [] => return None,
+    };
+    Some((start, Origin::FirstIteration))
+}
+
+/// Whether `node` is a call of the builtin `range`.
+fn is_range(node: Node<'_>, src: &str) -> bool {
+    node.kind() == "call"
+        && node
+            .child_by_field_name("function")
+            .is_some_and(|f| f.kind() == "identifier" && text(src, f) == "range")
+}
+
+/// Every identifier under `node` (a pattern, a parameter, an import), as an unknown binding.
+fn names_in(node: Node<'_>, src: &str, out: &mut Vec<Bind<'_>>) {
+    if node.kind() == "identifier" {
+        out.push(Bind::Other(text(src, node).to_string()));
+        return;
+    }
+    if matches!(node.kind(), "attribute" | "subscript") {
+        return;
+    }
+    let mut c = node.walk();
+    for child in node.named_children(&mut c) {
+        names_in(child, src, out);
+    }
+}
+
+/// The bindings of `node` and what it contains, in text order, without entering nested
+/// functions, classes and lambdas (their names are bound, their bodies are other scopes).
+fn bindings<'t>(node: Node<'t>, src: &str, out: &mut Vec<Bind<'t>>, depth: u32) {
     let k = Kinds::get();
+    if depth > 200 {
+        return;
+    }
+    let kind = node.kind();
+    match kind {
+        "function_definition" | "class_definition" => {
+            if let Some(name) = node.child_by_field_id(k.f_name) {
+                out.push(Bind::Other(text(src, name).to_string()));
+            }
+            return;
+        }
+        "lambda" => return,
+        "import_statement"
+        | "import_from_statement"
+        | "global_statement"
+        | "nonlocal_statement"
+        | "delete_statement" => {
+            names_in(node, src, out);
+            return;
+        }
+        "assignment" => {
+            let left = node.child_by_field_id(k.f_left);
+            let right = node.child_by_field_id(k.f_right);
+            match (left, right) {
+                (Some(l), Some(r)) if l.kind() == "identifier" && r.kind() != "assignment" => {
+                    out.push(Bind::Assign(text(src, l).to_string(), r));
+                }
+                (Some(l), _) => names_in(l, src, out),
+                _ => {}
+            }
+            if let Some(r) = right {
+                bindings(r, src, out, depth + 1);
+            }
+            return;
+        }
+        "augmented_assignment" | "named_expression" | "as_pattern_target" => {
+            if let Some(l) = node
+                .child_by_field_id(k.f_left)
+                .or_else(|| node.child_by_field_id(k.f_name))
+            {
+                names_in(l, src, out);
+            } else if kind == "as_pattern_target" {
+                names_in(node, src, out);
+            }
+        }
+        "for_statement" | "for_in_clause" => {
+            let left = node.child_by_field_id(k.f_left);
+            let right = node.child_by_field_id(k.f_right);
+            match (left, right) {
+                (Some(l), Some(r)) if l.kind() == "identifier" && is_range(r, src) => {
+                    out.push(Bind::Loop(text(src, l).to_string(), r));
+                }
+                (Some(l), _) => names_in(l, src, out),
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    let mut c = node.walk();
+    for child in node.named_children(&mut c) {
+        if (kind == "for_statement" || kind == "for_in_clause")
+            && node.child_by_field_id(k.f_left) == Some(child)
+        {
+            continue;
+        }
+        bindings(child, src, out, depth + 1);
+    }
+}
+
+fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<CallSite> {
+    let k = Kinds::get();
+    let env = &scope.env;
     let function = call.child_by_field_id(k.f_function)?;
     let (callee, bare) = if function.kind_id() == k.identifier {
         (text(src, function), true)
@@ -139,31 +349,64 @@ fn call_site(
             }
             (None, a)
         };
-        let (value, via_default) = if is_literal(value_node, src) {
+        let passes = (value_node.kind_id() == k.identifier)
+            .then(|| text(src, value_node))
+            .filter(|n| scope.init_params.iter().any(|p| p == n) && !env.contains_key(*n))
+            .map(str::to_string);
+        let (value, via) = if is_literal(value_node, src) {
             (Some(text(src, value_node).to_string()), None)
         } else if value_node.kind_id() == k.identifier {
             let name = text(src, value_node);
-            match defaults.get(name) {
-                Some(d) => (Some(d.clone()), Some(name.to_string())),
+            match env.get(name) {
+                Some((v, origin)) => (Some(v.source()), Some(origin.describe(name))),
                 None => (None, None),
             }
         } else {
-            (None, None)
+            match consts::eval(value_node, src, env) {
+                Some(v) => (
+                    Some(v.source()),
+                    Some(format!("`{}`", short(text(src, value_node)))),
+                ),
+                None => (None, None),
+            }
         };
         args.push(CallArg {
             keyword,
             value,
-            via_default,
+            via,
+            passes,
         });
     }
+    let receiver = (!bare)
+        .then(|| function.child_by_field_id(k.f_object))
+        .flatten()
+        .map(|o| {
+            let t = text(src, o);
+            t.split(['.', '(', '['])
+                .next()
+                .unwrap_or(t)
+                .trim()
+                .to_string()
+        });
     Some(CallSite {
         callee: callee.to_string(),
         bare,
+        receiver,
         stmt,
         line: call.start_position().row as u32 + 1,
         args,
         open,
     })
+}
+
+/// An expression's text on one line, at most 60 characters.
+fn short(t: &str) -> String {
+    let one: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 60 {
+        format!("{}...", one.chars().take(57).collect::<String>())
+    } else {
+        one
+    }
 }
 
 /// True for a literal Python writes back as the same value: numbers (signed), `True`, `False`,

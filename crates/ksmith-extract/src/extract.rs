@@ -7,6 +7,7 @@ use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::tables::{ModuleReason, ModuleRow, ModuleStatus};
 use rayon::prelude::*;
 
+use crate::calls::CallSite;
 use crate::closure::{self, NodeId};
 use crate::config::ExtractConfig;
 use crate::contain::contained;
@@ -310,8 +311,8 @@ fn class_row(
         row.imports = imports.clone();
         row
     };
-    let sites = repo.call_sites(node);
-    let site = best_site(repo, &sites);
+    let sites = resolved_sites(repo, node, PASS_DEPTH);
+    let site = best_site(&sites);
     let (inputs, arg_sources) = match guess::input_functions(&facts, site) {
         Ok(made) => made,
         Err(problem) => {
@@ -354,15 +355,49 @@ fn class_row(
     }
 }
 
+/// How many enclosing classes up an argument passed on from an `__init__`'s parameter is
+/// followed (`Block(dim)` in `Stage.__init__(self, dim)`, `Stage(dim=96)` in `Net.__init__`).
+const PASS_DEPTH: u32 = 3;
+
+/// The repository's calls that build the class at `node`, with their paths; an argument that
+/// passes on a parameter of the enclosing class's `__init__` gets the value that class is built
+/// with (from its own call sites, `depth` classes up at most), where that value is not a guess.
+fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSite)> {
+    repo.call_sites(node)
+        .into_iter()
+        .map(|(fi, site)| {
+            let mut site = site.clone();
+            let enclosing = (fi, site.stmt);
+            if depth > 0
+                && enclosing != node
+                && site
+                    .args
+                    .iter()
+                    .any(|a| a.value.is_none() && a.passes.is_some())
+                && let Some(outer) = repo.class_name_at(fi, site.stmt)
+            {
+                let facts = repo.class_facts(fi, site.stmt);
+                let up = resolved_sites(repo, enclosing, depth - 1);
+                let known = guess::sited_init_args(&facts, best_site(&up));
+                for arg in site.args.iter_mut().filter(|a| a.value.is_none()) {
+                    let Some(p) = &arg.passes else { continue };
+                    if let Some(a) = known.iter().find(|a| &a.name == p && a.source != "guess") {
+                        arg.value = Some(a.value.clone());
+                        arg.via = Some(format!("{p} of {outer}: {}", a.source));
+                    }
+                }
+            }
+            (repo.files[fi].path.clone(), site)
+        })
+        .collect()
+}
+
 /// The call site whose arguments build the class: the one with the most known values, then
 /// one outside tests, then the first by (path, line).
-fn best_site<'r>(
-    repo: &'r Repo,
-    sites: &[(usize, &'r crate::calls::CallSite)],
-) -> Option<(&'r str, &'r crate::calls::CallSite)> {
+fn best_site(sites: &[(String, CallSite)]) -> Option<(&str, &CallSite)> {
     sites
         .iter()
-        .map(|&(fi, site)| (repo.files[fi].path.as_str(), site))
+        .map(|(path, site)| (path.as_str(), site))
         .filter(|(_, site)| site.args.iter().any(|a| a.value.is_some()))
         .min_by_key(|(path, site)| {
             let known = site.args.iter().filter(|a| a.value.is_some()).count();

@@ -67,6 +67,7 @@ mod builtins;
 mod calls;
 mod closure;
 mod config;
+mod consts;
 mod contain;
 mod emit;
 mod error;

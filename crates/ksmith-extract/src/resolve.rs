@@ -566,8 +566,8 @@ impl Repo {
     }
 
     /// The calls in the repository that build the class at `class` (a bare name resolving to
-    /// it, or `x.Name(...)` when no other class of the repository has that name), with the index
-    /// of the file each is in.
+    /// it, or `x.Name(...)` when no other class of the repository has that name and `x` is not
+    /// a package import), with the index of the file each is in.
     pub(crate) fn call_sites(&self, class: (usize, usize)) -> Vec<(usize, &CallSite)> {
         let name = match self.class_at(class.0, class.1) {
             Some(info) => info.name.as_str(),
@@ -594,7 +594,14 @@ impl Repo {
                         _ => false,
                     }
                 } else {
+                    // `nn.Conv2d(...)` builds torch's class, not the repository's `Conv2d`.
                     unique
+                        && !site.receiver.as_deref().is_some_and(|r| {
+                            matches!(
+                                self.lookup(fi, site.stmt, r, false),
+                                Found::External { .. } | Found::NotAllowed(_) | Found::Builtin
+                            )
+                        })
                 };
                 if builds {
                     out.push((fi, site));
@@ -669,6 +676,11 @@ impl Repo {
             }),
             _ => DottedTarget::Unknown,
         }
+    }
+
+    /// The name of the class defined by statement `stmt` of `file`, when it defines one.
+    pub(crate) fn class_name_at(&self, file: usize, stmt: usize) -> Option<&str> {
+        self.class_at(file, stmt).map(|c| c.name.as_str())
     }
 
     fn class_at(&self, file: usize, stmt: usize) -> Option<&ClassInfo> {

@@ -81,6 +81,10 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/degenerate.py",
         include_str!("../../../python/ksmith/probe/degenerate.py"),
     ),
+    (
+        "ksmith/probe/eval_mode.py",
+        include_str!("../../../python/ksmith/probe/eval_mode.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

@@ -13,9 +13,12 @@ other seeds. A program fails that use, or makes it meaningless, when:
   normalization itself;
 - its output is constant (every element equal, e.g. a gain initialised to zero), or does not
   change when the inputs are drawn with another seed (an input the output ignores, inputs that do
-  not depend on the seed at all): a candidate returning a cached constant would pass.
+  not depend on the seed at all): a candidate returning a cached constant would pass;
+- every output equals one of its inputs within the evaluator's float32 tolerance (a residual
+  block whose layer scale starts at 1e-6 returns ``x + 1e-6 * f(x)``): a candidate copying the
+  input would pass.
 
-The last three are ``degenerate``. :func:`judge` runs the verified program once more from
+The last four are ``degenerate``. :func:`judge` runs the verified program once more from
 scratch for this; a program that fails on a second draw of its inputs fails here too.
 """
 
@@ -29,6 +32,12 @@ from .work import flatten_outputs
 
 #: Buffers of batch-norm layers that their training forward updates by design.
 BATCH_NORM_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+#: The evaluator's float32 ``(atol, rtol)`` and relative error (``evaluator/defaults.json``; a
+#: test ties them): an output this close to an input passes the evaluator as a copy of it.
+COPY_TOLERANCE = (1e-4, 1e-4)
+COPY_RELATIVE_ERROR = 1e-3
 
 
 class SecondDrawFailed(Exception):
@@ -78,9 +87,39 @@ def _constant(outputs: list[Any], torch) -> bool:
     return True
 
 
+def _copies_an_input(outputs: list[Any], inputs: list[Any], torch) -> int | None:
+    """The index of an input that every output equals within the evaluator's tolerance (element
+    test and relative error of the whole output), None when some output is not a copy of an input
+    (or there is no floating output)."""
+    floats = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    if not floats or len(floats) != len(outputs):
+        return None
+    atol, rtol = COPY_TOLERANCE
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            continue
+        ok = True
+        for o in floats:
+            if o.shape != x.shape:
+                ok = False
+                break
+            a, b = o.detach().to(torch.float64), x.detach().to(torch.float64)
+            if not torch.allclose(a, b, atol=atol, rtol=rtol):
+                ok = False
+                break
+            norm = float(torch.linalg.vector_norm(b))
+            if norm > 0 and float(torch.linalg.vector_norm(a - b)) / norm > COPY_RELATIVE_ERROR:
+                ok = False
+                break
+        if ok:
+            return i
+    return None
+
+
 def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
     """``(kind, reason)`` when the program cannot be a task (kind ``random``: its forward draws
-    random numbers; ``degenerate``: anything else above), None when it can.
+    random numbers; ``writes``: it writes its own parameters or buffers; ``degenerate``: anything
+    else above), None when it can. (The first two may go away in eval mode: :mod:`.eval_mode`.)
 
     Outputs, input draws and parameters are compared bitwise
     (:func:`~ksmith.shared.outputs.same_values`, the probe's own comparison). Raises
@@ -107,7 +146,7 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
         if written:
             shown = ", ".join(written[:4]) + (", ..." if len(written) > 4 else "")
             return (
-                "degenerate",
+                "writes",
                 f"its forward writes its own parameters or buffers ({shown}): the reference would do work "
                 "the task does not mean and change from call to call",
             )
@@ -115,6 +154,13 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
             return (
                 "degenerate",
                 "its output is constant (every element equal): a candidate returning that constant would pass",
+            )
+        copied = _copies_an_input(out, first, torch)
+        if copied is not None:
+            return (
+                "degenerate",
+                f"its output equals its input {copied} within the evaluator's tolerance (e.g. a residual "
+                "branch scaled by a tiny layer scale): a candidate copying the input would pass",
             )
         if same_values(first, second):
             return (

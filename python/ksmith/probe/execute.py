@@ -13,8 +13,9 @@
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
 6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
-   ``nondeterministic``; one that writes its own parameters, a constant output or one that does
-   not depend on the inputs is ``degenerate``.
+   ``nondeterministic``; one that writes its own parameters, a constant output, one that does
+   not depend on the inputs or equals one of them is ``degenerate``. A forward that writes or
+   draws only in training mode becomes a task built in eval mode (:mod:`.eval_mode`).
 7. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
    ``aten_trace`` in order, ``aten_calls`` the same calls with the attributes that decide their
    kernel, :mod:`.aten_calls`): what the module computes, for labels and dedup. ``aten_ops`` is
@@ -666,6 +667,36 @@ def apply_override(text: str, override: str) -> str:
     return replace_functions(text, new_defs)
 
 
+def _judge_in_eval_mode(
+    result: dict, judged: str, verdict: tuple[str, str], seed: int, torch
+) -> tuple[str, str] | None:
+    """The program judged again built in eval mode (:mod:`.eval_mode`), for a forward that writes
+    its weights or draws random numbers in training mode. When eval mode makes it a task, the
+    result's program becomes the eval-mode one and the step is recorded; otherwise the
+    training-mode verdict stands."""
+    from .degenerate import judge
+    from .eval_mode import in_eval_mode
+
+    why = "writes its own weights" if verdict[0] == "writes" else "draws random numbers"
+    program = in_eval_mode(result["program"], why)
+    again_text = in_eval_mode(judged, why)
+    if program is None or again_text is None:
+        return verdict
+    try:
+        again = judge(again_text, seed, torch)
+    except ProbeTimeout:
+        raise
+    except BaseException:  # noqa: BLE001 - module code: the training-mode verdict stands
+        return verdict
+    if again is not None:
+        return verdict
+    result["program"] = program
+    result["repair_steps"] = list(result.get("repair_steps") or []) + [
+        f"eval mode: in training mode {verdict[1].split(':')[0].removeprefix('its ')}"
+    ]
+    return None
+
+
 def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
     """Probes one program; returns the result fields of the protocol's response."""
     result = empty_result("failed")
@@ -785,6 +816,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         except BaseException as exc:  # noqa: BLE001
             f = failure_of(exc, "judge")
             return fail(f.exc_class, f"the verified program does not run again: {f.message}")
+        if verdict is not None and verdict[0] in ("random", "writes"):
+            verdict = _judge_in_eval_mode(result, judged_text or emitted, verdict, probe.seed, torch)
         if verdict is None:
             result["status"] = "ok"
         else:

@@ -829,22 +829,46 @@ def _set_dim_any(s: State, f: Failure, old: int, new: int, why: str) -> list[Fix
     return fixes
 
 
+def _sizes_divisible(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """A message that shows sizes (``torch.Size([4, 64])``) that must be divisible by ``n`` (a
+    U-Net's ``your input dimensions torch.Size([4, 64]) need to be divisible by 8``): the inputs
+    whose trailing dimensions are those sizes get each one that is not a multiple of ``n`` raised
+    to the next multiple, all at once (one fix per input)."""
+    sizes = [int(d) for d in m.group("dims").split(",") if d.strip()]
+    n = int(m.group("n"))
+    if not sizes or n <= 0:
+        return []
+    why = f"sizes {sizes} divisible by {n}"
+    fixes = []
+    for i in _tensor_indices(s, f):
+        g = s[1][i].guess
+        if g.rank < len(sizes) or list(g.shape[g.rank - len(sizes) :]) != sizes:
+            continue
+        shape = list(g.shape[: g.rank - len(sizes)]) + [n * max(1, -(-d // n)) for d in sizes]
+        fix = _reshape(s, i, shape, why)
+        if fix:
+            fixes.append(fix)
+    return fixes
+
+
 def _assert_divisible(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """A failed ``assert a % b == 0`` with both operands evaluated: a constructor argument equal
-    to ``a`` becomes a multiple of ``b``, or one equal to ``b`` a divisor of ``a`` (the names of
-    the two need not be the constructor's: ``self.inner_dim % self.heads``)."""
+    to ``a`` becomes a multiple of ``b`` (tried first: the divisor is the structural choice, a
+    head count from the repository's call site, and lowering it gives the tiny head counts and
+    widths no model uses), else one equal to ``b`` a divisor of ``a`` (the names of the two need
+    not be the constructor's: ``self.inner_dim % self.heads``)."""
     a, b = int(m.group("a")), int(m.group("b"))
     if a <= 0 or b <= 0:
         return []
     why = f"{a} divisible by {b}"
     fixes = []
-    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
-    for i in _int_init_indices(s, f, lambda v: v == b):
-        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
     multiple = b * max(1, -(-a // b))
     for i in _int_init_indices(s, f, lambda v: v == a):
         fixes.append(_set_init(s, i, ValueGuess(multiple), why))
     fixes += _set_dim(s, f, -1, a, multiple, why)
+    divisor = max(d for d in range(1, min(a, b) + 1) if a % d == 0)
+    for i in _int_init_indices(s, f, lambda v: v == b):
+        fixes.append(_set_init(s, i, ValueGuess(divisor), why))
     return fixes
 
 
@@ -973,6 +997,10 @@ RULES: list[tuple[re.Pattern, Rule]] = [
             r"(?P<a>[\w.]+) (?:must|should|has to|needs to) be (?:divisible by|a multiple of) (?:the )?(?P<b>[\w.]+)"
         ),
         _divisible_names,
+    ),
+    (
+        re.compile(r"torch\.Size\(\[(?P<dims>[\d, ]+)\]\)[^\n]*?(?:divisible by|a multiple of) (?P<n>\d+)"),
+        _sizes_divisible,
     ),
     (re.compile(r"divisible by|must be a multiple of|not divisible"), _divisible),
     (re.compile(r"'(int|float|NoneType|str|bool)' object has no attribute '(\w+)'"), _config_object),

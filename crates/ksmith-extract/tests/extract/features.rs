@@ -832,3 +832,90 @@ fn constructor_arguments_come_from_the_repositorys_call_sites() {
     );
     assert!(row(&rows, "Block").arg_sources.is_empty());
 }
+
+/// Call-site arguments given as expressions are evaluated: a module constant, a local constant, a
+/// loop variable over `range` (its first iteration) indexing a parameter's list default, and
+/// arithmetic over them; a caller's parameter whose default is `None` is unknown (the caller
+/// resolves it later), so the callee's argument is guessed.
+#[test]
+fn call_site_expressions_and_constants_are_evaluated() {
+    let rows = extract(&[(
+        "net.py",
+        "import torch.nn as nn\n\nHEADS = 4\n\n\nclass Attention(nn.Module):\n    def __init__(self, dim, heads):\n        super().__init__()\n        self.qkv = nn.Linear(dim, dim * 3)\n\n    def forward(self, x):\n        return self.qkv(x)\n\n\nclass Stage(nn.Module):\n    def __init__(self, dim, depth, heads, shift):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\nclass Head(nn.Module):\n    def __init__(self, dim, dim_out):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim_out)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\nclass Net(nn.Module):\n    def __init__(self, embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], window=7, dim_out=None):\n        super().__init__()\n        self.stages = nn.ModuleList()\n        for i in range(len(depths)):\n            self.stages.append(Stage(int(embed_dim * 2 ** i), depths[i], heads=num_heads[i], shift=0 if i % 2 == 0 else window // 2))\n        self.head = Head(embed_dim * 8, dim_out)\n\n    def forward(self, x):\n        return self.head(x)\n\n\ndef build():\n    prompt_dim = 256\n    return Attention(prompt_dim, HEADS)\n",
+    )]);
+    assert_eq!(
+        row(&rows, "Attention").arg_sources,
+        vec![
+            "dim=256: call net.py:47 (local prompt_dim)",
+            "heads=4: call net.py:47 (constant HEADS)"
+        ]
+    );
+    assert_eq!(
+        row(&rows, "Stage").arg_sources,
+        vec![
+            "dim=96: call net.py:38 (`int(embed_dim * 2 ** i)`)",
+            "depth=2: call net.py:38 (`depths[i]`)",
+            "heads=3: call net.py:38 (`num_heads[i]`)",
+            "shift=0: call net.py:38 (`0 if i % 2 == 0 else window // 2`)"
+        ]
+    );
+    assert!(
+        ok_program(&rows, "Stage").ends_with("def get_init_inputs():\n    return [96, 2, 3, 0]\n")
+    );
+    // `dim_out` defaults to None in Net: unknown, so Head's `dim_out` is guessed, not None.
+    assert_eq!(
+        row(&rows, "Head").arg_sources,
+        vec![
+            "dim=768: call net.py:39 (`embed_dim * 8`)",
+            "dim_out=4: guess"
+        ]
+    );
+}
+
+/// `nn.Conv2d(...)` builds torch's class: it is no call site of the repository's own `Conv2d`,
+/// whose arguments stay guessed rather than taken from torch's signature.
+#[test]
+fn a_call_of_a_package_class_is_no_call_site_of_a_same_named_class() {
+    let rows = extract(&[
+        (
+            "layers.py",
+            "import torch\nimport torch.nn as nn\n\n\nclass Conv2d(nn.Module):\n    def __init__(self, dim_in, dim_out, kernel_size, eps=1e-4):\n        super().__init__()\n        self.weight = nn.Parameter(torch.randn(dim_out, dim_in, kernel_size, kernel_size))\n\n    def forward(self, x):\n        return torch.nn.functional.conv2d(x, self.weight, padding='same')\n",
+        ),
+        (
+            "unet.py",
+            "import torch.nn as nn\n\n\nclass Unet(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.stem = nn.Conv2d(3, 64, 7)\n\n    def forward(self, x):\n        return self.stem(x)\n",
+        ),
+        (
+            "model.py",
+            "import torch.nn as nn\nimport layers\n\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.conv = layers.Conv2d(8, 16, 3)\n\n    def forward(self, x):\n        return self.conv(x)\n",
+        ),
+    ]);
+    // The one call of the repository's class is `layers.Conv2d(8, 16, 3)`, not `nn.Conv2d(3, 64, 7)`.
+    assert_eq!(
+        row(&rows, "Conv2d").arg_sources,
+        vec![
+            "dim_in=8: call model.py:8",
+            "dim_out=16: call model.py:8",
+            "kernel_size=3: call model.py:8"
+        ]
+    );
+}
+
+/// An argument that passes on a parameter of the enclosing class's `__init__` takes the value
+/// that class is built with at its own call site (two classes up here), with the chain recorded;
+/// a parameter the enclosing class gets no value for stays a guess.
+#[test]
+fn arguments_passed_on_from_the_enclosing_constructor_take_its_call_sites_values() {
+    let rows = extract(&[(
+        "net.py",
+        "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def __init__(self, dim, heads, width):\n        super().__init__()\n        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\nclass Stage(nn.Module):\n    def __init__(self, dim, num_heads, width):\n        super().__init__()\n        self.block = Block(dim, heads=num_heads, width=width)\n\n    def forward(self, x):\n        return self.block(x)\n\n\nclass Net(nn.Module):\n    def __init__(self, embed_dim=96, heads=(3, 6)):\n        super().__init__()\n        self.stage = Stage(embed_dim * 2, heads[0], None if embed_dim else 1)\n\n    def forward(self, x):\n        return self.stage(x)\n",
+    )]);
+    assert_eq!(
+        row(&rows, "Block").arg_sources,
+        vec![
+            "dim=192: call net.py:16 (dim of Stage: call net.py:25 (`embed_dim * 2`))",
+            "heads=3: call net.py:16 (num_heads of Stage: call net.py:25 (`heads[0]`))",
+            "width=None: call net.py:16 (width of Stage: call net.py:25 (`None if embed_dim else 1`))"
+        ]
+    );
+}
