@@ -4,7 +4,7 @@
 //! environment of the allow-listed variables only, bubblewrap with the GPU's device nodes when
 //! it serves one, and every reference and candidate child confined further).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
@@ -21,10 +21,21 @@ use crate::error::EvalClientError;
 use crate::protocol::{self, Outgoing};
 use crate::runtime::RuntimeDir;
 
-/// What the reader thread hands to a waiting request.
-type Reply = Result<EvalResult, EvalError>;
+/// Seconds an evaluation spent in each phase, as the worker measured them.
+pub type Profile = BTreeMap<String, f64>;
 
-type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Reply>>>>;
+/// A worker's answer to one request.
+#[derive(Debug)]
+pub enum Answer {
+    /// A result or an error of the evaluation, with the worker's profile of it (empty when it
+    /// sent none).
+    Done(Result<EvalResult, EvalError>, Profile),
+    /// The worker's device failed its check after this request went wrong (the message says
+    /// how): the request was not evaluated and may go to another device.
+    DeviceFailed(String),
+}
+
+type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Answer>>>>;
 
 /// A running worker: `python -m ksmith.evaluator worker --device ...`.
 #[derive(Debug)]
@@ -160,8 +171,19 @@ impl WorkerProcess {
                     }
                     let (id, reply) = match protocol::parse(&line) {
                         Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
-                            ("result", Some(r), _) => (msg.id, Ok(r)),
-                            ("error", _, Some(e)) => (msg.id, Err(e.into_eval_error())),
+                            ("result", Some(r), _) => {
+                                (msg.id, Answer::Done(Ok(r), msg.profile.unwrap_or_default()))
+                            }
+                            ("error", _, Some(e)) if e.kind == "device_failed" => {
+                                (msg.id, Answer::DeviceFailed(e.message))
+                            }
+                            ("error", _, Some(e)) => (
+                                msg.id,
+                                Answer::Done(
+                                    Err(e.into_eval_error()),
+                                    msg.profile.unwrap_or_default(),
+                                ),
+                            ),
                             _ => continue,
                         },
                         Err(_) => continue,
@@ -174,9 +196,10 @@ impl WorkerProcess {
                 }
                 alive.store(false, Ordering::SeqCst);
                 for (_, tx) in lock(&pending).drain() {
-                    let _ = tx.send(Err(EvalError::Unavailable(
-                        "the evaluator worker exited".into(),
-                    )));
+                    let _ = tx.send(Answer::Done(
+                        Err(EvalError::Unavailable("the evaluator worker exited".into())),
+                        Profile::new(),
+                    ));
                 }
             });
         }
@@ -211,13 +234,10 @@ impl WorkerProcess {
         &self.device
     }
 
-    /// Sends one request and waits for its answer (up to `timeout`).
-    pub fn evaluate(
-        &self,
-        id: String,
-        request: &EvalRequest,
-        timeout: Duration,
-    ) -> Result<EvalResult, EvalError> {
+    /// Sends one request and waits for its answer (up to `timeout`; past it, or when the
+    /// request cannot be written, an `Unavailable` error).
+    pub fn evaluate(&self, id: String, request: &EvalRequest, timeout: Duration) -> Answer {
+        let unavailable = |m: String| Answer::Done(Err(EvalError::Unavailable(m)), Profile::new());
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id.clone(), tx);
         let msg = Outgoing {
@@ -226,30 +246,36 @@ impl WorkerProcess {
             id: Some(id.clone()),
             request: Some(request),
         };
-        let line = serde_json::to_string(&msg)
-            .map_err(|e| EvalError::Protocol(format!("encoding the request: {e}")))?;
+        let line = match serde_json::to_string(&msg) {
+            Ok(line) => line,
+            Err(e) => {
+                lock(&self.pending).remove(&id);
+                let e = EvalError::Protocol(format!("encoding the request: {e}"));
+                return Answer::Done(Err(e), Profile::new());
+            }
+        };
         let sent = {
             let mut stdin = lock(&self.stdin);
             writeln!(stdin, "{line}").and_then(|_| stdin.flush())
         };
         if let Err(e) = sent {
             lock(&self.pending).remove(&id);
-            return Err(EvalError::Unavailable(format!(
+            return unavailable(format!(
                 "writing to the {} worker: {e}",
                 self.device.label()
-            )));
+            ));
         }
         match rx.recv_timeout(timeout) {
             Ok(reply) => reply,
             Err(_) => {
                 lock(&self.pending).remove(&id);
-                Err(EvalError::Unavailable(format!(
+                unavailable(format!(
                     "the {} worker gave no answer for task {} within {} s; worker log:\n{}",
                     self.device.label(),
                     request.task_id,
                     timeout.as_secs(),
                     tail(&self.log_path)
-                )))
+                ))
             }
         }
     }
