@@ -18,7 +18,10 @@ listening.
 every run with the same `--seed` (drawn from the seed, the task and k), whatever the order in
 which requests arrive; requests wait side by side (one thread each). `--variant-pattern` maps a
 task variant's name to its answers folder (`TASK:row_softmax_v3` is answered from
-`row_softmax/`), so benches can generate many variants of the same problems.
+`row_softmax/`), so benches can generate many variants of the same problems. `--distinct` ends
+every code answer with a comment naming the task and the request's number, so no two answers
+are the same program (a real teacher's rarely are): each is evaluated, and compiled, afresh
+instead of being recorded as a duplicate of an earlier step.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=parse_latency, default=(0.0, 0.0), help="seconds per answer: A or A-B")
     ap.add_argument("--seed", type=int, default=0, help="seed of the latencies")
+    ap.add_argument("--distinct", action="store_true", help="make every code answer a distinct program")
     ap.add_argument(
         "--variant-pattern",
         default=r"^(.*)_v\d+$",
@@ -104,7 +108,12 @@ def main() -> int:
                 text = "I do not know this task."
             else:
                 code = answers[folder][k % len(answers[folder])]
-                text = f"```python\n{code}```\n" if code.lstrip().startswith(("import", "from", "#")) else code
+                if code.lstrip().startswith(("import", "from", "#")):
+                    if a.distinct:
+                        code = code.rstrip("\n") + f"\n\n# scripted answer {k} for {task}\n"
+                    text = f"```python\n{code}```\n"
+                else:
+                    text = code
             reply = {
                 "id": "scripted",
                 "object": "chat.completion",

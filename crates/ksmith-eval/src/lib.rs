@@ -4,8 +4,9 @@
 //! - [`WorkerPool`] starts one worker per device (`python -m ksmith.evaluator worker`, pinned
 //!   with `CUDA_VISIBLE_DEVICES`; GPUs found with `nvidia-smi -L`, else `cpu_workers`
 //!   interpreter workers; all started at once), speaks the versioned JSON-lines protocol
-//!   ([`protocol`]) with each, queues requests from any number of threads to the least busy
-//!   healthy worker with room ([`schedule`]; at most `inflight_per_worker` each: while one
+//!   ([`protocol`]) with each, queues requests from any number of threads to the worker that
+//!   already served the task when it has room, else to the least busy healthy one ([`schedule`]:
+//!   a task's reference is then built on few devices, not on every one; at most `inflight_per_worker` each: while one
 //!   candidate is timed on the GPU, which the worker serializes, others are spawned, compiled
 //!   and checked for correctness), replaces a worker that dies or stops answering, and takes a
 //!   device out of the pool when it fails (its request goes to another device). It accounts,

@@ -32,8 +32,9 @@ struct Slot {
     worker: Mutex<Option<Arc<WorkerProcess>>>,
 }
 
-/// One worker per device; requests are queued and dispatched to the least busy healthy device
-/// with room (at most `inflight_per_worker` each, [`Scheduler`]). A worker that dies or stops
+/// One worker per device; requests are queued and dispatched to their task's home device when
+/// it has room, else to the least busy healthy device with room (at most `inflight_per_worker`
+/// each, [`Scheduler`]), so a task's reference facts are built on as few devices as possible. A worker that dies or stops
 /// answering is replaced; a device whose worker fails twice in a row, does not start, or whose
 /// check fails (the worker answers `device_failed`) is taken out of the pool and the request
 /// goes to another device.
@@ -243,7 +244,12 @@ impl Evaluator for WorkerPool {
         let what = format!("the evaluation of a candidate of task {}", request.task_id);
         let (outcome, queued) = self
             .schedule
-            .dispatch(&what, |i| self.on_device(i, request), |i| self.retire(i))
+            .dispatch(
+                &request.task_id,
+                &what,
+                |i| self.on_device(i, request),
+                |i| self.retire(i),
+            )
             .map_err(EvalError::Unavailable)?;
         *lock(&self.phases).0.entry("queue".to_string()).or_default() += queued.as_secs_f64();
         outcome

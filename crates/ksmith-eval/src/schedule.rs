@@ -1,8 +1,12 @@
 //! [`Scheduler`]: which device of the pool takes the next evaluation, which devices are out, and
 //! what each device did (the pool's per-device accounting).
 //!
-//! Every device takes at most `per_device` evaluations at once; a request goes to the healthy
-//! device with the fewest in flight and waits while none has room. A device taken out
+//! Every device takes at most `per_device` evaluations at once. A request goes to its task's
+//! home device when that has room (the first device that served the task: a worker builds a
+//! task's reference facts once and keeps them, so a task that hops between devices has them
+//! built on each, and with more tasks in flight than a worker keeps, `max_cached_tasks`, rebuilt
+//! again and again), else to the healthy device with the fewest in flight, and waits while none
+//! has room. A device taken out
 //! ([`Scheduler::take_out`]) gets no more requests; when every device is out, waiting and new
 //! requests get an error naming each device and why it went.
 //!
@@ -11,6 +15,7 @@
 //! (idle for want of work: in a rollout, waiting for the teacher's answers). Busy is the
 //! evaluator's view (a worker serving a request), not the GPU's own utilization.
 
+use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -40,6 +45,8 @@ struct State {
     slots: Vec<Slot>,
     /// Requests waiting for room.
     waiting: usize,
+    /// Each task's home device (the first that served it).
+    homes: HashMap<String, usize>,
     /// When the accounting was last brought up to date.
     settled: Instant,
 }
@@ -115,6 +122,7 @@ impl Scheduler {
                     })
                     .collect(),
                 waiting: 0,
+                homes: HashMap::new(),
                 settled: now,
             }),
             room: Condvar::new(),
@@ -127,10 +135,11 @@ impl Scheduler {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The healthy device with the fewest evaluations in flight and room for one more, taken
-    /// (its count raised), and how long the request waited for it; an error naming every device
-    /// and why it went when all are out.
-    pub fn acquire(&self) -> Result<(usize, Duration), String> {
+    /// A device for a request of task `task`: its home when healthy with room, else the healthy
+    /// device with the fewest evaluations in flight and room for one more (which becomes the
+    /// task's home when it has none or its home is out); taken (its count raised), with how long
+    /// the request waited for it. An error naming every device and why it went when all are out.
+    pub fn acquire(&self, task: &str) -> Result<(usize, Duration), String> {
         let asked = Instant::now();
         let mut st = self.lock();
         st.settle(asked);
@@ -141,17 +150,23 @@ impl Scheduler {
                 st.waiting -= 1;
                 return Err(st.all_out());
             }
-            let best = st
-                .slots
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.usage.failed.is_none() && s.inflight < self.per_device)
-                .min_by_key(|(_, s)| s.inflight)
-                .map(|(i, _)| i);
+            let open = |s: &Slot| s.usage.failed.is_none() && s.inflight < self.per_device;
+            let home = st.homes.get(task).copied();
+            let best = home.filter(|h| open(&st.slots[*h])).or_else(|| {
+                st.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| open(s))
+                    .min_by_key(|(_, s)| s.inflight)
+                    .map(|(i, _)| i)
+            });
             if let Some(i) = best {
                 st.settle(Instant::now());
                 st.waiting -= 1;
                 st.slots[i].inflight += 1;
+                if home.is_none_or(|h| st.slots[h].usage.failed.is_some()) {
+                    st.homes.insert(task.to_string(), i);
+                }
                 return Ok((i, asked.elapsed()));
             }
             st = self.room.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -190,7 +205,8 @@ impl Scheduler {
         true
     }
 
-    /// Runs one request (`what`, for messages) with `on_device` on a device from [`acquire`]
+    /// Runs one request of `task` (`what`, for messages) with `on_device` on a device from
+    /// [`acquire`]
     /// until a device answers: a device that fails is taken out (`retired` is called once for
     /// it) and the request goes to another. The answer and the time it queued, or the error of
     /// [`acquire`] once every device is out.
@@ -198,13 +214,14 @@ impl Scheduler {
     /// [`acquire`]: Scheduler::acquire
     pub fn dispatch<T>(
         &self,
+        task: &str,
         what: &str,
         mut on_device: impl FnMut(usize) -> Attempt<T>,
         mut retired: impl FnMut(usize),
     ) -> Result<(T, Duration), String> {
         let mut queued = Duration::ZERO;
         loop {
-            let (i, waited) = self.acquire()?;
+            let (i, waited) = self.acquire(task)?;
             queued += waited;
             let attempt = on_device(i);
             self.release(i, matches!(attempt, Attempt::Answered(_)));
@@ -290,7 +307,9 @@ mod tests {
     #[test]
     fn requests_spread_over_devices_before_doubling_up() {
         let s = Scheduler::new(labels(3), 2);
-        let picked: Vec<usize> = (0..6).map(|_| s.acquire().unwrap().0).collect();
+        let picked: Vec<usize> = (0..6)
+            .map(|k| s.acquire(&format!("task{k}")).unwrap().0)
+            .collect();
         let mut per = [0; 3];
         for i in &picked {
             per[*i] += 1;
@@ -303,12 +322,35 @@ mod tests {
     }
 
     #[test]
+    fn a_task_returns_to_its_home_device_while_it_has_room() {
+        let s = Scheduler::new(labels(2), 2);
+        let got = |task: &str| s.acquire(task).unwrap().0;
+        assert_eq!(got("a"), 0); // both idle: the first; a's home
+        assert_eq!(got("b"), 1); // the less busy one; b's home
+        assert_eq!(got("c"), 0); // equal: the first; device 0 is full
+        s.release(0, true);
+        s.release(1, true);
+        // Device 1 is idle, device 0 has one in flight and room: task a goes home.
+        assert_eq!(got("a"), 0);
+        // Its home full, a goes where there is room; the home stays.
+        assert_eq!(got("a"), 1);
+        s.release(1, true);
+        s.release(0, true);
+        assert_eq!(got("a"), 0);
+        // Once its home is out, the task gets a new one.
+        s.take_out(0, "gone");
+        assert_eq!(got("a"), 1);
+        s.release(1, true);
+        assert_eq!(got("a"), 1);
+    }
+
+    #[test]
     fn a_full_pool_makes_requests_wait_for_room() {
         let s = Arc::new(Scheduler::new(labels(1), 1));
-        let (i, _) = s.acquire().unwrap();
+        let (i, _) = s.acquire("t").unwrap();
         let waiter = {
             let s = s.clone();
-            std::thread::spawn(move || s.acquire().unwrap())
+            std::thread::spawn(move || s.acquire("t").unwrap())
         };
         std::thread::sleep(Duration::from_millis(150));
         assert!(
@@ -327,15 +369,15 @@ mod tests {
         assert!(s.take_out(0, "sticky CUDA error"));
         assert!(!s.take_out(0, "again"), "taken out twice");
         for _ in 0..3 {
-            let (i, _) = s.acquire().unwrap();
+            let (i, _) = s.acquire("t").unwrap();
             assert_eq!(i, 1);
             s.release(i, true);
         }
         // A request waiting for the busy last device is told when it goes too.
-        let (i, _) = s.acquire().unwrap();
+        let (i, _) = s.acquire("t").unwrap();
         let waiter = {
             let s = s.clone();
-            std::thread::spawn(move || s.acquire())
+            std::thread::spawn(move || s.acquire("t"))
         };
         std::thread::sleep(Duration::from_millis(50));
         s.take_out(i, "hung kernel");
@@ -344,13 +386,13 @@ mod tests {
             err.contains("fake:0: sticky CUDA error") && err.contains("fake:1: hung kernel"),
             "{err}"
         );
-        assert!(s.acquire().is_err());
+        assert!(s.acquire("t").is_err());
     }
 
     #[test]
     fn busy_and_idle_time_are_accounted_per_device() {
         let s = Scheduler::new(labels(2), 1);
-        let (i, _) = s.acquire().unwrap();
+        let (i, _) = s.acquire("t").unwrap();
         std::thread::sleep(Duration::from_millis(120));
         s.release(i, true);
         let (usage, wall) = s.usage();
@@ -379,6 +421,7 @@ mod tests {
                 let (s, retired) = (s.clone(), retired.clone());
                 std::thread::spawn(move || {
                     s.dispatch(
+                        &format!("task{k}"),
                         &format!("request {k}"),
                         |i| {
                             std::thread::sleep(Duration::from_millis(20));
@@ -417,6 +460,7 @@ mod tests {
         let mut tried = Vec::new();
         let err = s
             .dispatch(
+                "t",
                 "request",
                 |i| {
                     tried.push(i);
@@ -437,7 +481,7 @@ mod tests {
     #[test]
     fn an_unanswered_evaluation_is_not_counted() {
         let s = Scheduler::new(labels(1), 1);
-        let (i, _) = s.acquire().unwrap();
+        let (i, _) = s.acquire("t").unwrap();
         s.release(i, false);
         assert_eq!(s.usage().0[0].evaluations, 0);
     }

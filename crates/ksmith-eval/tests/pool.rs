@@ -246,3 +246,50 @@ fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
         .unwrap();
     assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
 }
+
+/// A pool of two CPU workers stands for two devices: requests in flight go one to each, and
+/// the pool accounts per device (evaluations, busy time) and by phase (the workers' profiles).
+#[test]
+fn two_workers_share_the_work_and_account_for_it() {
+    let cfg = EvalConfig {
+        inflight_per_worker: 1,
+        ..cpu_config(2)
+    };
+    let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
+    assert_eq!(pool.capacity(), 2);
+    assert!(
+        pool.describe().contains("cpu#0, cpu#1"),
+        "{}",
+        pool.describe()
+    );
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
+    }
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    for device in ["cpu#0", "cpu#1"] {
+        let get = |name: &str| counters[&format!("eval_device/{device}/{name}")];
+        assert_eq!(get("evaluations"), 1, "{counters:?}");
+        assert!(
+            get("busy_ms") > 0 && get("busy_permille") > 0,
+            "{counters:?}"
+        );
+        assert_eq!(get("failed"), 0);
+    }
+    assert_eq!(counters["eval_devices"], 2);
+    assert_eq!(counters["eval_profiled"], 2);
+    for phase in ["reference", "spawn", "compile", "correctness", "queue"] {
+        assert!(
+            counters.contains_key(&format!("eval_phase_ms/{phase}")),
+            "{phase}: {counters:?}"
+        );
+    }
+    assert!(counters["eval_phase_ms/correctness"] > 0);
+}
