@@ -32,6 +32,7 @@ pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod schedule;
+pub mod spawner;
 pub mod worker;
 
 pub use config::EvalConfig;

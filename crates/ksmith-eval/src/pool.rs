@@ -13,6 +13,7 @@ use crate::devices::{self, Device};
 use crate::error::EvalClientError;
 use crate::runtime::RuntimeDir;
 use crate::schedule::{Attempt, DeviceUse, Scheduler, usage_counters};
+use crate::spawner::Spawner;
 use crate::worker::{Answer, Profile, WorkerProcess};
 
 /// What the evaluator runs, as its sandbox's refusals and warnings name it.
@@ -50,6 +51,9 @@ pub struct WorkerPool {
     /// Seconds by phase summed over the answered evaluations (the workers' profiles and the
     /// queue), and how many evaluations sent a profile.
     phases: Mutex<(BTreeMap<String, f64>, u64)>,
+    /// Forks every worker from one pool-long thread (bubblewrap's die-with-parent follows the
+    /// starting thread).
+    spawner: Spawner,
     // Declared last: dropped after the workers stopped.
     runtime: RuntimeDir,
 }
@@ -86,6 +90,10 @@ impl WorkerPool {
             warned_sandbox: AtomicBool::new(false),
             restarts: AtomicU64::new(0),
             phases: Mutex::new((BTreeMap::new(), 0)),
+            spawner: Spawner::new().map_err(|source| EvalClientError::Io {
+                path: PathBuf::from("(the worker spawner thread)"),
+                source,
+            })?,
             runtime,
         };
         let started: Vec<Result<(), EvalClientError>> = std::thread::scope(|s| {
@@ -164,6 +172,7 @@ impl WorkerPool {
             &self.cfg,
             STARTUP,
             i,
+            &self.spawner,
         )?);
         // Before its first request: an incomplete sandbox stops here unless the config opts
         // out, and then it is said once.

@@ -20,6 +20,7 @@ use crate::devices::Device;
 use crate::error::EvalClientError;
 use crate::protocol::{self, Outgoing};
 use crate::runtime::RuntimeDir;
+use crate::spawner::Spawner;
 
 /// Seconds an evaluation spent in each phase, as the worker measured them.
 pub type Profile = BTreeMap<String, f64>;
@@ -63,7 +64,8 @@ fn tail(path: &Path) -> String {
 }
 
 impl WorkerProcess {
-    /// Starts a worker in the sandbox of `cfg` and waits for its `hello` (up to `startup`).
+    /// Starts a worker in the sandbox of `cfg` (forked by `spawner`'s thread) and waits for its
+    /// `hello` (up to `startup`).
     pub fn spawn(
         python: &Path,
         runtime: &RuntimeDir,
@@ -71,6 +73,7 @@ impl WorkerProcess {
         cfg: &EvalConfig,
         startup: Duration,
         index: usize,
+        spawner: &Spawner,
     ) -> Result<WorkerProcess, EvalClientError> {
         let label = device.label();
         let fail = |message: String| EvalClientError::WorkerStart {
@@ -119,8 +122,8 @@ impl WorkerProcess {
         if let Device::Gpu(i) = device {
             cmd.env("CUDA_VISIBLE_DEVICES", i.to_string());
         }
-        let mut child = cmd
-            .spawn()
+        let mut child = spawner
+            .spawn(cmd)
             .map_err(|e| fail(format!("{}: {e}", python.display())))?;
         let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
             (Some(i), Some(o)) => (i, o),

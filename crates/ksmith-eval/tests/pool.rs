@@ -292,4 +292,40 @@ fn two_workers_share_the_work_and_account_for_it() {
         );
     }
     assert!(counters["eval_phase_ms/correctness"] > 0);
+    // The workers started side by side (each from a thread of its own) are still the first
+    // ones: none died with the thread that started it.
+    assert_eq!(pool.restarts(), 0);
+}
+
+/// A worker replaced on behalf of a thread that then ends lives on (bubblewrap's
+/// die-with-parent follows the thread that started a process).
+#[test]
+fn a_worker_replaced_for_a_short_lived_thread_outlives_it() {
+    let pool = Arc::new(WorkerPool::start(&cpu_config(1)).unwrap());
+    let tree = process_tree(pool.worker_pids()[0]);
+    let status = Command::new("kill")
+        .arg("-9")
+        .args(tree.iter().map(|p| p.to_string()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let short = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            pool.evaluate(&request("tasks/elementwise.py", "garbage/no_modelnew.py"))
+        })
+    };
+    assert_eq!(
+        short.join().unwrap().unwrap().status,
+        EvalStatus::StaticRejected
+    );
+    assert_eq!(pool.restarts(), 1);
+    let pid = pool.worker_pids()[0];
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "garbage/no_modelnew.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::StaticRejected);
+    assert_eq!(pool.restarts(), 1, "the replacement died with its thread");
+    assert_eq!(pool.worker_pids()[0], pid);
 }
