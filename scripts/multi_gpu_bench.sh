@@ -15,6 +15,8 @@
 #   INFLIGHT [4]: [eval] inflight_per_worker (evaluations at once per GPU)
 #   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
+#   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
+#     works, warned; only where bubblewrap cannot be set up)
 #   DEADLINE_S [540]: runs that would end past this many seconds from the start are skipped
 #     (said in the output), the most telling first: latency 0 on 1 GPU and on all, then the
 #     other latencies on all, then the rest.
@@ -117,6 +119,9 @@ parallel_tasks = 0
 time_budget_s = $run_s
 measure = true
 
+[sandbox]
+require = ${SANDBOX_REQUIRE:-true}
+
 [eval]
 devices = [$devices]
 inflight_per_worker = $inflight
@@ -143,6 +148,7 @@ JSON
     "$bin" rollout --config "$run/bench.toml" --workdir "$run/work" >"$run/rollout.log" 2>&1 ||
         echo "  rollout exited $? (see $run/rollout.log)"
     grep -m1 '^rollout: ' "$run/rollout.log" || true
+    grep -m1 'refusing to run untrusted code' "$run/rollout.log" || true
     grep 'taken out of the pool' "$run/rollout.log" || true
     stop_smi
     stop_teacher

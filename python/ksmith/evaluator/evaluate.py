@@ -123,7 +123,7 @@ PHASES = (
 )
 
 
-class Profile(dict):
+class Profile(dict[str, float]):
     """Seconds by phase (`PHASES`) of one evaluation."""
 
     @contextlib.contextmanager

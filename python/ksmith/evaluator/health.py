@@ -62,4 +62,5 @@ def after(evaluator: Any, result: dict[str, Any] | None) -> str | None:
         return None
     if result is not None and result.get("status") not in CHECKED_STATUSES:
         return None
-    return evaluator.device_failure()
+    failure: str | None = evaluator.device_failure()
+    return failure
