@@ -231,14 +231,16 @@ impl WorkerPool {
             let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
             match w.evaluate(id, request, timeout) {
                 Answer::DeviceFailed(m) => return Attempt::DeviceFailed(m),
-                Answer::Done(Err(EvalError::Unavailable(m)), _) => {
-                    self.discard(i, &w);
-                    why = m;
-                }
-                Answer::Done(outcome, profile) => {
-                    self.record(&profile);
-                    return Attempt::Answered(outcome);
-                }
+                Answer::Done(outcome, profile) => match *outcome {
+                    Err(EvalError::Unavailable(m)) => {
+                        self.discard(i, &w);
+                        why = m;
+                    }
+                    outcome => {
+                        self.record(&profile);
+                        return Attempt::Answered(outcome);
+                    }
+                },
             }
         }
         Attempt::DeviceFailed(format!(

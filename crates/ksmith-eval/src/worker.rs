@@ -30,7 +30,7 @@ pub type Profile = BTreeMap<String, f64>;
 pub enum Answer {
     /// A result or an error of the evaluation, with the worker's profile of it (empty when it
     /// sent none).
-    Done(Result<EvalResult, EvalError>, Profile),
+    Done(Box<Result<EvalResult, EvalError>>, Profile),
     /// The worker's device failed its check after this request went wrong (the message says
     /// how): the request was not evaluated and may go to another device.
     DeviceFailed(String),
@@ -174,16 +174,17 @@ impl WorkerProcess {
                     }
                     let (id, reply) = match protocol::parse(&line) {
                         Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
-                            ("result", Some(r), _) => {
-                                (msg.id, Answer::Done(Ok(r), msg.profile.unwrap_or_default()))
-                            }
+                            ("result", Some(r), _) => (
+                                msg.id,
+                                Answer::Done(Box::new(Ok(r)), msg.profile.unwrap_or_default()),
+                            ),
                             ("error", _, Some(e)) if e.kind == "device_failed" => {
                                 (msg.id, Answer::DeviceFailed(e.message))
                             }
                             ("error", _, Some(e)) => (
                                 msg.id,
                                 Answer::Done(
-                                    Err(e.into_eval_error()),
+                                    Box::new(Err(e.into_eval_error())),
                                     msg.profile.unwrap_or_default(),
                                 ),
                             ),
@@ -200,7 +201,9 @@ impl WorkerProcess {
                 alive.store(false, Ordering::SeqCst);
                 for (_, tx) in lock(&pending).drain() {
                     let _ = tx.send(Answer::Done(
-                        Err(EvalError::Unavailable("the evaluator worker exited".into())),
+                        Box::new(Err(EvalError::Unavailable(
+                            "the evaluator worker exited".into(),
+                        ))),
                         Profile::new(),
                     ));
                 }
@@ -240,7 +243,8 @@ impl WorkerProcess {
     /// Sends one request and waits for its answer (up to `timeout`; past it, or when the
     /// request cannot be written, an `Unavailable` error).
     pub fn evaluate(&self, id: String, request: &EvalRequest, timeout: Duration) -> Answer {
-        let unavailable = |m: String| Answer::Done(Err(EvalError::Unavailable(m)), Profile::new());
+        let unavailable =
+            |m: String| Answer::Done(Box::new(Err(EvalError::Unavailable(m))), Profile::new());
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id.clone(), tx);
         let msg = Outgoing {
@@ -254,7 +258,7 @@ impl WorkerProcess {
             Err(e) => {
                 lock(&self.pending).remove(&id);
                 let e = EvalError::Protocol(format!("encoding the request: {e}"));
-                return Answer::Done(Err(e), Profile::new());
+                return Answer::Done(Box::new(Err(e)), Profile::new());
             }
         };
         let sent = {
