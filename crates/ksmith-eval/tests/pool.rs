@@ -329,3 +329,36 @@ fn a_worker_replaced_for_a_short_lived_thread_outlives_it() {
     assert_eq!(pool.restarts(), 1, "the replacement died with its thread");
     assert_eq!(pool.worker_pids()[0], pid);
 }
+
+/// A GPU that fails (here one that does not exist: its worker cannot start or its device check
+/// fails) is taken out of the pool, and every request is evaluated on the device left. Skipped
+/// where a GPU 0 exists.
+#[test]
+fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
+    if ksmith_eval::devices::count_gpus() > 0 {
+        eprintln!("skipped: this machine has a GPU 0");
+        return;
+    }
+    let cfg = EvalConfig {
+        devices: vec!["0".to_string(), "cpu".to_string()],
+        inflight_per_worker: 1,
+        ..cpu_config(1)
+    };
+    let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
+    }
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
+    assert_eq!(counters["eval_device/cuda:0/evaluations"], 0);
+    assert_eq!(counters["eval_device/cpu/evaluations"], 2);
+    assert_eq!(counters["eval_devices_failed"], 1);
+}

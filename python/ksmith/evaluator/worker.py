@@ -62,7 +62,8 @@ def answer(evaluator: Any, msg: dict[str, Any]) -> dict[str, Any]:
         if body["kind"] in ("internal", "broken_reference"):
             failed = health.after(evaluator, None)
             if failed:
-                message = f"{failed} (after: {body['message'][:500]})"
+                after = " | ".join(str(body["message"]).strip().splitlines()[-3:])[-400:]
+                message = f"{failed} (after: {after})"
                 body = {"kind": "device_failed", "message": message, "task_id": task_id}
         return {"type": "error", "id": rid, "error": body}
     failed = health.after(evaluator, result)
