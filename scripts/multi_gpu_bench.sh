@@ -17,7 +17,7 @@
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
 #   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
 #     works, warned; only where bubblewrap cannot be set up)
-#   DEADLINE_S [540]: runs that would end past this many seconds from the start are skipped
+#   DEADLINE_S [520]: runs that would end past this many seconds from the start are skipped
 #     (said in the output), the most telling first: latency 0 on 1 GPU and on all, then the
 #     other latencies on all, then the rest.
 # Outputs: OUTDIR/bench.md (the tables, rewritten after every run), OUTDIR/runs/<gpus>gpu-<lat>/
@@ -31,7 +31,7 @@ run_s="${RUN_S:-50}"
 warmup_s="${WARMUP_S:-15}"
 inflight="${INFLIGHT:-4}"
 concurrency="${TEACHER_CONCURRENCY:-16}"
-deadline_s="${DEADLINE_S:-540}"
+deadline_s="${DEADLINE_S:-520}"
 t_start=$(date +%s)
 mkdir -p "$out/runs"
 
