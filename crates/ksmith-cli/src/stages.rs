@@ -255,14 +255,37 @@ impl LazyEvaluator {
     }
 }
 
+impl LazyEvaluator {
+    fn started(&self) -> &Result<Box<dyn Evaluator>, String> {
+        self.inner
+            .get_or_init(|| ksmith_eval::build(&self.cfg).map_err(|e| e.to_string()))
+    }
+}
+
 impl Evaluator for LazyEvaluator {
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
-        match self
-            .inner
-            .get_or_init(|| ksmith_eval::build(&self.cfg).map_err(|e| e.to_string()))
-        {
+        match self.started() {
             Ok(evaluator) => evaluator.evaluate(request),
             Err(message) => Err(EvalError::Unavailable(message.clone())),
+        }
+    }
+
+    /// Starts the evaluator (the rollout asks once it knows it has work).
+    fn capacity(&self) -> usize {
+        self.started().as_ref().map_or(1, |e| e.capacity())
+    }
+
+    fn describe(&self) -> String {
+        match self.started() {
+            Ok(e) => e.describe(),
+            Err(message) => format!("did not start: {message}"),
+        }
+    }
+
+    fn report_counters(&self) -> Vec<(String, u64)> {
+        match self.inner.get() {
+            Some(Ok(e)) => e.report_counters(),
+            _ => Vec::new(),
         }
     }
 }

@@ -88,4 +88,9 @@ pub trait ChatClient: Send + Sync {
     fn report_counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// How many requests it sends at once at most (its concurrency limit), when it has one.
+    fn concurrency(&self) -> Option<usize> {
+        None
+    }
 }

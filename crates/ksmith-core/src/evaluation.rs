@@ -413,4 +413,24 @@ pub enum EvalError {
 pub trait Evaluator: Send + Sync {
     /// Evaluates one candidate against its reference.
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError>;
+
+    /// How many evaluations it runs at once (a local pool: its devices times the evaluations
+    /// each takes at a time); callers keep at least this many in flight to keep it busy. 1 by
+    /// default.
+    fn capacity(&self) -> usize {
+        1
+    }
+
+    /// What it evaluates on, in words (its devices and how many evaluations each takes at once),
+    /// for the line a stage prints at start. Empty by default.
+    fn describe(&self) -> String {
+        String::new()
+    }
+
+    /// What it did so far (per device: evaluations, busy and idle time; where an evaluation's
+    /// time went, by phase), as named counters for the report of the stage that used it. None by
+    /// default.
+    fn report_counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }

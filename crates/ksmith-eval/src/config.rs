@@ -283,6 +283,19 @@ impl EvalConfig {
         if self.devices.len() > 1 && self.devices.iter().any(|d| d == "auto") {
             return bad("devices: `auto` cannot be combined with other devices".into());
         }
+        let mut gpus: Vec<u32> = self
+            .devices
+            .iter()
+            .filter_map(|d| crate::devices::gpu_index(d))
+            .collect();
+        gpus.sort_unstable();
+        if let Some(w) = gpus.windows(2).find(|w| w[0] == w[1]) {
+            return bad(format!(
+                "devices: GPU {} is listed twice; one worker serves a GPU (its timing must have the \
+                 GPU alone): raise inflight_per_worker for more evaluations at once on it",
+                w[0]
+            ));
+        }
         if self.cpu_workers == 0 || self.inflight_per_worker == 0 {
             return bad("cpu_workers and inflight_per_worker must be at least 1".into());
         }
@@ -496,6 +509,13 @@ mod tests {
                     ..Default::default()
                 },
                 "auto",
+            ),
+            (
+                EvalConfig {
+                    devices: vec!["0".into(), "cuda:0".into()],
+                    ..Default::default()
+                },
+                "GPU 0 is listed twice",
             ),
             (
                 EvalConfig {

@@ -45,6 +45,16 @@ pub fn count_gpus() -> usize {
     }
 }
 
+/// The workers `cfg` asks for: its `devices` list, with `auto` resolved by `nvidia-smi -L`.
+pub fn planned(cfg: &crate::EvalConfig) -> Vec<Device> {
+    let gpus = if cfg.devices.iter().any(|d| d == "auto") {
+        count_gpus()
+    } else {
+        0
+    };
+    resolve(&cfg.devices, cfg.cpu_workers, gpus)
+}
+
 /// The devices for a `devices` list (validated) and the number of GPUs found.
 pub fn resolve(devices: &[String], cpu_workers: usize, gpus: usize) -> Vec<Device> {
     if devices.iter().any(|d| d == "auto") {
@@ -58,6 +68,24 @@ pub fn resolve(devices: &[String], cpu_workers: usize, gpus: usize) -> Vec<Devic
         .map(|d| match gpu_index(d) {
             Some(i) => Device::Gpu(i),
             None => Device::Cpu,
+        })
+        .collect()
+}
+
+/// A name per worker for logs and reports: the device's label, numbered (`cpu#0`, `cpu#1`) where
+/// several workers share it (CPU interpreter workers).
+pub fn slot_labels(devices: &[Device]) -> Vec<String> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let shared = devices.iter().filter(|other| *other == d).count() > 1;
+            if shared {
+                let k = devices[..i].iter().filter(|other| *other == d).count();
+                format!("{}#{k}", d.label())
+            } else {
+                d.label()
+            }
         })
         .collect()
 }
@@ -81,5 +109,14 @@ mod tests {
             vec![Device::Gpu(2), Device::Gpu(0), Device::Cpu]
         );
         assert_eq!(gpu_index("x"), None);
+    }
+
+    #[test]
+    fn workers_sharing_a_device_get_numbered_labels() {
+        let devices = [Device::Gpu(1), Device::Cpu, Device::Gpu(0), Device::Cpu];
+        assert_eq!(
+            slot_labels(&devices),
+            ["cuda:1", "cpu#0", "cuda:0", "cpu#1"]
+        );
     }
 }

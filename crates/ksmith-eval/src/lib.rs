@@ -3,11 +3,15 @@
 //!
 //! - [`WorkerPool`] starts one worker per device (`python -m ksmith.evaluator worker`, pinned
 //!   with `CUDA_VISIBLE_DEVICES`; GPUs found with `nvidia-smi -L`, else `cpu_workers`
-//!   interpreter workers), speaks the versioned JSON-lines protocol ([`protocol`]) with each,
-//!   queues requests from any number of threads to the least busy worker with room (at most
-//!   `inflight_per_worker` each: while one candidate is timed on the GPU, which the worker
-//!   serializes, others are spawned, compiled and checked for correctness), and replaces a
-//!   worker that dies or stops answering.
+//!   interpreter workers; all started at once), speaks the versioned JSON-lines protocol
+//!   ([`protocol`]) with each, queues requests from any number of threads to the worker that
+//!   already served the task when it has room, else to the least busy healthy one ([`schedule`]:
+//!   a task's reference is then built on few devices, not on every one; at most `inflight_per_worker` each: while one
+//!   candidate is timed on the GPU, which the worker serializes, others are spawned, compiled
+//!   and checked for correctness), replaces a worker that dies or stops answering, and takes a
+//!   device out of the pool when it fails (its request goes to another device). It accounts,
+//!   per device, evaluations, busy time and time without work, and sums the workers' profiles
+//!   of where an evaluation's time went ([`Evaluator::report_counters`]).
 //! - The worker's Python sources are embedded in this crate (`include_str!`) and written to a
 //!   private runtime folder ([`runtime::RuntimeDir`]) at start; the interpreter is found with
 //!   [`ksmith_core::python_env::resolve_python`].
@@ -27,6 +31,8 @@ pub mod pool;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
+pub mod schedule;
+pub mod spawner;
 pub mod worker;
 
 pub use config::EvalConfig;

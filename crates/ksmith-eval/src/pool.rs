@@ -1,8 +1,9 @@
 //! [`WorkerPool`]: local workers behind the [`Evaluator`] trait.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
@@ -11,7 +12,9 @@ use crate::config::EvalConfig;
 use crate::devices::{self, Device};
 use crate::error::EvalClientError;
 use crate::runtime::RuntimeDir;
-use crate::worker::WorkerProcess;
+use crate::schedule::{Attempt, DeviceUse, Scheduler, usage_counters};
+use crate::spawner::Spawner;
+use crate::worker::{Answer, Profile, WorkerProcess};
 
 /// What the evaluator runs, as its sandbox's refusals and warnings name it.
 const UNTRUSTED: &str = "eval: generated kernels";
@@ -19,24 +22,38 @@ const UNTRUSTED: &str = "eval: generated kernels";
 /// How long a worker may take to import torch and greet.
 const STARTUP: Duration = Duration::from_secs(180);
 
+/// How many times in a row a device's worker may fail a request (die, stop answering, answer an
+/// internal error) before the device is taken out; the worker is replaced in between.
+const FAILURES_IN_A_ROW: u32 = 2;
+
 #[derive(Debug)]
 struct Slot {
     device: Device,
+    label: String,
     worker: Mutex<Option<Arc<WorkerProcess>>>,
 }
 
-/// One worker per device; requests are queued and dispatched to the least busy worker with
-/// room (at most `inflight_per_worker` each). Dead or unresponsive workers are replaced.
+/// One worker per device; requests are queued and dispatched to their task's home device when
+/// it has room, else to the least busy healthy device with room (at most `inflight_per_worker`
+/// each, [`Scheduler`]), so a task's reference facts are built on as few devices as possible. A worker that dies or stops
+/// answering is replaced; a device whose worker fails twice in a row, does not start, or whose
+/// check fails (the worker answers `device_failed`) is taken out of the pool and the request
+/// goes to another device.
 #[derive(Debug)]
 pub struct WorkerPool {
     slots: Vec<Slot>,
-    busy: Mutex<Vec<usize>>,
-    room: Condvar,
+    schedule: Scheduler,
     cfg: EvalConfig,
     python: PathBuf,
     next_id: AtomicU64,
     warned_sandbox: AtomicBool,
     restarts: AtomicU64,
+    /// Seconds by phase summed over the answered evaluations (the workers' profiles and the
+    /// queue), and how many evaluations sent a profile.
+    phases: Mutex<(BTreeMap<String, f64>, u64)>,
+    /// Forks every worker from one pool-long thread (bubblewrap's die-with-parent follows the
+    /// starting thread).
+    spawner: Spawner,
     // Declared last: dropped after the workers stopped.
     runtime: RuntimeDir,
 }
@@ -46,40 +63,72 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl WorkerPool {
-    /// Validates `cfg`, writes the worker package, finds the devices and starts the workers.
+    /// Validates `cfg`, writes the worker package, finds the devices and starts their workers
+    /// at once. A device whose worker does not start is taken out (with a warning) unless none
+    /// starts; a sandbox refusal stops the pool.
     pub fn start(cfg: &EvalConfig) -> Result<WorkerPool, EvalClientError> {
         cfg.validate()?;
         let python = ksmith_core::python_env::resolve_python(cfg.python.as_deref())
             .map_err(EvalClientError::Python)?;
-        let gpus = if cfg.devices.iter().any(|d| d == "auto") {
-            devices::count_gpus()
-        } else {
-            0
-        };
-        let devices = devices::resolve(&cfg.devices, cfg.cpu_workers, gpus);
+        let devices = devices::planned(cfg);
+        let labels = devices::slot_labels(&devices);
         let runtime = RuntimeDir::create(cfg.runtime_dir.as_deref())?;
         let pool = WorkerPool {
             slots: devices
                 .into_iter()
-                .map(|device| Slot {
+                .zip(labels.iter().cloned())
+                .map(|(device, label)| Slot {
                     device,
+                    label,
                     worker: Mutex::new(None),
                 })
                 .collect(),
-            busy: Mutex::new(Vec::new()),
-            room: Condvar::new(),
+            schedule: Scheduler::new(labels, cfg.inflight_per_worker),
             cfg: cfg.clone(),
             python,
             next_id: AtomicU64::new(0),
             warned_sandbox: AtomicBool::new(false),
             restarts: AtomicU64::new(0),
+            phases: Mutex::new((BTreeMap::new(), 0)),
+            spawner: Spawner::new().map_err(|source| EvalClientError::Io {
+                path: PathBuf::from("(the worker spawner thread)"),
+                source,
+            })?,
             runtime,
         };
-        *lock(&pool.busy) = vec![0; pool.slots.len()];
-        for i in 0..pool.slots.len() {
-            pool.worker(i)?;
+        let started: Vec<Result<(), EvalClientError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..pool.slots.len())
+                .map(|i| {
+                    let pool = &pool;
+                    s.spawn(move || pool.worker(i).map(|_| ()))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(EvalClientError::Config("a worker start panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let mut first_error = None;
+        let mut up = 0;
+        for (i, r) in started.into_iter().enumerate() {
+            match r {
+                Ok(()) => up += 1,
+                Err(e @ EvalClientError::Sandbox(_)) => return Err(e),
+                Err(e) => {
+                    pool.schedule
+                        .take_out(i, &format!("its worker did not start: {e}"));
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(pool)
+        match first_error {
+            Some(e) if up == 0 => Err(e),
+            _ => Ok(pool),
+        }
     }
 
     /// The devices of the workers.
@@ -100,6 +149,11 @@ impl WorkerPool {
         self.restarts.load(Ordering::SeqCst)
     }
 
+    /// What each device did so far, and the time since the pool started.
+    pub fn usage(&self) -> (Vec<DeviceUse>, std::time::Duration) {
+        self.schedule.usage()
+    }
+
     /// The live worker of slot `i`, started (again) when needed.
     fn worker(&self, i: usize) -> Result<Arc<WorkerProcess>, EvalClientError> {
         let slot = &self.slots[i];
@@ -118,6 +172,7 @@ impl WorkerPool {
             &self.cfg,
             STARTUP,
             i,
+            &self.spawner,
         )?);
         // Before its first request: an incomplete sandbox stops here unless the config opts
         // out, and then it is said once.
@@ -136,29 +191,6 @@ impl WorkerPool {
         Ok(w)
     }
 
-    fn acquire(&self) -> usize {
-        let cap = self.cfg.inflight_per_worker;
-        let mut busy = lock(&self.busy);
-        loop {
-            let best = busy
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n < cap)
-                .min_by_key(|(_, n)| **n)
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                busy[i] += 1;
-                return i;
-            }
-            busy = self.room.wait(busy).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn release(&self, i: usize) {
-        lock(&self.busy)[i] -= 1;
-        self.room.notify_one();
-    }
-
     fn discard(&self, i: usize, w: &Arc<WorkerProcess>) {
         let mut guard = lock(&self.slots[i].worker);
         if guard.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, w)) {
@@ -167,32 +199,97 @@ impl WorkerPool {
             self.restarts.fetch_add(1, Ordering::SeqCst);
         }
     }
+
+    /// Stops the worker of a device taken out.
+    fn retire(&self, i: usize) {
+        if let Some(w) = lock(&self.slots[i].worker).take() {
+            w.kill();
+        }
+    }
+
+    /// Adds one answered evaluation's profile.
+    fn record(&self, profile: &Profile) {
+        let mut phases = lock(&self.phases);
+        for (name, s) in profile {
+            if s.is_finite() && *s >= 0.0 {
+                *phases.0.entry(name.clone()).or_default() += s;
+            }
+        }
+        phases.1 += 1;
+    }
+
+    /// The request on device `i`: its worker (re)started as needed and the request sent, once
+    /// more on a fresh worker when the first fails.
+    fn on_device(&self, i: usize, request: &EvalRequest) -> Attempt<Result<EvalResult, EvalError>> {
+        let timeout = Duration::from_secs_f64(self.cfg.request_timeout_s);
+        let mut why = String::new();
+        for _attempt in 0..FAILURES_IN_A_ROW {
+            let w = match self.worker(i) {
+                Ok(w) => w,
+                Err(e) => return Attempt::DeviceFailed(format!("its worker does not start: {e}")),
+            };
+            let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
+            match w.evaluate(id, request, timeout) {
+                Answer::DeviceFailed(m) => return Attempt::DeviceFailed(m),
+                Answer::Done(outcome, profile) => match *outcome {
+                    Err(EvalError::Unavailable(m)) => {
+                        self.discard(i, &w);
+                        why = m;
+                    }
+                    outcome => {
+                        self.record(&profile);
+                        return Attempt::Answered(outcome);
+                    }
+                },
+            }
+        }
+        Attempt::DeviceFailed(format!(
+            "its worker failed {FAILURES_IN_A_ROW} times in a row (replaced in between); last: {why}"
+        ))
+    }
 }
 
 impl Evaluator for WorkerPool {
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
-        let i = self.acquire();
-        let timeout = Duration::from_secs_f64(self.cfg.request_timeout_s);
-        let mut outcome = Err(EvalError::Unavailable("not attempted".into()));
-        // A worker that dies under a request (not the candidate: that runs in its own child)
-        // is replaced and the request sent once more.
-        for _attempt in 0..2 {
-            let w = match self.worker(i) {
-                Ok(w) => w,
-                Err(e) => {
-                    outcome = Err(EvalError::Unavailable(e.to_string()));
-                    break;
-                }
-            };
-            let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
-            outcome = w.evaluate(id, request, timeout);
-            match &outcome {
-                Err(EvalError::Unavailable(_)) => self.discard(i, &w),
-                _ => break,
-            }
-        }
-        self.release(i);
+        // A request whose device fails is evaluated again on another one, until none is left.
+        let what = format!("the evaluation of a candidate of task {}", request.task_id);
+        let (outcome, queued) = self
+            .schedule
+            .dispatch(
+                &request.task_id,
+                &what,
+                |i| self.on_device(i, request),
+                |i| self.retire(i),
+            )
+            .map_err(EvalError::Unavailable)?;
+        *lock(&self.phases).0.entry("queue".to_string()).or_default() += queued.as_secs_f64();
         outcome
+    }
+
+    fn capacity(&self) -> usize {
+        self.slots.len() * self.schedule.per_device()
+    }
+
+    fn describe(&self) -> String {
+        let labels: Vec<&str> = self.slots.iter().map(|s| s.label.as_str()).collect();
+        format!(
+            "{} evaluator worker(s) ({}), {} evaluation(s) at once each",
+            self.slots.len(),
+            labels.join(", "),
+            self.schedule.per_device()
+        )
+    }
+
+    fn report_counters(&self) -> Vec<(String, u64)> {
+        let (usage, wall) = self.schedule.usage();
+        let mut out = usage_counters(&usage, wall);
+        out.push(("eval_worker_restarts".to_string(), self.restarts()));
+        let phases = lock(&self.phases);
+        out.push(("eval_profiled".to_string(), phases.1));
+        for (name, s) in &phases.0 {
+            out.push((format!("eval_phase_ms/{name}"), (s * 1000.0).round() as u64));
+        }
+        out
     }
 }
 

@@ -26,7 +26,8 @@ pub struct Outgoing<'a> {
 /// The error body of an answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ErrorBody {
-    /// `broken_reference`, `bad_request`, `protocol` or `internal`.
+    /// `broken_reference`, `bad_request`, `protocol`, `internal` or `device_failed` (the
+    /// worker's device failed its check: the pool takes it out and the request goes elsewhere).
     pub kind: String,
     /// What happened.
     pub message: String,
@@ -48,6 +49,10 @@ pub struct Incoming {
     pub result: Option<EvalResult>,
     /// The error of a failed request.
     pub error: Option<ErrorBody>,
+    /// Where the evaluation's time went, seconds by phase (with `result`; see
+    /// `python/ksmith/evaluator/profile.py`).
+    #[serde(default)]
+    pub profile: Option<std::collections::BTreeMap<String, f64>>,
     /// The device (in `hello`).
     pub device: Option<String>,
     /// What the worker's sandbox set up and what it could not (in `hello`).

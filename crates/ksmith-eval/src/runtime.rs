@@ -113,6 +113,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/gate.py"),
     ),
     (
+        "ksmith/evaluator/health.py",
+        include_str!("../../../python/ksmith/evaluator/health.py"),
+    ),
+    (
         "ksmith/evaluator/shapes.py",
         include_str!("../../../python/ksmith/evaluator/shapes.py"),
     ),

@@ -4,7 +4,7 @@
 //! environment of the allow-listed variables only, bubblewrap with the GPU's device nodes when
 //! it serves one, and every reference and candidate child confined further).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
@@ -20,11 +20,23 @@ use crate::devices::Device;
 use crate::error::EvalClientError;
 use crate::protocol::{self, Outgoing};
 use crate::runtime::RuntimeDir;
+use crate::spawner::Spawner;
 
-/// What the reader thread hands to a waiting request.
-type Reply = Result<EvalResult, EvalError>;
+/// Seconds an evaluation spent in each phase, as the worker measured them.
+pub type Profile = BTreeMap<String, f64>;
 
-type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Reply>>>>;
+/// A worker's answer to one request.
+#[derive(Debug)]
+pub enum Answer {
+    /// A result or an error of the evaluation, with the worker's profile of it (empty when it
+    /// sent none).
+    Done(Box<Result<EvalResult, EvalError>>, Profile),
+    /// The worker's device failed its check after this request went wrong (the message says
+    /// how): the request was not evaluated and may go to another device.
+    DeviceFailed(String),
+}
+
+type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Answer>>>>;
 
 /// A running worker: `python -m ksmith.evaluator worker --device ...`.
 #[derive(Debug)]
@@ -52,7 +64,8 @@ fn tail(path: &Path) -> String {
 }
 
 impl WorkerProcess {
-    /// Starts a worker in the sandbox of `cfg` and waits for its `hello` (up to `startup`).
+    /// Starts a worker in the sandbox of `cfg` (forked by `spawner`'s thread) and waits for its
+    /// `hello` (up to `startup`).
     pub fn spawn(
         python: &Path,
         runtime: &RuntimeDir,
@@ -60,6 +73,7 @@ impl WorkerProcess {
         cfg: &EvalConfig,
         startup: Duration,
         index: usize,
+        spawner: &Spawner,
     ) -> Result<WorkerProcess, EvalClientError> {
         let label = device.label();
         let fail = |message: String| EvalClientError::WorkerStart {
@@ -108,8 +122,8 @@ impl WorkerProcess {
         if let Device::Gpu(i) = device {
             cmd.env("CUDA_VISIBLE_DEVICES", i.to_string());
         }
-        let mut child = cmd
-            .spawn()
+        let mut child = spawner
+            .spawn(cmd)
             .map_err(|e| fail(format!("{}: {e}", python.display())))?;
         let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
             (Some(i), Some(o)) => (i, o),
@@ -160,8 +174,20 @@ impl WorkerProcess {
                     }
                     let (id, reply) = match protocol::parse(&line) {
                         Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
-                            ("result", Some(r), _) => (msg.id, Ok(r)),
-                            ("error", _, Some(e)) => (msg.id, Err(e.into_eval_error())),
+                            ("result", Some(r), _) => (
+                                msg.id,
+                                Answer::Done(Box::new(Ok(r)), msg.profile.unwrap_or_default()),
+                            ),
+                            ("error", _, Some(e)) if e.kind == "device_failed" => {
+                                (msg.id, Answer::DeviceFailed(e.message))
+                            }
+                            ("error", _, Some(e)) => (
+                                msg.id,
+                                Answer::Done(
+                                    Box::new(Err(e.into_eval_error())),
+                                    msg.profile.unwrap_or_default(),
+                                ),
+                            ),
                             _ => continue,
                         },
                         Err(_) => continue,
@@ -174,9 +200,12 @@ impl WorkerProcess {
                 }
                 alive.store(false, Ordering::SeqCst);
                 for (_, tx) in lock(&pending).drain() {
-                    let _ = tx.send(Err(EvalError::Unavailable(
-                        "the evaluator worker exited".into(),
-                    )));
+                    let _ = tx.send(Answer::Done(
+                        Box::new(Err(EvalError::Unavailable(
+                            "the evaluator worker exited".into(),
+                        ))),
+                        Profile::new(),
+                    ));
                 }
             });
         }
@@ -211,13 +240,11 @@ impl WorkerProcess {
         &self.device
     }
 
-    /// Sends one request and waits for its answer (up to `timeout`).
-    pub fn evaluate(
-        &self,
-        id: String,
-        request: &EvalRequest,
-        timeout: Duration,
-    ) -> Result<EvalResult, EvalError> {
+    /// Sends one request and waits for its answer (up to `timeout`; past it, or when the
+    /// request cannot be written, an `Unavailable` error).
+    pub fn evaluate(&self, id: String, request: &EvalRequest, timeout: Duration) -> Answer {
+        let unavailable =
+            |m: String| Answer::Done(Box::new(Err(EvalError::Unavailable(m))), Profile::new());
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id.clone(), tx);
         let msg = Outgoing {
@@ -226,30 +253,36 @@ impl WorkerProcess {
             id: Some(id.clone()),
             request: Some(request),
         };
-        let line = serde_json::to_string(&msg)
-            .map_err(|e| EvalError::Protocol(format!("encoding the request: {e}")))?;
+        let line = match serde_json::to_string(&msg) {
+            Ok(line) => line,
+            Err(e) => {
+                lock(&self.pending).remove(&id);
+                let e = EvalError::Protocol(format!("encoding the request: {e}"));
+                return Answer::Done(Box::new(Err(e)), Profile::new());
+            }
+        };
         let sent = {
             let mut stdin = lock(&self.stdin);
             writeln!(stdin, "{line}").and_then(|_| stdin.flush())
         };
         if let Err(e) = sent {
             lock(&self.pending).remove(&id);
-            return Err(EvalError::Unavailable(format!(
+            return unavailable(format!(
                 "writing to the {} worker: {e}",
                 self.device.label()
-            )));
+            ));
         }
         match rx.recv_timeout(timeout) {
             Ok(reply) => reply,
             Err(_) => {
                 lock(&self.pending).remove(&id);
-                Err(EvalError::Unavailable(format!(
+                unavailable(format!(
                     "the {} worker gave no answer for task {} within {} s; worker log:\n{}",
                     self.device.label(),
                     request.task_id,
                     timeout.as_secs(),
                     tail(&self.log_path)
-                )))
+                ))
             }
         }
     }

@@ -246,3 +246,119 @@ fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
         .unwrap();
     assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
 }
+
+/// A pool of two CPU workers stands for two devices: requests in flight go one to each, and
+/// the pool accounts per device (evaluations, busy time) and by phase (the workers' profiles).
+#[test]
+fn two_workers_share_the_work_and_account_for_it() {
+    let cfg = EvalConfig {
+        inflight_per_worker: 1,
+        ..cpu_config(2)
+    };
+    let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
+    assert_eq!(pool.capacity(), 2);
+    assert!(
+        pool.describe().contains("cpu#0, cpu#1"),
+        "{}",
+        pool.describe()
+    );
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
+    }
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    for device in ["cpu#0", "cpu#1"] {
+        let get = |name: &str| counters[&format!("eval_device/{device}/{name}")];
+        assert_eq!(get("evaluations"), 1, "{counters:?}");
+        assert!(
+            get("busy_ms") > 0 && get("busy_permille") > 0,
+            "{counters:?}"
+        );
+        assert_eq!(get("failed"), 0);
+    }
+    assert_eq!(counters["eval_devices"], 2);
+    assert_eq!(counters["eval_profiled"], 2);
+    for phase in ["reference", "spawn", "compile", "correctness", "queue"] {
+        assert!(
+            counters.contains_key(&format!("eval_phase_ms/{phase}")),
+            "{phase}: {counters:?}"
+        );
+    }
+    assert!(counters["eval_phase_ms/correctness"] > 0);
+    // The workers started side by side (each from a thread of its own) are still the first
+    // ones: none died with the thread that started it.
+    assert_eq!(pool.restarts(), 0);
+}
+
+/// A worker replaced on behalf of a thread that then ends lives on (bubblewrap's
+/// die-with-parent follows the thread that started a process).
+#[test]
+fn a_worker_replaced_for_a_short_lived_thread_outlives_it() {
+    let pool = Arc::new(WorkerPool::start(&cpu_config(1)).unwrap());
+    let tree = process_tree(pool.worker_pids()[0]);
+    let status = Command::new("kill")
+        .arg("-9")
+        .args(tree.iter().map(|p| p.to_string()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let short = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            pool.evaluate(&request("tasks/elementwise.py", "garbage/no_modelnew.py"))
+        })
+    };
+    assert_eq!(
+        short.join().unwrap().unwrap().status,
+        EvalStatus::StaticRejected
+    );
+    assert_eq!(pool.restarts(), 1);
+    let pid = pool.worker_pids()[0];
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "garbage/no_modelnew.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::StaticRejected);
+    assert_eq!(pool.restarts(), 1, "the replacement died with its thread");
+    assert_eq!(pool.worker_pids()[0], pid);
+}
+
+/// A GPU that fails (here one that does not exist: its worker cannot start or its device check
+/// fails) is taken out of the pool, and every request is evaluated on the device left. Skipped
+/// where a GPU 0 exists.
+#[test]
+fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
+    if ksmith_eval::devices::count_gpus() > 0 {
+        eprintln!("skipped: this machine has a GPU 0");
+        return;
+    }
+    let cfg = EvalConfig {
+        devices: vec!["0".to_string(), "cpu".to_string()],
+        inflight_per_worker: 1,
+        ..cpu_config(1)
+    };
+    let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
+    }
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
+    assert_eq!(counters["eval_device/cuda:0/evaluations"], 0);
+    assert_eq!(counters["eval_device/cpu/evaluations"], 2);
+    assert_eq!(counters["eval_devices_failed"], 1);
+}

@@ -14,7 +14,10 @@ pub struct RolloutConfig {
     pub iterations: u32,
     /// Seed of every random choice (parent and inspiration sampling, request seeds).
     pub seed: u64,
-    /// Tasks evolved at once (threads sharing the teacher and the evaluator).
+    /// Tasks evolved at once (threads sharing the teacher and the evaluator); 0: derived, the
+    /// evaluator's capacity (its devices times the evaluations each takes at once) plus the
+    /// teacher's concurrency limit, so that every GPU and every teacher slot can be busy at once
+    /// (`in_flight`).
     pub parallel_tasks: usize,
     /// Only the first `max_tasks` tasks of tasks.parquet (0: all).
     pub max_tasks: usize,
@@ -76,6 +79,9 @@ pub struct RolloutConfig {
     /// Teacher tokens (prompt + completion, cache hits excluded) the whole run may spend
     /// (0: unlimited); tasks stop cleanly when it is spent and a rerun continues them.
     pub token_budget: u64,
+    /// Seconds the run may start steps for (0: unlimited): past it, each task stops cleanly
+    /// after its step in flight and a rerun continues them (benches measure a fixed window).
+    pub time_budget_s: u64,
     /// Longest time, in milliseconds, a completed step may stay in the journal without a sync to
     /// disk (0: sync after every step). A killed process loses nothing either way; this bounds
     /// what a machine crash can take, and a sync costs milliseconds on a busy disk.
@@ -103,7 +109,7 @@ impl Default for RolloutConfig {
         RolloutConfig {
             iterations: 40,
             seed: 0,
-            parallel_tasks: 8,
+            parallel_tasks: 0,
             max_tasks: 0,
             num_islands: 4,
             migration_interval: 10,
@@ -132,6 +138,7 @@ impl Default for RolloutConfig {
             measure: true,
             checkpoint_every: 10,
             token_budget: 0,
+            time_budget_s: 0,
             journal_sync_ms: 1000,
             required: false,
             max_stored_answer_bytes: 262_144,
@@ -147,9 +154,6 @@ impl RolloutConfig {
         let bad = |m: String| Err(Error::Config(m));
         if self.iterations == 0 {
             return bad("iterations must be at least 1".into());
-        }
-        if self.parallel_tasks == 0 {
-            return bad("parallel_tasks must be at least 1".into());
         }
         if self.num_islands == 0 {
             return bad("num_islands must be at least 1".into());
@@ -224,9 +228,9 @@ impl RolloutConfig {
     }
 
     /// Hash of the keys that shape the search (not `iterations`, `parallel_tasks`, `max_tasks`,
-    /// `checkpoint_every`, `token_budget`, `measure`, `max_stored_answer_bytes`,
-    /// `headroom_sol_share`, `skip_no_headroom`): a stored rollout is resumed only under the
-    /// same search hash.
+    /// `checkpoint_every`, `token_budget`, `time_budget_s`, `measure`,
+    /// `max_stored_answer_bytes`, `headroom_sol_share`, `skip_no_headroom`): a stored rollout
+    /// is resumed only under the same search hash.
     pub fn search_hash(&self) -> String {
         let mut c = self.clone();
         c.iterations = 0;
@@ -234,6 +238,7 @@ impl RolloutConfig {
         c.max_tasks = 0;
         c.checkpoint_every = 0;
         c.token_budget = 0;
+        c.time_budget_s = 0;
         c.measure = true;
         c.max_stored_answer_bytes = 0;
         c.headroom_sol_share = 0.0;

@@ -9,7 +9,10 @@
 //! prompt from editable templates within a token budget ([`prompt`]), asks the teacher
 //! ([`ksmith_core::chat::ChatClient`]), applies its answer to the editable block ([`edit`],
 //! [`block`]), evaluates the candidate ([`ksmith_core::evaluation::Evaluator`]), appends the step
-//! to the task's journal ([`journal`]) and only then updates the archive.
+//! to the task's journal ([`journal`]) and only then updates the archive. Tasks run on as many
+//! threads as [`in_flight`] derives from the evaluator's capacity and the teacher's concurrency
+//! (or `parallel_tasks`); the report adds the time steps waited on each and the evaluator's own
+//! counters (per device, by phase).
 //!
 //! Invariants: the engine is generic over the teacher and the evaluator (the CLI wires the real
 //! ones); a task's state is a pure function of the configuration, the seed and its journal, so a
@@ -25,6 +28,7 @@ pub mod edit;
 pub mod engine;
 pub mod error;
 pub mod features;
+pub mod in_flight;
 pub mod journal;
 pub mod prompt;
 pub mod select;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::RolloutConfig;
 use crate::engine::{StepAbort, TaskCounters, TaskRun, task_dir};
 use crate::error::Error;
+use crate::in_flight::{Clock, TimedEvaluator, TimedTeacher, in_flight};
 use crate::journal::read_journal;
 use crate::prompt::Prompts;
 use crate::{CODE_VERSION, STAGE};
@@ -31,6 +32,7 @@ enum Ending {
     NoHeadroom(String),
     Aborted(String),
     BudgetSpent,
+    TimeSpent,
     Failed(Error),
 }
 
@@ -90,8 +92,8 @@ impl RunCounters {
 /// How one task's rollout ended in the last process, with the reason when it did not finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnding {
-    /// `done`, `broken_reference`, `no_headroom`, `aborted`, `stopped_by_token_budget` or
-    /// `failed`.
+    /// `done`, `broken_reference`, `no_headroom`, `aborted`, `stopped_by_token_budget`,
+    /// `stopped_by_time_budget` or `failed`.
     pub ending: String,
     /// Why it did not finish (empty when done).
     pub reason: String,
@@ -108,6 +110,10 @@ struct Shared<'a> {
     prompts: &'a Prompts,
     teacher: &'a dyn ChatClient,
     evaluator: &'a dyn Evaluator,
+    /// Tasks evolved at once ([`in_flight`]).
+    in_flight: usize,
+    /// When the run stops starting steps (`time_budget_s`).
+    deadline: Option<std::time::Instant>,
     tokens_used: AtomicU64,
     tracker: Tracker,
     root: std::path::PathBuf,
@@ -177,6 +183,10 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
     while !run.finished() {
         if sh.cfg.token_budget > 0 && sh.tokens_used.load(Ordering::SeqCst) >= sh.cfg.token_budget {
             out.ending = Ending::BudgetSpent;
+            break;
+        }
+        if sh.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            out.ending = Ending::TimeSpent;
             break;
         }
         match run.step(sh.teacher, sh.evaluator) {
@@ -291,16 +301,59 @@ pub fn run_with_identity(
                 std::fs::remove_file(&counters_path).map_err(|e| Error::io(&counters_path, e))?;
             }
             let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
+            let teacher = TimedTeacher {
+                inner: teacher,
+                clock: Clock::default(),
+            };
+            let evaluator = TimedEvaluator {
+                inner: evaluator,
+                clock: Clock::default(),
+            };
+            let flight = in_flight(
+                cfg.parallel_tasks,
+                evaluator.capacity(),
+                teacher.concurrency(),
+                tasks.len(),
+            );
+            let described = evaluator.describe();
+            ctx.info(format!(
+                "rollout: {} task(s) in flight ({}); evaluator: {}",
+                flight.tasks,
+                flight.why,
+                if described.is_empty() {
+                    "-"
+                } else {
+                    &described
+                }
+            ));
+            run.report.count("rollout_in_flight", flight.tasks as u64);
             let shared = Shared {
                 cfg,
                 prompts: &prompts,
-                teacher,
-                evaluator,
+                teacher: &teacher,
+                evaluator: &evaluator,
+                in_flight: flight.tasks,
+                deadline: (cfg.time_budget_s > 0).then(|| {
+                    std::time::Instant::now() + std::time::Duration::from_secs(cfg.time_budget_s)
+                }),
                 tokens_used: AtomicU64::new(0),
                 tracker: ctx.tracker(STAGE, Some(tasks.len() as u64 * u64::from(cfg.iterations))),
                 root,
             };
+            let started = std::time::Instant::now();
             let outcomes = run_tasks(&tasks, &shared, ctx);
+            run.report
+                .count("rollout_wall_ms", started.elapsed().as_millis() as u64);
+            let (teacher_ms, teacher_calls) = teacher.clock.read();
+            let (eval_ms, eval_calls) = evaluator.clock.read();
+            run.report.count("step_phase_ms/teacher_wait", teacher_ms);
+            run.report
+                .count("step_phase_calls/teacher_wait", teacher_calls);
+            run.report.count("step_phase_ms/evaluation", eval_ms);
+            run.report.count("step_phase_calls/evaluation", eval_calls);
+            for (name, n) in evaluator.report_counters() {
+                run.report.count(&name, n);
+            }
             let mut ended = collect_steps(&tasks, outcomes, &shared.root, ctx, &mut run.report)?;
             count_steps(&ended.rows, &mut run.report);
             let headroom = headroom_by_task(&ended.rows, cfg.headroom_sol_share, &mut run.report);
@@ -349,13 +402,13 @@ pub fn run_with_identity(
         })
 }
 
-/// Runs every task's loop on `cfg.parallel_tasks` threads; outcomes come back in task order.
+/// Runs every task's loop on `shared.in_flight` threads; outcomes come back in task order.
 fn run_tasks(tasks: &[TaskRow], shared: &Shared<'_>, ctx: &StageContext) -> Vec<TaskOutcome> {
     let next = AtomicUsize::new(0);
     let outcomes: Mutex<Vec<(usize, TaskOutcome)>> = Mutex::new(Vec::new());
     let notes = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..shared.cfg.parallel_tasks.min(tasks.len()) {
+        for _ in 0..shared.in_flight.min(tasks.len()) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
@@ -435,6 +488,10 @@ fn collect_steps(
                 "stopped_by_token_budget",
                 "the run's teacher token budget is spent".into(),
             ),
+            Ending::TimeSpent => ending(
+                "stopped_by_time_budget",
+                "the run's time budget (time_budget_s) is spent".into(),
+            ),
             Ending::Aborted(m) => ending("aborted", m.clone()),
             Ending::Failed(e) => ending("failed", e.to_string()),
         };
@@ -452,6 +509,10 @@ fn collect_steps(
             Ending::BudgetSpent => {
                 ended.complete = false;
                 report.count("tasks_stopped_by_token_budget", 1);
+            }
+            Ending::TimeSpent => {
+                ended.complete = false;
+                report.count("tasks_stopped_by_time_budget", 1);
             }
             Ending::Aborted(m) => {
                 ended.complete = false;

@@ -327,4 +327,8 @@ impl ChatClient for Teacher {
             ("teacher_completion_tokens", u.completion_tokens),
         ]
     }
+
+    fn concurrency(&self) -> Option<usize> {
+        Some(self.cfg.max_concurrency)
+    }
 }

@@ -79,7 +79,7 @@ from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
 from ..confine.policy import SandboxError as SandboxRefused
 from ..confine.policy import refusal
-from . import compare, compile_baseline, decide, messages, shapes, speed_of_light, tritoncache
+from . import compare, compile_baseline, decide, health, messages, shapes, speed_of_light, tritoncache
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
@@ -103,6 +103,52 @@ CPU_REHEARSAL = {
     "buffer_mb": 0.0,
     "checks": 4,
 }
+
+
+#: Where an evaluation's time goes, in seconds (`evaluate_profiled`): the static checks; the
+#: task's reference facts (built once per task and worker, else found at once); forking the
+#: harness and the judge; the harness's start (confinement, the task's inputs prepared) up to its
+#: first GPU work; compile (CUDA started, the candidate imported and its first call compiled);
+#: the correctness calls and their judging; the timing (the GPU held alone); the judge's check of
+#: the timed calls; ending the children. `gate_wait`: the time spent waiting for the GPU's gate
+#: (another candidate's timing, or correctness work before a timing), also counted in the phase
+#: that waited (compile, correctness, timing_check), except timing, which starts once it holds
+#: the GPU.
+PHASES = (
+    "static_check",
+    "reference",
+    "spawn",
+    "start",
+    "compile",
+    "correctness",
+    "timing",
+    "timing_check",
+    "finish",
+    "gate_wait",
+)
+
+
+class Profile(dict[str, float]):
+    """Seconds by phase (`PHASES`) of one evaluation."""
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - start)
+
+    def add(self, name: str, seconds: float) -> None:
+        self[name] = self.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def gated(self, gate: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+        """Holds `gate`, the wait for it counted as `gate_wait`."""
+        start = time.monotonic()
+        with gate:
+            self.add("gate_wait", time.monotonic() - start)
+            yield
 
 
 class SandboxError(RuntimeError):
@@ -495,10 +541,19 @@ class DeviceEvaluator:
 
     # -- candidate -------------------------------------------------------------------------
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.evaluate_profiled(request)[0]
+
+    def evaluate_profiled(self, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+        """The result of `request` and where its time went (seconds by phase, `PHASES`)."""
         t0 = time.monotonic()
-        res = self._evaluate(request)
+        profile = Profile()
+        res = self._evaluate(request, profile)
         res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
-        return res
+        return res, {k: round(v, 4) for k, v in profile.items()}
+
+    def device_failure(self) -> str | None:
+        """Why this evaluator's GPU fails its check (`health`), or None (always on the CPU)."""
+        return health.device_failure(self.server_env) if self.cuda else None
 
     def _result(self, status: str, hack: str | None = None, log: str = "", **kw: Any) -> dict[str, Any]:
         if status not in VERDICTS["eval_status"] or (hack is not None and hack not in VERDICTS["hack"]):
@@ -527,11 +582,12 @@ class DeviceEvaluator:
         if os.environ.get("KSMITH_EVAL_TRACE"):
             print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
 
-    def _evaluate(self, req: dict[str, Any]) -> dict[str, Any]:
+    def _evaluate(self, req: dict[str, Any], profile: Profile) -> dict[str, Any]:
         task_id, candidate = req["task_id"], req["candidate"]
         warnings: list[str] = []
         if self.opts["static_checks"]:
-            v = static_check(candidate)
+            with profile.phase("static_check"):
+                v = static_check(candidate)
             warnings = list(v.warnings)
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
@@ -546,9 +602,10 @@ class DeviceEvaluator:
                 reference = shapes.rewritten(reference, primary)
                 candidate = shapes.rewritten(candidate, primary)
                 warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
-        facts = self.reference(task_id, reference, alt)
+        with profile.phase("reference"):
+            facts = self.reference(task_id, reference, alt)
         measure = bool(req.get("measure", True)) and self.cuda
-        run = Run(self, task_id, facts, measure, warnings)
+        run = Run(self, task_id, facts, measure, warnings, profile)
         while run.another():
             verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
@@ -571,22 +628,25 @@ class DeviceEvaluator:
             self._workspace("judge", judge_cfg, files) as dj,
             self._workspace("cand", cand_cfg, {**files, "candidate.py": candidate}) as dc,
         ):
-            judge = self._spawn("ksmith.evaluator.reference_child", dj)
+            with run.profile.phase("spawn"):
+                judge = self._spawn("ksmith.evaluator.reference_child", dj)
             child = None
             cache = tritoncache.program_folder(self.triton_root, candidate)
             try:
-                child = self._spawn(
-                    "ksmith.evaluator.candidate_child",
-                    dc,
-                    {"TRITON_CACHE_MANAGER": tritoncache.MANAGER, tritoncache.SHARED_VAR: cache},
-                )
+                with run.profile.phase("spawn"):
+                    child = self._spawn(
+                        "ksmith.evaluator.candidate_child",
+                        dc,
+                        {"TRITON_CACHE_MANAGER": tritoncache.MANAGER, tritoncache.SHARED_VAR: cache},
+                    )
                 return run.supervise(child, judge, dc, dj)
             finally:
-                if child is not None:
-                    child.finish()
-                    tritoncache.adopt(os.path.join(dc, "triton-cache"), cache, self.triton_root)
-                judge.command("stop")
-                judge.finish()
+                with run.profile.phase("finish"):
+                    if child is not None:
+                        child.finish()
+                        tritoncache.adopt(os.path.join(dc, "triton-cache"), cache, self.triton_root)
+                    judge.command("stop")
+                    judge.finish()
 
 
 class Budget:
@@ -613,8 +673,18 @@ class Run:
     """One candidate's evaluation, as the worker drives it (see the module doc): one
     `supervise` per timing process."""
 
-    def __init__(self, ev: DeviceEvaluator, task_id: str, facts: TaskFacts, measure: bool, warnings: list[str]):
+    def __init__(
+        self,
+        ev: DeviceEvaluator,
+        task_id: str,
+        facts: TaskFacts,
+        measure: bool,
+        warnings: list[str],
+        profile: Profile | None = None,
+    ):
         self.ev = ev
+        #: Where the evaluation's time goes (`PHASES`).
+        self.profile = profile if profile is not None else Profile()
         self.o = ev.opts
         self.task_id = task_id
         self.facts = facts
@@ -698,7 +768,7 @@ class Run:
         time: the judge has its own time limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge), self.ev.gate.shared():
+        with _judge_failures(judge), self.profile.gated(self.ev.gate.shared()):
             judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
@@ -739,7 +809,7 @@ class Run:
         if not isinstance(msg, messages.Ready):
             return msg
         waited = time.monotonic()
-        with self.ev.gate.shared():
+        with self.profile.gated(self.ev.gate.shared()):
             budget.extend(time.monotonic() - waited)
             child.command("next")
             msg = child.receive(budget.left())
@@ -747,7 +817,7 @@ class Run:
             self.hand_over(dc, dj, msg)
             self.judge_started(judge)
             waited = time.monotonic()
-            with self.ev.gate.shared():
+            with self.profile.gated(self.ev.gate.shared()):
                 budget.extend(time.monotonic() - waited)
                 finding = self.judge(judge, msg)
             self.findings.add(msg.kind, finding)
@@ -769,11 +839,12 @@ class Run:
         self.judge_ready = False
         self.last = None
         try:
-            msg = _sandboxed(child.receive(o["compile_timeout_s"]))
+            with self.profile.phase("start"):
+                msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Ready):
                 # the harness's GPU work starts (CUDA, the task's inputs, the candidate built and
                 # compiled by a first call): under the shared gate
-                with self.ev.gate.shared():
+                with self.profile.phase("compile"), self.profile.gated(self.ev.gate.shared()):
                     child.command("next")
                     msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Unreproducible):
@@ -790,7 +861,8 @@ class Run:
                 self.warn("weights: seeded")
             budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)")
             while True:
-                msg = self.next_file(child, judge, dc, dj, budget)
+                with self.profile.phase("correctness"):
+                    msg = self.next_file(child, judge, dc, dj, budget)
                 if isinstance(msg, messages.ResultReady) and self.last:
                     early = decide.early(*self.last)
                     if early:
@@ -829,10 +901,11 @@ class Run:
         picked afterwards: the verdict's result, or None (the timing appended to `stats`)."""
         o = self.o
         try:
-            msg = child.receive(o["run_timeout_s"])
+            with self.profile.phase("correctness"):
+                msg = child.receive(o["run_timeout_s"])
             if not isinstance(msg, messages.ReadyToTime):
                 return self.harness_failed(msg, child)
-            with self.ev.gate.exclusive():
+            with self.profile.gated(self.ev.gate.exclusive()), self.profile.phase("timing"):
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
             self.ev._trace("timing_done", process=self.processes, type=msg.TYPE)
@@ -848,7 +921,7 @@ class Run:
                 "rows": pick(timed.rows, int(self.ev.timing["checks"])),
             }
             waited = time.monotonic()
-            with self.ev.gate.shared():
+            with self.profile.phase("timing_check"), self.profile.gated(self.ev.gate.shared()):
                 finding = self.ask_judge(judge, request)
             self.ev._trace("timed_judged", process=self.processes, wait_s=round(time.monotonic() - waited, 3))
             self.findings.add("timed", finding)

@@ -13,9 +13,13 @@ Client -> worker:
     {"v":1,"type":"ping","id":"..."}                 -> {"v":1,"type":"pong","id":"..."}
     {"v":1,"type":"shutdown"}                        (or end of input): finish in-flight requests, exit
 Worker -> client, per request, in completion order (many may be in flight):
-    {"v":1,"type":"result","id":"...","result":{EvalResult}}
-    {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal",
+    {"v":1,"type":"result","id":"...","result":{EvalResult},"profile":{phase: seconds}}
+    {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal"
+                                                      |"device_failed",
                                               "message":"...","task_id":"..."}}
+    (`profile`, optional: where the evaluation's time went, `evaluate.PHASES`; `device_failed`: the
+    worker's GPU failed its check after the request went wrong, see `health`: the request was not
+    evaluated and the client sends it to another device)
 HTTP (`serve` mode): POST /v1/evaluate with {"v":1,"request":{...}} answers 200 with
 {"v":1,"result":{...}} or 4xx/5xx with {"v":1,"error":{...}}; GET /v1/health answers the hello.
 `EvalResult` is exactly the serde form of `ksmith_core::evaluation::EvalResult` (snake_case

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..confine import SandboxError
 from ..confine.policy import EXIT_UNAVAILABLE
-from . import protocol
+from . import health, protocol
 from .evaluate import BrokenReference, DeviceEvaluator
 
 
@@ -45,6 +45,34 @@ def error_body(e: BaseException, task_id: str | None = None) -> dict[str, Any]:
     return {"kind": "internal", "message": f"{type(e).__name__}: {e}", "task_id": task_id}
 
 
+def answer(evaluator: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """The worker's answer to one `evaluate` message: its result with the evaluation's profile
+    (seconds by phase, `DeviceEvaluator.evaluate_profiled`), or its error. After an error or a
+    result that a failing GPU may cause, the device is checked (`health`): when it fails, the
+    answer is a `device_failed` error instead, so the pool takes the device out and evaluates
+    the request on another one."""
+    rid = msg.get("id")
+    task_id = None
+    try:
+        req = protocol.check_request(msg.get("request"))
+        task_id = req["task_id"]
+        result, profile = evaluator.evaluate_profiled(req)
+    except BaseException as e:  # noqa: BLE001 - every failure is answered
+        body = error_body(e, task_id)
+        if body["kind"] in ("internal", "broken_reference"):
+            failed = health.after(evaluator, None)
+            if failed:
+                after = " | ".join(str(body["message"]).strip().splitlines()[-3:])[-400:]
+                message = f"{failed} (after: {after})"
+                body = {"kind": "device_failed", "message": message, "task_id": task_id}
+        return {"type": "error", "id": rid, "error": body}
+    failed = health.after(evaluator, result)
+    if failed:
+        message = f"{failed} (after a candidate's {result.get('status')})"
+        return {"type": "error", "id": rid, "error": {"kind": "device_failed", "message": message, "task_id": task_id}}
+    return {"type": "result", "id": rid, "result": result, "profile": profile}
+
+
 def run_worker(device: str, options: dict[str, Any] | None) -> int:
     out_fd = os.dup(1)
     os.dup2(2, 1)
@@ -67,15 +95,7 @@ def run_worker(device: str, options: dict[str, Any] | None) -> int:
     threads: list[threading.Thread] = []
 
     def serve(msg: dict[str, Any]) -> None:
-        rid = msg.get("id")
-        task_id = None
-        try:
-            req = protocol.check_request(msg.get("request"))
-            task_id = req["task_id"]
-            result = evaluator.evaluate(req)
-            send({"type": "result", "id": rid, "result": result})
-        except BaseException as e:  # noqa: BLE001 - every failure is answered
-            send({"type": "error", "id": rid, "error": error_body(e, task_id)})
+        send(answer(evaluator, msg))
 
     try:
         for line in sys.stdin:

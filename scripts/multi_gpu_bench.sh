@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Rollout scaling over the GPUs of one host, in one call: the rollout bench (scripted teacher,
+# the real evaluator pool) over enough task variants to fill the GPUs, at each teacher latency
+# on 1, 2, 4 ... GPUs, each run a fixed time window; prints steps and candidates per minute,
+# each GPU's busy share (nvidia-smi) and the pool's own accounting, and where a step's time went.
+#
+#   scripts/multi_gpu_bench.sh [OUTDIR]        (default: $OUT or /tmp/ksmith-multi-gpu-bench)
+#
+# Environment (defaults in brackets):
+#   KSMITH_BIN [target/release/ksmith]   KSMITH_PYTHON [python3 with torch and triton]
+#   GPUS ["1 2 4 ...": powers of two up to the visible GPUs, and their count]
+#   LATENCIES ["0 2-20"]: the scripted teacher's seconds per answer (A or A-B, seeded)
+#   RUN_S [50]: each run's time budget ([rollout] time_budget_s: steps start for this long)
+#   WARMUP_S [15]: steps finishing before this (from the run's first step) are not counted
+#   INFLIGHT [4]: [eval] inflight_per_worker (evaluations at once per GPU)
+#   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
+#   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
+#   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
+#     works, warned; only where bubblewrap cannot be set up)
+#   DEADLINE_S [520]: runs that would end past this many seconds from the start are skipped
+#     (said in the output), the most telling first: latency 0 on 1 GPU and on all, then the
+#     other latencies on all, then the rest.
+# Outputs: OUTDIR/bench.md (the tables, rewritten after every run), OUTDIR/runs/<gpus>gpu-<lat>/
+# (meta.json, smi.log, rollout.log, work/).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-${OUT:-/tmp/ksmith-multi-gpu-bench}}"
+bin="${KSMITH_BIN:-$here/target/release/ksmith}"
+export KSMITH_PYTHON="${KSMITH_PYTHON:-$(command -v python3)}"
+run_s="${RUN_S:-50}"
+warmup_s="${WARMUP_S:-15}"
+inflight="${INFLIGHT:-4}"
+concurrency="${TEACHER_CONCURRENCY:-16}"
+deadline_s="${DEADLINE_S:-520}"
+t_start=$(date +%s)
+mkdir -p "$out/runs"
+
+visible=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [[ "$visible" -lt 1 ]]; then
+    echo "multi_gpu_bench: no GPU visible (nvidia-smi -L lists none)" >&2
+    exit 1
+fi
+if [[ -z "${GPUS:-}" ]]; then
+    GPUS=""
+    for n in 1 2 4 8 16; do [[ $n -le $visible ]] && GPUS="$GPUS $n"; done
+    [[ " $GPUS " == *" $visible "* ]] || GPUS="$GPUS $visible"
+fi
+read -r -a gpus <<<"$GPUS"
+read -r -a latencies <<<"${LATENCIES:-0 2-20}"
+for n in "${gpus[@]}"; do
+    if [[ $n -gt $visible ]]; then
+        echo "multi_gpu_bench: GPUS asks for $n GPUs, $visible visible" >&2
+        exit 2
+    fi
+done
+most=${gpus[-1]}
+for n in "${gpus[@]}"; do [[ $n -gt $most ]] && most=$n; done
+
+tasks="$out/tasks"
+rm -rf "$tasks"
+"$KSMITH_PYTHON" "$here/scripts/gpu_task_variants.py" --from "$here/data/gpu-tasks" --to "$tasks" \
+    --per-task "${VARIANTS:-16}"
+
+# --- the scripted teacher (start, URL, stop); kept apart so it can move to a shared script ---
+teacher_pid=""
+teacher_url=""
+start_teacher() { # $1: latency, $2: folder for its output
+    "$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$here/data/gpu-tasks/answers" \
+        --latency "$1" --seed 0 --distinct >"$2/teacher.json" 2>"$2/teacher.log" &
+    teacher_pid=$!
+    for _ in $(seq 100); do [[ -s "$2/teacher.json" ]] && break; sleep 0.1; done
+    teacher_url="$("$KSMITH_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$2/teacher.json")"
+}
+stop_teacher() {
+    [[ -n "$teacher_pid" ]] && kill "$teacher_pid" 2>/dev/null || true
+    [[ -n "$teacher_pid" ]] && wait "$teacher_pid" 2>/dev/null || true
+    teacher_pid=""
+}
+smi_pid=""
+stop_smi() {
+    [[ -n "$smi_pid" ]] && kill "$smi_pid" 2>/dev/null || true
+    [[ -n "$smi_pid" ]] && wait "$smi_pid" 2>/dev/null || true
+    smi_pid=""
+}
+trap 'stop_teacher; stop_smi' EXIT
+
+# Runs in order of what they tell: latency 0 on 1 GPU and on the most, the other latencies on
+# the most, then the rest.
+plan=("${latencies[0]} 1")
+[[ $most -ne 1 ]] && plan+=("${latencies[0]} $most")
+for lat in "${latencies[@]:1}"; do plan+=("$lat $most"); done
+for lat in "${latencies[@]}"; do
+    for n in "${gpus[@]}"; do
+        [[ " ${plan[*]} " == *" $lat $n "* ]] || plan+=("$lat $n")
+    done
+done
+
+done_runs=()
+for entry in "${plan[@]}"; do
+    read -r lat n <<<"$entry"
+    elapsed=$(( $(date +%s) - t_start ))
+    # A run takes its budget, about 20 s to start and up to the slowest answer plus an
+    # evaluation to drain.
+    need=$(( run_s + 20 + ${lat##*-} + 15 ))
+    if (( elapsed + need > deadline_s )); then
+        echo "skipped: latency $lat on $n GPU(s) (needs ~${need} s, ${elapsed} s of ${deadline_s} spent)" | tee -a "$out/skipped.txt"
+        continue
+    fi
+    run="$out/runs/${n}gpu-${lat}"
+    rm -rf "$run"
+    mkdir -p "$run"
+    devices=$(seq -s, 0 $((n - 1)) | sed 's/\([0-9]*\)/"\1"/g')
+    start_teacher "$lat" "$run"
+    cat >"$run/bench.toml" <<TOML
+[rollout]
+iterations = 40
+num_islands = 1
+parallel_tasks = 0
+time_budget_s = $run_s
+measure = true
+
+[sandbox]
+require = ${SANDBOX_REQUIRE:-true}
+
+[eval]
+devices = [$devices]
+inflight_per_worker = $inflight
+
+[teacher]
+max_retries = 1
+max_concurrency = $concurrency
+timeout_s = 120
+
+[[teacher.endpoints]]
+url = "$teacher_url"
+model = "scripted-teacher"
+TOML
+    cat >"$run/meta.json" <<JSON
+{"gpus": $n, "latency": "$lat", "inflight": $inflight, "window_start_s": $warmup_s, "window_s": $run_s}
+JSON
+    "$bin" import-tasks --from "$tasks" --config "$run/bench.toml" --workdir "$run/work" >"$run/import.log" 2>&1
+    (while :; do
+        echo "$(date +%s.%N) $(nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits | tr '\n' ';')"
+        sleep 0.5
+    done) >"$run/smi.log" 2>/dev/null &
+    smi_pid=$!
+    echo "run: latency $lat s on $n GPU(s) [$(date -u +%H:%M:%S)]"
+    "$bin" rollout --config "$run/bench.toml" --workdir "$run/work" >"$run/rollout.log" 2>&1 ||
+        echo "  rollout exited $? (see $run/rollout.log)"
+    grep -m1 '^rollout: ' "$run/rollout.log" || true
+    grep -m1 'refusing to run untrusted code' "$run/rollout.log" || true
+    grep 'taken out of the pool' "$run/rollout.log" || true
+    stop_smi
+    stop_teacher
+    done_runs+=("$run")
+    "$KSMITH_PYTHON" "$here/scripts/rollout_scaling_table.py" "${done_runs[@]}" >"$out/bench.md"
+done
+if [[ ${#done_runs[@]} -eq 0 ]]; then
+    echo "multi_gpu_bench: no run fitted in DEADLINE_S=$deadline_s" >&2
+    exit 1
+fi
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader >"$out/gpus.txt" || true
+echo
+echo "GPUs: $(paste -sd';' "$out/gpus.txt")"
+echo "total $(( $(date +%s) - t_start )) s"
+cat "$out/bench.md"

@@ -1,0 +1,141 @@
+"""The tables of `scripts/multi_gpu_bench.sh`: per run (GPUs, teacher latency) the rollout's
+rate in a fixed window, each GPU's busy share, and where the time of a step went.
+
+    python3 scripts/rollout_scaling_table.py RUN_DIR [RUN_DIR ...]
+
+A run folder holds `meta.json` (gpus, latency, window_start_s, window_s: the window of steps
+counted, from the first step's start), `work/` (the rollout's work directory: `steps.parquet`,
+`reports/rollout.json`) and `smi.log` (lines `<epoch seconds> <index>, <utilization %> ...`
+sampled from nvidia-smi while the rollout ran). Rates count the steps (and candidates: steps
+the evaluator judged) that finished inside the window, so the pool's start, the first reference
+builds and the drain after the time budget are left out; "x 1 GPU" divides by the rate of the
+1-GPU run at the same latency.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import pyarrow.parquet as pq
+
+#: The evaluator's phases, in the order of an evaluation (`ksmith.evaluator.evaluate.PHASES`),
+#: and the pool's queue before them.
+PHASES = (
+    "queue",
+    "static_check",
+    "reference",
+    "spawn",
+    "start",
+    "compile",
+    "correctness",
+    "timing",
+    "timing_check",
+    "finish",
+    "gate_wait",
+)
+
+
+def load(run: str) -> dict[str, Any]:
+    meta = json.load(open(os.path.join(run, "meta.json")))
+    work = os.path.join(run, "work")
+    steps = pq.read_table(
+        os.path.join(work, "steps.parquet"), columns=["started_at_ms", "finished_at_ms", "eval_status"]
+    ).to_pylist()
+    report = json.load(open(os.path.join(work, "reports", "rollout.json")))
+    counters: dict[str, int] = report.get("counters", {})
+    out: dict[str, Any] = {"meta": meta, "counters": counters, "steps_total": len(steps)}
+    if not steps:
+        return out
+    t0 = min(s["started_at_ms"] for s in steps) / 1000
+    w0, w1 = t0 + meta["window_start_s"], t0 + meta["window_s"]
+    inside = [s for s in steps if w0 <= s["finished_at_ms"] / 1000 <= w1]
+    minutes = (w1 - w0) / 60
+    out["steps_per_min"] = len(inside) / minutes
+    out["candidates_per_min"] = sum(1 for s in inside if s["eval_status"] is not None) / minutes
+    out["window"] = (w0, w1)
+    out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, int(meta["gpus"]))
+    return out
+
+
+def smi_shares(path: str, w0: float, w1: float, gpus: int) -> list[tuple[float, float]]:
+    """Per GPU used (indices 0..gpus-1): the mean utilization in the window (the share of time a
+    kernel ran, as nvidia-smi samples it) and the share of samples with any."""
+    samples: dict[int, list[float]] = {i: [] for i in range(gpus)}
+    if os.path.exists(path):
+        for line in open(path):
+            head, _, rest = line.strip().partition(" ")
+            try:
+                t = float(head)
+            except ValueError:
+                continue
+            if not (w0 <= t <= w1):
+                continue
+            for pair in rest.split(";"):
+                idx, _, util = pair.partition(",")
+                try:
+                    i, u = int(idx), float(util)
+                except ValueError:
+                    continue
+                if i in samples:
+                    samples[i].append(u)
+    return [
+        (sum(v) / len(v) / 100, sum(1 for u in v if u > 0) / len(v)) if v else (float("nan"), float("nan"))
+        for _, v in sorted(samples.items())
+    ]
+
+
+def fmt(x: float, spec: str = ".1f") -> str:
+    return "-" if x != x else format(x, spec)
+
+
+def main(runs: list[str]) -> int:
+    data = [load(r) for r in runs]
+    base = {d["meta"]["latency"]: d.get("steps_per_min") for d in data if int(d["meta"]["gpus"]) == 1}
+    print(
+        "| GPUs | teacher latency s | tasks in flight | evals at once per GPU | steps/min | candidates/min |"
+        " x 1 GPU (steps) | GPU busy (nvidia-smi mean util; share of samples > 0) |"
+        " pool: busy share per device | pool: idle without work s per device | devices failed |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for d in data:
+        m, c = d["meta"], d["counters"]
+        gpus = int(m["gpus"])
+        labels = [f"cuda:{i}" for i in range(gpus)]
+        smi = "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in d.get("smi", []))
+        busy = ", ".join(fmt(c.get(f"eval_device/{lb}/busy_permille", 0) / 10, ".0f") + "%" for lb in labels)
+        idle = ", ".join(fmt(c.get(f"eval_device/{lb}/idle_no_work_ms", 0) / 1000, ".0f") for lb in labels)
+        rate = d.get("steps_per_min", float("nan"))
+        one = base.get(m["latency"])
+        ratio = rate / one if one else float("nan")
+        print(
+            f"| {gpus} | {m['latency']} | {c.get('rollout_in_flight', '-')} | {m['inflight']} | {fmt(rate)} |"
+            f" {fmt(d.get('candidates_per_min', float('nan')))} | {fmt(ratio, '.2f')} | {smi} | {busy} | {idle} |"
+            f" {c.get('eval_devices_failed', '-')} |"
+        )
+    print()
+    print("Where the time went, mean seconds per evaluation (the evaluator's phases; gate_wait is also inside")
+    print("compile, correctness and timing_check) and per step (teacher wait, evaluation as the rollout saw it):")
+    print()
+    print("| GPUs | latency | evals | " + " | ".join(PHASES) + " | step: teacher wait | step: evaluation |")
+    print("|---|---|---|" + "---|" * (len(PHASES) + 2))
+    for d in data:
+        m, c = d["meta"], d["counters"]
+        n = max(1, c.get("eval_profiled", 0))
+        phases = " | ".join(fmt(c.get(f"eval_phase_ms/{p}", 0) / 1000 / n, ".2f") for p in PHASES)
+        tw = c.get("step_phase_ms/teacher_wait", 0) / 1000 / max(1, c.get("step_phase_calls/teacher_wait", 0))
+        ev = c.get("step_phase_ms/evaluation", 0) / 1000 / max(1, c.get("step_phase_calls/evaluation", 0))
+        print(
+            f"| {m['gpus']} | {m['latency']} | {c.get('eval_profiled', 0)} | {phases} |"
+            f" {fmt(tw, '.2f')} | {fmt(ev, '.2f')} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(main(sys.argv[1:]))
