@@ -7,8 +7,8 @@
 //! kept for feedback and repair, a task-wide elite archive and ring migration. Each step
 //! ([`engine::TaskRun::step`]) plans an island, parent and context ([`select`]), builds the
 //! prompt from editable templates within a token budget ([`prompt`]), asks the teacher
-//! ([`ksmith_core::chat::ChatClient`]), applies its answer to the editable block ([`edit`],
-//! [`block`]), evaluates the candidate ([`ksmith_core::evaluation::Evaluator`]), appends the step
+//! ([`ksmith_core::chat::ChatClient`]), applies its answer to the editable block
+//! ([`ksmith_core::answer`]; the seed program is [`seed`]), evaluates the candidate ([`ksmith_core::evaluation::Evaluator`]), appends the step
 //! to the task's journal ([`journal`]) and only then updates the archive.
 //!
 //! Invariants: the engine is generic over the teacher and the evaluator (the CLI wires the real
@@ -19,9 +19,8 @@
 #![deny(missing_docs)]
 
 pub mod archive;
-pub mod block;
+pub mod seed;
 pub mod config;
-pub mod edit;
 pub mod engine;
 pub mod error;
 pub mod features;

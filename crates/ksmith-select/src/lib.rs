@@ -45,7 +45,7 @@ pub use trajectory::StepView;
 /// The stage's name.
 pub const STAGE: &str = "select";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 4;
+pub const CODE_VERSION: u32 = 5;
 
 use ksmith_core::context::StageContext;
 use ksmith_core::report::StageReport;
