@@ -162,11 +162,12 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     kernel = re.search(r"```python\n(.*?)```", last, re.S)
     assert kernel, "the chain's last answer with code"
     # That kernel as an answer to this start's program (the rollout's rules: only the block
-    # changes, new imports go inside it).
-    from ksmith.answer import split_block
+    # changes, new imports go inside it; code without block markers is the new block).
+    from ksmith.answer import has_marker, split_block
     from ksmith.reward import parse_ground_truth
 
-    body = split_block(kernel.group(1)).body
+    code = kernel.group(1)
+    body = split_block(code).body if has_marker(code) else code
     if "import triton" not in body:
         body = "import triton\nimport triton.language as tl\n" + body
     start = split_block(parse_ground_truth(label)["parent_program"])
