@@ -9,8 +9,8 @@
 //! nothing is skipped silently, and an edit applies completely or not at all.
 //!
 //! This is the one reader of answers on the Rust side: the rollout applies answers with
-//! [`apply_answer`], and select and export find an answer's code with [`code_spans`] (to show its
-//! prose). The trainers' reward reads answers with a Python copy of these rules
+//! [`apply_answer`], export finds an answer's code with [`code_spans`] (to show its prose) and
+//! select splits programs with [`crate::evolve_block`]. The trainers' reward reads answers with a Python copy of these rules
 //! (`python/ksmith/answer.py`); both run the cases of `tests/data/answer_cases.json` with
 //! identical expected programs.
 

@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
 use ksmith_core::answer::{EditResult, apply_answer};
+use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet, Stamp};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
@@ -22,11 +22,11 @@ use rand_chacha::ChaCha12Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, Attempt};
-use crate::seed::seed_program;
 use crate::config::RolloutConfig;
 use crate::error::Error;
 use crate::journal::Journal;
 use crate::prompt::{Prompts, build_prompt, trim_middle};
+use crate::seed::seed_program;
 use crate::select::{Plan, plan_step};
 
 /// Version of the checkpoint format.

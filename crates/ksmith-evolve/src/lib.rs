@@ -19,13 +19,13 @@
 #![deny(missing_docs)]
 
 pub mod archive;
-pub mod seed;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod features;
 pub mod journal;
 pub mod prompt;
+pub mod seed;
 pub mod select;
 mod stage;
 

@@ -13,8 +13,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ksmith_core::tables::{EditOutcome, StepKind};
 use ksmith_core::evolve_block::split_block;
+use ksmith_core::tables::{EditOutcome, StepKind};
 use ksmith_core::tokens::approx_message_tokens;
 
 use crate::archive::{Archive, Attempt, Program};
