@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from ksmith.answer import apply_answer  # noqa: E402
 
-CASES = os.path.join(ROOT, "crates", "ksmith-evolve", "tests", "data", "answer_cases.json")
+CASES = os.path.join(ROOT, "crates", "ksmith-core", "tests", "data", "answer_cases.json")
 
 
 def text(value: str | list[str]) -> str:

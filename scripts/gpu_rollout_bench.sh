@@ -16,26 +16,10 @@ work="$out/work"
 mkdir -p "$out"
 rm -rf "$work"
 
-"$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$here/data/gpu-tasks/answers" >"$out/teacher.json" &
-teacher=$!
-trap 'kill $teacher 2>/dev/null || true' EXIT
-for _ in $(seq 50); do [[ -s "$out/teacher.json" ]] && break; sleep 0.2; done
-url="$("$KSMITH_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$out/teacher.json")"
-
-cat >"$out/bench.toml" <<TOML
-[rollout]
-iterations = ${ITERATIONS:-3}
-num_islands = 1
-parallel_tasks = 1
-measure = true
-
-[teacher]
-max_retries = 1
-
-[[teacher.endpoints]]
-url = "$url"
-model = "scripted-teacher"
-TOML
+# shellcheck source=scripts/lib/teacher.sh
+source "$here/scripts/lib/teacher.sh"
+start_scripted_teacher "$here/data/gpu-tasks/answers" "$out"
+write_rollout_config "$out/bench.toml"
 
 t0=$(date +%s)
 "$bin" import-tasks --from "${TASKS:-$here/data/gpu-tasks}" --config "$out/bench.toml" --workdir "$work"

@@ -51,25 +51,11 @@ done
 "$trainers/bin/python" -c "import sys; sys.path.insert(0, sys.argv[1]); from support import make_tiny_model; \
 make_tiny_model(sys.argv[2])" "$here/python/tests/trainers" "$out/tiny"
 
-"$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$out/answers" >"$out/teacher.json" &
-teacher=$!
-trap 'kill $teacher 2>/dev/null || true' EXIT
-for _ in $(seq 50); do [[ -s "$out/teacher.json" ]] && break; sleep 0.2; done
-url="$("$KSMITH_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$out/teacher.json")"
-
-cat >"$out/sample.toml" <<TOML
-[rollout]
-iterations = ${ITERATIONS:-3}
-num_islands = 1
-parallel_tasks = 1
-measure = true
-
-[teacher]
-max_retries = 1
-
-[[teacher.endpoints]]
-url = "$url"
-model = "scripted-teacher"
+# shellcheck source=scripts/lib/teacher.sh
+source "$here/scripts/lib/teacher.sh"
+start_scripted_teacher "$out/answers" "$out"
+write_rollout_config "$out/sample.toml"
+cat >>"$out/sample.toml" <<TOML
 
 [export]
 tokenizer = "$out/tiny/tokenizer.json"

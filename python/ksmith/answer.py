@@ -1,10 +1,10 @@
 """Turning a model's answer into a candidate program: the reward's copy of the rollout's reader.
 
-The rollout (`crates/ksmith-evolve/src/edit.rs` and `block.rs`) is the reference; this module reads
-every answer exactly as it does, so that the program a trainer's reward scores is the program the
-rollout evaluated and trained on. Both run the same cases,
-`crates/ksmith-evolve/tests/data/answer_cases.json` (`python/tests/test_answer.py` here,
-`edit::tests::the_shared_cases` there), with identical expected programs.
+The Rust reader (`crates/ksmith-core/src/answer.rs` and `evolve_block.rs`, which the rollout
+applies) is the reference; this module reads every answer exactly as it does, so that the program
+a trainer's reward scores is the program the rollout evaluated and trained on. Both run the same cases,
+`crates/ksmith-core/tests/data/answer_cases.json` (`python/tests/test_answer.py` here,
+`answer::tests::the_shared_cases` there), with identical expected programs.
 
 The rules, in order:
 

@@ -1,5 +1,5 @@
 """The answer reader (`ksmith.answer`) against the cases the rollout's reader runs too
-(`crates/ksmith-evolve/tests/data/answer_cases.json`): same outcome, same format, same program."""
+(`crates/ksmith-core/tests/data/answer_cases.json`): same outcome, same format, same program."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "python"))
 from ksmith import answer  # noqa: E402
 from ksmith.reward import extract_program  # noqa: E402
 
-CASES_FILE = ROOT / "crates" / "ksmith-evolve" / "tests" / "data" / "answer_cases.json"
+CASES_FILE = ROOT / "crates" / "ksmith-core" / "tests" / "data" / "answer_cases.json"
 SHARED = json.loads(CASES_FILE.read_text())
 
 

@@ -9,6 +9,7 @@ import sys as _sys
 _sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
 
 import json  # noqa: E402
+import math  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -24,6 +25,7 @@ from ksmith.evaluator.inputs import (
 )
 from ksmith.evaluator.static_check import check  # noqa: E402
 from ksmith.evaluator.timing import buffer_sets, trimmed_stats  # noqa: E402
+from ksmith.shared import outputs  # noqa: E402
 
 KERNEL = """
 import torch
@@ -177,6 +179,34 @@ def test_tolerance_is_dtype_aware():
     ref16 = [torch.ones(100, dtype=torch.float16)]
     assert compare.output_errors([torch.ones(100, dtype=torch.float16) + 5e-3], ref16, compare.DEFAULT_TOLERANCES)[0]
     assert not compare.output_errors([torch.tensor([1, 2])], [torch.tensor([1, 3])], {})[0]
+
+
+def test_the_judge_element_test_is_the_shared_close():
+    # With the whole-output criterion out of the way, the judge passes exactly what the shared
+    # definition of "close" (`ksmith.shared.outputs`) passes.
+    inf, nan = math.inf, math.nan
+    unbounded = {"float32": inf, "float16": inf, "float64": inf}
+    ref = torch.tensor([1.0, 100.0, inf, -inf, nan, 0.0])
+    for delta in (
+        [5e-5] * 6,
+        [2e-4, 0, 0, 0, 0, 0],
+        [0, 2e-2, 0, 0, 0, 0],
+        [0, 0, -inf, 0, 0, 0],
+        [0, 0, 0, 0, 0, 1.0],
+    ):
+        cand = ref + torch.tensor(delta)
+        for c, r in ((cand, ref), (cand.half(), ref.half()), (cand.double(), ref.double())):
+            tol = lambda dtype: compare.tolerance(dtype, compare.DEFAULT_TOLERANCES)  # noqa: E731
+            judged = compare.output_errors([c], [r], compare.DEFAULT_TOLERANCES, unbounded)[0]
+            assert judged == outputs.close([c], [r], tol), (delta, c.dtype)
+    # A finite value where the reference is infinite fails (`|cand - ref| <= rtol * inf` held).
+    assert not compare.output_errors(
+        [torch.tensor([1e30])], [torch.tensor([inf])], compare.DEFAULT_TOLERANCES, unbounded
+    )[0]
+    # Complex outputs are compared whole, not by their real part.
+    z = torch.tensor([1 + 1j, 2 - 1j])
+    assert compare.output_errors([z], [z], compare.DEFAULT_TOLERANCES)[0]
+    assert not compare.output_errors([z + 1e-2j], [z], compare.DEFAULT_TOLERANCES)[0]
 
 
 def test_relative_error_fails_a_small_constant_where_the_absolute_tolerance_passes():

@@ -8,9 +8,13 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import json  # noqa: E402
+import pathlib  # noqa: E402
+
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from ksmith.probe import aten_calls  # noqa: E402
 from ksmith.probe.execute import record_aten_ops, run_request  # noqa: E402
 
 
@@ -218,3 +222,22 @@ def test_the_probe_records_the_calls_beside_the_trace():
     assert out["aten_calls"] == ["aten::convolution(2d,k3x3,s1,p1,d1,dw)", "aten::relu"], out["aten_calls"]
     failed = run_request({"program": RECORDED.replace("return torch.relu", "raise ValueError\n"), "seed": 1}, torch)
     assert failed["aten_calls"] == []
+
+
+def test_the_view_operators_are_the_shared_list():
+    # One list with ksmith-embed's operator kinds (`crates/ksmith-embed/src/aten.rs` reads the
+    # same file: every operator in it is a view there).
+    path = pathlib.Path(aten_calls.__file__).with_name("aten_views.json")
+    lists = json.loads(path.read_text())
+    assert aten_calls.VIEWS == set(lists["reshape"]) and aten_calls.PERMUTES == set(lists["permute"])
+    assert not (aten_calls.VIEWS & aten_calls.PERMUTES)
+    model = nn.Linear(3, 4)
+    weights = aten_calls.Weights(model, torch)
+    x = torch.randn(2, 3, 5)
+    for name in lists["reshape"] + lists["permute"]:
+        # A view of a weight is written `w`, whatever the view.
+        assert aten_calls._attributes(name, "", {}, model.weight, weights) == ["w"], name
+    for name in lists["reshape"]:
+        assert aten_calls._attributes(name, "", {}, x, weights) == [], name
+    named = {"self": x, "dim0": 1, "dim1": 2}
+    assert aten_calls._attributes("transpose", "int", named, x, weights)[0].startswith("p=")

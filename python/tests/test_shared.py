@@ -121,3 +121,16 @@ def test_close_uses_the_dtype_tolerance_and_matches_nan():
     assert not outputs.close([torch.arange(3)], [torch.arange(3) + 1], tol)
     assert not outputs.close([x], [x.half()], tol) and not outputs.close([x], [], tol)
     assert outputs.close([x, "label"], [x, "label"], tol) and not outputs.close([x, 1], [x, 2], tol)
+
+
+def test_within_matches_only_the_same_infinity_and_compares_complex_values_whole():
+    inf = math.inf
+    ref = torch.tensor([1.0, inf, -inf])
+    assert outputs.within(ref.clone(), ref, 1e-4, 1e-4)
+    assert not outputs.within(torch.tensor([1.0, -inf, -inf]), ref, 1e-4, 1e-4), "opposite infinities"
+    assert not outputs.within(torch.tensor([1.0, 1e30, -inf]), ref, 1e-4, 1e-4), "finite for infinite"
+    z = torch.tensor([1 + 1j, 2 - 1j])
+    assert outputs.within(z + 1e-6, z, 1e-4, 1e-4)
+    assert not outputs.within(z + 1e-2j, z, 1e-4, 1e-4), "the imaginary part counts"
+    assert outputs.wide(torch.bfloat16) == torch.float32 and outputs.wide(torch.float64) == torch.float64
+    assert outputs.wide(torch.complex32) == torch.complex64 and outputs.wide(torch.complex128) == torch.complex128

@@ -205,6 +205,10 @@ pub struct EvalRequest {
 /// values a candidate is also checked at (hidden shapes).
 pub type SizeSet = std::collections::BTreeMap<String, i64>;
 
+/// Characters of an evaluation's error log that a conversation or tool report shows: its end
+/// (select counts them in a chain's tokens, export cuts them; the reward cuts the same).
+pub const ERROR_TAIL_CHARS: usize = 2000;
+
 /// The structured result, fed back into the next prompt and stored with the step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalResult {

@@ -16,6 +16,9 @@
 //! - [`ids`]: content hashes used as stable ids.
 //! - [`evaluation`] and [`chat`]: the contracts between the evolution engine and the
 //!   evaluator and teacher implementations, which only the CLI wires together.
+//! - [`evolve_block`] and [`answer`]: a program's editable block and the one reader of a
+//!   teacher's answer (SEARCH/REPLACE blocks or a fenced rewrite) into a candidate program,
+//!   used by the rollout, select and export (the reward's Python copy runs the same cases).
 //! - [`shard`]: which repositories a shard of a sharded run owns.
 //! - [`manifest`]: the JSONL repository manifest that discover writes and crawl reads.
 //! - [`spdx`], [`timestamp`] and [`backoff`]: license ids, RFC 3339 times and retry delays,
@@ -51,12 +54,14 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod answer;
 pub mod backoff;
 pub mod chat;
 pub mod config;
 pub mod context;
 pub mod error;
 pub mod evaluation;
+pub mod evolve_block;
 pub mod fingerprint;
 pub mod ids;
 pub mod manifest;

@@ -7,6 +7,8 @@
 //! `(name, calls)` pairs. Cluster labels modules from a [`Profile`]; dedup asks two modules that
 //! look alike to also run alike, in the same order ([`agreement`]).
 
+use std::sync::LazyLock;
+
 /// What an operator does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -79,43 +81,30 @@ impl Kind {
     }
 }
 
-const VIEW: &[&str] = &[
-    "view",
-    "_unsafe_view",
-    "reshape",
-    "permute",
-    "transpose",
-    "t",
-    "expand",
-    "expand_as",
-    "squeeze",
-    "unsqueeze",
-    "select",
-    "slice",
-    "alias",
-    "detach",
-    "as_strided",
-    "unbind",
-    "split",
-    "split_with_sizes",
-    "unsafe_split",
-    "chunk",
-    "narrow",
-    "diagonal",
-    "view_as",
-    "flatten",
-    "unflatten",
-    "movedim",
-    "_reshape_alias",
-    "lift_fresh",
-    "unfold",
-    "real",
-    "view_as_real",
-    "view_as_complex",
-    "_neg_view",
-    "_conj",
-    "conj",
-];
+/// The view operators, written once for the probe's Python side and this one.
+const VIEWS_JSON: &str = include_str!("../../../python/ksmith/probe/aten_views.json");
+
+/// Every operator of `aten_views.json` (its `reshape`, `permute` and `other` lists): the
+/// [`Kind::View`] operators.
+static VIEW: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let lists: serde_json::Value =
+        serde_json::from_str(VIEWS_JSON).expect("the embedded aten_views.json parses (tested)");
+    ["reshape", "permute", "other"]
+        .iter()
+        .flat_map(|key| {
+            lists[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("aten_views.json: `{key}` is a list (tested)"))
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .expect("aten_views.json: names are strings (tested)")
+                        .to_string()
+                })
+        })
+        .collect()
+});
+
 const COPY: &[&str] = &[
     "clone",
     "contiguous",
@@ -385,7 +374,7 @@ pub fn kind(op: &str) -> Kind {
         .unwrap_or(op);
     let name = name.strip_suffix('_').unwrap_or(name);
     let in_set = |set: &[&str]| set.contains(&name);
-    if in_set(VIEW) {
+    if VIEW.iter().any(|v| v == name) {
         Kind::View
     } else if in_set(COPY) {
         Kind::Copy
@@ -581,6 +570,42 @@ mod tests {
             ("aten::pow", 1),
         ]);
         assert_eq!(p.compute, 1);
+    }
+
+    /// The view operators are the probe's list (`python/ksmith/probe/aten_views.json`, which
+    /// `python/tests/test_probe_aten_calls.py` reads too): every one of them, however recorded,
+    /// is a view, and no other list here names one.
+    #[test]
+    fn the_view_operators_are_the_shared_list() {
+        let lists: serde_json::Value = serde_json::from_str(VIEWS_JSON).unwrap();
+        let mut names = Vec::new();
+        for key in ["reshape", "permute", "other"] {
+            let list = lists[key].as_array().unwrap();
+            assert!(!list.is_empty(), "{key}");
+            names.extend(list.iter().map(|v| v.as_str().unwrap()));
+        }
+        assert_eq!(VIEW.len(), names.len());
+        for name in names {
+            for op in [
+                format!("aten::{name}"),
+                format!("aten::{name}_"),
+                format!("aten::{name}(w)@bf16"),
+            ] {
+                assert_eq!(kind(&op), Kind::View, "{op}");
+            }
+            for other in [
+                COPY,
+                CHECK,
+                MOVEMENT,
+                LOSS,
+                ACTIVATION,
+                REDUCTION,
+                ELEMENTWISE,
+            ] {
+                assert!(!other.contains(&name), "{name} is also listed elsewhere");
+            }
+        }
+        assert_eq!(kind("aten::swapaxes"), Kind::View);
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ksmith_core::answer::apply_answer;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::evaluation::{
     EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Hardware, Timing, TimingMethod,
 };
+use ksmith_core::evolve_block::{BLOCK_END, BLOCK_START};
 use ksmith_evolve::RolloutConfig;
-use ksmith_evolve::block::{BLOCK_END, BLOCK_START};
-use ksmith_evolve::edit::apply_answer;
 use ksmith_evolve::engine::TaskRun;
 use ksmith_evolve::journal::Journal;
 use ksmith_evolve::prompt::{Prompts, build_prompt};

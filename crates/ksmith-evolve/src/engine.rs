@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use ksmith_core::answer::{EditResult, apply_answer};
 use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet, Stamp};
 use ksmith_core::ids::{IdHasher, content_id};
@@ -21,12 +22,11 @@ use rand_chacha::ChaCha12Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, Attempt};
-use crate::block::seed_program;
 use crate::config::RolloutConfig;
-use crate::edit::{EditResult, apply_answer};
 use crate::error::Error;
 use crate::journal::Journal;
 use crate::prompt::{Prompts, build_prompt, trim_middle};
+use crate::seed::seed_program;
 use crate::select::{Plan, plan_step};
 
 /// Version of the checkpoint format.

@@ -5,7 +5,8 @@
 //! - Score: log2 of the speedup over PyTorch eager, clamped to
 //!   `[log2_speedup_min, log2_speedup_max]` and cut into `score_bins` equal bins.
 
-use crate::block::split_block;
+use ksmith_core::evolve_block::split_block;
+
 use crate::config::RolloutConfig;
 
 /// The fixed binning of a rollout configuration.

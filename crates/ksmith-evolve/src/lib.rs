@@ -7,12 +7,12 @@
 //! kept for feedback and repair, a task-wide elite archive and ring migration. Each step
 //! ([`engine::TaskRun::step`]) plans an island, parent and context ([`select`]), builds the
 //! prompt from editable templates within a token budget ([`prompt`]), asks the teacher
-//! ([`ksmith_core::chat::ChatClient`]), applies its answer to the editable block ([`edit`],
-//! [`block`]), evaluates the candidate ([`ksmith_core::evaluation::Evaluator`]), appends the step
-//! to the task's journal ([`journal`]) and only then updates the archive. Tasks run on as many
-//! threads as [`in_flight`] derives from the evaluator's capacity and the teacher's concurrency
-//! (or `parallel_tasks`); the report adds the time steps waited on each and the evaluator's own
-//! counters (per device, by phase).
+//! ([`ksmith_core::chat::ChatClient`]), applies its answer to the editable block
+//! ([`ksmith_core::answer`]; the seed program is [`seed`]), evaluates the candidate
+//! ([`ksmith_core::evaluation::Evaluator`]), appends the step to the task's journal ([`journal`])
+//! and only then updates the archive. Tasks run on as many threads as [`in_flight`] derives from
+//! the evaluator's capacity and the teacher's concurrency (or `parallel_tasks`); the report adds
+//! the time steps waited on each and the evaluator's own counters (per device, by phase).
 //!
 //! Invariants: the engine is generic over the teacher and the evaluator (the CLI wires the real
 //! ones); a task's state is a pure function of the configuration, the seed and its journal, so a
@@ -22,15 +22,14 @@
 #![deny(missing_docs)]
 
 pub mod archive;
-pub mod block;
 pub mod config;
-pub mod edit;
 pub mod engine;
 pub mod error;
 pub mod features;
 pub mod in_flight;
 pub mod journal;
 pub mod prompt;
+pub mod seed;
 pub mod select;
 mod stage;
 

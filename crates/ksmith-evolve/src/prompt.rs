@@ -13,11 +13,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use ksmith_core::evolve_block::split_block;
 use ksmith_core::tables::{EditOutcome, StepKind};
 use ksmith_core::tokens::approx_message_tokens;
 
 use crate::archive::{Archive, Attempt, Program};
-use crate::block::split_block;
 use crate::config::RolloutConfig;
 use crate::error::Error;
 use crate::select::Plan;
@@ -491,7 +491,7 @@ pub fn build_prompt(
 mod tests {
     use super::*;
     use crate::archive::tests::eval;
-    use crate::block::seed_program;
+    use crate::seed::seed_program;
     use crate::select::plan_step;
     use ksmith_core::evaluation::EvalStatus;
     use rand::SeedableRng;

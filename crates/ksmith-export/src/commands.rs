@@ -86,12 +86,41 @@ fn tested(format: Format) -> &'static str {
     }
 }
 
-/// The multi-turn SFT sizes: the whole conversation.
-fn conversation_row(c: &CardInput, key: &'static str, note: &str) -> (&'static str, u64, String) {
+/// One row of the settings table: the trainer's key, its value and what it must hold.
+type Row = (&'static str, u64, String);
+
+/// The SFT sizes: the whole conversation.
+fn conversation_row(c: &CardInput, key: &'static str, note: &str) -> Row {
     (
         key,
         c.fit.total,
         format!("longest conversation: {} tokens{note}", c.lengths.total.max),
+    )
+}
+
+/// verl's SFT rows: the conversation, and the tokens per GPU when the default holds less.
+fn verl_sft_rows(c: &CardInput) -> Vec<Row> {
+    let mut rows = vec![conversation_row(c, "verl `data.max_length`", "")];
+    if c.fit.total > VERL_SFT_TOKENS_PER_GPU {
+        rows.push((
+            "verl `data.max_token_len_per_gpu`",
+            c.fit.total,
+            "at least one whole sample per GPU".to_string(),
+        ));
+    }
+    rows
+}
+
+/// The RL answer's size: a multiple of the current program, which an answer rewrites.
+fn answer_row(c: &CardInput, key: &'static str, note: &str) -> Row {
+    (
+        key,
+        c.fit.response,
+        format!(
+            "{}x the longest current program ({} tokens){note}",
+            Fit::RL_RESPONSE_FACTOR,
+            c.lengths.response.max
+        ),
     )
 }
 
@@ -115,33 +144,21 @@ fn command(parts: &[String]) -> String {
 fn settings(c: &CardInput) -> String {
     let f = &c.fit;
     let l = &c.lengths;
-    let rows: Vec<(&str, u64, String)> = match c.format {
+    let rows: Vec<Row> = match c.format {
         Format::VerlRl => vec![
             (
                 "verl `data.max_prompt_length`",
                 f.prompt,
                 format!("longest prompt: {} tokens", l.prompt.max),
             ),
-            (
+            answer_row(
+                c,
                 "verl `data.max_response_length`",
-                f.response,
-                format!(
-                    "{}x the longest current program ({} tokens): an answer rewrites it",
-                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
-                    l.response.max
-                ),
+                ": an answer rewrites it",
             ),
         ],
         Format::TrlGrpo => vec![
-            (
-                "TRL `max_completion_length`",
-                f.response,
-                format!(
-                    "{}x the longest current program ({} tokens)",
-                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
-                    l.response.max
-                ),
-            ),
+            answer_row(c, "TRL `max_completion_length`", ""),
             (
                 "TRL `vllm_max_model_length` (with vLLM)",
                 f.total,
@@ -157,31 +174,9 @@ fn settings(c: &CardInput) -> String {
                 f.total,
                 format!("longest prompt ({} tokens) plus the answer", l.prompt.max),
             ),
-            (
-                "OpenRLHF `--rollout.max_new_tokens`",
-                f.response,
-                format!(
-                    "{}x the longest current program ({} tokens)",
-                    crate::lengths::Fit::RL_RESPONSE_FACTOR,
-                    l.response.max
-                ),
-            ),
+            answer_row(c, "OpenRLHF `--rollout.max_new_tokens`", ""),
         ],
-        Format::VerlSft => {
-            let mut rows = vec![(
-                "verl `data.max_length`",
-                f.total,
-                format!("longest conversation: {} tokens", l.total.max),
-            )];
-            if f.total > VERL_SFT_TOKENS_PER_GPU {
-                rows.push((
-                    "verl `data.max_token_len_per_gpu`",
-                    f.total,
-                    "at least one whole sample per GPU".to_string(),
-                ));
-            }
-            rows
-        }
+        Format::VerlSft | Format::VerlSftMultiturn => verl_sft_rows(c),
         Format::TrlSft | Format::TrlSftStandard => vec![(
             "TRL `max_length`",
             f.total,
@@ -191,31 +186,12 @@ fn settings(c: &CardInput) -> String {
                 l.total.max
             ),
         )],
-        Format::OpenrlhfSft => vec![(
-            "OpenRLHF `--data.max_len`",
-            f.total,
-            format!(
-                "longest conversation: {} tokens (longer samples are dropped silently)",
-                l.total.max
-            ),
-        )],
-        Format::VerlSftMultiturn => {
-            let mut rows = vec![conversation_row(c, "verl `data.max_length`", "")];
-            if f.total > VERL_SFT_TOKENS_PER_GPU {
-                rows.push((
-                    "verl `data.max_token_len_per_gpu`",
-                    f.total,
-                    "at least one whole sample per GPU".to_string(),
-                ));
-            }
-            rows
-        }
         Format::TrlSftMultiturn => vec![conversation_row(
             c,
             "TRL `max_length`",
             " (TRL cuts longer ones at the end)",
         )],
-        Format::OpenrlhfSftMultiturn => vec![conversation_row(
+        Format::OpenrlhfSft | Format::OpenrlhfSftMultiturn => vec![conversation_row(
             c,
             "OpenRLHF `--data.max_len`",
             " (longer samples are dropped silently)",
@@ -279,37 +255,111 @@ fn settings(c: &CardInput) -> String {
     s
 }
 
+/// verl's data files, every shard of each split. The PPO trainer always builds a validation
+/// dataset (`ppo`): without a validation split it reads the train files and validation is
+/// switched off.
+fn verl_files(c: &CardInput, ppo: bool) -> Vec<String> {
+    let (train, validation) = (split(c, "train"), split(c, "validation"));
+    let mut parts: Vec<String> = train
+        .map(|t| hydra_files("data.train_files", t))
+        .into_iter()
+        .collect();
+    let val = if ppo {
+        validation.or(train)
+    } else {
+        validation
+    };
+    parts.extend(val.map(|v| hydra_files("data.val_files", v)));
+    if ppo && validation.is_none() {
+        parts.push("trainer.val_before_train=False".to_string());
+        parts.push("trainer.test_freq=-1".to_string());
+    }
+    parts
+}
+
+/// The start of verl's GRPO commands (`launcher`: how `verl.trainer.main_ppo` is started): the
+/// model, the data files and the prompt and answer lengths.
+fn verl_grpo_head(c: &CardInput, launcher: &str) -> Vec<String> {
+    let mut parts = vec![
+        launcher.to_string(),
+        "algorithm.adv_estimator=grpo".to_string(),
+        "actor_rollout_ref.model.path=$MODEL".to_string(),
+    ];
+    parts.extend(verl_files(c, true));
+    parts.extend([
+        "data.prompt_key=prompt".to_string(),
+        format!("data.max_prompt_length={}", c.fit.prompt),
+        format!("data.max_response_length={}", c.fit.response),
+        "data.filter_overlong_prompts=True".to_string(),
+        "data.truncation=error".to_string(),
+    ]);
+    parts
+}
+
+/// TRL's evaluation arguments, when there is a validation split.
+fn trl_eval(c: &CardInput) -> Vec<String> {
+    match split(c, "validation") {
+        Some(_) => vec![
+            "--eval_strategy epoch".to_string(),
+            "--dataset_test_split validation".to_string(),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// OpenRLHF's evaluation arguments, when there is a validation split.
+fn openrlhf_eval(c: &CardInput) -> Vec<String> {
+    match split(c, "validation") {
+        Some(_) => vec![
+            "--eval.dataset $DS".to_string(),
+            "--eval.split validation".to_string(),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// verl's SFT command for conversations (`extra`: the keys of the format's columns besides
+/// `messages`).
+fn verl_sft_command(c: &CardInput, extra: &[&str]) -> String {
+    let total = c.fit.total;
+    let mut parts = vec![
+        "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
+            .to_string(),
+        "model.path=$MODEL".to_string(),
+    ];
+    parts.extend(verl_files(c, false));
+    parts.push("data.messages_key=messages".to_string());
+    parts.extend(extra.iter().map(|e| e.to_string()));
+    parts.push(format!("data.max_length={total}"));
+    parts.push("data.truncation=error".to_string());
+    if total > VERL_SFT_TOKENS_PER_GPU {
+        parts.push(format!("data.max_token_len_per_gpu={total}"));
+    }
+    command(&parts)
+}
+
+/// The start of OpenRLHF's commands: the launcher, the model, the dataset and its train split
+/// (`args`: the arguments that name these three) and the evaluation arguments.
+fn openrlhf_head(c: &CardInput, launcher: String, args: [&str; 3]) -> Vec<String> {
+    let [model, dataset, split] = args;
+    let mut parts = vec![
+        launcher,
+        format!("{model} $MODEL"),
+        format!("{dataset} $DS"),
+        format!("{split} train"),
+    ];
+    parts.extend(openrlhf_eval(c));
+    parts
+}
+
 /// The command line (and Python equivalent) for `c`'s format.
 fn usage(c: &CardInput) -> String {
     let f = &c.fit;
-    let train = split(c, "train");
-    let validation = split(c, "validation");
     let mut out = String::new();
     match c.format {
         Format::VerlRl => {
-            // verl always builds a validation dataset; without a validation split it reads the
-            // train files and validation is switched off.
-            let mut parts = vec![
-                "python -m verl.trainer.main_ppo".to_string(),
-                "algorithm.adv_estimator=grpo".to_string(),
-                "actor_rollout_ref.model.path=$MODEL".to_string(),
-            ];
-            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
-            parts.extend(
-                validation
-                    .or(train)
-                    .map(|v| hydra_files("data.val_files", v)),
-            );
-            if validation.is_none() {
-                parts.push("trainer.val_before_train=False".to_string());
-                parts.push("trainer.test_freq=-1".to_string());
-            }
+            let mut parts = verl_grpo_head(c, "python -m verl.trainer.main_ppo");
             parts.extend([
-                "data.prompt_key=prompt".to_string(),
-                format!("data.max_prompt_length={}", f.prompt),
-                format!("data.max_response_length={}", f.response),
-                "data.filter_overlong_prompts=True".to_string(),
-                "data.truncation=error".to_string(),
                 "reward.custom_reward_function.path=$KSMITH/python/ksmith/reward.py".to_string(),
                 "reward.custom_reward_function.name=compute_score".to_string(),
             ]);
@@ -321,22 +371,12 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::VerlSft => {
-            let mut parts = vec![
-                "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
-                    .to_string(),
-                "model.path=$MODEL".to_string(),
-            ];
-            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
-            parts.extend(validation.map(|v| hydra_files("data.val_files", v)));
-            parts.extend([
-                "data.messages_key=messages".to_string(),
-                format!("data.max_length={}", f.total),
-                "data.truncation=error".to_string(),
-            ]);
-            if f.total > VERL_SFT_TOKENS_PER_GPU {
-                parts.push(format!("data.max_token_len_per_gpu={}", f.total));
-            }
-            let _ = writeln!(out, "```bash\n{}{}\n```", variables(c), command(&parts));
+            let _ = writeln!(
+                out,
+                "```bash\n{}{}\n```",
+                variables(c),
+                verl_sft_command(c, &[])
+            );
         }
         Format::TrlSft | Format::TrlSftStandard => {
             let mut parts = vec![
@@ -346,10 +386,7 @@ fn usage(c: &CardInput) -> String {
                 format!("--max_length {}", f.total),
                 "--output_dir sft-out".to_string(),
             ];
-            if validation.is_some() {
-                parts.push("--eval_strategy epoch".to_string());
-                parts.push("--dataset_test_split validation".to_string());
-            }
+            parts.extend(trl_eval(c));
             let _ = writeln!(
                 out,
                 "```bash\n{}{}\n```\n\nor in Python:\n\n```python\nfrom datasets import \
@@ -385,16 +422,15 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::OpenrlhfRl => {
-            let mut parts = vec![
+            let mut parts = openrlhf_head(
+                c,
                 "python -m openrlhf.cli.train_ppo_ray".to_string(),
-                "--actor.model_name_or_path $MODEL".to_string(),
-                "--data.prompt_dataset $DS".to_string(),
-                "--data.prompt_split train".to_string(),
-            ];
-            if validation.is_some() {
-                parts.push("--eval.dataset $DS".to_string());
-                parts.push("--eval.split validation".to_string());
-            }
+                [
+                    "--actor.model_name_or_path",
+                    "--data.prompt_dataset",
+                    "--data.prompt_split",
+                ],
+            );
             parts.extend([
                 "--data.input_key input".to_string(),
                 "--data.label_key label".to_string(),
@@ -414,16 +450,15 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::OpenrlhfSft => {
-            let mut parts = vec![
+            let mut parts = openrlhf_head(
+                c,
                 "deepspeed --module openrlhf.cli.train_sft".to_string(),
-                "--model.model_name_or_path $MODEL".to_string(),
-                "--data.dataset $DS".to_string(),
-                "--data.dataset_split train".to_string(),
-            ];
-            if validation.is_some() {
-                parts.push("--eval.dataset $DS".to_string());
-                parts.push("--eval.split validation".to_string());
-            }
+                [
+                    "--model.model_name_or_path",
+                    "--data.dataset",
+                    "--data.dataset_split",
+                ],
+            );
             parts.extend([
                 "--data.input_key input".to_string(),
                 "--data.output_key output".to_string(),
@@ -433,29 +468,13 @@ fn usage(c: &CardInput) -> String {
             let _ = writeln!(out, "```bash\n{}{}\n```", variables(c), command(&parts));
         }
         Format::VerlSftMultiturn => {
-            let mut parts = vec![
-                "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
-                    .to_string(),
-                "model.path=$MODEL".to_string(),
-            ];
-            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
-            parts.extend(validation.map(|v| hydra_files("data.val_files", v)));
-            parts.extend([
-                "data.messages_key=messages".to_string(),
-                "data.tools_key=tools".to_string(),
-                format!("data.max_length={}", f.total),
-                "data.truncation=error".to_string(),
-            ]);
-            if f.total > VERL_SFT_TOKENS_PER_GPU {
-                parts.push(format!("data.max_token_len_per_gpu={}", f.total));
-            }
             let _ = writeln!(
                 out,
                 "```bash\n{}{}\n```\n\nverl templates each message on its own and checks the \
                  result against the whole conversation; models whose template renders turns \
                  differently in context need `data.ignore_input_ids_mismatch=True`.",
                 variables(c),
-                command(&parts)
+                verl_sft_command(c, &["data.tools_key=tools"])
             );
         }
         Format::TrlSftMultiturn => {
@@ -467,10 +486,7 @@ fn usage(c: &CardInput) -> String {
                 "--assistant_only_loss true".to_string(),
                 "--output_dir sft-out".to_string(),
             ];
-            if validation.is_some() {
-                parts.push("--eval_strategy epoch".to_string());
-                parts.push("--dataset_test_split validation".to_string());
-            }
+            parts.extend(trl_eval(c));
             let _ = writeln!(
                 out,
                 "```bash\n{}{}\n```\n\nTRL renders each row's `tools` into the prompt. \
@@ -482,16 +498,15 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::OpenrlhfSftMultiturn => {
-            let mut parts = vec![
+            let mut parts = openrlhf_head(
+                c,
                 "deepspeed --module openrlhf.cli.train_sft".to_string(),
-                "--model.model_name_or_path $MODEL".to_string(),
-                "--data.dataset $DS".to_string(),
-                "--data.dataset_split train".to_string(),
-            ];
-            if validation.is_some() {
-                parts.push("--eval.dataset $DS".to_string());
-                parts.push("--eval.split validation".to_string());
-            }
+                [
+                    "--model.model_name_or_path",
+                    "--data.dataset",
+                    "--data.dataset_split",
+                ],
+            );
             parts.extend([
                 "--data.input_key input".to_string(),
                 "--data.apply_chat_template".to_string(),
@@ -506,27 +521,11 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::VerlAgent => {
-            let mut parts = vec![
-                "PYTHONPATH=$KSMITH/python python -m verl.trainer.main_ppo".to_string(),
-                "algorithm.adv_estimator=grpo".to_string(),
-                "actor_rollout_ref.model.path=$MODEL".to_string(),
-            ];
-            parts.extend(train.map(|t| hydra_files("data.train_files", t)));
-            parts.extend(
-                validation
-                    .or(train)
-                    .map(|v| hydra_files("data.val_files", v)),
+            let mut parts = verl_grpo_head(
+                c,
+                "PYTHONPATH=$KSMITH/python python -m verl.trainer.main_ppo",
             );
-            if validation.is_none() {
-                parts.push("trainer.val_before_train=False".to_string());
-                parts.push("trainer.test_freq=-1".to_string());
-            }
             parts.extend([
-                "data.prompt_key=prompt".to_string(),
-                format!("data.max_prompt_length={}", f.prompt),
-                format!("data.max_response_length={}", f.response),
-                "data.filter_overlong_prompts=True".to_string(),
-                "data.truncation=error".to_string(),
                 "actor_rollout_ref.rollout.multi_turn.enable=True".to_string(),
                 "actor_rollout_ref.rollout.multi_turn.format=hermes".to_string(),
                 "actor_rollout_ref.rollout.multi_turn.tool_config_path=$KSMITH/python/ksmith/trainers/verl_tools.yaml"
@@ -564,10 +563,7 @@ fn usage(c: &CardInput) -> String {
                 format!("--max_tool_calling_iterations {}", c.agent_max_turns),
                 "--output_dir env-out".to_string(),
             ];
-            if validation.is_some() {
-                parts.push("--eval_strategy epoch".to_string());
-                parts.push("--dataset_test_split validation".to_string());
-            }
+            parts.extend(trl_eval(c));
             let _ = writeln!(
                 out,
                 "```bash\n{}{}\n```\n\n`ksmith.trainers.trl_env` is `trl grpo` with \
@@ -586,19 +582,18 @@ fn usage(c: &CardInput) -> String {
             );
         }
         Format::OpenrlhfAgent => {
-            let mut parts = vec![
+            let mut parts = openrlhf_head(
+                c,
                 format!(
                     "KSMITH_AGENT_MAX_TURNS={} python -m openrlhf.cli.train_ppo_ray",
                     c.agent_max_turns
                 ),
-                "--actor.model_name_or_path $MODEL".to_string(),
-                "--data.prompt_dataset $DS".to_string(),
-                "--data.prompt_split train".to_string(),
-            ];
-            if validation.is_some() {
-                parts.push("--eval.dataset $DS".to_string());
-                parts.push("--eval.split validation".to_string());
-            }
+                [
+                    "--actor.model_name_or_path",
+                    "--data.prompt_dataset",
+                    "--data.prompt_split",
+                ],
+            );
             parts.extend([
                 "--data.input_key input".to_string(),
                 "--data.label_key label".to_string(),

@@ -18,10 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use ksmith_core::chat::ChatMessage;
 use ksmith_core::evaluation::Stamp;
+use ksmith_core::evolve_block::ENTRY_POINT;
 use ksmith_core::tables::{GrpoRow, SftRow, SpeedLabels};
 
 use crate::config::ExportConfig;
-use crate::ground_truth::{ENTRY_POINT, GroundTruth};
+use crate::ground_truth::GroundTruth;
 use crate::lengths::SampleLength;
 use crate::tool::Mode;
 

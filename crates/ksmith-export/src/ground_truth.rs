@@ -7,14 +7,12 @@
 
 use std::collections::BTreeMap;
 
+use ksmith_core::evolve_block::ENTRY_POINT;
 use ksmith_core::tables::GrpoRow;
 use serde::{Deserialize, Serialize};
 
 /// Version of the ground-truth JSON; the reward function refuses versions it does not know.
 pub use ksmith_core::versions::GROUND_TRUTH as GROUND_TRUTH_VERSION;
-
-/// The class the answer must define.
-pub const ENTRY_POINT: &str = "ModelNew";
 
 /// The ground truth of one GRPO prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -199,9 +199,9 @@ impl Fit {
         }
     }
 
-    /// Tokens of one evaluator report at most: [`crate::tool::ERROR_TAIL_CHARS`] characters of
-    /// error log at about 3 characters per token, the JSON around it and the chat template's
-    /// markers.
+    /// Tokens of one evaluator report at most:
+    /// [`ksmith_core::evaluation::ERROR_TAIL_CHARS`] characters of error log at about 3
+    /// characters per token, the JSON around it and the chat template's markers.
     pub const REPORT_TOKENS: u64 = 768;
 
     /// The settings for agent episodes of at most `turns` evaluations: the longest prompt, and

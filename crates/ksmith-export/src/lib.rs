@@ -68,7 +68,7 @@ pub use formats::{DATASET_SCHEMA_VERSION, Format};
 /// The stage's name.
 pub const STAGE: &str = "export";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 3;
+pub const CODE_VERSION: u32 = 4;
 
 /// Metadata key of the exported schema version.
 pub const META_DATASET_SCHEMA_VERSION: &str = "ksmith.dataset_schema_version";

@@ -14,7 +14,8 @@
 //! function's result and declares the same schema; the trainer tests check both against these
 //! datasets.
 
-use ksmith_core::evaluation::EvalStatus;
+use ksmith_core::answer::code_spans;
+use ksmith_core::evaluation::{ERROR_TAIL_CHARS, EvalStatus};
 use ksmith_core::tables::ChainTurn;
 use serde::{Deserialize, Serialize};
 
@@ -29,9 +30,6 @@ pub const TOOL_DESCRIPTION: &str = "Compile a Triton program, check it against t
 pub const PROGRAM_DESCRIPTION: &str = "The complete program: imports, Triton kernels and class \
     ModelNew, with the editable block between the # EVOLVE-BLOCK-START and # EVOLVE-BLOCK-END \
     lines.";
-
-/// Characters of an error log a report shows: its end (the reward function cuts the same).
-pub const ERROR_TAIL_CHARS: usize = 2000;
 
 /// Appended to the system message of tool-call conversations and environments.
 pub const TOOL_INSTRUCTIONS: &str = "# Working with the evaluator\n\
@@ -218,32 +216,18 @@ pub fn final_message(last: &ChainTurn) -> String {
     format!("Done: the last program I evaluated is my result ({how}).")
 }
 
-/// The prose of a teacher's answer: the answer without its fenced code blocks and
-/// SEARCH/REPLACE blocks (in tool calls the program travels as the tool's argument).
+/// The prose of a teacher's answer: the answer without the lines the answer reader takes as
+/// code ([`code_spans`]: fenced code blocks and SEARCH/REPLACE blocks), since in tool calls the
+/// program travels as the tool's argument.
 pub fn prose(response: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    let mut in_fence = false;
-    let mut in_diff = false;
-    for line in response.lines() {
-        let t = line.trim_start();
-        if in_diff {
-            in_diff = !t.starts_with(">>>>>>> REPLACE");
-            continue;
-        }
-        if t.starts_with("```") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
-        if t.starts_with("<<<<<<< SEARCH") {
-            in_diff = true;
-            continue;
-        }
-        out.push(line);
-    }
-    let text = out.join("\n");
+    let code = code_spans(response);
+    let text = response
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| !code.iter().any(|r| r.contains(i)))
+        .map(|(_, line)| line)
+        .collect::<Vec<_>>()
+        .join("\n");
     // Blank lines left where blocks were collapse to one.
     let mut collapsed = String::with_capacity(text.len());
     let mut blank = 0;
@@ -262,9 +246,15 @@ pub fn prose(response: &str) -> String {
     collapsed.trim_end().to_string()
 }
 
+/// The answer cases the rollout's reader runs, for the tests.
+#[cfg(test)]
+#[path = "../../ksmith-core/tests/support/answer_cases.rs"]
+mod answer_cases;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksmith_core::answer::{fenced_blocks, is_diff, parse_diff};
     use ksmith_core::evaluation::HackKind;
 
     fn turn(status: EvalStatus, correct: bool, speedup: Option<f64>, log: &str) -> ChainTurn {
@@ -318,6 +308,54 @@ mod tests {
             "Fuse the two loads.\n\nThen:\n\nThis halves traffic."
         );
         assert_eq!(prose("```python\nonly code\n```"), "");
+    }
+
+    /// The prose is the answer without what the answer reader (`ksmith_core::answer`) reads as
+    /// code: over the shared answer cases, and where a marker-like line is no marker to it.
+    #[test]
+    fn prose_leaves_out_exactly_what_the_reader_reads_as_code() {
+        let words = |answer: &str| -> Vec<String> {
+            let mut code: Vec<std::ops::Range<usize>> =
+                fenced_blocks(answer).into_iter().map(|f| f.lines).collect();
+            if is_diff(answer) {
+                code.extend(
+                    parse_diff(answer)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|b| b.lines),
+                );
+            }
+            answer
+                .lines()
+                .enumerate()
+                .filter(|(i, l)| !l.trim().is_empty() && !code.iter().any(|r| r.contains(i)))
+                .map(|(_, l)| l.to_string())
+                .collect()
+        };
+        let mut checked = 0;
+        for c in answer_cases::cases() {
+            // Broken SEARCH/REPLACE answers have no blocks to compare with (and never reach a
+            // conversation: no program comes of them).
+            if is_diff(&c.answer) && parse_diff(&c.answer).is_err() {
+                continue;
+            }
+            let kept: Vec<String> = prose(&c.answer)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect();
+            assert_eq!(kept, words(&c.answer), "{}", c.name);
+            checked += 1;
+        }
+        assert!(checked >= 50, "{checked}");
+        // Not markers to the reader (a marker is the whole line), so not code.
+        let answer =
+            "Keep `<<<<<<< SEARCH` lines whole.\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE";
+        assert_eq!(prose(answer), "Keep `<<<<<<< SEARCH` lines whole.");
+        let answer =
+            "<<<<<<< SEARCH (first)\nis prose\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE";
+        assert_eq!(words(answer), ["<<<<<<< SEARCH (first)", "is prose"]);
+        assert_eq!(prose(answer), "<<<<<<< SEARCH (first)\nis prose");
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/aten_calls.py"),
     ),
     (
+        "ksmith/probe/aten_views.json",
+        include_str!("../../../python/ksmith/probe/aten_views.json"),
+    ),
+    (
         "ksmith/probe/degenerate.py",
         include_str!("../../../python/ksmith/probe/degenerate.py"),
     ),

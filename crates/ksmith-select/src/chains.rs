@@ -24,6 +24,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use ksmith_core::chat::ChatMessage;
+use ksmith_core::evaluation::ERROR_TAIL_CHARS;
+use ksmith_core::evolve_block::split_block;
 use ksmith_core::ids::IdHasher;
 use ksmith_core::report::StageReport;
 use ksmith_core::tables::{ChainRow, ChainTurn, TaskRow};
@@ -33,15 +35,6 @@ use crate::config::SelectConfig;
 use crate::drops::{DropReason, SampleSet, count_drop};
 use crate::selection::split;
 use crate::trajectory::{Parent, StepView, Trajectories};
-
-/// The editable block's markers in a program.
-const BLOCK_START: &str = "# EVOLVE-BLOCK-START";
-/// See [`BLOCK_START`].
-const BLOCK_END: &str = "# EVOLVE-BLOCK-END";
-
-/// Characters of an evaluation's error log a conversation shows (the end of the log; the
-/// reward function cuts the same).
-pub const ERROR_TAIL_CHARS: usize = 2000;
 
 /// Tokens of an evaluation report besides its error log (the JSON keys and values).
 const REPORT_TOKENS: u64 = 40;
@@ -86,17 +79,11 @@ fn usable(step: &StepView) -> bool {
         && step.eval.is_some()
 }
 
-/// The program's editable block (the whole program without markers), one trimmed line per
-/// non-empty line.
+/// The program's editable block as the answer reader splits it (the whole program when it has
+/// no block), one trimmed line per non-empty line.
 fn normalized_block(program: &str) -> String {
-    let lines: Vec<&str> = program.lines().map(str::trim).collect();
-    let start = lines.iter().position(|l| *l == BLOCK_START);
-    let end = lines.iter().rposition(|l| *l == BLOCK_END);
-    let body = match (start, end) {
-        (Some(s), Some(e)) if s < e => &lines[s + 1..e],
-        _ => &lines[..],
-    };
-    normalized(body.iter().copied())
+    let body = split_block(program).map_or(program, |b| b.body);
+    normalized(body.lines())
 }
 
 fn normalized<'a>(lines: impl Iterator<Item = &'a str>) -> String {
@@ -332,10 +319,16 @@ pub fn chains(
     out
 }
 
+/// The answer cases the rollout's reader runs, for the tests.
+#[cfg(test)]
+#[path = "../../ksmith-core/tests/support/answer_cases.rs"]
+mod answer_cases;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Timing, TimingMethod};
+    use ksmith_core::evolve_block::{BLOCK_END, BLOCK_START};
 
     fn eval(correct: bool, speedup: Option<f64>) -> EvalResult {
         let timing = |ms: f64| Timing {
@@ -593,5 +586,48 @@ mod tests {
         let (rows, report) = run(&steps, &SelectConfig::default());
         assert!(rows.is_empty());
         assert_eq!(dropped(&report, DropReason::NoCorrectStep), 1);
+    }
+
+    /// Chains find a turn's program in a prompt by its editable block as the answer reader
+    /// (`ksmith_core::evolve_block`) splits it: over every parent and program of the shared
+    /// answer cases, with marker lines as written and indented or annotated, a prompt that
+    /// shows the block shows the turn and one that shows only the fixed code does not.
+    #[test]
+    fn a_program_in_a_prompt_is_its_block_as_the_reader_splits_it() {
+        let mut programs: Vec<String> = Vec::new();
+        for c in answer_cases::cases() {
+            programs.push(c.parent);
+            programs.extend(c.program);
+        }
+        let variants = programs.iter().flat_map(|p| {
+            [
+                p.clone(),
+                p.replace(BLOCK_START, &format!("    {BLOCK_START}")),
+                p.replace(BLOCK_START, &format!("{BLOCK_START} (edit below)"))
+                    .replace(BLOCK_END, &format!("{BLOCK_END}: edit above")),
+            ]
+        });
+        let mut checked = 0;
+        for program in variants {
+            let Ok(block) = split_block(&program) else {
+                continue;
+            };
+            if block.body.trim().is_empty() {
+                continue;
+            }
+            let mut turn = step(1, 0, Some(0), true, Some(2.0));
+            turn.program = Some(program.clone());
+            let shows = |text: String| shows_a_turn(&[ChatMessage::new("user", text)], &[&turn]);
+            assert!(
+                shows(format!("Current block:\n{}", block.body)),
+                "{program}"
+            );
+            assert!(
+                !shows(format!("{}{}", block.prefix, block.suffix)),
+                "{program}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 100, "{checked} programs with a block");
     }
 }

@@ -1,7 +1,8 @@
 """Trusted comparisons, done in the worker on CPU tensors it loaded itself.
 
 Tolerance (dtype-aware, per output): an element passes when
-`|cand - ref| <= atol + rtol * |ref|` (NaN only matches NaN), with `(atol, rtol)` from the
+`|cand - ref| <= atol + rtol * |ref|` (NaN only matches NaN, an infinity only the same infinity:
+`ksmith.shared.outputs.within`, the one definition of "close"), with `(atol, rtol)` from the
 options (defaults in `defaults.json`: float32/float64 `1e-4`, strict, float16/bfloat16 `1e-2`;
 other floating dtypes take the float32 pair); integer and bool outputs
 must be equal. Next to it, the relative error of the whole output,
@@ -13,7 +14,8 @@ element test decides alone).
 
 Error statistics per output: absolute error `|cand - ref|` and relative error
 `|cand - ref| / max(|ref|, atol)` (the floor keeps near-zero references from dominating), max
-and mean over elements, computed in float32 (float64 for float64 outputs).
+and mean over elements, computed in float32 (float64 for float64 outputs, complex64 or
+complex128 for complex ones: `ksmith.shared.outputs.wide`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import pathlib
 from typing import Any
 
 import torch
+
+from ..shared.outputs import wide, within
 
 _DEFAULTS = json.loads(pathlib.Path(__file__).with_name("defaults.json").read_text())
 DEFAULT_TOLERANCES: dict[str, list[float]] = _DEFAULTS["tolerances"]
@@ -113,12 +117,11 @@ def output_errors(
             r = r.to(torch.float64)
         else:
             atol, rtol = tolerance(r.dtype, tolerances)
-            wide = torch.float64 if r.dtype == torch.float64 else torch.float32
-            cd, rd = c.to(wide), r.to(wide)
-            both_nan = torch.isnan(cd) & torch.isnan(rd)
-            diff = torch.where(both_nan, torch.zeros_like(cd), (cd - rd).abs())
+            good = within(c, r, atol, rtol)
+            cd, rd = c.to(wide(r.dtype)), r.to(wide(r.dtype))
+            diff = (cd - rd).abs()
+            diff = torch.where(torch.isnan(cd) & torch.isnan(rd), torch.zeros_like(diff), diff)
             diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-            good = bool((diff <= atol + rtol * rd.abs().nan_to_num(0.0)).all())
             rel_l2 = relative_error(cd, rd, atol)
             good = good and (rel_l2 is None or rel_l2 <= relative_limit(r.dtype, relative))
             r = rd

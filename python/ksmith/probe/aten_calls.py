@@ -37,6 +37,8 @@ to the kernel is:
 
 from __future__ import annotations
 
+import json
+import pathlib
 from typing import Any
 
 DTYPES = {
@@ -54,34 +56,12 @@ DTYPES = {
     "complex128": "c128",
 }
 
-VIEWS = {
-    "view",
-    "_unsafe_view",
-    "reshape",
-    "expand",
-    "expand_as",
-    "squeeze",
-    "unsqueeze",
-    "select",
-    "slice",
-    "alias",
-    "detach",
-    "as_strided",
-    "unbind",
-    "split",
-    "split_with_sizes",
-    "unsafe_split",
-    "chunk",
-    "narrow",
-    "diagonal",
-    "view_as",
-    "flatten",
-    "unflatten",
-    "_reshape_alias",
-    "lift_fresh",
-    "unfold",
-}
-PERMUTES = {"permute", "transpose", "t", "movedim", "swapaxes", "swapdims", "numpy_T"}
+#: The view operators, one list with ksmith-embed's `Kind::View` (`aten_views.json`).
+_VIEW_LISTS = json.loads(pathlib.Path(__file__).with_name("aten_views.json").read_text())
+#: Views in the same memory order: only whether they view a weight is written.
+VIEWS = frozenset(_VIEW_LISTS["reshape"])
+#: Views that reorder dimensions: their merged permutation is written.
+PERMUTES = frozenset(_VIEW_LISTS["permute"])
 COPIES = {"clone", "contiguous", "copy", "_to_copy", "to", "_copy_from"}
 MATMULS = {
     "mm": ("self", "mat2"),

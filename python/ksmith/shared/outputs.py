@@ -2,9 +2,11 @@
 
 - :func:`same_values`: bitwise, a NaN matching a NaN at the same place (the probe's determinism
   check, the evaluator's input-mutation checks).
-- :func:`close`: within a per-dtype ``(atol, rtol)`` (``|a - b| <= atol + rtol * |b|``, NaN
-  matching NaN), computed in float32 (float64 for float64 tensors); integer and bool tensors must
-  be equal (the evaluator's determinism checks of the reference and of a candidate).
+- :func:`close`: within a per-dtype ``(atol, rtol)`` (:func:`within`: ``|a - b| <= atol + rtol *
+  |b|``, NaN matching NaN, an infinity only its own), computed in :func:`wide` precision; integer
+  and bool tensors must be equal (the evaluator's determinism checks of the reference and of a
+  candidate). :func:`within` is also the element test of the evaluator's judge
+  (``ksmith.evaluator.compare.output_errors``): one definition of "close".
 
 Both need the same count of values, and tensors of the same shape and dtype at each place (inside
 dicts, lists and tuples too); other values are compared with ``==``. The evaluator's judge
@@ -63,15 +65,34 @@ def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return _agree(a, b, _bitwise)
 
 
-def close(a: Sequence[Any], b: Sequence[Any], tolerance: Tolerance) -> bool:
-    """Values within ``tolerance(dtype)`` of each other (on their device)."""
+def wide(dtype: Any) -> Any:
+    """The precision a tensor of ``dtype`` is compared in: float64 and complex128 as they are,
+    other complex dtypes in complex64, everything else in float32."""
     import torch
 
-    def within(x: Any, y: Any) -> bool:
-        if not x.is_floating_point():
-            return bool(torch.equal(x, y))
-        atol, rtol = tolerance(x.dtype)
-        wide = torch.float64 if x.dtype == torch.float64 else torch.float32
-        return bool(torch.allclose(x.to(wide), y.to(wide), atol=atol, rtol=rtol, equal_nan=True))
+    if dtype in (torch.float64, torch.complex128):
+        return dtype
+    return torch.complex64 if dtype.is_complex else torch.float32
 
-    return _agree(a, b, within)
+
+def within(x: Any, y: Any, atol: float, rtol: float) -> bool:
+    """Every element of the tensor ``x`` within ``atol + rtol * |y|`` of the tensor ``y`` (same
+    shape), in :func:`wide` precision: NaN matches NaN and an infinity only the same infinity.
+    Integer and bool tensors must be equal."""
+    import torch
+
+    if not (x.is_floating_point() or x.is_complex()):
+        return bool(torch.equal(x, y))
+    w = wide(x.dtype)
+    return bool(torch.allclose(x.to(w), y.to(w), atol=atol, rtol=rtol, equal_nan=True))
+
+
+def close(a: Sequence[Any], b: Sequence[Any], tolerance: Tolerance) -> bool:
+    """Values within ``tolerance(dtype)`` of each other (on their device); ``tolerance`` is asked
+    only for floating and complex dtypes."""
+
+    def tensors_close(x: Any, y: Any) -> bool:
+        exact = not (x.is_floating_point() or x.is_complex())
+        return within(x, y, *((0.0, 0.0) if exact else tolerance(x.dtype)))
+
+    return _agree(a, b, tensors_close)

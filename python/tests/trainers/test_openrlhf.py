@@ -162,18 +162,16 @@ def test_agent_prompts_fit_and_one_episode_runs_through_openrlhfs_executor(datas
     kernel = re.search(r"```python\n(.*?)```", last, re.S)
     assert kernel, "the chain's last answer with code"
     # That kernel as an answer to this start's program (the rollout's rules: only the block
-    # changes, new imports go inside it; a program without the block's markers is the new block
-    # as it is, which is how a teacher's complete translation arrives).
+    # changes, new imports go inside it; code without block markers is the new block).
     from ksmith.answer import has_marker, split_block
     from ksmith.reward import parse_ground_truth
 
     code = kernel.group(1)
-    if has_marker(code):
-        body = split_block(code).body
-        if "import triton" not in body:
-            body = "import triton\nimport triton.language as tl\n" + body
-        code = split_block(parse_ground_truth(label)["parent_program"]).with_body(body)
-    answer = "```python\n" + code + "```\n"
+    body = split_block(code).body if has_marker(code) else code
+    if "import triton" not in body:
+        body = "import triton\nimport triton.language as tl\n" + body
+    start = split_block(parse_ground_truth(label)["parent_program"])
+    answer = "```python\n" + start.with_body(body) + "```\n"
     engine = ScriptedEngine(tokenizer, [answer, "Done: that is my result."])
     sampling = SimpleNamespace(max_tokens=None, logprobs=None)
     executor = agent_module.AgentExecutor()

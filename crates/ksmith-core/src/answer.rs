@@ -8,12 +8,25 @@
 //! in characters). Every failure has an outcome and a message that goes into the next prompt:
 //! nothing is skipped silently, and an edit applies completely or not at all.
 //!
-//! The trainers' reward reads answers with a Python copy of these rules (`python/ksmith/answer.py`);
-//! both run the cases of `tests/data/answer_cases.json` with identical expected programs.
+//! This is the one reader of answers on the Rust side: the rollout applies answers with
+//! [`apply_answer`], export finds an answer's code with [`code_spans`] (to show its prose) and
+//! select splits programs with [`crate::evolve_block`]. The trainers' reward reads answers with a Python copy of these rules
+//! (`python/ksmith/answer.py`); both run the cases of `tests/data/answer_cases.json` with
+//! identical expected programs.
 
-use ksmith_core::tables::{EditFormat, EditOutcome};
+use std::ops::Range;
 
-use crate::block::{Block, ENTRY_POINT, has_marker, split_block};
+use crate::evolve_block::{Block, ENTRY_POINT, has_marker, split_block};
+use crate::tables::{EditFormat, EditOutcome};
+
+/// The line opening a SEARCH/REPLACE block.
+pub const SEARCH: &str = "<<<<<<< SEARCH";
+/// The line between a block's SEARCH and REPLACE parts.
+pub const DIVIDER: &str = "=======";
+/// The line closing a SEARCH/REPLACE block.
+pub const REPLACE: &str = ">>>>>>> REPLACE";
+/// What opens and closes a fenced code block (at the start of a line, after indentation).
+pub const FENCE: &str = "```";
 
 /// What became of an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +84,7 @@ pub fn apply_answer(
         Err(e) => return EditResult::failed(None, EditOutcome::Unparseable, e),
     };
     let answer = answer.as_str();
-    let (format, body) = if answer.contains("<<<<<<< SEARCH") || answer.contains(">>>>>>> REPLACE")
-    {
+    let (format, body) = if is_diff(answer) {
         let edits = match parse_diff(answer) {
             Ok(e) => e,
             Err(e) => {
@@ -149,6 +161,12 @@ pub fn strip_think(answer: &str) -> Result<String, String> {
     })
 }
 
+/// Whether an answer is read as SEARCH/REPLACE blocks: it has an opening or a closing marker
+/// (otherwise it is read as a fenced rewrite).
+pub fn is_diff(answer: &str) -> bool {
+    answer.contains(SEARCH) || answer.contains(REPLACE)
+}
+
 /// One SEARCH/REPLACE pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchReplace {
@@ -156,71 +174,135 @@ pub struct SearchReplace {
     pub search: Vec<String>,
     /// Lines to put instead.
     pub replace: Vec<String>,
+    /// The answer's lines (0-based) it stands on, its marker lines included.
+    pub lines: Range<usize>,
 }
 
-/// Reads every SEARCH/REPLACE block of an answer.
-pub fn parse_diff(answer: &str) -> Result<Vec<SearchReplace>, String> {
-    enum State {
-        Outside,
-        Search(Vec<String>),
-        Replace(Vec<String>, Vec<String>),
+/// A marker line of a SEARCH/REPLACE block (the whole line, surrounding whitespace aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Search,
+    Divider,
+    Replace,
+}
+
+impl Marker {
+    fn of(line: &str) -> Option<Marker> {
+        match line.trim() {
+            SEARCH => Some(Marker::Search),
+            DIVIDER => Some(Marker::Divider),
+            REPLACE => Some(Marker::Replace),
+            _ => None,
+        }
     }
-    let mut state = State::Outside;
-    let mut out = Vec::new();
-    for line in answer.lines() {
+}
+
+/// Where a scan of SEARCH/REPLACE blocks stands.
+enum DiffState {
+    Outside,
+    /// In the SEARCH part of the block opened on the line.
+    Search(usize, Vec<String>),
+    /// In the REPLACE part of the block opened on the line.
+    Replace(usize, Vec<String>, Vec<String>),
+}
+
+/// The SEARCH/REPLACE blocks of an answer as one pass reads them.
+struct DiffScan {
+    /// The closed blocks.
+    blocks: Vec<SearchReplace>,
+    /// The first misplaced marker or unclosed block, phrased for the teacher.
+    error: Option<String>,
+    /// The lines of stray markers and of blocks that were opened but not closed properly.
+    broken: Vec<Range<usize>>,
+}
+
+impl DiffScan {
+    /// Keeps the first error, numbered after the blocks closed so far.
+    fn fail(&mut self, what: &str) {
+        if self.error.is_none() {
+            let n = self.blocks.len() + 1;
+            self.error = Some(format!("SEARCH/REPLACE block #{n}{what}"));
+        }
+    }
+
+    /// A misplaced marker `line` (`m`, on line `at`) inside the block opened on line `start`:
+    /// the block is broken up to the marker, and a SEARCH marker opens the next block.
+    fn misplaced(&mut self, start: usize, at: usize, m: Marker, what: &str) -> DiffState {
+        self.fail(what);
+        if m == Marker::Search {
+            self.broken.push(start..at);
+            DiffState::Search(at, Vec::new())
+        } else {
+            self.broken.push(start..at + 1);
+            DiffState::Outside
+        }
+    }
+}
+
+/// Reads the SEARCH/REPLACE blocks of `answer`. After a misplaced marker it goes on, so that
+/// [`code_spans`] still finds the code after it; only the first error is kept, as
+/// [`parse_diff`] reports it.
+fn scan_diff(answer: &str) -> DiffScan {
+    let mut scan = DiffScan {
+        blocks: Vec::new(),
+        error: None,
+        broken: Vec::new(),
+    };
+    let mut state = DiffState::Outside;
+    let mut count = 0;
+    for (i, line) in answer.lines().enumerate() {
+        count = i + 1;
         let t = line.trim();
-        state = match state {
-            State::Outside => {
-                if t == "<<<<<<< SEARCH" {
-                    State::Search(Vec::new())
-                } else if t == "=======" || t == ">>>>>>> REPLACE" {
-                    return Err(format!(
-                        "SEARCH/REPLACE block #{}: `{t}` without a preceding `<<<<<<< SEARCH`",
-                        out.len() + 1
-                    ));
-                } else {
-                    State::Outside
-                }
+        state = match (state, Marker::of(line)) {
+            (DiffState::Outside, Some(Marker::Search)) => DiffState::Search(i, Vec::new()),
+            (DiffState::Outside, Some(_)) => {
+                scan.fail(&format!(": `{t}` without a preceding `{SEARCH}`"));
+                scan.broken.push(i..i + 1);
+                DiffState::Outside
             }
-            State::Search(mut s) => {
-                if t == "=======" {
-                    State::Replace(s, Vec::new())
-                } else if t == "<<<<<<< SEARCH" || t == ">>>>>>> REPLACE" {
-                    return Err(format!(
-                        "SEARCH/REPLACE block #{}: `{t}` before the `=======` line",
-                        out.len() + 1
-                    ));
-                } else {
-                    s.push(line.to_string());
-                    State::Search(s)
-                }
+            (DiffState::Outside, None) => DiffState::Outside,
+            (DiffState::Search(start, s), Some(Marker::Divider)) => {
+                DiffState::Replace(start, s, Vec::new())
             }
-            State::Replace(s, mut r) => {
-                if t == ">>>>>>> REPLACE" {
-                    out.push(SearchReplace {
-                        search: trim_blank(s),
-                        replace: trim_blank(r),
-                    });
-                    State::Outside
-                } else if t == "<<<<<<< SEARCH" || t == "=======" {
-                    return Err(format!(
-                        "SEARCH/REPLACE block #{}: `{t}` before the `>>>>>>> REPLACE` line",
-                        out.len() + 1
-                    ));
-                } else {
-                    r.push(line.to_string());
-                    State::Replace(s, r)
-                }
+            (DiffState::Search(start, _), Some(m)) => {
+                scan.misplaced(start, i, m, &format!(": `{t}` before the `{DIVIDER}` line"))
+            }
+            (DiffState::Search(start, mut s), None) => {
+                s.push(line.to_string());
+                DiffState::Search(start, s)
+            }
+            (DiffState::Replace(start, s, r), Some(Marker::Replace)) => {
+                scan.blocks.push(SearchReplace {
+                    search: trim_blank(s),
+                    replace: trim_blank(r),
+                    lines: start..i + 1,
+                });
+                DiffState::Outside
+            }
+            (DiffState::Replace(start, _, _), Some(m)) => {
+                scan.misplaced(start, i, m, &format!(": `{t}` before the `{REPLACE}` line"))
+            }
+            (DiffState::Replace(start, s, mut r), None) => {
+                r.push(line.to_string());
+                DiffState::Replace(start, s, r)
             }
         };
     }
-    if !matches!(state, State::Outside) {
-        return Err(format!(
-            "SEARCH/REPLACE block #{} is not closed by `>>>>>>> REPLACE`",
-            out.len() + 1
-        ));
+    if let DiffState::Search(start, _) | DiffState::Replace(start, _, _) = state {
+        scan.fail(&format!(" is not closed by `{REPLACE}`"));
+        scan.broken.push(start..count);
     }
-    for (i, e) in out.iter().enumerate() {
+    scan
+}
+
+/// Reads every SEARCH/REPLACE block of an answer; the first misplaced marker, unclosed block
+/// or empty SEARCH part is an error.
+pub fn parse_diff(answer: &str) -> Result<Vec<SearchReplace>, String> {
+    let scan = scan_diff(answer);
+    if let Some(e) = scan.error {
+        return Err(e);
+    }
+    for (i, e) in scan.blocks.iter().enumerate() {
         if e.search.is_empty() {
             return Err(format!(
                 "SEARCH/REPLACE block #{} has an empty SEARCH part",
@@ -228,7 +310,7 @@ pub fn parse_diff(answer: &str) -> Result<Vec<SearchReplace>, String> {
             ));
         }
     }
-    Ok(out)
+    Ok(scan.blocks)
 }
 
 fn trim_blank(mut lines: Vec<String>) -> Vec<String> {
@@ -397,58 +479,106 @@ fn apply_diff(block: &Block<'_>, edits: &[SearchReplace]) -> Result<String, (Edi
     Ok(body)
 }
 
-/// The fenced code blocks of an answer: (language tag, content, closed).
-fn fenced_blocks(answer: &str) -> Vec<(String, String, bool)> {
+/// A fenced code block of an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fenced {
+    /// The language tag, lower-cased (empty when none).
+    pub tag: String,
+    /// The code between the fences (ending with a newline when the block is closed).
+    pub code: String,
+    /// Whether a closing fence ends it.
+    pub closed: bool,
+    /// The answer's lines (0-based) it stands on, its fence lines included.
+    pub lines: Range<usize>,
+}
+
+/// The fenced code blocks of an answer, in order.
+pub fn fenced_blocks(answer: &str) -> Vec<Fenced> {
     let mut out = Vec::new();
-    let mut current: Option<(String, Vec<&str>)> = None;
-    for line in answer.lines() {
+    let mut current: Option<(usize, String, Vec<&str>)> = None;
+    let mut count = 0;
+    for (i, line) in answer.lines().enumerate() {
+        count = i + 1;
         let t = line.trim_start();
         match current.take() {
             None => {
-                if let Some(tag) = t.strip_prefix("```") {
-                    current = Some((tag.trim().to_ascii_lowercase(), Vec::new()));
+                if let Some(tag) = t.strip_prefix(FENCE) {
+                    current = Some((i, tag.trim().to_ascii_lowercase(), Vec::new()));
                 }
             }
-            Some((tag, mut body)) => {
-                if t.starts_with("```") {
-                    let mut text = body.join("\n");
-                    text.push('\n');
-                    out.push((tag, text, true));
+            Some((start, tag, mut body)) => {
+                if t.starts_with(FENCE) {
+                    let mut code = body.join("\n");
+                    code.push('\n');
+                    out.push(Fenced {
+                        tag,
+                        code,
+                        closed: true,
+                        lines: start..i + 1,
+                    });
                 } else {
                     body.push(line);
-                    current = Some((tag, body));
+                    current = Some((start, tag, body));
                 }
             }
         }
     }
-    if let Some((tag, body)) = current {
-        out.push((tag, body.join("\n"), false));
+    if let Some((start, tag, body)) = current {
+        out.push(Fenced {
+            tag,
+            code: body.join("\n"),
+            closed: false,
+            lines: start..count,
+        });
     }
     out
 }
 
+/// The lines (0-based ranges, in order, not overlapping) that the reader takes as code rather
+/// than words: every fenced block with its fences and, in an answer read as SEARCH/REPLACE
+/// blocks ([`is_diff`]), every block with its markers (a broken one up to where it breaks, a
+/// stray marker line). What is left is the answer's prose.
+pub fn code_spans(answer: &str) -> Vec<Range<usize>> {
+    let mut spans: Vec<Range<usize>> = fenced_blocks(answer).into_iter().map(|f| f.lines).collect();
+    if is_diff(answer) {
+        let scan = scan_diff(answer);
+        spans.extend(scan.blocks.into_iter().map(|b| b.lines));
+        spans.extend(scan.broken);
+    }
+    spans.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+    for r in spans {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
 fn rewrite_body(block: &Block<'_>, answer: &str) -> Result<String, (EditOutcome, String)> {
     let blocks = fenced_blocks(answer);
-    let closed: Vec<&(String, String, bool)> = blocks
+    let closed: Vec<&Fenced> = blocks
         .iter()
         .filter(|b| {
-            b.2 && !b.1.trim().is_empty()
-                && matches!(b.0.as_str(), "python" | "py" | "python3" | "")
+            b.closed
+                && !b.code.trim().is_empty()
+                && matches!(b.tag.as_str(), "python" | "py" | "python3" | "")
         })
         .collect();
     let chosen = closed
         .iter()
-        .find(|b| b.1.contains(ENTRY_POINT) || has_marker(&b.1))
-        .or_else(|| closed.iter().max_by_key(|b| b.1.len()));
+        .find(|b| b.code.contains(ENTRY_POINT) || has_marker(&b.code))
+        .or_else(|| closed.iter().max_by_key(|b| b.code.len()));
     let Some(chosen) = chosen else {
-        let why = if blocks.iter().any(|b| !b.2) {
+        let why = if blocks.iter().any(|b| !b.closed) {
             "the answer has a code fence that is never closed"
         } else {
             "the answer has neither a fenced ```python code block nor SEARCH/REPLACE blocks"
         };
         return Err((EditOutcome::Unparseable, why.into()));
     };
-    let code = &chosen.1;
+    let code = &chosen.code;
     if !has_marker(code) {
         return Ok(code.clone());
     }
@@ -481,60 +611,124 @@ fn rewrite_body(block: &Block<'_>, answer: &str) -> Result<String, (EditOutcome,
     Ok(inner.body.to_string())
 }
 
+/// The shared answer cases, for the tests.
+#[cfg(test)]
+#[path = "../tests/support/answer_cases.rs"]
+mod answer_cases;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
 
-    /// A text of the case file: a string, or lines joined with a newline.
-    fn text(v: &Value) -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            Value::Array(lines) => lines
-                .iter()
-                .map(|l| l.as_str().expect("a line is a string"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            other => panic!("not a text: {other}"),
-        }
-    }
+    use super::answer_cases;
 
     /// The cases the reward's reader (`python/ksmith/answer.py`) runs too, with the same
     /// expected outcome, format and program.
     #[test]
     fn the_shared_cases() {
-        let file: Value =
-            serde_json::from_str(include_str!("../tests/data/answer_cases.json")).unwrap();
-        let cases = file["cases"].as_array().unwrap();
+        let cases = answer_cases::cases();
         assert!(cases.len() >= 50);
         for c in cases {
-            let name = c["name"].as_str().unwrap();
-            let parent = text(&file["parents"][c["parent"].as_str().unwrap()]);
-            let max_chars = c
-                .get("max_chars")
-                .map_or(usize::MAX, |m| m.as_u64().unwrap() as usize);
+            let name = &c.name;
             let r = apply_answer(
-                &parent,
-                &text(&c["answer"]),
-                c.get("finish_reason").and_then(Value::as_str),
-                max_chars,
+                &c.parent,
+                &c.answer,
+                c.finish_reason.as_deref(),
+                c.max_chars,
             );
-            let outcome = EditOutcome::parse(c["outcome"].as_str().unwrap()).unwrap();
-            let format = c["format"].as_str().map(|f| EditFormat::parse(f).unwrap());
+            let outcome = EditOutcome::parse(&c.outcome).unwrap();
+            let format = c.format.as_deref().map(|f| EditFormat::parse(f).unwrap());
             assert_eq!(
                 (r.outcome, r.format),
                 (outcome, format),
                 "{name}: {:?}",
                 r.error
             );
-            let program = (!c["program"].is_null()).then(|| text(&c["program"]));
-            assert_eq!(r.program, program, "{name}");
-            match (&r.error, c.get("error").and_then(Value::as_str)) {
+            assert_eq!(r.program, c.program, "{name}");
+            match (&r.error, c.error.as_deref()) {
                 (None, _) => assert_eq!(outcome, EditOutcome::Applied, "{name}"),
                 (Some(e), needle) => {
                     assert!(e.contains(needle.unwrap_or_default()), "{name}: {e}")
                 }
             }
         }
+    }
+
+    /// Lines of `answer` outside its code spans.
+    fn words(answer: &str) -> Vec<&str> {
+        let spans = code_spans(answer);
+        answer
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| !spans.iter().any(|r| r.contains(i)))
+            .map(|(_, l)| l)
+            .collect()
+    }
+
+    /// Over the shared cases: the code spans hold every fenced block and every SEARCH/REPLACE
+    /// block the reader reads, what is left holds no marker or fence line, and no line an
+    /// applied answer adds to the program is left as words.
+    #[test]
+    fn code_spans_cover_what_the_reader_reads_and_leave_the_words() {
+        for c in answer_cases::cases() {
+            let (name, answer) = (&c.name, &c.answer);
+            let spans = code_spans(answer);
+            let covered =
+                |r: &Range<usize>| spans.iter().any(|s| s.start <= r.start && r.end <= s.end);
+            for f in fenced_blocks(answer) {
+                assert!(
+                    covered(&f.lines),
+                    "{name}: fence {:?} in {spans:?}",
+                    f.lines
+                );
+            }
+            if let (true, Ok(blocks)) = (is_diff(answer), parse_diff(answer)) {
+                for b in blocks {
+                    assert!(
+                        covered(&b.lines),
+                        "{name}: block {:?} in {spans:?}",
+                        b.lines
+                    );
+                }
+            }
+            for w in words(answer) {
+                assert!(!w.trim_start().starts_with(FENCE), "{name}: `{w}`");
+                assert!(!is_diff(answer) || Marker::of(w).is_none(), "{name}: `{w}`");
+            }
+            if let Some(program) = &c.program {
+                let old: Vec<&str> = c.parent.lines().map(str::trim).collect();
+                for line in program.lines().map(str::trim) {
+                    if line.is_empty() || old.contains(&line) {
+                        continue;
+                    }
+                    assert!(
+                        !words(answer).iter().any(|w| w.trim() == line),
+                        "{name}: `{line}` is code the answer wrote, left as words"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn code_spans_of_broken_and_mixed_answers() {
+        // Not a SEARCH/REPLACE answer: a Markdown heading underline is words.
+        assert_eq!(words("Plan\n=======\nfuse"), ["Plan", "=======", "fuse"]);
+        // Fenced SEARCH/REPLACE blocks and a <think> section's words.
+        let answer = "<think>try it</think>\nFuse.\n```python\n<<<<<<< SEARCH\na\n=======\nb\n\
+                      >>>>>>> REPLACE\n```\nDone.";
+        assert_eq!(words(answer), ["<think>try it</think>", "Fuse.", "Done."]);
+        // A block broken by a second SEARCH line, then a good one; an unclosed last one.
+        let answer = "A\n<<<<<<< SEARCH\nx\n<<<<<<< SEARCH\ny\n=======\nz\n>>>>>>> REPLACE\nB\n\
+                      <<<<<<< SEARCH\nw";
+        assert_eq!(code_spans(answer), [1..8, 9..11]);
+        assert_eq!(words(answer), ["A", "B"]);
+        assert!(
+            parse_diff(answer)
+                .unwrap_err()
+                .contains("block #1: `<<<<<<< SEARCH` before")
+        );
+        // A stray closing marker is code; an unclosed fence runs to the end.
+        assert_eq!(words("A\n>>>>>>> REPLACE\nB\n```\nC"), ["A", "B"]);
     }
 }

@@ -1,4 +1,9 @@
-//! The editable region of a program and the seed program of a task.
+//! The editable block of a program: the code between the `# EVOLVE-BLOCK-START` and
+//! `# EVOLVE-BLOCK-END` lines, the only code a teacher's answer may change.
+//!
+//! One definition for the rollout (which seeds, prompts and edits programs), select (which
+//! compares blocks) and export; the trainers' reward has the Python copy in
+//! `python/ksmith/answer.py`, held to this one by the shared answer cases.
 //!
 //! A program's editable block lies between a line containing [`BLOCK_START`] and a line
 //! containing [`BLOCK_END`]; the marker lines themselves belong to the fixed prefix and suffix.
@@ -10,9 +15,6 @@ pub const BLOCK_END: &str = "# EVOLVE-BLOCK-END";
 
 /// The class a candidate program defines (a fenced block that mentions it is the new block).
 pub const ENTRY_POINT: &str = "ModelNew";
-
-/// The fixed header of every seed program, outside the block.
-const SEED_HEADER: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n\n";
 
 /// A program split around its editable block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,40 +78,9 @@ pub fn has_marker(code: &str) -> bool {
     code.contains("EVOLVE-BLOCK-START") || code.contains("EVOLVE-BLOCK-END")
 }
 
-/// The seed program of a task: the Triton imports, then the PyTorch reference as the editable
-/// block. The first step asks the teacher to rewrite the block as a Triton `ModelNew`. A reference
-/// that already contains a marker is refused.
-pub fn seed_program(reference: &str) -> Result<String, String> {
-    if has_marker(reference) {
-        return Err("the reference program contains an EVOLVE-BLOCK marker".into());
-    }
-    let mut out = String::with_capacity(reference.len() + 256);
-    out.push_str(SEED_HEADER);
-    out.push_str(BLOCK_START);
-    out.push('\n');
-    out.push_str(reference.trim_end());
-    out.push('\n');
-    out.push_str(BLOCK_END);
-    out.push('\n');
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seed_wraps_the_reference_and_splits_back() {
-        let reference = "class Model(nn.Module):\n    pass\n";
-        let seed = seed_program(reference).unwrap();
-        let b = split_block(&seed).unwrap();
-        assert_eq!(b.body, reference);
-        assert!(b.prefix.ends_with(&format!("{BLOCK_START}\n")));
-        assert!(b.suffix.starts_with(BLOCK_END));
-        assert_eq!(b.with_body(b.body), seed);
-        assert_eq!(b.with_body("x = 1"), seed.replace(reference, "x = 1\n"));
-        assert!(seed_program("# EVOLVE-BLOCK-START\n").is_err());
-    }
 
     #[test]
     fn missing_duplicate_or_reversed_markers_are_errors() {

@@ -1,0 +1,44 @@
+//! The seed program of a task. The editable block itself (markers, splitting) is
+//! [`ksmith_core::evolve_block`], shared with select, export and the answer reader.
+
+use ksmith_core::evolve_block::{BLOCK_END, BLOCK_START, has_marker};
+
+/// The fixed header of every seed program, outside the block.
+const SEED_HEADER: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n\n";
+
+/// The seed program of a task: the Triton imports, then the PyTorch reference as the editable
+/// block. The first step asks the teacher to rewrite the block as a Triton `ModelNew`. A reference
+/// that already contains a marker is refused.
+pub fn seed_program(reference: &str) -> Result<String, String> {
+    if has_marker(reference) {
+        return Err("the reference program contains an EVOLVE-BLOCK marker".into());
+    }
+    let mut out = String::with_capacity(reference.len() + 256);
+    out.push_str(SEED_HEADER);
+    out.push_str(BLOCK_START);
+    out.push('\n');
+    out.push_str(reference.trim_end());
+    out.push('\n');
+    out.push_str(BLOCK_END);
+    out.push('\n');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksmith_core::evolve_block::split_block;
+
+    #[test]
+    fn seed_wraps_the_reference_and_splits_back() {
+        let reference = "class Model(nn.Module):\n    pass\n";
+        let seed = seed_program(reference).unwrap();
+        let b = split_block(&seed).unwrap();
+        assert_eq!(b.body, reference);
+        assert!(b.prefix.ends_with(&format!("{BLOCK_START}\n")));
+        assert!(b.suffix.starts_with(BLOCK_END));
+        assert_eq!(b.with_body(b.body), seed);
+        assert_eq!(b.with_body("x = 1"), seed.replace(reference, "x = 1\n"));
+        assert!(seed_program("# EVOLVE-BLOCK-START\n").is_err());
+    }
+}
