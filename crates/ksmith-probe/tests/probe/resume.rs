@@ -32,8 +32,8 @@ fn slow(i: usize) -> ModuleRow {
             "import time\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        \
              time.sleep(0.2)\n        return x * {scale}\n\n\ndef get_inputs():\n    return [torch.rand(4, 4)]\n\n\n\
              def get_init_inputs():\n    return []\n",
-            // Never 0: a constant output is degenerate.
-            scale = i + 1
+            // Never 0 or 1: a constant output, or the input itself, is degenerate.
+            scale = i + 2
         ),
     )
 }
