@@ -744,7 +744,7 @@ def test_waiting_for_the_gpu_gate_is_not_the_candidates_time():
     import time as _time
 
     from ksmith.evaluator import messages
-    from ksmith.evaluator.evaluate import Budget, Run
+    from ksmith.evaluator.evaluate import Budget, Profile, Run
     from ksmith.evaluator.gate import GpuGate
     from ksmith.evaluator.sandbox import ChildTimeout
 
@@ -765,6 +765,7 @@ def test_waiting_for_the_gpu_gate_is_not_the_candidates_time():
 
     run = object.__new__(Run)
     run.ev = Ev()
+    run.profile = Profile()
     held = threading.Event()
 
     def timing():
