@@ -21,21 +21,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-#: The evaluator's phases, in the order of an evaluation (`ksmith.evaluator.evaluate.PHASES`),
-#: and the pool's queue before them.
-PHASES = (
-    "queue",
-    "static_check",
-    "reference",
-    "spawn",
-    "start",
-    "compile",
-    "correctness",
-    "timing",
-    "timing_check",
-    "finish",
-    "gate_wait",
-)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+from ksmith.evaluator.evaluate import PHASES as EVAL_PHASES  # noqa: E402
+
+#: The pool's queue, then the evaluator's phases in the order of an evaluation.
+PHASES = ("queue", *EVAL_PHASES)
 
 
 def load(run: str) -> dict[str, Any]:
