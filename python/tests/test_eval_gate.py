@@ -1,6 +1,7 @@
 """No child touches the GPU outside the gate: every child (the reference's build and time
 children, the judge, the candidate's harness) waits for the worker's first command before its
-first GPU work, and the worker sends that command while it holds the GPU's gate (timing: alone).
+first GPU work, and the worker sends that command while it holds the GPU's gate (timing: alone;
+a start: the gate's `starting` mode).
 Checked on the CPU with an instrumented gate: what each child does before its first command shows
 in its workspace."""
 
@@ -57,6 +58,9 @@ class RecordingGate(GpuGate):
     def shared(self):  # type: ignore[override]
         return self._hold("shared", super().shared)
 
+    def starting(self):  # type: ignore[override]
+        return self._hold("starting", super().starting)
+
     def exclusive(self):  # type: ignore[override]
         return self._hold("exclusive", super().exclusive)
 
@@ -90,12 +94,16 @@ def test_every_first_command_is_sent_under_the_gate(evaluator, monkeypatch):
     first: dict[str, tuple[str, str | None]] = {}
     for kind, text, mode in sent:
         first.setdefault(kind, (text, mode))
-    assert first == {"ref": ("start", "shared"), "judge": ("start", "shared"), "cand": ("next", "shared")}, sent
+    # a child's start (its first command) is held as a start; its later calls as short ones
+    assert first == {"ref": ("start", "starting"), "judge": ("start", "starting"), "cand": ("next", "starting")}, sent
     for kind, text, mode in sent:
         if text == "go":
             assert mode == "exclusive", (kind, text)
-        elif text in ("start", "next") or text.startswith("{"):
-            assert mode == "shared", (kind, text)
+        elif text == "start":
+            assert mode == "starting", (kind, text)
+        elif text == "next" or text.startswith("{"):
+            assert mode in ("shared", "starting"), (kind, text)
+    assert sum(1 for _, text, mode in sent if text == "next" and mode == "shared") >= 2, sent
 
 
 def test_a_reference_child_does_nothing_before_its_start(evaluator):

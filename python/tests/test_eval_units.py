@@ -719,6 +719,96 @@ def test_the_gpu_gate_lets_timing_run_alone():
         pass
 
 
+def test_short_gpu_calls_go_on_while_a_timing_waits_for_a_start():
+    # A timing waiting for a long start (a reference build, a candidate's first call) used to
+    # stop every correctness call behind it for the whole start: the GPUs of the 2-H100 bench
+    # were 15-19 % busy. Short calls are admitted while a start runs; the timing still runs
+    # alone, after the start and the short calls; a new start waits for the timing.
+    import threading
+    import time
+
+    from ksmith.evaluator.gate import GpuGate
+
+    gate = GpuGate(True)
+    log: list[str] = []
+    lock = threading.Lock()
+    started = threading.Event()
+    release_start = threading.Event()
+
+    def note(s: str) -> None:
+        with lock:
+            log.append(s)
+
+    def start():
+        with gate.starting():
+            note("S+")
+            started.set()
+            release_start.wait(5)
+            note("S-")
+
+    def short(name):
+        with gate.shared():
+            note(f"{name}+")
+            time.sleep(0.02)
+            note(f"{name}-")
+
+    def second_start():
+        with gate.starting():
+            note("T+")
+            note("T-")
+
+    def timing():
+        with gate.exclusive():
+            note("X+")
+            time.sleep(0.05)
+            note("X-")
+
+    s = threading.Thread(target=start)
+    s.start()
+    started.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.05)  # the timing now waits for the start
+    shorts = [threading.Thread(target=short, args=(f"c{i}",)) for i in range(3)]
+    for t in shorts:
+        t.start()
+    for t in shorts:
+        t.join(2)
+    assert all(not t.is_alive() for t in shorts), "short calls ran during the start, not behind the timing"
+    t2 = threading.Thread(target=second_start)
+    t2.start()
+    time.sleep(0.05)
+    assert "T+" not in log, "a new start waits for the waiting timing"
+    release_start.set()
+    for t in (s, x, t2):
+        t.join(5)
+    # the timing ran alone: after the start and every short call ended, before the second start
+    x_in, x_out = log.index("X+"), log.index("X-")
+    assert x_in > log.index("S-") and all(log.index(f"c{i}-") < x_in for i in range(3)), log
+    assert log.index("T+") > x_out, log
+    # with no start running, a short call that arrives while a timing waits goes after it
+    log.clear()
+    held = threading.Event()
+
+    def first():
+        with gate.shared():
+            held.set()
+            time.sleep(0.05)
+            note("a-")
+
+    a = threading.Thread(target=first)
+    a.start()
+    held.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.01)
+    b = threading.Thread(target=short, args=("b",))
+    b.start()
+    for t in (a, x, b):
+        t.join(5)
+    assert log.index("X+") > log.index("a-") and log.index("b+") > log.index("X-"), log
+
+
 def test_warm_up_fills_warmup_ms_once_not_call_by_call(monkeypatch):
     # A fake clock in place of CUDA events, each call 1 ms: 10 calls, then 40 more to reach
     # 50 ms (the old loop re-started its clock after each call and so ran 10,000 calls of any

@@ -25,7 +25,8 @@ crash, a timeout, a forged line on the harness's channel (`sandbox_escape`).
 
 The GPU is shared through a gate (`gate`): correctness calls and comparisons run side by side,
 timing runs alone, and no child touches the GPU before the worker's ``start`` (reference and
-judge) or first ``next`` (harness), sent under the gate. On a GPU a candidate that passes is
+judge) or first ``next`` (harness), sent under the gate (its `starting` mode: see `gate` for why a
+start and a short call yield differently to a waiting timing). On a GPU a candidate that passes is
 timed (every timed call alike, see `timing`); on the CPU the same runs as a rehearsal whose times
 are not reported. Then the worker picks `timing.checks` of the timed calls (all on the CPU) and
 the judge checks their digests (`digest`): a wrong one is `output_caching`; a slow minority of
@@ -111,9 +112,9 @@ CPU_REHEARSAL = {
 #: first GPU work; compile (CUDA started, the candidate imported and its first call compiled);
 #: the correctness calls and their judging; the timing (the GPU held alone); the judge's check of
 #: the timed calls; ending the children. `gate_wait`: the time spent waiting for the GPU's gate
-#: (another candidate's timing, or correctness work before a timing), also counted in the phase
-#: that waited (compile, correctness, timing_check), except timing, which starts once it holds
-#: the GPU.
+#: (another candidate's timing, or the starts a timing waits for), also counted in the phase
+#: that waited (reference, compile, correctness, timing_check), except timing, which starts once
+#: it holds the GPU.
 PHASES = (
     "static_check",
     "reference",
@@ -368,9 +369,17 @@ class DeviceEvaluator:
             self.jail.close()
 
     # -- reference -------------------------------------------------------------------------
-    def reference(self, task_id: str, source: str, alt_sizes: list[dict[str, int]] | None = None) -> TaskFacts:
+    def reference(
+        self,
+        task_id: str,
+        source: str,
+        alt_sizes: list[dict[str, int]] | None = None,
+        profile: Profile | None = None,
+    ) -> TaskFacts:
         """The facts of a task, built once (see the module doc); `BrokenReference` when the task
-        cannot be evaluated (remembered)."""
+        cannot be evaluated (remembered). The build's waits for the GPU's gate go to `profile`'s
+        `gate_wait`."""
+        profile = Profile() if profile is None else profile
         recorded = bool(alt_sizes)
         sets = alt_sizes if alt_sizes else shapes.derive(source)
         digest = hashlib.sha256(source.encode() + json.dumps(sets, sort_keys=True).encode()).hexdigest()[:16]
@@ -389,7 +398,7 @@ class DeviceEvaluator:
                     self.tasks.move_to_end(key)
                     return self.tasks[key]
             try:
-                facts = self._build(key, task_id, source, sets, recorded)
+                facts = self._build(key, task_id, source, sets, recorded, profile)
             except BrokenReference as e:
                 self.remember_broken(key, e)
                 raise
@@ -407,7 +416,9 @@ class DeviceEvaluator:
             while len(self.broken) > 4 * max(1, int(self.opts["max_cached_tasks"])):
                 self.broken.popitem(last=False)
 
-    def _build(self, key: str, task_id: str, source: str, sets: list[dict[str, int]], recorded: bool) -> TaskFacts:
+    def _build(
+        self, key: str, task_id: str, source: str, sets: list[dict[str, int]], recorded: bool, profile: Profile
+    ) -> TaskFacts:
         o = self.opts
         seed = int(o["seed"]) if o["seed"] is not None else secrets.randbelow(2**31 - 1)
         config = self._config(
@@ -419,7 +430,7 @@ class DeviceEvaluator:
             memory_budget_mb=int(o["memory_budget_mb"]),
         )
         with self._reference_child(task_id, config, source) as child:
-            with self.gate.shared():
+            with profile.gated(self.gate.starting()):
                 child.command("start")
                 msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
             if isinstance(msg, messages.ReferenceFailed):
@@ -427,11 +438,11 @@ class DeviceEvaluator:
             if not isinstance(msg, messages.BuildDone):
                 raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
             build = msg
-            stats = [self._reference_timing(child, task_id, 1)]
+            stats = [self._reference_timing(child, task_id, 1, profile)]
         while another_process([t["median_ms"] for t in stats], self.timing, self.cuda):
             config = self._config(seed, mode="time")
             with self._reference_child(task_id, config, source) as child:
-                stats.append(self._reference_timing(child, task_id, len(stats) + 1, start=True))
+                stats.append(self._reference_timing(child, task_id, len(stats) + 1, profile, start=True))
         warnings = [f"hidden shapes: {why}" for why in build.dropped]
         if not build.size_sets:
             origin = "recorded" if recorded else "derived from the task's module-level size constants"
@@ -449,12 +460,12 @@ class DeviceEvaluator:
             build.dtype,
             str(o["sol_tf32"]),
         )
-        compiled = self._compile_baseline(task_id, seed, source)
+        compiled = self._compile_baseline(task_id, seed, source, profile)
         return TaskFacts(
             key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings, light=light, compiled=compiled
         )
 
-    def _compile_baseline(self, task_id: str, seed: int, source: str) -> dict[str, Any]:
+    def _compile_baseline(self, task_id: str, seed: int, source: str, profile: Profile) -> dict[str, Any]:
         """The task's `torch.compile` baseline, measured in a confined reference child of its own
         (see `compile_baseline`), or why there is none: ``off``, ``cpu``, or what stopped it (the
         compile raised, its outputs differ from eager, it passed `compile_baseline_timeout_s`, the
@@ -465,9 +476,9 @@ class DeviceEvaluator:
             return compile_baseline.unmeasured(mode, 'off (compile_baseline = "off")')
         if not self.cuda:
             return compile_baseline.unmeasured(mode, "cpu")
-        return self._measure_compiled(task_id, seed, source, mode)
+        return self._measure_compiled(task_id, seed, source, mode, profile)
 
-    def _measure_compiled(self, task_id: str, seed: int, source: str, mode: str) -> dict[str, Any]:
+    def _measure_compiled(self, task_id: str, seed: int, source: str, mode: str, profile: Profile) -> dict[str, Any]:
         """The compile baseline's child run (compile, check, time; on the CPU a rehearsal whose
         times say nothing), or the reason it gave none."""
         o = self.opts
@@ -475,7 +486,7 @@ class DeviceEvaluator:
         config = self._config(seed, mode="compiled", compile_baseline=mode)
         try:
             with self._reference_child(task_id, config, source) as child:
-                with self.gate.shared():
+                with profile.gated(self.gate.starting()):
                     child.command("start")
                     try:
                         msg = _sandboxed(child.receive(limit + o["run_timeout_s"]))
@@ -493,7 +504,7 @@ class DeviceEvaluator:
                         msg.compile_s,
                     )
                 compile_s = msg.compile_s
-                with self.gate.exclusive():
+                with profile.gated(self.gate.exclusive()):
                     child.command("go 0")
                     msg = child.receive(o["timing_timeout_s"])
                 if not isinstance(msg, messages.Timed):
@@ -521,17 +532,19 @@ class DeviceEvaluator:
             finally:
                 child.finish()
 
-    def _reference_timing(self, child: Child, task_id: str, process: int, start: bool = False) -> dict[str, Any]:
-        """The reference's timing in its `process`-th process (`child`; told to `start` first,
-        under the shared gate, when it is a fresh time-mode child): on `go`, with the GPU held
-        alone."""
+    def _reference_timing(
+        self, child: Child, task_id: str, process: int, profile: Profile, start: bool = False
+    ) -> dict[str, Any]:
+        """The reference's timing in its `process`-th process (`child`; told to `start` first
+        when it is a fresh time-mode child; its start and its preparation for timing under the
+        gate's `starting` mode): on `go`, with the GPU held alone."""
         o = self.opts
-        with self.gate.shared():
+        with profile.gated(self.gate.starting()):
             if start:
                 child.command("start")
             msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
         if isinstance(msg, messages.ReadyToTime):
-            with self.gate.exclusive():
+            with profile.gated(self.gate.exclusive()):
                 child.command("go 0")
                 msg = child.receive(o["timing_timeout_s"])
         if isinstance(msg, messages.Timed):
@@ -603,7 +616,7 @@ class DeviceEvaluator:
                 candidate = shapes.rewritten(candidate, primary)
                 warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
         with profile.phase("reference"):
-            facts = self.reference(task_id, reference, alt)
+            facts = self.reference(task_id, reference, alt, profile)
         measure = bool(req.get("measure", True)) and self.cuda
         run = Run(self, task_id, facts, measure, warnings, profile)
         while run.another():
@@ -768,7 +781,7 @@ class Run:
         time: the judge has its own time limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge), self.profile.gated(self.ev.gate.shared()):
+        with _judge_failures(judge), self.profile.gated(self.ev.gate.starting()):
             judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
@@ -843,8 +856,8 @@ class Run:
                 msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Ready):
                 # the harness's GPU work starts (CUDA, the task's inputs, the candidate built and
-                # compiled by a first call): under the shared gate
-                with self.profile.phase("compile"), self.profile.gated(self.ev.gate.shared()):
+                # compiled by a first call): a start, under the gate's `starting` mode
+                with self.profile.phase("compile"), self.profile.gated(self.ev.gate.starting()):
                     child.command("next")
                     msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Unreproducible):
