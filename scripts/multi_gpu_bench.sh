@@ -8,7 +8,10 @@
 #
 # Environment (defaults in brackets):
 #   KSMITH_BIN [target/release/ksmith]   KSMITH_PYTHON [python3 with torch and triton]
-#   GPUS ["1 2 4 ...": powers of two up to the visible GPUs, and their count]
+#   GPUS ["1 2 4 ...": powers of two up to the visible GPUs from FIRST_GPU, and their count]
+#   LABEL [""]: names the build in the tables (the "x 1 GPU" ratio compares runs of one label)
+#   FIRST_GPU [0]: a run on N GPUs uses GPUs FIRST_GPU .. FIRST_GPU+N-1 (so that benches of two
+#     builds, e.g. before and after a change, run side by side on disjoint GPUs of one host)
 #   LATENCIES ["0 2-20"]: the scripted teacher's seconds per answer (A or A-B, seeded)
 #   RUN_S [50]: each run's time budget ([rollout] time_budget_s: steps start for this long)
 #   WARMUP_S [15]: steps finishing before this (from the run's first step) are not counted
@@ -32,6 +35,7 @@ warmup_s="${WARMUP_S:-15}"
 inflight="${INFLIGHT:-4}"
 concurrency="${TEACHER_CONCURRENCY:-16}"
 deadline_s="${DEADLINE_S:-520}"
+first_gpu="${FIRST_GPU:-0}"
 t_start=$(date +%s)
 mkdir -p "$out/runs"
 
@@ -40,16 +44,21 @@ if [[ "$visible" -lt 1 ]]; then
     echo "multi_gpu_bench: no GPU visible (nvidia-smi -L lists none)" >&2
     exit 1
 fi
+usable=$((visible - first_gpu))
+if [[ "$usable" -lt 1 ]]; then
+    echo "multi_gpu_bench: FIRST_GPU=$first_gpu leaves no GPU ($visible visible)" >&2
+    exit 2
+fi
 if [[ -z "${GPUS:-}" ]]; then
     GPUS=""
-    for n in 1 2 4 8 16; do [[ $n -le $visible ]] && GPUS="$GPUS $n"; done
-    [[ " $GPUS " == *" $visible "* ]] || GPUS="$GPUS $visible"
+    for n in 1 2 4 8 16; do [[ $n -le $usable ]] && GPUS="$GPUS $n"; done
+    [[ " $GPUS " == *" $usable "* ]] || GPUS="$GPUS $usable"
 fi
 read -r -a gpus <<<"$GPUS"
 read -r -a latencies <<<"${LATENCIES:-0 2-20}"
 for n in "${gpus[@]}"; do
-    if [[ $n -gt $visible ]]; then
-        echo "multi_gpu_bench: GPUS asks for $n GPUs, $visible visible" >&2
+    if [[ $n -gt $usable ]]; then
+        echo "multi_gpu_bench: GPUS asks for $n GPUs, $usable visible from GPU $first_gpu" >&2
         exit 2
     fi
 done
@@ -109,7 +118,7 @@ for entry in "${plan[@]}"; do
     run="$out/runs/${n}gpu-${lat}"
     rm -rf "$run"
     mkdir -p "$run"
-    devices=$(seq -s, 0 $((n - 1)) | sed 's/\([0-9]*\)/"\1"/g')
+    devices=$(seq -s, "$first_gpu" $((first_gpu + n - 1)) | sed 's/\([0-9]*\)/"\1"/g')
     start_teacher "$lat" "$run"
     cat >"$run/bench.toml" <<TOML
 [rollout]
@@ -136,7 +145,7 @@ url = "$teacher_url"
 model = "scripted-teacher"
 TOML
     cat >"$run/meta.json" <<JSON
-{"gpus": $n, "latency": "$lat", "inflight": $inflight, "window_start_s": $warmup_s, "window_s": $run_s}
+{"label": "${LABEL:-}", "gpus": $n, "first_gpu": $first_gpu, "latency": "$lat", "inflight": $inflight, "window_start_s": $warmup_s, "window_s": $run_s}
 JSON
     "$bin" import-tasks --from "$tasks" --config "$run/bench.toml" --workdir "$run/work" >"$run/import.log" 2>&1
     (while :; do

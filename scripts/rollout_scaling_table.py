@@ -3,7 +3,7 @@ rate in a fixed window, each GPU's busy share, and where the time of a step went
 
     python3 scripts/rollout_scaling_table.py RUN_DIR [RUN_DIR ...]
 
-A run folder holds `meta.json` (gpus, latency, window_start_s, window_s: the window of steps
+A run folder holds `meta.json` (gpus, first_gpu, latency, window_start_s, window_s: the window of steps
 counted, from the first step's start), `work/` (the rollout's work directory: `steps.parquet`,
 `reports/rollout.json`) and `smi.log` (lines `<epoch seconds> <index>, <utilization %> ...`
 sampled from nvidia-smi while the rollout ran). Rates count the steps (and candidates: steps
@@ -47,14 +47,15 @@ def load(run: str) -> dict[str, Any]:
     out["steps_per_min"] = len(inside) / minutes
     out["candidates_per_min"] = sum(1 for s in inside if s["eval_status"] is not None) / minutes
     out["window"] = (w0, w1)
-    out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, int(meta["gpus"]))
+    first = int(meta.get("first_gpu", 0))
+    out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, range(first, first + int(meta["gpus"])))
     return out
 
 
-def smi_shares(path: str, w0: float, w1: float, gpus: int) -> list[tuple[float, float]]:
-    """Per GPU used (indices 0..gpus-1): the mean utilization in the window (the share of time a
-    kernel ran, as nvidia-smi samples it) and the share of samples with any."""
-    samples: dict[int, list[float]] = {i: [] for i in range(gpus)}
+def smi_shares(path: str, w0: float, w1: float, gpus: range) -> list[tuple[float, float]]:
+    """Per GPU used (its nvidia-smi indices `gpus`): the mean utilization in the window (the
+    share of time a kernel ran, as nvidia-smi samples it) and the share of samples with any."""
+    samples: dict[int, list[float]] = {i: [] for i in gpus}
     if os.path.exists(path):
         for line in open(path):
             head, _, rest = line.strip().partition(" ")
@@ -84,34 +85,41 @@ def fmt(x: float, spec: str = ".1f") -> str:
 
 def main(runs: list[str]) -> int:
     data = [load(r) for r in runs]
-    base = {d["meta"]["latency"]: d.get("steps_per_min") for d in data if int(d["meta"]["gpus"]) == 1}
+    base = {
+        (d["meta"].get("label", ""), d["meta"]["latency"]): d.get("steps_per_min")
+        for d in data
+        if int(d["meta"]["gpus"]) == 1
+    }
     print(
-        "| GPUs | teacher latency s | tasks in flight | evals at once per GPU | steps/min | candidates/min |"
+        "| build | GPUs | teacher latency s | tasks in flight | evals at once per GPU | steps/min | candidates/min |"
         " x 1 GPU (steps) | GPU busy (nvidia-smi mean util; share of samples > 0) |"
         " pool: busy share per device | pool: idle without work s per device | devices failed |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d in data:
         m, c = d["meta"], d["counters"]
         gpus = int(m["gpus"])
-        labels = [f"cuda:{i}" for i in range(gpus)]
+        first = int(m.get("first_gpu", 0))
+        labels = [f"cuda:{i}" for i in range(first, first + gpus)]
         smi = "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in d.get("smi", []))
         busy = ", ".join(fmt(c.get(f"eval_device/{lb}/busy_permille", 0) / 10, ".0f") + "%" for lb in labels)
         idle = ", ".join(fmt(c.get(f"eval_device/{lb}/idle_no_work_ms", 0) / 1000, ".0f") for lb in labels)
         rate = d.get("steps_per_min", float("nan"))
-        one = base.get(m["latency"])
+        one = base.get((m.get("label", ""), m["latency"]))
         ratio = rate / one if one else float("nan")
         print(
-            f"| {gpus} | {m['latency']} | {c.get('rollout_in_flight', '-')} | {m['inflight']} | {fmt(rate)} |"
+            f"| {m.get('label', '') or '-'} | {gpus} | {m['latency']} | {c.get('rollout_in_flight', '-')} |"
+            f" {m['inflight']} | {fmt(rate)} |"
             f" {fmt(d.get('candidates_per_min', float('nan')))} | {fmt(ratio, '.2f')} | {smi} | {busy} | {idle} |"
             f" {c.get('eval_devices_failed', '-')} |"
         )
     print()
-    print("Where the time went, mean seconds per evaluation (the evaluator's phases; gate_wait is also inside")
-    print("compile, correctness and timing_check) and per step (teacher wait, evaluation as the rollout saw it):")
+    print("Where the time went, mean seconds per evaluation (the evaluator's phases; gate_wait is also")
+    print("inside reference, compile, correctness and timing_check) and per step (teacher wait, evaluation")
+    print("as the rollout saw it):")
     print()
-    print("| GPUs | latency | evals | " + " | ".join(PHASES) + " | step: teacher wait | step: evaluation |")
-    print("|---|---|---|" + "---|" * (len(PHASES) + 2))
+    print("| build | GPUs | latency | evals | " + " | ".join(PHASES) + " | step: teacher wait | step: evaluation |")
+    print("|---|---|---|---|" + "---|" * (len(PHASES) + 2))
     for d in data:
         m, c = d["meta"], d["counters"]
         n = max(1, c.get("eval_profiled", 0))
@@ -119,7 +127,7 @@ def main(runs: list[str]) -> int:
         tw = c.get("step_phase_ms/teacher_wait", 0) / 1000 / max(1, c.get("step_phase_calls/teacher_wait", 0))
         ev = c.get("step_phase_ms/evaluation", 0) / 1000 / max(1, c.get("step_phase_calls/evaluation", 0))
         print(
-            f"| {m['gpus']} | {m['latency']} | {c.get('eval_profiled', 0)} | {phases} |"
+            f"| {m.get('label', '') or '-'} | {m['gpus']} | {m['latency']} | {c.get('eval_profiled', 0)} | {phases} |"
             f" {fmt(tw, '.2f')} | {fmt(ev, '.2f')} |"
         )
     return 0
