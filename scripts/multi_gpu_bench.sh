@@ -16,6 +16,9 @@
 #   RUN_S [50]: each run's time budget ([rollout] time_budget_s: steps start for this long)
 #   WARMUP_S [15]: steps finishing before this (from the run's first step) are not counted
 #   INFLIGHT [4]: [eval] inflight_per_worker (evaluations at once per GPU)
+#   PARALLEL_TASKS [0]: [rollout] parallel_tasks (0: derived, capacity + teacher concurrency;
+#     each task in flight builds its reference on its first evaluation, so an instant teacher
+#     measures that start unless the window begins after it)
 #   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
 #   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
@@ -62,8 +65,12 @@ for n in "${gpus[@]}"; do
         exit 2
     fi
 done
-most=${gpus[-1]}
-for n in "${gpus[@]}"; do [[ $n -gt $most ]] && most=$n; done
+most=${gpus[0]}
+fewest=${gpus[0]}
+for n in "${gpus[@]}"; do
+    [[ $n -gt $most ]] && most=$n
+    [[ $n -lt $fewest ]] && fewest=$n
+done
 
 tasks="$out/tasks"
 rm -rf "$tasks"
@@ -93,10 +100,10 @@ stop_smi() {
 }
 trap 'stop_teacher; stop_smi' EXIT
 
-# Runs in order of what they tell: latency 0 on 1 GPU and on the most, the other latencies on
-# the most, then the rest.
-plan=("${latencies[0]} 1")
-[[ $most -ne 1 ]] && plan+=("${latencies[0]} $most")
+# Runs in order of what they tell: the first latency on the fewest GPUs of GPUS (1 by default)
+# and on the most, the other latencies on the most, then the rest.
+plan=("${latencies[0]} $fewest")
+[[ $most -ne $fewest ]] && plan+=("${latencies[0]} $most")
 for lat in "${latencies[@]:1}"; do plan+=("$lat $most"); done
 for lat in "${latencies[@]}"; do
     for n in "${gpus[@]}"; do
@@ -124,7 +131,7 @@ for entry in "${plan[@]}"; do
 [rollout]
 iterations = 40
 num_islands = 1
-parallel_tasks = 0
+parallel_tasks = ${PARALLEL_TASKS:-0}
 time_budget_s = $run_s
 measure = true
 
