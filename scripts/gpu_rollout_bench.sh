@@ -6,7 +6,9 @@
 #
 # Environment: KSMITH_BIN (default target/release/ksmith), KSMITH_PYTHON (an interpreter with
 # torch and triton; default python3), ITERATIONS (default 3), TASKS (the task folder; default
-# data/gpu-tasks).
+# data/gpu-tasks), BACKEND (`triton`, the default, with the answers of data/gpu-tasks/answers;
+# or `cuda`: `[rollout] backend = "cuda"` with those of data/gpu-tasks/answers-cuda, which needs
+# nvcc, ninja and a C++ compiler).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-${OUT:-/tmp/ksmith-gpu-bench}}"
@@ -16,7 +18,10 @@ work="$out/work"
 mkdir -p "$out"
 rm -rf "$work"
 
-"$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$here/data/gpu-tasks/answers" >"$out/teacher.json" &
+backend="${BACKEND:-triton}"
+answers="$here/data/gpu-tasks/answers"
+[[ "$backend" == cuda ]] && answers="$here/data/gpu-tasks/answers-cuda"
+"$KSMITH_PYTHON" "$here/scripts/scripted_teacher.py" --answers "$answers" >"$out/teacher.json" &
 teacher=$!
 trap 'kill $teacher 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [[ -s "$out/teacher.json" ]] && break; sleep 0.2; done
@@ -28,6 +33,7 @@ iterations = ${ITERATIONS:-3}
 num_islands = 1
 parallel_tasks = 1
 measure = true
+backend = "$backend"
 
 [teacher]
 max_retries = 1
@@ -54,12 +60,13 @@ for r in rows:
     ev = json.loads(r["eval_json"]) if r["eval_json"] else {}
     ct, rt = ev.get("candidate_timing") or {}, ev.get("reference_timing") or {}
     sp = r["speedup"]
+    assert r["backend"] == rows[0]["backend"], "one backend per run here"
     verdict = (r["eval_status"] or "-") + (f":{r['hack']}" if r["hack"] else "")
     print(f"{tasks[r['task_id']]:22} {r['iteration']:>2} {r['kind']:10} {r['edit_outcome']:16} {verdict:15} "
           f"{(f'{sp:.3f}' if sp else '-'):>8} {ct.get('median_ms', float('nan')):9.4f} {rt.get('median_ms', float('nan')):9.4f} "
           f"{ct.get('cv', float('nan')):6.4f} {ct.get('method', '-')}")
 hw = next((json.loads(r["eval_json"])["hardware"] for r in rows if r["eval_json"]), {})
-print("hardware:", hw)
+print("hardware:", hw, "backend:", rows[0]["backend"] if rows else "-")
 for name in ("sft", "grpo"):
     try:
         print(f"{name}.parquet rows:", pq.read_table(f"{work}/{name}.parquet").num_rows)

@@ -123,7 +123,8 @@ pub const SOURCES: &[(&str, &str)] = &[
     (
         "ksmith/evaluator/worker.py",
         include_str!("../../../python/ksmith/evaluator/worker.py"),
-    ),    (
+    ),
+    (
         "ksmith/evaluator/backend.py",
         include_str!("../../../python/ksmith/evaluator/backend.py"),
     ),

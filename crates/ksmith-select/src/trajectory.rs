@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, Stamp, TimingMethod};
+use ksmith_core::evaluation::{Backend, EvalResult, Stamp, TimingMethod};
 
 /// One rollout step, reduced to what select needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +20,8 @@ pub struct StepView {
     pub iteration: u32,
     /// Island.
     pub island: u32,
+    /// The kernel language of the step's program.
+    pub backend: Backend,
     /// The parent step; `None` when the parent is the reference.
     pub parent_id: Option<String>,
     /// The current (parent) program as the prompt showed it (for first steps, the seed: the

@@ -14,7 +14,8 @@ DEFAULT = "triton"
 
 
 def names() -> list[str]:
-    """The backends a request may name."""
+    """The backends a request may name (`verdicts.json`'s `backend`, which Rust's `Backend`
+    equals; tests on both sides check them)."""
     return sorted(_classes())
 
 

@@ -136,7 +136,7 @@ class ExtensionSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ExtensionSpec:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})  # type: ignore[arg-type]
 
     @classmethod
     def from_call(cls, kwargs: dict[str, Any]) -> ExtensionSpec:
@@ -225,7 +225,7 @@ def is_load_inline(call: ast.AST, resolve: Any) -> bool:
     if not isinstance(f, ast.Name):
         return False
     parts.append(f.id)
-    return resolve(".".join(reversed(parts))) == "torch.utils.cpp_extension.load_inline"
+    return bool(resolve(".".join(reversed(parts))) == "torch.utils.cpp_extension.load_inline")
 
 
 def extensions(tree: ast.Module, resolve: Any) -> dict[str, ExtensionSpec]:
@@ -244,18 +244,19 @@ def extensions(tree: ast.Module, resolve: Any) -> dict[str, ExtensionSpec]:
         ):
             bound[id(node.value)] = node.targets[0].id
     out: dict[str, ExtensionSpec] = {}
-    for node in ast.walk(tree):
-        if not is_load_inline(node, resolve):
+    for found in ast.walk(tree):
+        if not is_load_inline(found, resolve):
             continue
-        assert isinstance(node, ast.Call)
-        line = node.lineno
-        if id(node) not in bound:
+        assert isinstance(found, ast.Call)
+        call = found
+        line = call.lineno
+        if id(call) not in bound:
             raise SpecError(line, "`load_inline` must be called at module level and bound to one name (`ext = ...`)")
         names = ["name", "cpp_sources", "cuda_sources", "functions"]
-        if len(node.args) > len(names):
+        if len(call.args) > len(names):
             raise SpecError(line, "`load_inline`: pass the arguments past `functions` by keyword")
         kwargs: dict[str, Any] = {}
-        for arg_name, arg in [*zip(names, node.args), *((k.arg, k.value) for k in node.keywords)]:
+        for arg_name, arg in [*zip(names, call.args), *((k.arg, k.value) for k in call.keywords)]:
             if arg_name is None:
                 raise SpecError(line, "`load_inline`: `**kwargs` is not allowed")
             try:
@@ -278,7 +279,7 @@ def extensions(tree: ast.Module, resolve: Any) -> dict[str, ExtensionSpec]:
         for flag in spec.extra_ldflags:
             if not ALLOWED_LDFLAG.match(flag):
                 raise SpecError(line, f"`load_inline`: linker flag `{flag}` is not allowed")
-        out[bound[id(node)]] = spec
+        out[bound[id(call)]] = spec
     return out
 
 
@@ -305,42 +306,36 @@ class SourceFinding:
     message: str
 
 
+def _refusals() -> list[tuple[str, str, str | None, str]]:
+    """The source rules that refuse, in order: (pattern, status, hack, why)."""
+    rules = [
+        (pattern, "hacked", "sandbox_escape", f"gives access to {capability}")
+        for capability, pattern in CAPABILITY_PATTERNS.items()
+    ]
+    return [
+        *rules,
+        (THREAD_PATTERN, "hacked", "background_thread", "starts threads"),
+        (STREAM_PATTERN, "hacked", "side_stream", "runs work outside the timed stream"),
+        (PRECISION_PATTERN, "hacked", "precision_downgrade", "lowers float32 precision"),
+        (LIBRARY_NAMESPACE.pattern, "static_rejected", None, "declares code in a library's namespace"),
+    ]
+
+
 def source_findings(spec: ExtensionSpec, binding: str) -> tuple[SourceFinding | None, list[str]]:
     """The source rules on one extension (bound to `binding`): the first refusal, if any, and the
     warnings."""
     text = strip_comments("\n".join((*spec.cpp_sources, *spec.cuda_sources)))
     where = f"extension `{binding}`"
-    for m in re.finditer(r"#\s*include\s*([<\"])([^>\"]+)[>\"]", text):
-        if m.group(1) == '"':
-            return SourceFinding(
-                "hacked", "sandbox_escape", f'{where}: `#include "{m.group(2)}"` reads a file of the machine'
-            ), []
-        if not ALLOWED_HEADER.match(m.group(2).strip()):
-            return SourceFinding("hacked", "sandbox_escape", f"{where}: header <{m.group(2)}> is not allowed"), []
-    for capability, pattern in CAPABILITY_PATTERNS.items():
-        m = re.search(pattern, text)
-        if m:
-            return SourceFinding(
-                "hacked", "sandbox_escape", f"{where}: `{m.group(0).strip()}` gives access to {capability}"
-            ), []
-    m = re.search(THREAD_PATTERN, text)
-    if m:
-        return SourceFinding("hacked", "background_thread", f"{where}: `{m.group(0).strip()}` (threads)"), []
-    m = re.search(STREAM_PATTERN, text)
-    if m:
-        return SourceFinding(
-            "hacked", "side_stream", f"{where}: `{m.group(0).strip()}`: work outside the timed stream"
-        ), []
-    m = re.search(PRECISION_PATTERN, text)
-    if m:
-        return SourceFinding(
-            "hacked", "precision_downgrade", f"{where}: `{m.group(0).strip()}` lowers float32 precision"
-        ), []
-    m = LIBRARY_NAMESPACE.search(text)
-    if m:
-        return SourceFinding(
-            "static_rejected", None, f"{where}: code inside `{m.group(0)}` (a library's namespace) is not allowed"
-        ), []
+    for inc in re.finditer(r"#\s*include\s*([<\"])([^>\"]+)[>\"]", text):
+        if inc.group(1) == '"':
+            why = f'{where}: `#include "{inc.group(2)}"` reads a file of the machine'
+            return SourceFinding("hacked", "sandbox_escape", why), []
+        if not ALLOWED_HEADER.match(inc.group(2).strip()):
+            return SourceFinding("hacked", "sandbox_escape", f"{where}: header <{inc.group(2)}> is not allowed"), []
+    for pattern, status, hack, why in _refusals():
+        found = re.search(pattern, text)
+        if found:
+            return SourceFinding(status, hack, f"{where}: `{found.group(0).strip()}` {why}"), []
     kernels = kernel_names(spec)
     if not kernels:
         return SourceFinding("static_rejected", None, f"{where}: no `__global__` kernel is defined"), []

@@ -510,18 +510,18 @@ class DeviceEvaluator:
             return self._result(e.status, e.hack, e.message, warnings=warnings)
         facts = self.reference(task_id, reference, alt)
         measure = bool(req.get("measure", True)) and self.cuda
-        run = Run(self, task_id, facts, measure, warnings, backend)
+        run = Run(self, task_id, facts, measure, warnings, backend, prepared)
         while run.another():
-            verdict = self._candidate_process(run, reference, candidate, prepared)
+            verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
                 return verdict
         return run.final()
 
-    def _candidate_process(self, run: Run, reference: str, candidate: str, prepared: Prepared) -> dict[str, Any] | None:
+    def _candidate_process(self, run: Run, reference: str, candidate: str) -> dict[str, Any] | None:
         """One process of `run`: a fresh harness and judge, supervised; the verdict, or None when
-        the candidate passed there (see `Run.supervise`). `prepared`: what the backend's compile
-        step gave the harness."""
+        the candidate passed there (see `Run.supervise`)."""
         facts = run.facts
+        prepared = run.prepared
         files = {"reference.py": reference}
         judge_cfg = self._config(facts.seed, mode="judge", size_sets=[s["sizes"] for s in facts.build.size_sets])
         cand_cfg = self._config(
@@ -574,10 +574,19 @@ class Run:
     `supervise` per timing process."""
 
     def __init__(
-        self, ev: DeviceEvaluator, task_id: str, facts: TaskFacts, measure: bool, warnings: list[str], backend: Backend
+        self,
+        ev: DeviceEvaluator,
+        task_id: str,
+        facts: TaskFacts,
+        measure: bool,
+        warnings: list[str],
+        backend: Backend,
+        prepared: Prepared,
     ):
+        """`backend`: the candidate's; `prepared`: what its compile step gave the harness."""
         self.ev = ev
         self.backend = backend
+        self.prepared = prepared
         self.o = ev.opts
         self.task_id = task_id
         self.facts = facts
