@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -21,6 +22,7 @@ from ksmith.evaluator.backend import (
     CandidateFailed,  # noqa: E402
 )
 from ksmith.evaluator.backend_cuda import CudaHarness, _specs  # noqa: E402
+from ksmith.evaluator.messages import ExtensionsBuilt, ExtensionsFailed  # noqa: E402
 from ksmith.evaluator.static_check import check  # noqa: E402
 from ksmith.evaluator.worker import error_body  # noqa: E402
 
@@ -319,3 +321,115 @@ def test_the_request_names_a_known_backend():
         "message": "the CUDA backend is unavailable on this worker: missing nvcc",
         "task_id": "t",
     }
+
+
+FAKE_NVCC = """#!/bin/sh
+# nvcc as far as the build needs: its version; an error for a source with `halfway`, else an object
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0"; exit 0; fi
+prev=""; for a in "$@"; do
+  case "$a" in *.cu) src="$a";; esac
+  if [ "$prev" = "-o" ]; then out="$a"; fi; prev="$a"
+done
+if grep -q halfway "$src"; then
+  echo "$src(4): error: identifier \\"halfway\\" is undefined" >&2
+  echo "      out[i] = x[i] * halfway;" >&2
+  echo "1 error detected in the compilation of \\"$src\\"." >&2
+  exit 1
+fi
+: > "$out"
+"""
+FAKE_CXX = """#!/bin/sh
+# a C++ compiler as far as the build needs: its version, an empty output for -o
+case "$1" in --version|-v|-dumpfullversion|-dumpversion) echo "g++ (GCC) 14.2.0"; exit 0;; esac
+prev=""; for a in "$@"; do if [ "$prev" = "-o" ]; then : > "$a"; fi; prev="$a"; done
+"""
+
+
+@pytest.fixture
+def fake_toolchain(tmp_path, monkeypatch):
+    """nvcc and c++ replaced by scripts (the CPU has neither a CUDA toolkit nor the time to compile
+    torch's headers): what is tested is the build child's side, the ninja build it drives and
+    what it makes of the compilers' answers."""
+    import torch.utils.cpp_extension as ce
+
+    if shutil.which("ninja") is None and shutil.which("ninja", path=os.path.dirname(sys.executable)) is None:
+        pytest.skip("ninja is not installed (python/requirements.txt)")
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    nvcc, cxx = home / "bin" / "nvcc", tmp_path / "c++"
+    nvcc.write_text(FAKE_NVCC)
+    cxx.write_text(FAKE_CXX)
+    for f in (nvcc, cxx):
+        f.chmod(0o755)
+    path = os.pathsep.join([str(home / "bin"), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(ce, "CUDA_HOME", str(home))
+    return tmp_path / "ws"
+
+
+def _build(ws, source: str):
+    (spec,) = _specs_of(source).values()
+    ws.mkdir()
+    return spec, build_child.run(str(ws), {"extensions": [{"module": spec.module_name(), "spec": spec.to_dict()}]})
+
+
+def test_the_build_child_answers_the_compilers_first_errors(fake_toolchain):
+    _, msg = _build(fake_toolchain, _source("adversarial/compile_error.py"))
+    assert isinstance(msg, ExtensionsFailed) and not msg.toolchain
+    assert msg.message.splitlines()[0].endswith('cuda.cu(4): error: identifier "halfway" is undefined')
+    assert str(fake_toolchain) not in msg.message and "ninja" not in msg.message and "[2/3]" not in msg.message
+
+
+def test_the_build_child_builds_without_loading_and_the_worker_adopts(fake_toolchain, tmp_path):
+    spec, msg = _build(fake_toolchain, _source("honest/add_relu_half.py"))
+    assert isinstance(msg, ExtensionsBuilt), msg
+    rel = msg.files[spec.module_name()]
+    assert rel == f"build/{spec.module_name()}/{spec.module_name()}.so"
+    assert spec.module_name() not in sys.modules  # built, never imported
+    main_cpp = (fake_toolchain / "build" / spec.module_name() / "main.cpp").read_text()
+    assert f"PYBIND11_MODULE({spec.module_name()}, m)" in main_cpp
+    cache = cudacache.BuildCache(str(tmp_path / "cache"))
+    key = cudacache.entry_key(spec.digest, _toolchain().key())
+    entry = cache.adopt(key, spec.module_name(), str(fake_toolchain / rel))
+    assert cache.lookup(key) == entry and entry.path.startswith(str(tmp_path / "cache"))
+
+
+def test_a_build_without_cuda_home_is_the_toolchains_fault(fake_toolchain, monkeypatch):
+    import torch.utils.cpp_extension as ce
+
+    monkeypatch.setattr(ce, "CUDA_HOME", None)
+    _, msg = _build(fake_toolchain, _source("honest/add_relu_half.py"))
+    assert isinstance(msg, ExtensionsFailed) and msg.toolchain and "CUDA_HOME" in msg.message
+
+
+def test_the_worker_builds_once_into_its_cache_and_answers_compile_errors(fake_toolchain, monkeypatch):
+    """The worker's side end to end on the CPU with the fake compilers: the toolchain found, a
+    confined build child per extension, its binary adopted into the cache and served from there
+    the second time; a failed build is `compile_error` with the compiler's first errors."""
+    from ksmith.confine import Policy
+    from ksmith.evaluator.evaluate import DeviceEvaluator
+
+    monkeypatch.setenv("CUDA_HOME", os.path.dirname(os.path.dirname(shutil.which("nvcc") or "")))
+    ev = DeviceEvaluator("cpu", {"trials": 2}, policy=Policy(require=False))
+    try:
+        monkeypatch.setattr(ev, "compute_capability", lambda: "9.0")
+        cuda = ev.backend("cuda")
+        cuda.check_available()
+        with pytest.raises(CandidateFailed) as e:
+            cuda.prepare(_source("adversarial/compile_error.py"))
+        assert e.value.status == "compile_error"
+        assert 'error: identifier "halfway" is undefined' in e.value.message
+        first = cuda.prepare(_source("honest/add_relu_half.py"))
+        again = cuda.prepare(_source("honest/add_relu_half.py"))
+        assert (first.cached, again.cached) == (False, True)
+        assert first.config == again.config
+        (entry,) = first.config["extensions"]
+        assert entry["path"].startswith(cuda.root + os.sep) and os.path.isfile(entry["path"])
+        assert cudacache.file_sha256(entry["path"]) == entry["sha256"]
+        assert first.config["cuda_kernels"] == ["add_relu_half_kernel"]
+        assert cuda.stats()["hits"] == 1 and len(cuda.stats()["builds_s"]) == 1
+    finally:
+        ev.close()
+    assert not os.path.exists(cuda.root)

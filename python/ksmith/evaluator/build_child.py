@@ -15,6 +15,7 @@ worker, ``TORCH_CUDA_ARCH_LIST``) and holds no gate, so builds run beside other 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
@@ -53,19 +54,22 @@ def build(spec: ExtensionSpec, module: str, folder: str) -> str:
             "this torch has no torch.utils.cpp_extension._write_ninja_file_and_build_library (the build step of "
             "load_inline)"
         )
-    builder(
-        name=module,
-        sources=paths,
-        extra_cflags=list(spec.extra_cflags),
-        extra_cuda_cflags=list(spec.extra_cuda_cflags),
-        extra_sycl_cflags=[],
-        extra_ldflags=list(spec.extra_ldflags),
-        extra_include_paths=[],
-        build_directory=folder,
-        verbose=False,
-        with_cuda=True,
-        with_sycl=False,
-    )
+    arguments = {
+        "name": module,
+        "sources": paths,
+        "extra_cflags": list(spec.extra_cflags),
+        "extra_cuda_cflags": list(spec.extra_cuda_cflags),
+        "extra_sycl_cflags": [],
+        "extra_ldflags": list(spec.extra_ldflags),
+        "extra_include_paths": [],
+        "build_directory": folder,
+        "verbose": False,
+        "with_cuda": True,
+        "with_sycl": False,
+    }
+    # torch versions differ in the SYCL arguments: pass what this one takes
+    accepted = inspect.signature(builder).parameters
+    builder(**{k: v for k, v in arguments.items() if k in accepted})
     binary = os.path.join(folder, f"{module}.so")
     if not os.path.isfile(binary):
         raise RuntimeError(f"the build of {module} ended without {module}.so")
@@ -81,8 +85,14 @@ def run(d: str, cfg: dict[str, Any]) -> messages.Message:
         spec = ExtensionSpec.from_dict(item["spec"])
         try:
             binary = build(spec, module, os.path.join(d, "build", module))
-        except cudacache.ToolchainMissing as e:
-            return messages.ExtensionsFailed(str(e), toolchain=True)
+        except (cudacache.ToolchainMissing, OSError) as e:
+            # no CUDA_HOME, no compiler to start: the machine's fault, not the candidate's
+            return messages.ExtensionsFailed(f"{type(e).__name__}: {e}", toolchain=True)
+        except RuntimeError as e:
+            if str(e).startswith("Ninja is required"):
+                return messages.ExtensionsFailed(str(e), toolchain=True)
+            text = str(e)
+            return messages.ExtensionsFailed(cudacache.first_errors(text, d) or text[-2000:], toolchain=False)
         except Exception as e:  # noqa: BLE001 - the compiler's verdict on the candidate's sources
             text = str(e)
             return messages.ExtensionsFailed(cudacache.first_errors(text, d) or text[-2000:], toolchain=False)

@@ -243,13 +243,16 @@ class BuildCache:
 
 def first_errors(output: str, workspace: str = "", limit: int = ERROR_LINES) -> str:
     """The compiler's first errors in a build's output (each error line and the line after it),
-    with the build folder's path removed; the output's last lines when no line says `error`."""
+    with the build folder's path and ninja's own lines removed; the output's last lines when no
+    line says `error`."""
     if workspace:
         output = output.replace(workspace.rstrip("/") + "/", "")
-    lines = output.splitlines()
+    output = re.sub(r"^Error building extension '[^']*':\s*", "", output)
+    # ninja's own lines (the commands it ran, what failed, that it stopped) say nothing of the code
+    lines = [ln for ln in output.splitlines() if not ln.lstrip().startswith(("[", "FAILED:", "ninja:"))]
     picked: list[str] = []
     for i, line in enumerate(lines):
-        if re.search(r"\berror\b", line, re.IGNORECASE) and not line.lstrip().startswith(("[", "FAILED:")):
+        if re.search(r"\berror\b", line, re.IGNORECASE):
             picked.append(line.strip())
             if i + 1 < len(lines) and not re.search(r"\berror\b", lines[i + 1], re.IGNORECASE):
                 picked.append("  " + lines[i + 1].strip())

@@ -18,9 +18,9 @@ torch::Tensor product(torch::Tensor a, torch::Tensor b) {
     auto bc = b.contiguous();
     long m = ac.size(0), k = ac.size(1), n = bc.size(1);
     auto out = torch::empty({m, n}, ac.options());
-    // row-major C = A B is column-major C^T = B^T A^T
-    at::cuda::blas::gemm<float>('n', 'n', n, m, k, 1.f, bc.data_ptr<float>(), n, ac.data_ptr<float>(), k, 0.f,
-                                out.data_ptr<float>(), n);
+    // row-major C = A B is column-major C^T = B^T A^T (a batch of one: ATen exports bgemm<float>)
+    at::cuda::blas::bgemm<float>('n', 'n', n, m, k, 1.f, bc.data_ptr<float>(), n, k * n, ac.data_ptr<float>(), k,
+                                 m * k, 0.f, out.data_ptr<float>(), n, m * n, 1);
     long total = m * n;
     add_zero_kernel<<<(unsigned)((total + 255) / 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         out.data_ptr<float>(), total);
