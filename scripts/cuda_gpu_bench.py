@@ -118,7 +118,7 @@ def main() -> int:
 
     ninja = ensure_ninja(a.wheels if os.path.isdir(a.wheels) else None)
     from ksmith.confine import Policy
-    from ksmith.evaluator.backend import BackendUnavailable
+    from ksmith.evaluator.backend import BackendUnavailable, CandidateFailed
     from ksmith.evaluator.evaluate import DeviceEvaluator
 
     opts: dict[str, Any] = {"compile_timeout_s": 300, "run_timeout_s": 60, "timing_timeout_s": 120}
@@ -157,11 +157,23 @@ def main() -> int:
         rep.say()
         rep.say("| candidate | cold s | cached s | cached |")
         rep.say("|---|---|---|---|")
+
+        def compile_step(e: dict[str, Any]) -> Any:
+            try:
+                return cuda.prepare(cand(e["candidate"]))
+            except CandidateFailed as failed:
+                return failed
+
         with ThreadPoolExecutor(len(honest)) as pool:
-            cold = list(pool.map(lambda e: cuda.prepare(cand(e["candidate"])), honest))
-        warm = [cuda.prepare(cand(e["candidate"])) for e in honest]
+            cold = list(pool.map(compile_step, honest))
+        warm = [compile_step(e) for e in honest]
         rows = []
         for e, c, w in zip(honest, cold, warm):
+            if isinstance(c, CandidateFailed) or isinstance(w, CandidateFailed):
+                why = first_line(c.message if isinstance(c, CandidateFailed) else w.message)
+                rows.append({"candidate": e["candidate"], "failed": why})
+                rep.say(f"| {e['candidate']} | failed: {why} | - | - |")
+                continue
             rows.append({"candidate": e["candidate"], "cold_s": c.compile_s, "cached_s": w.compile_s, "hit": w.cached})
             rep.say(f"| {e['candidate']} | {c.compile_s:.1f} | {w.compile_s:.3f} | {w.cached} |")
         rep.say(f"build child seconds: {cuda.stats()['builds_s']}")  # type: ignore[attr-defined]
@@ -177,8 +189,11 @@ def main() -> int:
             if e.get("runtime"):
                 jobs.append((e, "runtime", e["runtime"]))
         for task in sorted({e["task"] for e, _, _ in jobs}):
-            ev.reference(task, task_source(task))
-            ev_rt.reference(task, task_source(task))
+            for each in (ev, ev_rt):
+                try:
+                    each.reference(task, task_source(task))
+                except Exception as err:  # noqa: BLE001 - each evaluation then says so
+                    rep.say(f"reference {task}: {type(err).__name__}: {first_line(str(err))}")
 
         def run(job: tuple[dict[str, Any], str, list[Any]]) -> tuple[dict[str, Any], float]:
             e, layer, _ = job
