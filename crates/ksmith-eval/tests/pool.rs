@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalStatus, Evaluator, HackKind};
+use ksmith_core::evaluation::{Backend, EvalError, EvalRequest, EvalStatus, Evaluator, HackKind};
 use ksmith_eval::{EvalConfig, RemoteEvaluator, WorkerPool};
 
 fn candidates() -> PathBuf {
@@ -21,6 +21,7 @@ fn request(task: &str, candidate: &str) -> EvalRequest {
         candidate: std::fs::read_to_string(dir.join(candidate)).expect("candidate file"),
         measure: true,
         alt_sizes: Vec::new(),
+        backend: Backend::Triton,
     }
 }
 
