@@ -102,6 +102,19 @@ def first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0][:140] if (text or "").strip() else ""
 
 
+def gist(text: str) -> str:
+    """The line of a verdict's log that says what went wrong, for a table cell: the compiler's
+    first error, a traceback's last line (the exception), else the first line."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("Traceback"):
+        line = lines[-1]
+    else:
+        line = next((ln for ln in lines[1:] if re.search(r"\berror\b", ln, re.I)), lines[0])
+    return line[:200].replace("|", "\\|")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="cuda-bench")
@@ -228,7 +241,7 @@ def main() -> int:
                     ok = e["feedback"] in res.get("error_log", "")
                 all_ok &= ok
                 speed = res.get("speedup")
-                note = first_line(res.get("error_log", "")) if not ok or got[0] != "correct" else ""
+                note = gist(res.get("error_log", "")) if not ok or got[0] != "correct" else ""
                 rep.say(
                     f"| {e['candidate']} | {layer} | {want[0]} {want[1] or ''} | {got[0]} {got[1] or ''} | "
                     f"{'yes' if ok else 'NO'} | {dt:.1f} | {'-' if speed is None else f'{speed:.3f}'} | {note} |"

@@ -7,6 +7,7 @@ scripts/cuda_gpu_bench.py."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import shutil
@@ -16,10 +17,11 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from ksmith.evaluator import backends, build_child, cuda_source, cudacache, protocol  # noqa: E402
+from ksmith.evaluator import backends, build_child, cuda_source, cudacache, decide, messages, protocol  # noqa: E402
 from ksmith.evaluator.backend import (
     BackendUnavailable,  # noqa: E402
     CandidateFailed,  # noqa: E402
+    kernel_share,  # noqa: E402
 )
 from ksmith.evaluator.backend_cuda import CudaHarness, _specs  # noqa: E402
 from ksmith.evaluator.messages import ExtensionsBuilt, ExtensionsFailed  # noqa: E402
@@ -259,6 +261,73 @@ def test_profile_attribution_by_demangled_name():
     assert not owns(aten, kernels)
     assert not owns("my_row_softmax_kernel(float*)", kernels)
     assert not owns("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", kernels)
+
+
+#: Kernel names the profiler shows for cuBLAS, cuBLASLt and CUTLASS matrix products (Hopper's
+#: xmma and nvjet kernels, CUTLASS's SIMT SGEMM, Ampere's SGEMM, small-N GEMM and split-K reduction).
+LIBRARY_GEMMS = [
+    "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>("
+    "cutlass_80_simt_sgemm_128x64_8x5_nn_align1::Params)",
+    "ampere_sgemm_128x64_nn",
+    "nvjet_sm90_tst_128x128_64x4_1x2_h_bz_coopB_NNN",
+    "void gemmSN_NN_kernel<float, 256, 4, 2, 8, 4, 4, false, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float> >(cublasGemmSmallNParams<"
+    "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float>, float>)",
+    "void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>(cublasSplitKParams<float>, "
+    "float const*, float const*, float*, float const*, float const*, float const*, float const*, float*, void*, long, "
+    "float*, int*)",
+]
+
+
+def test_a_direct_cublas_call_is_a_decoy_by_its_profile():
+    """The cuBLAS candidate's profile at the bench's size (2048^3 float32: the GEMM's time against
+    one elementwise pass of the candidate's own kernel): its kernels are the ones the worker reads
+    from its source, no library GEMM is counted as the candidate's, and the share decides
+    `decoy_kernel` (the verdict the manifest expects for it)."""
+    from ksmith.evaluator.evaluate import DEFAULT_OPTIONS
+
+    entry = next(e for e in ENTRIES if e["candidate"] == "adversarial/cublas_call.py")
+    (spec,) = _specs_of(_source(entry["candidate"])).values()
+    kernels = set(cuda_source.kernel_names(spec))
+    assert kernels == {"add_zero_kernel"}
+    owns = CudaHarness.owns
+    own = "add_zero_kernel(float*, long)"
+    assert owns(own, kernels)
+    for name in LIBRARY_GEMMS:
+        assert not owns(name, kernels), name
+    profile = [(own, 0.03), (LIBRARY_GEMMS[0], 0.9), ("an idle marker", 0.0)]
+    share, seen = kernel_share(profile, kernels, owns)
+    assert seen == {"add_zero_kernel": 1}
+    assert share == pytest.approx(0.03 / 0.93)
+    judged = messages.Judged(
+        label="trial 0",
+        structure=None,
+        ok=True,
+        errors=[],
+        repeat_ok=True,
+        mutated=False,
+        ref_mutated=False,
+        alias=[False],
+        ref_alias=[False],
+    )
+    done = messages.CorrectnessDone(
+        phases={},
+        launches=seen,
+        torch_work={},
+        torch_calls={"aten::empty": 1},
+        gpu_share=share,
+        hardware={},
+    )
+    findings = decide.Findings(trials=[judged])
+    v = decide.after_correctness(findings, done, 1.7e10, 1, DEFAULT_OPTIONS, label="CUDA")
+    assert v is not None and (v.status, v.hack) == tuple(entry["runtime"]) == tuple(entry["expect"])
+    assert "3% of the GPU time" in v.message
+    # the candidate's own kernel doing the work passes the same check
+    honest, _ = kernel_share([(own, 0.9), (LIBRARY_GEMMS[0], 0.03)], kernels, owns)
+    fine = dataclasses.replace(done, gpu_share=honest)
+    assert decide.after_correctness(findings, fine, 1.7e10, 1, DEFAULT_OPTIONS, label="CUDA") is None
 
 
 def test_first_errors_keep_the_compilers_errors():

@@ -28,6 +28,7 @@ The prompts a rollout gives the teacher per backend are on the Rust side
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from .static_check import StaticVerdict
@@ -113,3 +114,26 @@ class HarnessSide:
     def owns(event: str, kernels: set[str]) -> bool:
         """Whether a profiled kernel named `event` is one of `kernels`."""
         return any(event == k or event.startswith(k + "_") or event.startswith(k + "(") for k in kernels)
+
+
+def kernel_share(
+    events: Iterable[tuple[str, float]], kernels: set[str], owns: Callable[[str, set[str]], bool]
+) -> tuple[float, dict[str, int]]:
+    """Share of GPU time in the candidate's `kernels` among the profiled GPU `events` (kernel
+    name, time) of one call, and how many times each of `kernels` was launched. A kernel is the
+    candidate's when `owns` (the backend's `HarnessSide.owns`) says so: every other kernel (ATen's,
+    a library's such as cuBLAS's or CUTLASS's) counts against the candidate. 1.0 when the call ran
+    no GPU time at all."""
+    total = 0.0
+    mine = 0.0
+    seen: dict[str, int] = {}
+    for name, t in events:
+        if t <= 0:
+            continue
+        total += t
+        if owns(name, kernels):
+            mine += t
+            for k in kernels:
+                if owns(name, {k}):
+                    seen[k] = seen.get(k, 0) + 1
+    return (mine / total if total > 0 else 1.0), seen

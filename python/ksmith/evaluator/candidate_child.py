@@ -70,6 +70,7 @@ import torch
 
 from ..shared.outputs import close, same_values
 from . import backends, compare, digest, messages, shapes
+from .backend import kernel_share
 from .child_common import (
     Channel,
     as_list,
@@ -747,17 +748,9 @@ def _gpu_share(
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             model(*inputs)
             torch.cuda.synchronize()
-    total = 0.0
-    mine = 0.0
-    seen: dict[str, int] = {}
+    timed = []
     for ev in prof.events():
         t = float(getattr(ev, "device_time", 0.0) or getattr(ev, "cuda_time", 0.0) or 0.0)
-        if t <= 0 or getattr(ev, "device_type", None) is None or "CUDA" not in str(ev.device_type):
-            continue
-        total += t
-        if owns(ev.name, kernels):
-            mine += t
-            for k in kernels:
-                if owns(ev.name, {k}):
-                    seen[k] = seen.get(k, 0) + 1
-    return (mine / total if total > 0 else 1.0), seen
+        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            timed.append((ev.name, t))
+    return kernel_share(timed, kernels, owns)

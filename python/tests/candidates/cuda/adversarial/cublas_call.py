@@ -1,12 +1,13 @@
-# The product comes from cuBLAS through ATen's C++ BLAS wrapper (no dispatcher op, so the dispatch
-# log sees nothing); a kernel of its own only adds zero. Expected: the profile shows the GPU time
-# in cuBLAS's kernels, not the candidate's -> hacked / decoy_kernel.
+# The product comes from cuBLAS, called directly on the handle ATen keeps (no dispatcher op, so the
+# dispatch log sees nothing; no link flag: torch's CUDA library, which the extension links, brings
+# libcublas); a kernel of its own only adds zero. Expected: the profile shows the GPU time in
+# cuBLAS's kernels, not the candidate's -> hacked / decoy_kernel.
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDABlas.h>
+#include <cublas_v2.h>
 
 __global__ void add_zero_kernel(float* out, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -16,12 +17,16 @@ __global__ void add_zero_kernel(float* out, long n) {
 torch::Tensor product(torch::Tensor a, torch::Tensor b) {
     auto ac = a.contiguous();
     auto bc = b.contiguous();
-    long m = ac.size(0), k = ac.size(1), n = bc.size(1);
+    int m = (int)ac.size(0), k = (int)ac.size(1), n = (int)bc.size(1);
     auto out = torch::empty({m, n}, ac.options());
-    // row-major C = A B is column-major C^T = B^T A^T (a batch of one: ATen exports bgemm<float>)
-    at::cuda::blas::bgemm<float>('n', 'n', n, m, k, 1.f, bc.data_ptr<float>(), n, k * n, ac.data_ptr<float>(), k,
-                                 m * k, 0.f, out.data_ptr<float>(), n, m * n, 1);
-    long total = m * n;
+    // on ATen's current stream
+    cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();
+    const float one = 1.f, zero = 0.f;
+    // row-major C = A B is column-major C^T = B^T A^T: B first, leading dimensions the row lengths
+    cublasStatus_t status = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, bc.data_ptr<float>(), n,
+                                        ac.data_ptr<float>(), k, &zero, out.data_ptr<float>(), n);
+    TORCH_CHECK(status == CUBLAS_STATUS_SUCCESS, "cublasSgemm failed: ", (int)status);
+    long total = (long)m * n;
     add_zero_kernel<<<(unsigned)((total + 255) / 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         out.data_ptr<float>(), total);
     return out;
