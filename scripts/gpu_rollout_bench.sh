@@ -108,7 +108,7 @@ cmd = [binary, "select", "--config", config, "--workdir", every, "--force"]
 for s_ in sets:
     cmd += ["--set", s_]
 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-print("every correct Triton-to-Triton step's labels (select on a copy with", ", ".join(sets) + "):")
+print("every correct step's labels (select on a copy with", ", ".join(sets) + "):")
 for r in sorted(pq.read_table(f"{every}/sft.parquet").to_pylist(), key=lambda r: (tasks[r["task_id"]], r["iteration"])):
     if r["kind"] == "performance":
         print(labels_line("step", r, r["labels"]))
