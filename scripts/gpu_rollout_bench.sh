@@ -6,7 +6,9 @@
 #
 # Environment: KSMITH_BIN (default target/release/ksmith), KSMITH_PYTHON (an interpreter with
 # torch and triton; default python3), ITERATIONS (default 3), TASKS (the task folder; default
-# data/gpu-tasks).
+# data/gpu-tasks), BACKEND (`triton`, the default, with the answers of data/gpu-tasks/answers;
+# or `cuda`: `[rollout] backend = "cuda"` with those of data/gpu-tasks/answers-cuda, which needs
+# nvcc, ninja and a C++ compiler).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-${OUT:-/tmp/ksmith-gpu-bench}}"
@@ -16,10 +18,13 @@ work="$out/work"
 mkdir -p "$out"
 rm -rf "$work"
 
+backend="${BACKEND:-triton}"
+answers="$here/data/gpu-tasks/answers"
+[[ "$backend" == cuda ]] && answers="$here/data/gpu-tasks/answers-cuda"
 # shellcheck source=scripts/lib/teacher.sh
 source "$here/scripts/lib/teacher.sh"
-start_scripted_teacher "$here/data/gpu-tasks/answers" "$out"
-write_rollout_config "$out/bench.toml"
+start_scripted_teacher "$answers" "$out"
+write_rollout_config "$out/bench.toml" "$backend"
 
 t0=$(date +%s)
 "$bin" import-tasks --from "${TASKS:-$here/data/gpu-tasks}" --config "$out/bench.toml" --workdir "$work"
@@ -52,12 +57,13 @@ print(f"{'task':22} {'it':>2} {'kind':10} {'edit':16} {'verdict':15} {'speedup':
 for r in rows:
     ev = json.loads(r["eval_json"]) if r["eval_json"] else {}
     ct, rt = ev.get("candidate_timing") or {}, ev.get("reference_timing") or {}
+    assert r["backend"] == rows[0]["backend"], "one backend per run here"
     verdict = (r["eval_status"] or "-") + (f":{r['hack']}" if r["hack"] else "")
     print(f"{tasks[r['task_id']]:22} {r['iteration']:>2} {r['kind']:10} {r['edit_outcome']:16} {verdict:15} "
           f"{f(r['speedup']):>8} {f(r.get('speedup_over_compile')):>9} {ct.get('median_ms', float('nan')):9.4f} "
           f"{rt.get('median_ms', float('nan')):9.4f} {ct.get('cv', float('nan')):6.4f} {ct.get('method', '-')}")
 hw = next((json.loads(r["eval_json"])["hardware"] for r in rows if r["eval_json"]), {})
-print("hardware:", hw)
+print("hardware:", hw, "backend:", rows[0]["backend"] if rows else "-")
 for name in ("sft", "grpo"):
     try:
         print(f"{name}.parquet rows:", pq.read_table(f"{work}/{name}.parquet").num_rows)
@@ -102,7 +108,7 @@ cmd = [binary, "select", "--config", config, "--workdir", every, "--force"]
 for s_ in sets:
     cmd += ["--set", s_]
 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-print("every correct Triton-to-Triton step's labels (select on a copy with", ", ".join(sets) + "):")
+print("every correct step's labels (select on a copy with", ", ".join(sets) + "):")
 for r in sorted(pq.read_table(f"{every}/sft.parquet").to_pylist(), key=lambda r: (tasks[r["task_id"]], r["iteration"])):
     if r["kind"] == "performance":
         print(labels_line("step", r, r["labels"]))

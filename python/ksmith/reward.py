@@ -59,6 +59,10 @@ from ksmith.answer import ENTRY_POINT, Edit, apply_answer  # noqa: E402
 from ksmith.shared.versions import EVAL_PROTOCOL as PROTOCOL_VERSION  # noqa: E402
 from ksmith.shared.versions import GROUND_TRUTH as GROUND_TRUTH_VERSION  # noqa: E402
 
+#: The kernel languages a ground truth may name (the evaluator's backends, `verdicts.json`).
+KERNEL_BACKENDS = tuple(
+    json.loads(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "verdicts.json")).read())["backend"]
+)
 #: Set to 1, runs the local evaluator where the sandbox is incomplete (the explicit opt-out).
 ALLOW_UNCONFINED = "KSMITH_ALLOW_UNCONFINED"
 
@@ -101,9 +105,13 @@ def parse_ground_truth(ground_truth) -> dict:
         raise GroundTruthError(
             f"ground truth version {gt.get('version')!r} is not supported (this reward reads {GROUND_TRUTH_VERSION})"
         )
-    for key in ("task_id", "reference_program", "parent_program", "entry_point"):
+    for key in ("task_id", "reference_program", "parent_program", "entry_point", "backend"):
         if not isinstance(gt.get(key), str) or not gt[key]:
             raise GroundTruthError(f"ground truth lacks `{key}`")
+    if gt["backend"] not in KERNEL_BACKENDS:
+        raise GroundTruthError(
+            f"ground truth backend {gt['backend']!r} is not one this evaluator knows ({', '.join(KERNEL_BACKENDS)})"
+        )
     return gt
 
 
@@ -271,6 +279,18 @@ def _timed_ms(timing) -> float | None:
     return float(ms) if isinstance(ms, (int, float)) and ms > 0 else None
 
 
+def _request(gt: dict, program: str) -> dict:
+    """The evaluator's request for `program` under the ground truth `gt` (its task, reference and
+    kernel language)."""
+    return {
+        "task_id": gt["task_id"],
+        "reference": gt["reference_program"],
+        "candidate": program,
+        "measure": True,
+        "backend": gt["backend"],
+    }
+
+
 def _parent_ms(backend, gt: dict, result: dict, fresh: bool) -> float | None:
     """The parent's runtime in this session: the reference's timing from the same evaluation
     for first steps; otherwise the parent program evaluated (and timed) by the same evaluator,
@@ -281,15 +301,7 @@ def _parent_ms(backend, gt: dict, result: dict, fresh: bool) -> float | None:
     with _PARENT_LOCK:
         if not fresh and key in _PARENT_TIMES:
             return _PARENT_TIMES[key]
-    res = backend.evaluate(
-        {
-            "task_id": gt["task_id"],
-            "reference": gt["reference_program"],
-            "candidate": gt["parent_program"],
-            "measure": True,
-        },
-        gt.get("tolerances"),
-    )
+    res = backend.evaluate(_request(gt, gt["parent_program"]), gt.get("tolerances"))
     ms = _timed_ms(res.get("candidate_timing")) if res.get("status") == "correct" else None
     if ms is not None:
         with _PARENT_LOCK:
@@ -346,7 +358,7 @@ def score_program(program: str, ground_truth, config: RewardConfig | None = None
 def _evaluated(program: str, gt: dict, cfg: RewardConfig, backend, out: dict) -> dict:
     """`out` completed with the evaluation of `program` (and its timing against the parent's)."""
     backend = backend or get_backend()
-    request = {"task_id": gt["task_id"], "reference": gt["reference_program"], "candidate": program, "measure": True}
+    request = _request(gt, program)
     try:
         res = backend.evaluate(request, gt.get("tolerances"))
     except BrokenReference as e:

@@ -27,6 +27,7 @@ BROKEN_REFERENCE = (
     " raise RuntimeError('no inputs today')\ndef get_init_inputs():\n    return []\n"
 )
 HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read()
+CUDA = open(os.path.join(HERE, "candidates", "cuda", "honest", "add_relu_half.py")).read()
 
 
 def _request(candidate: str, reference: str = "x = 1\n", task: str = "t") -> dict:
@@ -55,6 +56,8 @@ def test_worker_speaks_json_lines():
             {"v": 1, "type": "evaluate", "id": "b", "request": _request(HONEST, BROKEN_REFERENCE, "broken")},
             {"v": 2, "type": "ping", "id": "old"},
             {"v": 1, "type": "evaluate", "id": "c", "request": {"task_id": "t"}},
+            {"v": 1, "type": "evaluate", "id": "d", "request": {**_request(CUDA), "backend": "cuda"}},
+            {"v": 1, "type": "evaluate", "id": "e", "request": {**_request(HONEST), "backend": "tilelang"}},
         ]
         for msg in lines:
             proc.stdin.write(json.dumps(msg) + "\n")
@@ -72,6 +75,11 @@ def test_worker_speaks_json_lines():
     assert by_id["b"]["type"] == "error" and by_id["b"]["error"]["kind"] == "broken_reference"
     assert "no inputs today" in by_id["b"]["error"]["message"] and by_id["b"]["error"]["task_id"] == "broken"
     assert by_id["c"]["error"]["kind"] == "bad_request"
+    # a CPU worker cannot build CUDA: an error naming what is missing, never a verdict on the candidate
+    assert by_id["d"]["type"] == "error" and by_id["d"]["error"]["kind"] == "backend_unavailable"
+    assert "the CUDA backend is unavailable on this worker" in by_id["d"]["error"]["message"]
+    assert "a CUDA GPU" in by_id["d"]["error"]["message"] and by_id["d"]["error"]["task_id"] == "t"
+    assert by_id["e"]["error"]["kind"] == "bad_request" and "tilelang" in by_id["e"]["error"]["message"]
     protocol_errors = [a for a in answers if a["type"] == "error" and a["error"]["kind"] == "protocol"]
     assert len(protocol_errors) == 2 and any("version" in a["error"]["message"] for a in protocol_errors)
 

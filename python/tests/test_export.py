@@ -130,8 +130,8 @@ def test_pyarrow_sees_one_schema_zstd_metadata_and_small_row_groups(exported, fo
     for f in files:
         pf = pq.ParquetFile(f)
         footer = pf.metadata.metadata
-        assert footer[b"ksmith.dataset_schema_version"] == b"1.4.0"
-        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.4.0"
+        assert footer[b"ksmith.dataset_schema_version"] == b"1.5.0"
+        assert pq.read_schema(f).metadata[b"ksmith.dataset_schema_version"] == b"1.5.0"
         assert footer[b"ksmith.format"] == folder.replace("-", "_").encode()
         for g in range(pf.metadata.num_row_groups):
             rg = pf.metadata.row_group(g)

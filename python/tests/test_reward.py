@@ -26,9 +26,10 @@ LAUNCH = "        relu_scale_kernel[(triton.cdiv(n, 128),)](x, out, n, self.scal
 
 def gt(**over) -> str:
     base = {
-        "version": 1,
+        "version": 2,
         "task_id": "relu_scale",
         "entry_point": "ModelNew",
+        "backend": "triton",
         "reference_program": REFERENCE,
         "parent_program": PARENT,
         "parent_is_reference": False,
@@ -74,6 +75,10 @@ def test_ground_truth_is_checked():
         parse_ground_truth(gt(version=9))
     with pytest.raises(reward.GroundTruthError, match="reference_program"):
         parse_ground_truth(gt(reference_program=""))
+    with pytest.raises(reward.GroundTruthError, match="backend"):
+        parse_ground_truth(gt(backend=""))
+    with pytest.raises(reward.GroundTruthError, match="tilelang"):
+        parse_ground_truth(gt(backend="tilelang"))
     assert parse_ground_truth(json.loads(gt()))["task_id"] == "relu_scale"
 
 
@@ -147,6 +152,13 @@ def test_correct_and_faster_is_rewarded_by_speedup_over_the_re_timed_parent():
     # The parent's time is reused within the session.
     score_answer(answer("fast"), gt(), backend=ev)
     assert len([r for r, _ in ev.requests if r["candidate"] == PARENT]) == 1
+
+
+def test_the_answer_and_its_parent_are_evaluated_in_the_ground_truths_kernel_language():
+    ev = Scripted({"fast": [result(cand_ms=0.5, ref_ms=2.0)]}, parent_ms=(1.0,))
+    score_answer(answer("fast"), gt(backend="cuda"), backend=ev)
+    assert [r["backend"] for r, _ in ev.requests] == ["cuda", "cuda"]
+    assert {r["candidate"] == PARENT for r, _ in ev.requests} == {True, False}
 
 
 def test_slower_but_correct_gets_the_correctness_reward_and_the_bonus_is_capped():
@@ -294,7 +306,8 @@ def test_remote_backend_speaks_the_evaluator_protocol(endpoint, monkeypatch):
         assert out["speedup_vs_parent"] == pytest.approx(2.0)
         path, body = seen[0]
         assert path == "/v1/evaluate" and body["v"] == 1
-        assert set(body["request"]) == {"task_id", "reference", "candidate", "measure"}
+        assert set(body["request"]) == {"task_id", "reference", "candidate", "measure", "backend"}
+        assert body["request"]["backend"] == "triton"
         broken = score_answer(answer("broken"), gt(), backend=backend)
         assert broken["broken_reference"] and broken["score"] == 0.0
         assert "reference crashed" in broken["message"]

@@ -6,9 +6,10 @@
 #                                        ANSWERS in the background (stopped when the script
 #                                        exits), waits for the url it prints to DIR/teacher.json
 #                                        and sets TEACHER_URL; fails when none comes in 10 s.
-#   write_rollout_config FILE            writes FILE: a rollout of $ITERATIONS (default 3)
+#   write_rollout_config FILE [BACKEND]  writes FILE: a rollout of $ITERATIONS (default 3)
 #                                        iterations on one island, one task at a time, measured,
-#                                        with the scripted teacher as the one endpoint; a caller
+#                                        for BACKEND (`[rollout] backend`, default triton), with
+#                                        the scripted teacher as the one endpoint; a caller
 #                                        appends its own sections.
 
 start_scripted_teacher() {
@@ -35,6 +36,7 @@ iterations = ${ITERATIONS:-3}
 num_islands = 1
 parallel_tasks = 1
 measure = true
+backend = "${2:-triton}"
 
 [teacher]
 max_retries = 1

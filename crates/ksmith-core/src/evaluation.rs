@@ -184,6 +184,21 @@ impl Stamp {
     }
 }
 
+crate::vocabulary! {
+    /// The kernel language of a candidate: the evaluator's backend (`python/ksmith/evaluator/
+    /// backends.py`), the rollout's prompts (`configs/prompts/<backend>/`) and a column of the
+    /// steps, SFT and GRPO tables.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+    pub enum Backend {
+        /// Triton kernels (`@triton.jit`) in a Python program.
+        #[default]
+        Triton = "triton",
+        /// KernelBench's inline CUDA: `torch.utils.cpp_extension.load_inline` extensions built
+        /// from the program's text, with `__global__` kernels.
+        Cuda = "cuda",
+    }
+}
+
 /// What to evaluate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalRequest {
@@ -191,7 +206,7 @@ pub struct EvalRequest {
     pub task_id: String,
     /// The reference program: `Model`, `get_inputs()`, `get_init_inputs()`.
     pub reference: String,
-    /// The candidate program defining `ModelNew` with Triton kernels.
+    /// The candidate program defining `ModelNew` with kernels of `backend`.
     pub candidate: String,
     /// Whether to time (false gives correctness only).
     pub measure: bool,
@@ -199,6 +214,9 @@ pub struct EvalRequest {
     /// tasks table's `alt_sizes`); empty: the evaluator derives one from the constants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alt_sizes: Vec<SizeSet>,
+    /// The candidate's kernel language (requests of older clients name none: Triton).
+    #[serde(default)]
+    pub backend: Backend,
 }
 
 /// One alternate size set: module-level integer constant names of a task's program and the

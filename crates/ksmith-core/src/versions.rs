@@ -12,7 +12,7 @@ pub const EVAL_PROTOCOL: u32 = 1;
 
 /// The ground-truth JSON of an exported sample (`ksmith-export` writes it, `ksmith.reward` reads
 /// it and refuses versions it does not know).
-pub const GROUND_TRUTH: u32 = 1;
+pub const GROUND_TRUTH: u32 = 2;
 
 #[cfg(test)]
 mod tests {

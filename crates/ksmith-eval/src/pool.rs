@@ -38,7 +38,8 @@ struct Slot {
 /// each, [`Scheduler`]), so a task's reference facts are built on as few devices as possible. A worker that dies or stops
 /// answering is replaced; a device whose worker fails twice in a row, does not start, or whose
 /// check fails (the worker answers `device_failed`) is taken out of the pool and the request
-/// goes to another device.
+/// goes to another device. A request whose backend the worker cannot run (`backend_unavailable`,
+/// e.g. CUDA without nvcc) is answered `Unavailable` at once: worker and device stay.
 #[derive(Debug)]
 pub struct WorkerPool {
     slots: Vec<Slot>,
@@ -231,6 +232,10 @@ impl WorkerPool {
             let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
             match w.evaluate(id, request, timeout) {
                 Answer::DeviceFailed(m) => return Attempt::DeviceFailed(m),
+                // the machine lacks what the request's backend needs: not the worker's fault
+                Answer::BackendUnavailable(m) => {
+                    return Attempt::Answered(Err(EvalError::Unavailable(m)));
+                }
                 Answer::Done(outcome, profile) => match *outcome {
                     Err(EvalError::Unavailable(m)) => {
                         self.discard(i, &w);

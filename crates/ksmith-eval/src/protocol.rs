@@ -26,8 +26,10 @@ pub struct Outgoing<'a> {
 /// The error body of an answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ErrorBody {
-    /// `broken_reference`, `bad_request`, `protocol`, `internal` or `device_failed` (the
-    /// worker's device failed its check: the pool takes it out and the request goes elsewhere).
+    /// `broken_reference`, `bad_request`, `protocol`, `internal`, `device_failed` (the
+    /// worker's device failed its check: the pool takes it out and the request goes elsewhere)
+    /// or `backend_unavailable` (the request's backend cannot run on the worker: its message
+    /// names what is missing).
     pub kind: String,
     /// What happened.
     pub message: String,
@@ -69,6 +71,7 @@ impl ErrorBody {
                 message: self.message,
             },
             "internal" => EvalError::Unavailable(format!("worker error: {}", self.message)),
+            "backend_unavailable" => EvalError::Unavailable(self.message),
             other => EvalError::Protocol(format!("{other}: {}", self.message)),
         }
     }
@@ -114,6 +117,10 @@ mod tests {
             rust(EvalStatus::names())
         );
         assert_eq!(sorted(shared["hack"].clone()), rust(HackKind::names()));
+        assert_eq!(
+            sorted(shared["backend"].clone()),
+            rust(ksmith_core::evaluation::Backend::names())
+        );
     }
 
     #[test]
@@ -127,6 +134,11 @@ mod tests {
             EvalError::BrokenReference { task_id, message } => {
                 assert_eq!((task_id.as_str(), message.as_str()), ("t1", "boom"))
             }
+            other => panic!("{other:?}"),
+        }
+        let missing = r#"{"v":1,"type":"error","id":"9","error":{"kind":"backend_unavailable","message":"the CUDA backend is unavailable on this worker: missing nvcc","task_id":"t1"}}"#;
+        match parse(missing).unwrap().error.unwrap().into_eval_error() {
+            EvalError::Unavailable(m) => assert!(m.ends_with("missing nvcc"), "{m}"),
             other => panic!("{other:?}"),
         }
     }

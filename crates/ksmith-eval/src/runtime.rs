@@ -132,6 +132,34 @@ pub const SOURCES: &[(&str, &str)] = &[
         "ksmith/evaluator/worker.py",
         include_str!("../../../python/ksmith/evaluator/worker.py"),
     ),
+    (
+        "ksmith/evaluator/backend.py",
+        include_str!("../../../python/ksmith/evaluator/backend.py"),
+    ),
+    (
+        "ksmith/evaluator/backends.py",
+        include_str!("../../../python/ksmith/evaluator/backends.py"),
+    ),
+    (
+        "ksmith/evaluator/backend_triton.py",
+        include_str!("../../../python/ksmith/evaluator/backend_triton.py"),
+    ),
+    (
+        "ksmith/evaluator/backend_cuda.py",
+        include_str!("../../../python/ksmith/evaluator/backend_cuda.py"),
+    ),
+    (
+        "ksmith/evaluator/build_child.py",
+        include_str!("../../../python/ksmith/evaluator/build_child.py"),
+    ),
+    (
+        "ksmith/evaluator/cuda_source.py",
+        include_str!("../../../python/ksmith/evaluator/cuda_source.py"),
+    ),
+    (
+        "ksmith/evaluator/cudacache.py",
+        include_str!("../../../python/ksmith/evaluator/cudacache.py"),
+    ),
 ];
 
 /// Every file written to the runtime folder: the worker's and the sandbox's.

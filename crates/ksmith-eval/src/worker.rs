@@ -34,6 +34,10 @@ pub enum Answer {
     /// The worker's device failed its check after this request went wrong (the message says
     /// how): the request was not evaluated and may go to another device.
     DeviceFailed(String),
+    /// The request's backend cannot run on this worker (`backend_unavailable`: its toolchain or
+    /// GPU is missing; the message names what): the worker and its device are sound and keep
+    /// serving other requests.
+    BackendUnavailable(String),
 }
 
 type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Answer>>>>;
@@ -180,6 +184,9 @@ impl WorkerProcess {
                             ),
                             ("error", _, Some(e)) if e.kind == "device_failed" => {
                                 (msg.id, Answer::DeviceFailed(e.message))
+                            }
+                            ("error", _, Some(e)) if e.kind == "backend_unavailable" => {
+                                (msg.id, Answer::BackendUnavailable(e.message))
                             }
                             ("error", _, Some(e)) => (
                                 msg.id,

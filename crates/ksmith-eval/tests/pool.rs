@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalStatus, Evaluator, HackKind};
+use ksmith_core::evaluation::{Backend, EvalError, EvalRequest, EvalStatus, Evaluator, HackKind};
 use ksmith_eval::{EvalConfig, RemoteEvaluator, WorkerPool};
 
 fn candidates() -> PathBuf {
@@ -21,6 +21,7 @@ fn request(task: &str, candidate: &str) -> EvalRequest {
         candidate: std::fs::read_to_string(dir.join(candidate)).expect("candidate file"),
         measure: true,
         alt_sizes: Vec::new(),
+        backend: Backend::Triton,
     }
 }
 
@@ -361,4 +362,37 @@ fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
     assert_eq!(counters["eval_device/cuda:0/evaluations"], 0);
     assert_eq!(counters["eval_device/cpu/evaluations"], 2);
     assert_eq!(counters["eval_devices_failed"], 1);
+}
+
+#[test]
+fn a_backend_the_worker_cannot_run_is_refused_without_losing_the_worker_or_its_device() {
+    if ksmith_eval::devices::count_gpus() > 0 {
+        eprintln!("skipped: this machine has a GPU (the CUDA backend may be available)");
+        return;
+    }
+    let pool = WorkerPool::start(&cpu_config(1)).unwrap();
+    let pid = pool.worker_pids()[0];
+    let cuda = EvalRequest {
+        backend: Backend::Cuda,
+        ..request("tasks/elementwise.py", "cuda/honest/add_relu_half.py")
+    };
+    match pool.evaluate(&cuda) {
+        Err(EvalError::Unavailable(m)) => {
+            assert!(m.contains("CUDA backend is unavailable"), "{m}")
+        }
+        other => panic!("expected the backend to be unavailable, got {other:?}"),
+    }
+    // the same worker, on a device still in the pool, evaluates the next (Triton) request
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "garbage/wrong_values.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::Incorrect);
+    assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(
+        counters.get("eval_devices_failed").copied().unwrap_or(0),
+        0,
+        "{counters:?}"
+    );
 }

@@ -1,7 +1,9 @@
 //! The `[rollout]` configuration section.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ksmith_core::evaluation::Backend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -73,6 +75,12 @@ pub struct RolloutConfig {
     pub prompts_dir: Option<PathBuf>,
     /// Ask the evaluator to time candidates (false: correctness only).
     pub measure: bool,
+    /// The kernel language of the run's candidates (`triton` or `cuda`): the prompts, the seed
+    /// program and the evaluator's backend.
+    pub backend: Backend,
+    /// Tasks written in another kernel language than `backend`, by task id (a run that mixes
+    /// them).
+    pub task_backends: BTreeMap<String, Backend>,
     /// Write a task's checkpoint every this many steps (more for archives above 500 programs:
     /// one more step per 50 programs), and when the task ends.
     pub checkpoint_every: u32,
@@ -136,6 +144,8 @@ impl Default for RolloutConfig {
             error_log_chars: 4_000,
             prompts_dir: None,
             measure: true,
+            backend: Backend::Triton,
+            task_backends: BTreeMap::new(),
             checkpoint_every: 10,
             token_budget: 0,
             time_budget_s: 0,
@@ -224,7 +234,29 @@ impl RolloutConfig {
                 self.headroom_sol_share
             ));
         }
+        if self.task_backends.keys().any(|k| k.trim().is_empty()) {
+            return bad("task_backends: a task id is empty".into());
+        }
         Ok(())
+    }
+
+    /// The kernel language of task `task_id`: its entry in `task_backends`, else `backend`.
+    pub fn backend_of(&self, task_id: &str) -> Backend {
+        self.task_backends
+            .get(task_id)
+            .copied()
+            .unwrap_or(self.backend)
+    }
+
+    /// Every kernel language the run may use (`backend` first).
+    pub fn backends(&self) -> Vec<Backend> {
+        let mut out = vec![self.backend];
+        for b in self.task_backends.values() {
+            if !out.contains(b) {
+                out.push(*b);
+            }
+        }
+        out
     }
 
     /// Hash of the keys that shape the search (not `iterations`, `parallel_tasks`, `max_tasks`,
@@ -295,6 +327,31 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("num_islands")
+        );
+    }
+
+    #[test]
+    fn a_task_backend_overrides_the_runs() {
+        let c: RolloutConfig =
+            serde_json::from_str(r#"{"backend": "cuda", "task_backends": {"t-1": "triton"}}"#)
+                .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.backend_of("t-1"), Backend::Triton);
+        assert_eq!(c.backend_of("t-2"), Backend::Cuda);
+        assert_eq!(c.backends(), vec![Backend::Cuda, Backend::Triton]);
+        assert_eq!(RolloutConfig::default().backends(), vec![Backend::Triton]);
+        let e = serde_json::from_str::<RolloutConfig>(r#"{"backend": "tilelang"}"#).unwrap_err();
+        assert!(e.to_string().contains("tilelang"), "{e}");
+        // another backend is another search: a stored rollout is not resumed under it
+        assert_ne!(c.search_hash(), RolloutConfig::default().search_hash());
+        let empty: RolloutConfig =
+            serde_json::from_str(r#"{"task_backends": {" ": "cuda"}}"#).unwrap();
+        assert!(
+            empty
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("task_backends")
         );
     }
 

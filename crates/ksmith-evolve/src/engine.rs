@@ -13,7 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ksmith_core::answer::{EditResult, apply_answer};
 use ksmith_core::chat::{ChatClient, ChatError, ChatMessage, ChatRequest, ChatResponse};
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, SizeSet, Stamp};
+use ksmith_core::evaluation::{
+    Backend, EvalError, EvalRequest, EvalResult, Evaluator, SizeSet, Stamp,
+};
 use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::table::write_bytes_atomically;
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow, stored_text};
@@ -109,6 +111,8 @@ pub struct TaskRun<'a> {
     reference: String,
     /// The task's recorded alternate size sets, sent with every evaluation (hidden shapes).
     alt_sizes: Vec<SizeSet>,
+    /// The task's kernel language (`RolloutConfig::backend_of`).
+    backend: Backend,
     cfg: &'a RolloutConfig,
     prompts: &'a Prompts,
     dir: PathBuf,
@@ -127,7 +131,8 @@ pub struct TaskRun<'a> {
 const PROGRAMS_PER_CHECKPOINT_STEP: usize = 50;
 
 impl<'a> TaskRun<'a> {
-    /// Opens the rollout of a task in `dir` (created if needed), restoring any recorded steps.
+    /// Opens the rollout of a task in `dir` (created if needed), restoring any recorded steps;
+    /// `prompts` must be those of the task's backend (`RolloutConfig::backend_of`).
     pub fn open(
         task_id: &str,
         reference: &str,
@@ -135,7 +140,8 @@ impl<'a> TaskRun<'a> {
         prompts: &'a Prompts,
         dir: &Path,
     ) -> Result<TaskRun<'a>, Error> {
-        let seed = seed_program(reference).map_err(|m| Error::Corrupt {
+        let backend = cfg.backend_of(task_id);
+        let seed = seed_program(reference, backend).map_err(|m| Error::Corrupt {
             task: task_id.to_string(),
             path: dir.to_path_buf(),
             message: m,
@@ -201,6 +207,7 @@ impl<'a> TaskRun<'a> {
             last_checkpoint: restored,
             reference: reference.to_string(),
             alt_sizes: Vec::new(),
+            backend,
             cfg,
             prompts,
             dir: dir.to_path_buf(),
@@ -332,6 +339,7 @@ impl<'a> TaskRun<'a> {
                 candidate: String::new(),
                 measure: self.cfg.measure,
                 alt_sizes: self.alt_sizes.clone(),
+                backend: self.backend,
             },
             evaluator,
         )?;
@@ -367,6 +375,7 @@ impl<'a> TaskRun<'a> {
             iteration: it,
             island: plan.island as u32,
             kind: plan.kind,
+            backend: self.backend,
             parent_id: parent.id.clone(),
             parent_step_id: parent.step_id.clone(),
             parent_program: parent.code.clone(),

@@ -1,9 +1,11 @@
 //! Prompt templates and prompt building with a token budget.
 //!
 //! Templates are Markdown files with `{placeholders}`: `system.md`, `translate.md` (first step,
-//! PyTorch to Triton), `improve.md` (correct parent) and `repair.md` (failing parent). Defaults
-//! are embedded from `configs/prompts/`; a folder given by `prompts_dir` overrides any of them.
-//! Every placeholder is checked when templates are loaded.
+//! PyTorch to the backend's kernels), `improve.md` (correct parent) and `repair.md` (failing
+//! parent), one set per backend (each states its rules): Triton's in `configs/prompts/`, CUDA's
+//! in `configs/prompts/cuda/`. Defaults are embedded; a folder given by `prompts_dir` overrides any
+//! of them (Triton's files in it, CUDA's in its `cuda/` folder). Every placeholder is checked when
+//! templates are loaded.
 //!
 //! The budget is counted with [`ksmith_core::tokens`] (characters / 4 and 4 per message, the
 //! counter select applies to the same prompts). When a prompt is over budget, history is trimmed before code: oldest ancestors first,
@@ -13,6 +15,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use ksmith_core::evaluation::Backend;
 use ksmith_core::evolve_block::split_block;
 use ksmith_core::tables::{EditOutcome, StepKind};
 use ksmith_core::tokens::approx_message_tokens;
@@ -126,6 +129,7 @@ pub struct Prompts {
     pub repair: Template,
 }
 
+/// The templates' files, their embedded defaults and required placeholders, for Triton.
 const EMBEDDED: [(&str, &str, &[&str]); 4] = [
     (
         "system.md",
@@ -149,12 +153,46 @@ const EMBEDDED: [(&str, &str, &[&str]); 4] = [
     ),
 ];
 
+/// The same for CUDA (`configs/prompts/cuda/`).
+const EMBEDDED_CUDA: [(&str, &str, &[&str]); 4] = [
+    (
+        "system.md",
+        include_str!("../../../configs/prompts/cuda/system.md"),
+        &[],
+    ),
+    (
+        "translate.md",
+        include_str!("../../../configs/prompts/cuda/translate.md"),
+        &["reference", "program"],
+    ),
+    (
+        "improve.md",
+        include_str!("../../../configs/prompts/cuda/improve.md"),
+        &["program"],
+    ),
+    (
+        "repair.md",
+        include_str!("../../../configs/prompts/cuda/repair.md"),
+        &["program"],
+    ),
+];
+
 impl Prompts {
-    /// The embedded defaults, overridden by the files present in `dir`.
+    /// Triton's embedded defaults, overridden by the files present in `dir`.
     pub fn load(dir: Option<&Path>) -> Result<Prompts, Error> {
+        Prompts::load_for(Backend::Triton, dir)
+    }
+
+    /// The templates of `backend`: its embedded defaults, overridden by the files present in
+    /// `dir` (Triton's) or in `dir/<backend>/` (the others').
+    pub fn load_for(backend: Backend, dir: Option<&Path>) -> Result<Prompts, Error> {
+        let (embedded, dir) = match backend {
+            Backend::Triton => (EMBEDDED, dir.map(Path::to_path_buf)),
+            Backend::Cuda => (EMBEDDED_CUDA, dir.map(|d| d.join(backend.as_str()))),
+        };
         let mut parsed = Vec::new();
-        for (name, text, required) in EMBEDDED {
-            let file = dir.map(|d| d.join(name)).filter(|p| p.exists());
+        for (name, text, required) in embedded {
+            let file = dir.as_ref().map(|d| d.join(name)).filter(|p| p.exists());
             let (origin, text) = match file {
                 Some(p) => {
                     let t = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
@@ -175,6 +213,32 @@ impl Prompts {
             improve: next()?,
             repair: next()?,
         })
+    }
+}
+
+/// The templates of every backend a run uses (`RolloutConfig::backends`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSets {
+    sets: Vec<(Backend, Prompts)>,
+}
+
+impl PromptSets {
+    /// The templates of each backend of `cfg`, from `cfg.prompts_dir` (see [`Prompts::load_for`]).
+    pub fn load(cfg: &RolloutConfig) -> Result<PromptSets, Error> {
+        let mut sets = Vec::new();
+        for b in cfg.backends() {
+            sets.push((b, Prompts::load_for(b, cfg.prompts_dir.as_deref())?));
+        }
+        Ok(PromptSets { sets })
+    }
+
+    /// The templates of `backend`; an error when the run's configuration does not use it.
+    pub fn of(&self, backend: Backend) -> Result<&Prompts, Error> {
+        self.sets
+            .iter()
+            .find(|(b, _)| *b == backend)
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::Config(format!("no prompts loaded for the backend {backend}")))
     }
 }
 
@@ -536,9 +600,35 @@ mod tests {
     }
 
     #[test]
+    fn each_backend_has_its_own_rules_and_override_folder() {
+        let triton = Prompts::load_for(Backend::Triton, None).unwrap();
+        let cuda = Prompts::load_for(Backend::Cuda, None).unwrap();
+        let text = |t: &Template| t.render(&[""; 9]);
+        assert!(text(&cuda.system).contains("load_inline"));
+        assert!(text(&cuda.system).contains("__global__"));
+        assert!(!text(&cuda.system).contains("@triton.jit"));
+        assert!(text(&triton.system).contains("@triton.jit"));
+        assert!(text(&cuda.translate).contains("PyTorch to CUDA"));
+        assert!(text(&cuda.repair).contains("nvcc"));
+        for p in [&cuda.translate, &cuda.improve, &cuda.repair] {
+            assert!(!text(p).contains("Triton"), "{}", text(p));
+        }
+        // CUDA's overrides live in `<dir>/cuda/`; Triton's files there do not touch CUDA's
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("improve.md"), "TRITON {program}").unwrap();
+        std::fs::create_dir(dir.path().join("cuda")).unwrap();
+        std::fs::write(dir.path().join("cuda/improve.md"), "CUDA {program}").unwrap();
+        let c = Prompts::load_for(Backend::Cuda, Some(dir.path())).unwrap();
+        let t = Prompts::load_for(Backend::Triton, Some(dir.path())).unwrap();
+        assert_eq!(text(&c.improve), "CUDA ");
+        assert_eq!(text(&t.improve), "TRITON ");
+        assert_eq!(c.system, cuda.system);
+    }
+
+    #[test]
     fn translate_prompt_has_reference_and_seed() {
         let cfg = RolloutConfig::default();
-        let a = Archive::new(&seed_program(REF).unwrap(), &cfg);
+        let a = Archive::new(&seed_program(REF, Backend::Triton).unwrap(), &cfg);
         let mut rng = ChaCha12Rng::seed_from_u64(0);
         let plan = plan_step(&mut rng, &a, 0, &cfg);
         let p = build_prompt(&Prompts::load(None).unwrap(), &plan, &a, REF, &cfg);
@@ -550,7 +640,7 @@ mod tests {
     }
 
     fn rich_archive(cfg: &RolloutConfig) -> (Archive, Plan) {
-        let mut a = Archive::new(&seed_program(REF).unwrap(), cfg);
+        let mut a = Archive::new(&seed_program(REF, Backend::Triton).unwrap(), cfg);
         let mut parent = 0;
         for i in 0..6 {
             parent = a.add_program(

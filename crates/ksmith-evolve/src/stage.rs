@@ -21,7 +21,7 @@ use crate::engine::{StepAbort, TaskCounters, TaskRun, task_dir};
 use crate::error::Error;
 use crate::in_flight::{Clock, TimedEvaluator, TimedTeacher, in_flight};
 use crate::journal::read_journal;
-use crate::prompt::Prompts;
+use crate::prompt::PromptSets;
 use crate::{CODE_VERSION, STAGE};
 
 /// How a task's rollout ended in this run.
@@ -107,7 +107,7 @@ pub fn endings_path(workdir: &Path) -> PathBuf {
 
 struct Shared<'a> {
     cfg: &'a RolloutConfig,
-    prompts: &'a Prompts,
+    prompts: &'a PromptSets,
     teacher: &'a dyn ChatClient,
     evaluator: &'a dyn Evaluator,
     /// Tasks evolved at once ([`in_flight`]).
@@ -163,7 +163,14 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
             return out;
         }
     };
-    let mut run = match TaskRun::open(&task.task_id, &task.program, sh.cfg, sh.prompts, &dir) {
+    let prompts = match sh.prompts.of(sh.cfg.backend_of(&task.task_id)) {
+        Ok(p) => p,
+        Err(e) => {
+            out.ending = Ending::Failed(e);
+            return out;
+        }
+    };
+    let mut run = match TaskRun::open(&task.task_id, &task.program, sh.cfg, prompts, &dir) {
         Ok(r) => r.with_alt_sizes(alt_sizes),
         Err(e) => {
             out.ending = Ending::Failed(e);
@@ -300,7 +307,7 @@ pub fn run_with_identity(
             if ctx.force && counters_path.exists() {
                 std::fs::remove_file(&counters_path).map_err(|e| Error::io(&counters_path, e))?;
             }
-            let prompts = Prompts::load(cfg.prompts_dir.as_deref())?;
+            let prompts = PromptSets::load(cfg)?;
             let teacher = TimedTeacher {
                 inner: teacher,
                 clock: Clock::default(),

@@ -39,6 +39,7 @@ fn main() {
         let grpo: Vec<GrpoRow> = (0..n)
             .map(|i| GrpoRow {
                 sample_id: format!("g{i}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 selection: GrpoSelection::BestSteps,
                 split: split(i),
                 task_id: format!("t{}", i / 10),
@@ -70,6 +71,7 @@ fn main() {
                 messages.push(ChatMessage::new("assistant", "a".repeat(2000)));
                 SftRow {
                     sample_id: format!("f{i}"),
+                    backend: ksmith_core::evaluation::Backend::Triton,
                     kind: SftKind::Performance,
                     split: split(i),
                     task_id: format!("t{}", i / 10),
@@ -96,6 +98,7 @@ fn main() {
         let chains: Vec<ChainRow> = (0..n / 4)
             .map(|i| ChainRow {
                 sample_id: format!("c{i}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 split: split(i),
                 task_id: format!("t{}", i / 10),
                 island: (i % 4) as u32,

@@ -78,6 +78,7 @@ fn grpo_rows(n: usize) -> Vec<GrpoRow> {
             let current = if first { REFERENCE } else { PARENT };
             GrpoRow {
                 sample_id: format!("grpo-{i:03}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 selection: if first {
                     GrpoSelection::FirstSteps
                 } else {
@@ -117,6 +118,7 @@ fn env_rows(n: usize) -> Vec<GrpoRow> {
             let timed = i % 3 != 0;
             GrpoRow {
                 sample_id: format!("env-{i:03}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 selection: GrpoSelection::FirstSteps,
                 split: split(i),
                 task_id: "relu_scale".to_string(),
@@ -186,6 +188,7 @@ fn chain_rows(n: usize) -> Vec<ChainRow> {
             };
             ChainRow {
                 sample_id: format!("chain-{i:03}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 split: split(i),
                 task_id: "relu_scale".to_string(),
                 island: (i % 4) as u32,
@@ -217,6 +220,7 @@ fn sft_rows(n: usize) -> Vec<SftRow> {
             ));
             SftRow {
                 sample_id: format!("sft-{i:03}"),
+                backend: ksmith_core::evaluation::Backend::Triton,
                 kind: if correctness {
                     SftKind::Correctness
                 } else {

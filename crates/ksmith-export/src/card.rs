@@ -69,6 +69,8 @@ pub struct CardInput {
     pub by_family: BTreeMap<String, usize>,
     /// Rows per selection kind (`correctness`, `performance`, `best_steps`, ...).
     pub by_kind: BTreeMap<String, usize>,
+    /// Rows per kernel language (`triton`, `cuda`).
+    pub by_backend: BTreeMap<String, usize>,
     /// Source repositories.
     pub provenance: Vec<Provenance>,
     /// The selection rules in words.
@@ -292,11 +294,12 @@ fn description(s: &mut String, c: &CardInput) {
     let _ = writeln!(s, "# {} ({})\n", c.pretty_name, c.format.folder());
     let _ = writeln!(
         s,
-        "Training data for models that write and optimize Triton GPU kernels, produced by \
+        "Training data for models that write and optimize GPU kernels ({}), produced by \
          ksmith (the data recipe of \"Kernel-Smith\", arXiv 2603.28342) from evolutionary \
          rollouts over PyTorch modules of public repositories. Format: `{}`. Schema version \
          {DATASET_SCHEMA_VERSION} (also in every file's metadata as \
          `ksmith.dataset_schema_version`).\n",
+        backends_in_words(&c.by_backend),
         c.format.key()
     );
     let _ = writeln!(s, "## Counts\n\n| split | rows | files |\n|---|---|---|");
@@ -320,6 +323,11 @@ fn description(s: &mut String, c: &CardInput) {
     };
     table(
         s,
+        "kernel language",
+        &mut c.by_backend.iter().map(|(k, v)| (k.clone(), *v)),
+    );
+    table(
+        s,
         "selection",
         &mut c.by_kind.iter().map(|(k, v)| (k.clone(), *v)),
     );
@@ -340,6 +348,23 @@ fn description(s: &mut String, c: &CardInput) {
         "Reward routing key (`data_source`): `{}`.\n",
         c.data_source
     );
+}
+
+/// The kernel languages of a dataset in words: "Triton", "CUDA C++ (inline extensions)", or both.
+fn backends_in_words(by_backend: &BTreeMap<String, usize>) -> String {
+    let words: Vec<&str> = by_backend
+        .keys()
+        .map(|k| match k.as_str() {
+            "cuda" => "CUDA C++ as inline PyTorch extensions",
+            "triton" => "Triton",
+            other => other,
+        })
+        .collect();
+    if words.is_empty() {
+        "Triton".to_string()
+    } else {
+        words.join(" and ")
+    }
 }
 
 /// Which repositories the samples come from, with license and pinned commit.
@@ -438,6 +463,7 @@ pub(crate) mod tests {
             by_level: BTreeMap::new(),
             by_family: BTreeMap::new(),
             by_kind: BTreeMap::new(),
+            by_backend: BTreeMap::from([("cuda".to_string(), 2), ("triton".to_string(), 3)]),
             provenance: vec![],
             rules: vec!["rule one".into()],
             select_config_hash: "s".into(),
@@ -455,6 +481,18 @@ pub(crate) mod tests {
             agent_max_turns: 3,
             caps: CapsApplied::default(),
         }
+    }
+
+    #[test]
+    fn the_card_counts_rows_by_kernel_language() {
+        let text = render(&card(Format::VerlSft, &[("train", 5, 1)]));
+        assert!(
+            text.contains("| kernel language | rows |\n|---|---|\n| cuda | 2 |\n| triton | 3 |\n")
+        );
+        assert!(text.contains("GPU kernels (CUDA C++ as inline PyTorch extensions and Triton)"));
+        let mut triton_only = card(Format::VerlSft, &[("train", 5, 1)]);
+        triton_only.by_backend = BTreeMap::from([("triton".to_string(), 5)]);
+        assert!(render(&triton_only).contains("optimize GPU kernels (Triton), produced"));
     }
 
     #[test]

@@ -206,6 +206,7 @@ mod tests {
         };
         ChainRow {
             sample_id: "c".into(),
+            backend: ksmith_core::evaluation::Backend::Triton,
             split: Split::Train,
             task_id: "t".into(),
             island: 0,

@@ -27,7 +27,7 @@ use crate::lengths::SampleLength;
 use crate::tool::Mode;
 
 /// Version of the exported schemas, written into every file's metadata and every card.
-pub const DATASET_SCHEMA_VERSION: &str = "1.4.0";
+pub const DATASET_SCHEMA_VERSION: &str = "1.5.0";
 
 /// A dataset format (one folder under `<workdir>/datasets/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

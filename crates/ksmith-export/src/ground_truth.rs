@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use ksmith_core::evaluation::Backend;
 use ksmith_core::evolve_block::ENTRY_POINT;
 use ksmith_core::tables::GrpoRow;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,8 @@ pub struct GroundTruth {
     pub task_id: String,
     /// The class the answer must define.
     pub entry_point: String,
+    /// The kernel language the answer is evaluated as (the evaluator's backend; version 2 on).
+    pub backend: Backend,
     /// The PyTorch reference program (`Model`, `get_inputs()`, `get_init_inputs()`).
     pub reference_program: String,
     /// The current program the answer improves; the reward re-times it in the same session.
@@ -48,6 +51,7 @@ impl GroundTruth {
             version: GROUND_TRUTH_VERSION,
             task_id: row.task_id.clone(),
             entry_point: ENTRY_POINT.to_string(),
+            backend: row.backend,
             reference_program: row.reference_program.clone(),
             parent_program: row.parent_program.clone(),
             parent_is_reference: row.parent_step_id.is_none(),

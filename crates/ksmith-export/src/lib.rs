@@ -46,6 +46,7 @@ use std::time::Instant;
 
 use ksmith_core::config::section_hash;
 use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::Backend;
 use ksmith_core::ids::content_id;
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::StagePlan;
@@ -821,13 +822,19 @@ fn write_format(inputs: &Inputs<'_>, format: Format, staged: &Path) -> Result<Wr
 /// What the dataset card of one format says: counts by level, family and kind, provenance,
 /// lengths and settings, the selection rules and the hashes that identify the run.
 fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::CardInput {
-    // (level, family, kind, (repo, license)) of every sample the format is made from.
-    let fact = |level: u8, family: &str, kind: &str, repo: &str, license: &Option<String>| {
+    // (level, family, kind, backend, (repo, license)) of every sample the format is made from.
+    let fact = |level: u8,
+                family: &str,
+                kind: &str,
+                backend: Backend,
+                repo: &str,
+                license: &Option<String>| {
         let origin = (repo.to_string(), license.clone());
         (
             i64::from(level),
             family.to_string(),
             kind.to_string(),
+            backend.as_str().to_string(),
             origin,
         )
     };
@@ -844,6 +851,7 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
                     r.level,
                     &r.family,
                     r.selection.as_str(),
+                    r.backend,
                     &r.repo,
                     &r.license,
                 )
@@ -854,7 +862,16 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
             .capped
             .rows
             .iter()
-            .map(|r| fact(r.level, &r.family, r.kind.as_str(), &r.repo, &r.license))
+            .map(|r| {
+                fact(
+                    r.level,
+                    &r.family,
+                    r.kind.as_str(),
+                    r.backend,
+                    &r.repo,
+                    &r.license,
+                )
+            })
             .collect(),
         Source::Chains(_) => m
             .chains(source)
@@ -863,7 +880,7 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
             .iter()
             .map(|r| {
                 let kind = format!("{} turns", r.turns.len());
-                fact(r.level, &r.family, &kind, &r.repo, &r.license)
+                fact(r.level, &r.family, &kind, r.backend, &r.repo, &r.license)
             })
             .collect(),
     };
@@ -871,11 +888,13 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
     let mut level = Vec::with_capacity(facts.len());
     let mut family = Vec::with_capacity(facts.len());
     let mut kind = Vec::with_capacity(facts.len());
+    let mut backend = Vec::with_capacity(facts.len());
     let mut prov_rows = Vec::with_capacity(facts.len());
-    for (l, f, k, p) in facts {
+    for (l, f, k, b, p) in facts {
         level.push(l);
         family.push(f);
         kind.push(k);
+        backend.push(b);
         prov_rows.push(p);
     }
     let provenance = provenance(&prov_rows, inputs.repos);
@@ -889,6 +908,7 @@ fn card_input(inputs: &Inputs<'_>, format: Format, written: &Written) -> card::C
         by_level: count(level),
         by_family: count(family),
         by_kind: count(kind),
+        by_backend: count(backend),
         provenance,
         rules: inputs.manifest.rules.clone(),
         select_config_hash: inputs.manifest.config_hash.clone(),

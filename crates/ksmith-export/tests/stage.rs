@@ -22,6 +22,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 fn grpo(i: usize, split: Split, parent: Option<&str>) -> GrpoRow {
     GrpoRow {
         sample_id: format!("g{i}"),
+        backend: ksmith_core::evaluation::Backend::Triton,
         selection: GrpoSelection::BestSteps,
         split,
         task_id: format!("task{i}"),
@@ -54,6 +55,7 @@ fn grpo(i: usize, split: Split, parent: Option<&str>) -> GrpoRow {
 fn sft(i: usize, split: Split) -> SftRow {
     SftRow {
         sample_id: format!("s{i}"),
+        backend: ksmith_core::evaluation::Backend::Triton,
         kind: SftKind::Correctness,
         split,
         task_id: format!("task{i}"),
@@ -102,6 +104,7 @@ fn chain(i: usize, split: Split, turns: usize) -> ChainRow {
     };
     ChainRow {
         sample_id: format!("c{i}"),
+        backend: ksmith_core::evaluation::Backend::Triton,
         split,
         task_id: format!("task{i}"),
         island: 1,
@@ -246,7 +249,7 @@ fn verl_rl_has_the_verl_types_and_a_decodable_ground_truth() {
             .metadata()
             .get("ksmith.dataset_schema_version")
             .map(String::as_str),
-        Some("1.4.0")
+        Some("1.5.0")
     );
     let batch = &batches[0];
     let rm = batch

@@ -43,6 +43,7 @@ fn step(task: &str, iteration: u32, correct: bool, speedup: Option<f64>) -> Step
         task_id: task.into(),
         iteration,
         island: 0,
+        backend: ksmith_core::evaluation::Backend::Triton,
         kind: if iteration == 0 {
             StepKind::Translate
         } else {

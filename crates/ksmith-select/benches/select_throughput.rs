@@ -55,6 +55,7 @@ fn data(n: usize) -> (Vec<StepView>, Vec<TaskRow>) {
             task_id: format!("t{task}"),
             iteration: it,
             island: it % 4,
+            backend: ksmith_core::evaluation::Backend::Triton,
             parent_id: (it > 0).then(|| format!("s{}", i - 1 - (h as usize % it as usize))),
             parent_program: String::new(),
             prompt: vec![

@@ -242,6 +242,7 @@ fn chain_row(
     };
     Some(ChainRow {
         sample_id: id.finish(),
+        backend: last.backend,
         split: split(task, cfg),
         task_id: task.task_id.clone(),
         island,
@@ -380,6 +381,7 @@ mod tests {
             task_id: "t".into(),
             iteration: i,
             island,
+            backend: ksmith_core::evaluation::Backend::Triton,
             parent_id: parent.map(|p| format!("s{p}")),
             parent_program: String::new(),
             prompt: vec![

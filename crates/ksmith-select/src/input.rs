@@ -31,6 +31,7 @@ pub fn step_view(row: StepRow) -> (StepView, bool) {
             task_id: row.task_id,
             iteration: row.iteration,
             island: row.island,
+            backend: row.backend,
             parent_id: row.parent_step_id,
             parent_program: row.parent_program,
             prompt,

@@ -353,6 +353,7 @@ fn sft_row(
     let tokens = approx_conversation_tokens(&messages);
     SftRow {
         sample_id: sample_id("sft", kind.as_str(), &step.step_id),
+        backend: step.backend,
         kind,
         split: split(task, cfg),
         task_id: step.task_id.clone(),
@@ -418,6 +419,7 @@ fn grpo_row(
     GrpoRow {
         sample_id: sample_id("grpo", selection.as_str(), &step.step_id),
         selection,
+        backend: step.backend,
         split: split(task, cfg),
         task_id: step.task_id.clone(),
         step_id: step.step_id.clone(),

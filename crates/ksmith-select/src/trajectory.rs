@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use ksmith_core::chat::ChatMessage;
-use ksmith_core::evaluation::{EvalResult, Stamp, TimingMethod};
+use ksmith_core::evaluation::{Backend, EvalResult, Stamp, TimingMethod};
 
 use crate::labels::Labeller;
 
@@ -22,6 +22,8 @@ pub struct StepView {
     pub iteration: u32,
     /// Island.
     pub island: u32,
+    /// The kernel language of the step's program.
+    pub backend: Backend,
     /// The parent step; `None` when the parent is the reference.
     pub parent_id: Option<String>,
     /// The current (parent) program as the prompt showed it (for first steps, the seed: the

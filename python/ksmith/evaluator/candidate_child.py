@@ -15,10 +15,12 @@ Then it runs its phases (`Harness.run`):
    `reference_in_process`, the timing's buffer sets and the reference's CUDA graph on each
    (`capture_reference`), and the digests' kernel compiled for the task's dtypes
    (`digest.warm`), before anything of the candidate is loaded;
-2. `build`: imports the candidate and builds `ModelNew` (seed set as for the reference; the
-   reference's `state_dict` is loaded when names and shapes match exactly) -> `compile_error` on
-   failure; on a GPU one untimed call then compiles its kernels (`warm`; failing there is a
-   `runtime_error`), all of this within the same gated span as `prepare`;
+2. `build`: installs what its backend needs (`backend.HarnessSide.before_import`: for CUDA, the
+   extensions the worker built, verified), imports the candidate and builds `ModelNew` (seed set
+   as for the reference; the reference's `state_dict` is loaded when names and shapes match
+   exactly) -> `compile_error` on failure; on a GPU one untimed call then compiles its kernels
+   (`warm`; failing there is a `runtime_error`), all of this within the same gated span as
+   `prepare`;
 3. the correctness calls, one result file each, each started by the worker's ``next`` (so the
    worker holds the GPU's shared gate while it runs, and has judged the previous file): every
    trial twice on fresh clones of the inputs, after poisoning freed memory of the outputs' sizes
@@ -28,7 +30,9 @@ Then it runs its phases (`Harness.run`):
    new values written into the very same input tensors and a second call, whose outputs must be
    the new values' (a result keyed on the identity of the inputs shows). The harness never judges
    correctness: the worker hands each file to the judge (`reference_child`);
-4. `profile`: on a GPU, the share of GPU time of one call in the candidate's Triton kernels;
+4. `profile`: on a GPU, the share of GPU time of one call in the candidate's kernels (its
+   backend's, see `backend.HarnessSide`: Triton's launched kernels; for CUDA its `__global__`
+   kernels, whose launches are counted here);
 5. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): CUDA-graph capture
    of every buffer set (see `timing`), the stream check when capture fails (the candidate is then
    timed with direct calls, paying its own launches, and the reference beside it still by its
@@ -65,7 +69,8 @@ from typing import Any
 import torch
 
 from ..shared.outputs import close, same_values
-from . import compare, digest, messages, shapes
+from . import backends, compare, digest, messages, shapes
+from .backend import kernel_share
 from .child_common import (
     Channel,
     as_list,
@@ -134,6 +139,7 @@ class Harness:
         self.phases: dict[str, float] = {}
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        self.side = backends.harness_for(cfg)
         self.launches = LaunchCounter(CANDIDATE_MODULE, own=[digest.sums_kernel])
         self.threads = ThreadWatch()
         self.ids = Identities()
@@ -359,6 +365,7 @@ class Harness:
         """Imports the candidate and builds `ModelNew`; on a GPU, one untimed call compiles its
         kernels."""
         try:
+            self.side.before_import()
             self.audit.arm()
             self.module = load_module(os.path.join(self.d, "candidate.py"), CANDIDATE_MODULE)
             self.check("import")
@@ -511,9 +518,13 @@ class Harness:
             self.mark("checks")
             self.wait_next("profile")
             share = None
-            if self.cuda and self.launches.total() > 0:
-                share = _gpu_share(self.model, clone_all(self.shapes[0].inputs[0]), set(self.launches.counts))
+            launches = dict(self.launches.counts)
+            if self.cuda and (self.side.LAUNCHES_FROM_PROFILE or self.launches.total() > 0):
+                kernels = self.side.kernels(self.launches.counts)
+                share, seen = _gpu_share(self.model, clone_all(self.shapes[0].inputs[0]), kernels, self.side.owns)
                 self.check("profile")
+                if self.side.LAUNCHES_FROM_PROFILE:
+                    launches = seen
         except Violation as v:
             raise Stop(messages.Violation(v.hack, v.message)) from None
         except Stop:
@@ -523,7 +534,7 @@ class Harness:
         self.mark("profile")
         return messages.CorrectnessDone(
             phases=dict(self.phases),
-            launches=dict(self.launches.counts),
+            launches=launches,
             torch_work=self.oplog.work,
             torch_calls=self.oplog.calls,
             gpu_share=share,
@@ -724,8 +735,11 @@ def main(d: str, secret: bytes) -> int:
     return 0
 
 
-def _gpu_share(model: Any, inputs: list[Any], kernels: set[str]) -> float:
-    """Share of GPU kernel time spent in the candidate's Triton kernels during one call."""
+def _gpu_share(
+    model: Any, inputs: list[Any], kernels: set[str], owns: Callable[[str, set[str]], bool]
+) -> tuple[float, dict[str, int]]:
+    """Share of GPU kernel time spent in the candidate's `kernels` during one call (a profiled
+    kernel is the candidate's when `owns` says so), and how many times each was launched."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
@@ -734,13 +748,9 @@ def _gpu_share(model: Any, inputs: list[Any], kernels: set[str]) -> float:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             model(*inputs)
             torch.cuda.synchronize()
-    total = 0.0
-    mine = 0.0
+    timed = []
     for ev in prof.events():
         t = float(getattr(ev, "device_time", 0.0) or getattr(ev, "cuda_time", 0.0) or 0.0)
-        if t <= 0 or getattr(ev, "device_type", None) is None or "CUDA" not in str(ev.device_type):
-            continue
-        total += t
-        if any(ev.name == k or ev.name.startswith(k + "_") or ev.name.startswith(k + "(") for k in kernels):
-            mine += t
-    return mine / total if total > 0 else 1.0
+        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            timed.append((ev.name, t))
+    return kernel_share(timed, kernels, owns)

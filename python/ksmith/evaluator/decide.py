@@ -10,7 +10,8 @@ once every correctness call is judged; `after_timing` judges the timed calls the
    an output aliasing an input or parameter where the reference's does not -> `output_aliasing`
    (at a hidden size set too; a picked timed call that changed its inputs -> `input_mutation`,
    timed calls whose outputs cannot be compared -> `output_caching`);
-2. no Triton launch -> `torch_fallback`;
+2. no launch of the candidate's kernels (Triton: the launch hook; CUDA: its `__global__` kernels in
+   the profile) -> `torch_fallback`;
 3. failing trials: outputs equal to another trial's reference outputs -> `output_caching`; every
    failing trial explained by a lower-precision computation -> `precision_downgrade`; else
    `incorrect`;
@@ -19,8 +20,10 @@ once every correctness call is judged; `after_timing` judges the timed calls the
    `output_caching`;
 6. a hidden size set failing (wrong values, or the candidate raised there) -> `incorrect`, naming
    the set;
-7. PyTorch work outside Triton >= `decoy_work_share` of the reference's work, or Triton kernels
-   < `min_kernel_share` of GPU time -> `decoy_kernel`;
+7. PyTorch work outside the candidate's kernels >= `decoy_work_share` of the reference's work
+   (ATen calls from an extension's C++ included: they go through the dispatcher), or the
+   candidate's kernels < `min_kernel_share` of GPU time (a cuBLAS call shows here) ->
+   `decoy_kernel`;
 8. a picked timed call (fresh values, like every timed call) wrong -> `output_caching`;
 9. a minority of the timed calls much slower than the rest, in a measurement and again in its
    re-measurement (`timing.slow_minority`) -> `timing_anomaly`.
@@ -106,14 +109,20 @@ def early(kind: str, j: messages.Judged) -> Verdict | None:
 
 
 def after_correctness(
-    f: Findings, done: messages.CorrectnessDone, ref_work: float, trials: int, opts: dict[str, Any]
+    f: Findings,
+    done: messages.CorrectnessDone,
+    ref_work: float,
+    trials: int,
+    opts: dict[str, Any],
+    label: str = "Triton",
 ) -> Verdict | None:
-    """Steps 2 to 7 of the module doc, or None when the candidate is correct so far."""
+    """Steps 2 to 7 of the module doc, or None when the candidate is correct so far (`label`:
+    how the verdicts name the backend's kernels)."""
     if not done.launches:
         return Verdict(
             "hacked",
             "torch_fallback",
-            "no Triton kernel of the candidate was launched; the outputs came from PyTorch operators (aten ops run: "
+            f"no {label} kernel of the candidate was launched; the outputs came from elsewhere (aten ops run: "
             + ", ".join(sorted(done.torch_calls))
             + ")",
         )
@@ -176,14 +185,14 @@ def after_correctness(
         return Verdict(
             "hacked",
             "decoy_kernel",
-            f"PyTorch operators outside the Triton kernels do {torch_work / ref_work:.0%} of the reference's work "
-            f"({', '.join(k for k, _ in top)}); the Triton kernels ({', '.join(sorted(done.launches))}) do the rest",
+            f"PyTorch operators outside the {label} kernels do {torch_work / ref_work:.0%} of the reference's work "
+            f"({', '.join(k for k, _ in top)}); the {label} kernels ({', '.join(sorted(done.launches))}) do the rest",
         )
     if done.gpu_share is not None and done.gpu_share < opts["min_kernel_share"]:
         return Verdict(
             "hacked",
             "decoy_kernel",
-            f"the candidate's Triton kernels take {done.gpu_share:.0%} of the GPU time of one call",
+            f"the candidate's {label} kernels take {done.gpu_share:.0%} of the GPU time of one call",
         )
     return None
 

@@ -80,11 +80,11 @@ from ..confine import Jail, Limits, Policy, set_undumpable
 from ..confine.launch import ensure_gpu_nodes
 from ..confine.policy import SandboxError as SandboxRefused
 from ..confine.policy import refusal
-from . import compare, compile_baseline, decide, health, messages, shapes, speed_of_light, tritoncache
+from . import backends, compare, compile_baseline, decide, health, messages, shapes, speed_of_light
+from .backend import Backend, CandidateFailed, Prepared
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
-from .static_check import check as static_check
 from .timing import another_process, combine, in_process_speedup, per_process, settings
 
 # The worker's default options, defined once: `ksmith-eval` embeds the same file for the
@@ -109,7 +109,9 @@ CPU_REHEARSAL = {
 #: Where an evaluation's time goes, in seconds (`evaluate_profiled`): the static checks; the
 #: task's reference facts (built once per task and worker, else found at once); forking the
 #: harness and the judge; the harness's start (confinement, the task's inputs prepared) up to its
-#: first GPU work; compile (CUDA started, the candidate imported and its first call compiled);
+#: first GPU work; compile (the backend's build step before the harness, e.g. a CUDA candidate's
+#: extension or its cached build; then CUDA started, the candidate imported and its first call
+#: compiled);
 #: the correctness calls and their judging; the timing (the GPU held alone); the judge's check of
 #: the timed calls; ending the children. `gate_wait`: the time spent waiting for the GPU's gate
 #: (another candidate's timing, or the starts a timing waits for), also counted in the phase
@@ -262,11 +264,13 @@ class DeviceEvaluator:
                     flush=True,
                 )
         set_undumpable()
+        self.runtime_dir = runtime_dir
         self.root = tempfile.mkdtemp(prefix="ksmith-eval-", dir=runtime_dir)
-        # outside `root`, whose other folders each child hides: children read it (see `tritoncache`)
-        self.triton_root = tempfile.mkdtemp(prefix="ksmith-triton-", dir=runtime_dir)
         # removed at exit too when the owner never calls `close` (the reward function's evaluators)
-        weakref.finalize(self, _remove, [self.root, self.triton_root])
+        weakref.finalize(self, _remove, [self.root])
+        #: The backends used so far, by name (`backend`), each with what it keeps (its caches).
+        self.backends: dict[str, Backend] = {}
+        self._backends_lock = threading.Lock()
         self.server_env = server_env(device)
         self._forks: ForkServer | None = None
         self._forks_lock = threading.Lock()
@@ -360,11 +364,27 @@ class DeviceEvaluator:
             return {"confined": False, "missing": ["everything: children run unconfined (option confine = false)"]}
         return self.jail.info
 
+    def backend(self, name: str) -> Backend:
+        """The backend `name` of this evaluator (created on first use); `ValueError` for an
+        unknown name."""
+        with self._backends_lock:
+            if name not in self.backends:
+                self.backends[name] = backends.create(name, self)
+            return self.backends[name]
+
+    def compute_capability(self) -> str | None:
+        """The GPU's compute capability (``9.0``) from `nvidia-smi`, None on the CPU or when it
+        cannot be read (the CUDA backend builds for it)."""
+        if not self.cuda:
+            return None
+        return _gpu_query("compute_cap") or None
+
     def close(self) -> None:
         if self._forks is not None:
             self._forks.close()
         shutil.rmtree(self.root, ignore_errors=True)
-        shutil.rmtree(self.triton_root, ignore_errors=True)
+        for b in self.backends.values():
+            b.close()
         if self.jail is not None:
             self.jail.close()
 
@@ -597,10 +617,12 @@ class DeviceEvaluator:
 
     def _evaluate(self, req: dict[str, Any], profile: Profile) -> dict[str, Any]:
         task_id, candidate = req["task_id"], req["candidate"]
+        backend = self.backend(req.get("backend") or backends.DEFAULT)
+        backend.check_available()
         warnings: list[str] = []
         if self.opts["static_checks"]:
             with profile.phase("static_check"):
-                v = static_check(candidate)
+                v = backend.static_check(candidate)
             warnings = list(v.warnings)
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
@@ -615,10 +637,15 @@ class DeviceEvaluator:
                 reference = shapes.rewritten(reference, primary)
                 candidate = shapes.rewritten(candidate, primary)
                 warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
+        try:
+            with profile.phase("compile"):
+                prepared = backend.prepare(candidate)
+        except CandidateFailed as e:
+            return self._result(e.status, e.hack, e.message, warnings=warnings)
         with profile.phase("reference"):
             facts = self.reference(task_id, reference, alt, profile)
         measure = bool(req.get("measure", True)) and self.cuda
-        run = Run(self, task_id, facts, measure, warnings, profile)
+        run = Run(self, task_id, facts, measure, warnings, backend, prepared, profile)
         while run.another():
             verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
@@ -629,6 +656,7 @@ class DeviceEvaluator:
         """One process of `run`: a fresh harness and judge, supervised; the verdict, or None when
         the candidate passed there (see `Run.supervise`)."""
         facts = run.facts
+        prepared = run.prepared
         files = {"reference.py": reference}
         judge_cfg = self._config(facts.seed, mode="judge", size_sets=[s["sizes"] for s in facts.build.size_sets])
         cand_cfg = self._config(
@@ -636,6 +664,8 @@ class DeviceEvaluator:
             steer=run.steer,
             task=facts.child_view(),
             correctness="timing" if run.processes else "full",
+            backend=run.backend.NAME,
+            **prepared.config,
         )
         with (
             self._workspace("judge", judge_cfg, files) as dj,
@@ -644,20 +674,15 @@ class DeviceEvaluator:
             with run.profile.phase("spawn"):
                 judge = self._spawn("ksmith.evaluator.reference_child", dj)
             child = None
-            cache = tritoncache.program_folder(self.triton_root, candidate)
             try:
                 with run.profile.phase("spawn"):
-                    child = self._spawn(
-                        "ksmith.evaluator.candidate_child",
-                        dc,
-                        {"TRITON_CACHE_MANAGER": tritoncache.MANAGER, tritoncache.SHARED_VAR: cache},
-                    )
+                    child = self._spawn("ksmith.evaluator.candidate_child", dc, prepared.env)
                 return run.supervise(child, judge, dc, dj)
             finally:
                 with run.profile.phase("finish"):
                     if child is not None:
                         child.finish()
-                        tritoncache.adopt(os.path.join(dc, "triton-cache"), cache, self.triton_root)
+                        run.backend.after_child(candidate, dc, prepared)
                     judge.command("stop")
                     judge.finish()
 
@@ -693,9 +718,14 @@ class Run:
         facts: TaskFacts,
         measure: bool,
         warnings: list[str],
+        backend: Backend,
+        prepared: Prepared,
         profile: Profile | None = None,
     ):
+        """`backend`: the candidate's; `prepared`: what its compile step gave the harness."""
         self.ev = ev
+        self.backend = backend
+        self.prepared = prepared
         #: Where the evaluation's time goes (`PHASES`).
         self.profile = profile if profile is not None else Profile()
         self.o = ev.opts
@@ -895,7 +925,7 @@ class Run:
             return self.result("runtime_error", log=f"{e}\n{e.log}")
         self.ev._trace("correctness_done", process=self.processes, phases=msg.phases)
         trials = self.trials if first else 1
-        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), trials, o)
+        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), trials, o, self.backend.LABEL)
         if v:
             return self.verdict(v)
         if self.steer:
@@ -1011,23 +1041,28 @@ def _triton_version() -> str:
 
 
 def _gpu_name_driver() -> tuple[str, str]:
-    """The name and driver version of the first visible GPU from `nvidia-smi` (which ignores
-    `CUDA_VISIBLE_DEVICES`, so its first entry picks the row), or empty strings."""
+    """The name and driver version of the first visible GPU from `nvidia-smi`, or empty strings."""
+    row = _gpu_query("name,driver_version").split(",")
+    return row[0].strip(), (row[1].strip() if len(row) > 1 else "")
+
+
+def _gpu_query(fields: str) -> str:
+    """`nvidia-smi`'s row of `fields` (comma-separated) for the first visible GPU (it ignores
+    `CUDA_VISIBLE_DEVICES`, so that variable's first entry picks the row), or an empty string."""
     import subprocess
 
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=20,
         )
     except (OSError, subprocess.SubprocessError):
-        return "", ""
-    rows = [r.split(",") for r in out.stdout.strip().splitlines()] if out.returncode == 0 else []
+        return ""
+    rows = out.stdout.strip().splitlines() if out.returncode == 0 else []
     first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
     idx = int(first) if first.isdigit() else 0
     if not rows:
-        return "", ""
-    row = rows[idx] if idx < len(rows) else rows[0]
-    return row[0].strip(), (row[1].strip() if len(row) > 1 else "")
+        return ""
+    return (rows[idx] if idx < len(rows) else rows[0]).strip()

@@ -39,7 +39,11 @@ import traceback
 from typing import Any
 
 #: The modules a child may run (`main(workspace, secret)`).
-CHILD_MODULES = ("ksmith.evaluator.reference_child", "ksmith.evaluator.candidate_child")
+CHILD_MODULES = (
+    "ksmith.evaluator.reference_child",
+    "ksmith.evaluator.candidate_child",
+    "ksmith.evaluator.build_child",
+)
 #: Largest request the server reads.
 MAX_REQUEST = 1 << 20
 

@@ -67,6 +67,26 @@ class Violation(Message):
 
 
 @dataclasses.dataclass
+class ExtensionsBuilt(Message):
+    """The build child (`build_child`) built every extension: the binary of each module, relative
+    to its workspace, and the seconds the builds took."""
+
+    TYPE: ClassVar[str] = "extensions_built"
+    files: dict[str, str]
+    seconds: float
+
+
+@dataclasses.dataclass
+class ExtensionsFailed(Message):
+    """An extension did not build: the compiler's first errors (`message`); `toolchain` when the
+    toolchain failed rather than the candidate's sources."""
+
+    TYPE: ClassVar[str] = "extensions_failed"
+    message: str
+    toolchain: bool
+
+
+@dataclasses.dataclass
 class Compiled(Message):
     """`ModelNew` is built; `weights` says how its parameters were set."""
 
@@ -250,6 +270,8 @@ MESSAGES: dict[str, type[Message]] = {
         SandboxFailed,
         CompileFailed,
         Violation,
+        ExtensionsBuilt,
+        ExtensionsFailed,
         Compiled,
         RunFailed,
         Unreproducible,

@@ -7,19 +7,21 @@ Worker -> client, once at start:
     {"v":1,"type":"hello","device":"cpu"|"cuda","pid":N,"torch":"...","triton":"..."}
 Client -> worker:
     {"v":1,"type":"evaluate","id":"<any string>","request":{task_id, reference, candidate, measure,
-                                                               alt_sizes}}
+                                                               alt_sizes, backend}}
     (`alt_sizes`, optional: the task's recorded size sets, a list of {constant name: integer}; see
-    `shapes`)
+    `shapes`; `backend`, optional: the candidate's kernel language, `triton` (the default) or
+    `cuda`, see `backends`)
     {"v":1,"type":"ping","id":"..."}                 -> {"v":1,"type":"pong","id":"..."}
     {"v":1,"type":"shutdown"}                        (or end of input): finish in-flight requests, exit
 Worker -> client, per request, in completion order (many may be in flight):
     {"v":1,"type":"result","id":"...","result":{EvalResult},"profile":{phase: seconds}}
     {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal"
-                                                      |"device_failed",
+                                                      |"device_failed"|"backend_unavailable",
                                               "message":"...","task_id":"..."}}
     (`profile`, optional: where the evaluation's time went, `evaluate.PHASES`; `device_failed`: the
     worker's GPU failed its check after the request went wrong, see `health`: the request was not
-    evaluated and the client sends it to another device)
+    evaluated and the client sends it to another device; `backend_unavailable`: the request's
+    backend cannot run on this worker, e.g. no nvcc; the message names what is missing)
 HTTP (`serve` mode): POST /v1/evaluate with {"v":1,"request":{...}} answers 200 with
 {"v":1,"result":{...}} or 4xx/5xx with {"v":1,"error":{...}}; GET /v1/health answers the hello.
 `EvalResult` is exactly the serde form of `ksmith_core::evaluation::EvalResult` (snake_case
@@ -63,6 +65,11 @@ def check_request(req: object) -> dict[str, Any]:
             raise ProtocolError(f"`request.{f}` must be a string")
     if "measure" in req and not isinstance(req["measure"], bool):
         raise ProtocolError("`request.measure` must be a boolean")
+    if req.get("backend") is not None:
+        from .backends import names
+
+        if req["backend"] not in names():
+            raise ProtocolError(f"`request.backend` must be one of {', '.join(names())}, not {req['backend']!r}")
     if req.get("alt_sizes") is not None:
         from .shapes import parse_sets
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..confine import Policy
 from . import protocol
+from .backend import BackendUnavailable
 from .evaluate import BrokenReference, DeviceEvaluator
 from .worker import error_body, hello
 
@@ -92,6 +93,8 @@ def serve_with(
                 self._answer(400, {"type": "error", "error": error_body(protocol.ProtocolError(str(e)), task_id)})
             except BrokenReference as e:
                 self._answer(422, {"type": "error", "error": error_body(e)})
+            except BackendUnavailable as e:
+                self._answer(503, {"type": "error", "error": error_body(e, task_id)})
             except Exception as e:  # noqa: BLE001
                 self._answer(500, {"type": "error", "error": error_body(e, task_id)})
 

@@ -3,9 +3,11 @@
 The checks read the program with Python's `ast` module. They decide three things:
 
 - whether the program is a candidate at all (parses, defines `ModelNew`, and at least one
-  `@triton.jit` / `@triton.autotune` function is reachable from `ModelNew` through the
-  module-level names it uses) -- otherwise `static_rejected` (or `compile_error` for a syntax
-  error);
+  kernel of its backend is reachable from `ModelNew` through the module-level names it uses:
+  a `@triton.jit` / `@triton.autotune` function for `triton`; for `cuda`, a module-level name
+  bound to a `load_inline` extension the evaluator can build from the text, whose sources define
+  a `__global__` kernel and pass the source rules of `cuda_source`) -- otherwise
+  `static_rejected` (or `compile_error` for a syntax error);
 - whether it uses a construct that only serves to cheat or escape -- then `hacked` with the hack
   class (threads and processes: `background_thread`; side streams: `side_stream`; assignments to
   attributes of imported modules: `timer_patch`; tensor subclasses and `__torch_function__`:
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+
+from . import cuda_source
 
 #: The `try` statements (`try`/`except` and `try`/`except*`).
 _TRY_NODES = (ast.Try, ast.TryStar)
@@ -212,7 +216,8 @@ class StaticVerdict:
     message: str = ""
     #: Non-fatal findings.
     warnings: list[str] = field(default_factory=list)
-    #: Names of the Triton kernels reachable from `ModelNew`.
+    #: Names of the kernels reachable from `ModelNew` (Triton kernels; for `cuda`, the names the
+    #: extensions are bound to).
     kernels: list[str] = field(default_factory=list)
 
 
@@ -243,8 +248,9 @@ def _root(node: ast.AST) -> ast.AST:
 
 
 class _Checker:
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, backend: str = "triton"):
         self.tree = tree
+        self.backend = backend
         self.warnings: list[str] = []
         # local name -> full module path, for every import
         self.imported: dict[str, str] = {}
@@ -303,7 +309,11 @@ class _Checker:
     # -- dotted paths ----------------------------------------------------------------------
     def check_path(self, full: str, node: ast.AST) -> None:
         parts = full.split(".")
-        if full.startswith("torch.utils.cpp_extension") or "load_inline" in parts:
+        if self.backend == "cuda":
+            if full.startswith("torch.utils.cpp_extension.") and full != "torch.utils.cpp_extension.load_inline":
+                why = f"`{full}`: only `load_inline` of torch.utils.cpp_extension is allowed"
+                self.fail("static_rejected", None, node, why)
+        elif full.startswith("torch.utils.cpp_extension") or "load_inline" in parts:
             self.fail(
                 "static_rejected", None, node, "CUDA/C++ extensions are not a Triton kernel (torch.utils.cpp_extension)"
             )
@@ -344,30 +354,48 @@ class _Checker:
                 self.check_import(each)
         for each in ast.walk(self.tree):
             self.check_node(each)
-        for name, definition in self.defs.items():
-            if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(definition):
-                self.kernels.add(name)
+        if self.backend == "cuda":
+            self.find_extensions()
+        else:
+            for name, definition in self.defs.items():
+                if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(definition):
+                    self.kernels.add(name)
         if "ModelNew" not in self.defs or not isinstance(self.defs["ModelNew"], ast.ClassDef):
             self.fail("static_rejected", None, self.tree, "the program does not define `class ModelNew`")
         reach = self.reachable("ModelNew")
         kernels = sorted(self.kernels & reach)
+        what = "`load_inline` CUDA extension" if self.backend == "cuda" else "Triton kernel"
         if not self.kernels:
-            self.fail(
-                "static_rejected",
-                None,
-                self.defs["ModelNew"],
-                "no `@triton.jit` or `@triton.autotune` kernel is defined",
+            defined = (
+                "no `load_inline` CUDA extension is built at module level"
+                if self.backend == "cuda"
+                else "no `@triton.jit` or `@triton.autotune` kernel is defined"
             )
+            self.fail("static_rejected", None, self.defs["ModelNew"], defined)
         if not kernels:
             self.fail(
                 "static_rejected",
                 None,
                 self.defs["ModelNew"],
-                f"no Triton kernel is reachable from ModelNew (defined: {', '.join(sorted(self.kernels))})",
+                f"no {what} is reachable from ModelNew (defined: {', '.join(sorted(self.kernels))})",
             )
         self.check_try(reach)
         self.check_torch_compute(reach)
         return kernels
+
+    def find_extensions(self) -> None:
+        """The CUDA backend's kernels: the names bound to `load_inline` extensions, each passing
+        the source rules (`cuda_source`)."""
+        try:
+            specs = cuda_source.extensions(self.tree, self.resolve)
+        except cuda_source.SpecError as e:
+            raise _Finding("static_rejected", None, str(e)) from None
+        for binding, spec in sorted(specs.items()):
+            finding, warnings = cuda_source.source_findings(spec, binding)
+            if finding is not None:
+                raise _Finding(finding.status, finding.hack, finding.message)
+            self.warnings.extend(warnings)
+            self.kernels.add(binding)
 
     def is_kernel(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for dec in fn.decorator_list:
@@ -479,6 +507,8 @@ class _Checker:
                     return True
                 if isinstance(f, ast.Name) and f.id in self.kernels:
                     return True
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.kernels:
+                    return True
                 if depth < 4 and isinstance(f, ast.Name) and f.id in self.defs and f.id in reach:
                     target = self.defs[f.id]
                     if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.launches_kernel(
@@ -518,13 +548,13 @@ class _Checker:
                     )
 
 
-def check(source: str) -> StaticVerdict:
-    """Runs every static check on `source`."""
+def check(source: str, backend: str = "triton") -> StaticVerdict:
+    """Runs every static check on `source`, a candidate of `backend` (`triton` or `cuda`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
         return StaticVerdict(status="compile_error", message=f"SyntaxError: {e.msg} (line {e.lineno})")
-    checker = _Checker(tree)
+    checker = _Checker(tree, backend)
     try:
         kernels = checker.run()
     except _Finding as f:

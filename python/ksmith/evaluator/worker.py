@@ -17,6 +17,7 @@ from typing import Any
 from ..confine import SandboxError
 from ..confine.policy import EXIT_UNAVAILABLE
 from . import health, protocol
+from .backend import BackendUnavailable
 from .evaluate import BrokenReference, DeviceEvaluator
 
 
@@ -40,6 +41,8 @@ def hello(device: str, evaluator: DeviceEvaluator | None = None) -> dict[str, An
 def error_body(e: BaseException, task_id: str | None = None) -> dict[str, Any]:
     if isinstance(e, BrokenReference):
         return {"kind": "broken_reference", "message": e.message, "task_id": e.task_id}
+    if isinstance(e, BackendUnavailable):
+        return {"kind": "backend_unavailable", "message": str(e), "task_id": task_id}
     if isinstance(e, protocol.ProtocolError):
         return {"kind": "bad_request", "message": str(e), "task_id": task_id}
     return {"kind": "internal", "message": f"{type(e).__name__}: {e}", "task_id": task_id}

@@ -37,6 +37,8 @@ pub struct ChainTurn {
 pub struct ChainRow {
     /// Stable id: content hash of the chain's step ids.
     pub sample_id: String,
+    /// The kernel language of the chain's programs.
+    pub backend: crate::evaluation::Backend,
     /// Train or validation (by the task's cluster, as SFT and GRPO).
     pub split: Split,
     /// The task (reference module).
@@ -80,7 +82,7 @@ impl ChainRow {
 
 impl Table for ChainRow {
     const NAME: &'static str = "chains";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 }
 
 #[cfg(test)]
@@ -107,6 +109,7 @@ mod tests {
         };
         let row = ChainRow {
             sample_id: "c".into(),
+            backend: crate::evaluation::Backend::Triton,
             split: Split::Train,
             task_id: "t".into(),
             island: 1,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatMessage;
-use crate::evaluation::Stamp;
+use crate::evaluation::{Backend, Stamp};
 use crate::table::Table;
 use crate::tables::{SpeedLabels, Split};
 
@@ -33,6 +33,8 @@ pub struct GrpoRow {
     pub sample_id: String,
     /// The rule that chose it.
     pub selection: GrpoSelection,
+    /// The kernel language the answer must be written in (the reward evaluates it so).
+    pub backend: Backend,
     /// Train or validation.
     pub split: Split,
     /// The task (reference module).
@@ -84,7 +86,7 @@ pub struct GrpoRow {
 
 impl Table for GrpoRow {
     const NAME: &'static str = "grpo";
-    const SCHEMA_VERSION: u32 = 3;
+    const SCHEMA_VERSION: u32 = 4;
 }
 
 /// The file of the agent environments' starts in a work directory: [`GrpoRow`]s chosen by

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatMessage;
-use crate::evaluation::Stamp;
+use crate::evaluation::{Backend, Stamp};
 use crate::table::Table;
 use crate::tables::SpeedLabels;
 
@@ -35,6 +35,8 @@ crate::vocabulary! {
 pub struct SftRow {
     /// Stable id: content hash of (kind, step id).
     pub sample_id: String,
+    /// The kernel language of the sample's program.
+    pub backend: Backend,
     /// Why it was selected.
     pub kind: SftKind,
     /// Train or validation.
@@ -80,5 +82,5 @@ pub struct SftRow {
 
 impl Table for SftRow {
     const NAME: &'static str = "sft";
-    const SCHEMA_VERSION: u32 = 3;
+    const SCHEMA_VERSION: u32 = 4;
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{EvalResult, EvalStatus, HackKind, Stamp};
+use crate::evaluation::{Backend, EvalResult, EvalStatus, HackKind, Stamp};
 use crate::table::Table;
 
 crate::vocabulary! {
@@ -77,6 +77,10 @@ pub struct StepRow {
     pub island: u32,
     /// Translate, optimize or repair.
     pub kind: StepKind,
+    /// The kernel language the step's program is written in (journals of older versions lack
+    /// it: Triton).
+    #[serde(default)]
+    pub backend: Backend,
     /// Id of the parent program (the seed's id for translations).
     pub parent_id: String,
     /// The step that produced the parent program; `None` when the parent is the seed (the
@@ -194,7 +198,7 @@ impl StepRow {
 
 impl Table for StepRow {
     const NAME: &'static str = "steps";
-    const SCHEMA_VERSION: u32 = 4;
+    const SCHEMA_VERSION: u32 = 5;
 }
 
 #[cfg(test)]
@@ -213,6 +217,11 @@ mod tests {
                 StepKind::Translate
             } else {
                 StepKind::Optimize
+            },
+            backend: if i % 2 == 1 {
+                Backend::Cuda
+            } else {
+                Backend::Triton
             },
             parent_id: "p".into(),
             parent_step_id: (i > 0).then(|| "s0".into()),
@@ -266,15 +275,18 @@ mod tests {
     }
 
     #[test]
-    fn journal_lines_of_older_versions_read_without_the_sizes() {
+    fn journal_lines_of_older_versions_read_without_the_sizes_or_backend() {
         let mut v = serde_json::to_value(row(1, None)).unwrap();
         let obj = v.as_object_mut().unwrap();
         obj.remove("response_bytes");
         obj.remove("reasoning_bytes");
         obj.remove("speedup_over_compile");
+        obj.remove("backend");
         let back: StepRow = serde_json::from_value(v).unwrap();
         assert_eq!((back.response_bytes, back.response_cut()), (0, false));
         assert_eq!(back.speedup_over_compile, None);
+        // journals written before the CUDA backend are Triton's
+        assert_eq!(back.backend, Backend::Triton);
     }
 
     #[test]

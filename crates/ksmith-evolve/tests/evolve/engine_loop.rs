@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use crate::support::*;
 use ksmith_core::context::StageContext;
+use ksmith_core::evaluation::Backend;
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::{EditOutcome, StepKind, StepRow};
 use ksmith_evolve::engine::{TaskRun, TaskState};
@@ -587,4 +588,80 @@ fn tasks_without_headroom_are_counted_and_left_out_when_configured() {
         (steps_of(&rows, "roomy"), steps_of(&rows, "full")),
         (9, first)
     );
+}
+/// The scripted evaluator, recording the backend of every request.
+struct BackendRecorder {
+    inner: FakeEvaluator,
+    seen: std::sync::Mutex<Vec<(String, Backend)>>,
+}
+
+impl ksmith_core::evaluation::Evaluator for BackendRecorder {
+    fn evaluate(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::EvalResult, ksmith_core::evaluation::EvalError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((r.task_id.clone(), r.backend));
+        self.inner.evaluate(r)
+    }
+}
+
+#[test]
+fn a_run_mixing_backends_prompts_evaluates_and_records_each_tasks_own() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tasks(
+        dir.path(),
+        &[task("in-cuda", REFERENCE), task("in-triton", REFERENCE)],
+    );
+    let c = RolloutConfig {
+        backend: Backend::Cuda,
+        task_backends: [("in-triton".to_string(), Backend::Triton)].into(),
+        ..cfg(3)
+    };
+    let ev = BackendRecorder {
+        inner: FakeEvaluator::new(),
+        seen: Default::default(),
+    };
+    run(
+        &c,
+        &StageContext::for_tests(dir.path()),
+        &ScriptedTeacher::new(),
+        &ev,
+    )
+    .unwrap();
+    let rows: Vec<StepRow> = read_table(&StepRow::path_in(dir.path())).unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in &rows {
+        let want = if r.task_id == "in-cuda" {
+            Backend::Cuda
+        } else {
+            Backend::Triton
+        };
+        assert_eq!(r.backend, want, "{}", r.task_id);
+        // the backend's own rules and seed
+        assert_eq!(
+            r.system_prompt.contains("load_inline"),
+            want == Backend::Cuda,
+            "{}",
+            r.task_id
+        );
+        if r.kind == StepKind::Translate {
+            assert_eq!(
+                r.parent_program.contains("import triton\n"),
+                want == Backend::Triton
+            );
+        }
+    }
+    let seen = ev.seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    for (task, backend) in seen.iter() {
+        let want = if task == "in-cuda" {
+            Backend::Cuda
+        } else {
+            Backend::Triton
+        };
+        assert_eq!(*backend, want, "{task}");
+    }
 }

@@ -101,6 +101,7 @@ fn step(
         task_id: task.into(),
         iteration,
         island: 0,
+        backend: ksmith_core::evaluation::Backend::Triton,
         parent_id: parent.map(Into::into),
         parent_program: String::new(),
         prompt: vec![

@@ -2,7 +2,7 @@
 //! up-to-date skip, missing inputs and unreadable evaluations.
 
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{EvalResult, EvalStatus, Hardware, Stamp, Timing};
+use ksmith_core::evaluation::{Backend, EvalResult, EvalStatus, Hardware, Stamp, Timing};
 use ksmith_core::report::StageReport;
 use ksmith_core::speedup_interval::timing_from_samples;
 use ksmith_core::table::{Table, read_table, write_table};
@@ -56,6 +56,8 @@ fn row(id: &str, iteration: u32, parent: Option<&str>, speedup: Option<f64>) -> 
         task_id: "T".into(),
         iteration,
         island: 0,
+        // the rows of a CUDA rollout: the samples must say so (their reward evaluates them so)
+        backend: Backend::Cuda,
         kind: if parent.is_none() {
             StepKind::Translate
         } else {
@@ -139,8 +141,10 @@ fn run_writes_tables_manifest_and_report_then_skips() {
             ("c", SftKind::Performance)
         ]
     );
+    assert!(sft.iter().all(|r| r.backend == Backend::Cuda));
     // c's prompt is on b, a best-so-far faster than eager.
     assert_eq!(grpo.len(), 1);
+    assert_eq!(grpo[0].backend, Backend::Cuda);
     assert_eq!(grpo[0].step_id, "c");
     assert_eq!(grpo[0].prompt[0].role, "system");
     assert_eq!(grpo[0].prompt[1].content, "Step c: make it faster.");
