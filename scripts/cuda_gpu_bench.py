@@ -5,7 +5,10 @@ per GPU-minute for CUDA next to Triton on the same tasks.
 
 Usage (from the repository root, on a machine with a GPU, torch, nvcc and a C++ compiler):
     python3 scripts/cuda_gpu_bench.py [--out DIR] [--deadline-s 540] [--concurrency 6]
-                                      [--throughput 6] [--wheels .whl]
+                                      [--throughput 6] [--wheels .whl] [--only TEXT]
+
+`--only TEXT` runs the verdicts phase alone, for the candidates whose path contains TEXT (a
+re-run of one candidate after a fix, without the compile and throughput phases).
 
 ninja must be on PATH or in the interpreter's environment; when it is missing and `--wheels DIR`
 holds a ninja wheel (`pip download --no-deps -d .whl ninja==1.13.2` on a machine with the
@@ -122,6 +125,7 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=6)
     p.add_argument("--throughput", type=int, default=6)
     p.add_argument("--wheels", default=os.path.join(ROOT, ".whl"))
+    p.add_argument("--only", default=None, help="verdicts only, of the candidates whose path contains this")
     a = p.parse_args()
     t_start = time.monotonic()
     rep = Report(a.out)
@@ -177,11 +181,14 @@ def main() -> int:
             except CandidateFailed as failed:
                 return failed
 
-        with ThreadPoolExecutor(len(honest)) as pool:
-            cold = list(pool.map(compile_step, honest))
-        warm = [compile_step(e) for e in honest]
+        chosen = [] if a.only else honest
+        with ThreadPoolExecutor(max(1, len(chosen))) as pool:
+            cold = list(pool.map(compile_step, chosen))
+        warm = [compile_step(e) for e in chosen]
         rows = []
-        for e, c, w in zip(honest, cold, warm):
+        if a.only:
+            rep.say(f"(skipped: --only {a.only})")
+        for e, c, w in zip(chosen, cold, warm):
             if isinstance(c, CandidateFailed) or isinstance(w, CandidateFailed):
                 why = first_line(c.message if isinstance(c, CandidateFailed) else w.message)
                 rows.append({"candidate": e["candidate"], "failed": why})
@@ -198,6 +205,8 @@ def main() -> int:
         rep.say()
         jobs = []
         for e in manifest["honest"] + manifest["adversarial"]:
+            if a.only and a.only not in e["candidate"]:
+                continue
             jobs.append((e, "static", e["expect"]))
             if e.get("runtime"):
                 jobs.append((e, "runtime", e["runtime"]))
@@ -275,6 +284,9 @@ def main() -> int:
             ("triton", "triton"),
         )
         for label, backend in rounds:
+            if a.only:
+                rep.say(f"| {label} | skipped: --only {a.only} |")
+                continue
             if left() < 90:
                 rep.say(f"| {label} | skipped: deadline |")
                 continue

@@ -5,8 +5,8 @@
 #   scripts/gpu_rollout_bench.sh [OUTDIR]        (default: $OUT or /tmp/ksmith-gpu-bench)
 #
 # Environment: KSMITH_BIN (default target/release/ksmith), KSMITH_PYTHON (an interpreter with
-# torch and triton; default python3), ITERATIONS (default 3), TASKS (the task folder; default
-# data/gpu-tasks), BACKEND (`triton`, the default, with the answers of data/gpu-tasks/answers;
+# torch and triton; default python3), ITERATIONS (default 3), PARALLEL_TASKS (default 1), TASKS
+# (the task folder; default data/gpu-tasks), BACKEND (`triton`, the default, with the answers of data/gpu-tasks/answers;
 # or `cuda`: `[rollout] backend = "cuda"` with those of data/gpu-tasks/answers-cuda, which needs
 # nvcc, ninja and a C++ compiler).
 set -euo pipefail

@@ -7,7 +7,8 @@
 #                                        exits), waits for the url it prints to DIR/teacher.json
 #                                        and sets TEACHER_URL; fails when none comes in 10 s.
 #   write_rollout_config FILE [BACKEND]  writes FILE: a rollout of $ITERATIONS (default 3)
-#                                        iterations on one island, one task at a time, measured,
+#                                        iterations on one island, $PARALLEL_TASKS (default 1)
+#                                        task(s) at a time, measured,
 #                                        for BACKEND (`[rollout] backend`, default triton), with
 #                                        the scripted teacher as the one endpoint; a caller
 #                                        appends its own sections.
@@ -34,7 +35,7 @@ write_rollout_config() {
 [rollout]
 iterations = ${ITERATIONS:-3}
 num_islands = 1
-parallel_tasks = 1
+parallel_tasks = ${PARALLEL_TASKS:-1}
 measure = true
 backend = "${2:-triton}"
 
