@@ -72,6 +72,7 @@ impl WorkerPool {
         let python = ksmith_core::python_env::resolve_python(cfg.python.as_deref())
             .map_err(EvalClientError::Python)?;
         let devices = devices::planned(cfg);
+        let inflight = cfg.inflight_for(&devices);
         let labels = devices::slot_labels(&devices);
         let runtime = RuntimeDir::create(cfg.runtime_dir.as_deref())?;
         let pool = WorkerPool {
@@ -84,7 +85,7 @@ impl WorkerPool {
                     worker: Mutex::new(None),
                 })
                 .collect(),
-            schedule: Scheduler::new(labels, cfg.inflight_per_worker),
+            schedule: Scheduler::new(labels, inflight),
             cfg: cfg.clone(),
             python,
             next_id: AtomicU64::new(0),

@@ -253,7 +253,7 @@ fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
 #[test]
 fn two_workers_share_the_work_and_account_for_it() {
     let cfg = EvalConfig {
-        inflight_per_worker: 1,
+        inflight_per_worker: Some(1),
         ..cpu_config(2)
     };
     let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
@@ -342,7 +342,7 @@ fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
     }
     let cfg = EvalConfig {
         devices: vec!["0".to_string(), "cpu".to_string()],
-        inflight_per_worker: 1,
+        inflight_per_worker: Some(1),
         ..cpu_config(1)
     };
     let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
