@@ -46,8 +46,8 @@ TOOL_SCHEMA = {
         },
     },
 }
-# The end of an error log a report shows; the reward function's message is cut the same.
-ERROR_TAIL_CHARS = 2000
+# The end of an error log a report shows: the reward function's cut.
+ERROR_TAIL_CHARS = reward.ERROR_TAIL_CHARS
 REPORT_KEYS = ("status", "compiled", "correct", "speedup", "hack", "error")
 
 

@@ -59,6 +59,11 @@ from ksmith.answer import ENTRY_POINT, Edit, apply_answer  # noqa: E402
 from ksmith.shared.versions import EVAL_PROTOCOL as PROTOCOL_VERSION  # noqa: E402
 from ksmith.shared.versions import GROUND_TRUTH as GROUND_TRUTH_VERSION  # noqa: E402
 
+#: Characters of an evaluation's error log the reward's message keeps (its end): the same as
+#: the tool reports of `ksmith.environment` and the exported conversations
+#: (`ksmith_core::evaluation::ERROR_TAIL_CHARS`, tested against this line).
+ERROR_TAIL_CHARS = 2000
+
 #: The kernel languages a ground truth may name (the evaluator's backends, `verdicts.json`).
 KERNEL_BACKENDS = tuple(
     json.loads(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "verdicts.json")).read())["backend"]
@@ -370,7 +375,7 @@ def _evaluated(program: str, gt: dict, cfg: RewardConfig, backend, out: dict) ->
     out["status"] = status
     out["hack"] = res.get("hack")
     out["compiled"] = status not in ("static_rejected", "compile_error")
-    out["message"] = (res.get("error_log") or "")[-2000:]
+    out["message"] = (res.get("error_log") or "")[-ERROR_TAIL_CHARS:]
     if status == "hacked":
         out.update(hacked=True, score=cfg.hack_penalty)
         return out

@@ -456,3 +456,16 @@ pub trait Evaluator: Send + Sync {
         Vec::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The reward's message and the environment's tool reports (Python) cut an error log to
+    /// the same number of characters as the exported conversations.
+    #[test]
+    fn the_python_reward_keeps_the_same_error_tail() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/ksmith/reward.py");
+        let source = std::fs::read_to_string(path).unwrap();
+        let line = format!("\nERROR_TAIL_CHARS = {}\n", super::ERROR_TAIL_CHARS);
+        assert!(source.contains(&line), "{path} must define{line}");
+    }
+}
