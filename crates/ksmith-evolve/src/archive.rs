@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use ksmith_core::evaluation::{EvalResult, EvalStatus};
 use ksmith_core::ids::content_id;
-use ksmith_core::speedup_interval::Bootstrap;
+use ksmith_core::speedup_interval::{Bootstrap, Draws};
 use ksmith_core::tables::{EditOutcome, StepKind};
 use serde::{Deserialize, Serialize};
 
@@ -22,31 +22,54 @@ const FAILED_KEPT: usize = 64;
 /// Attempts remembered per island.
 const ATTEMPTS_KEPT: usize = 16;
 
-/// True when program `challenger` should take the place of `incumbent` (a grid cell, an
+/// Decides whether program `challenger` should take the place of an incumbent (a grid cell, an
 /// island's best, the task's best): its fitness is higher and, when both were timed with samples,
 /// significantly so (the lower bound of the ratio of their speedups, a percentile bootstrap at
 /// the default confidence, above 1). A challenger within timing noise of the incumbent leaves it
 /// in place, so which program a run builds on does not depend on which of two equal programs
 /// the noise put ahead. Without samples (the CPU, or an evaluation that reports none) the
-/// figures decide.
-fn beats(programs: &[Program], challenger: usize, incumbent: usize) -> bool {
-    let (a, b) = (&programs[challenger], &programs[incumbent]);
-    if a.fitness <= b.fitness {
-        return false;
+/// figures decide. The bootstrap draws of each program are computed once per placement (the
+/// three incumbents are often one program).
+struct Challenge {
+    bootstrap: Bootstrap,
+    challenger: usize,
+    draws: HashMap<usize, Option<Draws>>,
+}
+
+impl Challenge {
+    fn new(challenger: usize) -> Challenge {
+        Challenge {
+            bootstrap: Bootstrap::default(),
+            challenger,
+            draws: HashMap::new(),
+        }
     }
-    let (Some(ea), Some(eb)) = (&a.eval, &b.eval) else {
-        return true;
-    };
-    let bootstrap = Bootstrap::default();
-    let draws = (
-        bootstrap.eager_draws(ea, &a.id),
-        bootstrap.eager_draws(eb, &b.id),
-    );
-    match draws {
-        (Ok(da), Ok(db)) => da
-            .ratio(&db)
-            .is_none_or(|r| bootstrap.interval(&r).above(1.0)),
-        _ => true,
+
+    /// Computes the draws of program `idx` over eager once (None when it has none).
+    fn fill(&mut self, programs: &[Program], idx: usize) {
+        let bootstrap = &self.bootstrap;
+        self.draws.entry(idx).or_insert_with(|| {
+            let p = &programs[idx];
+            p.eval
+                .as_ref()
+                .and_then(|e| bootstrap.eager_draws(e, &p.id).ok())
+        });
+    }
+
+    /// True when the challenger should take `incumbent`'s place.
+    fn beats(&mut self, programs: &[Program], incumbent: usize) -> bool {
+        if programs[self.challenger].fitness <= programs[incumbent].fitness {
+            return false;
+        }
+        self.fill(programs, self.challenger);
+        self.fill(programs, incumbent);
+        let (Some(Some(mine)), Some(Some(theirs))) =
+            (self.draws.get(&self.challenger), self.draws.get(&incumbent))
+        else {
+            return true;
+        };
+        mine.ratio(theirs)
+            .is_none_or(|r| self.bootstrap.interval(&r).above(1.0))
     }
 }
 
@@ -293,15 +316,16 @@ impl Archive {
             migrant,
         });
         self.member_sets[island].insert(idx);
+        let mut challenge = Challenge::new(idx);
         match isl.grid[cell] {
             None => {
                 isl.grid[cell] = Some(idx);
                 isl.occupied.push(cell);
             }
-            Some(old) if beats(&self.programs, idx, old) => isl.grid[cell] = Some(idx),
+            Some(old) if challenge.beats(&self.programs, old) => isl.grid[cell] = Some(idx),
             Some(_) => {}
         }
-        if isl.best.is_none_or(|b| beats(&self.programs, idx, b)) {
+        if isl.best.is_none_or(|b| challenge.beats(&self.programs, b)) {
             isl.best = Some(idx);
         }
         if !self.elites.contains(&idx) {
@@ -315,7 +339,7 @@ impl Archive {
                 self.elites.truncate(self.elite_size);
             }
         }
-        if self.best.is_none_or(|b| beats(&self.programs, idx, b)) {
+        if self.best.is_none_or(|b| challenge.beats(&self.programs, b)) {
             self.best = Some(idx);
         }
         true
