@@ -11,7 +11,7 @@ import os
 import pytest
 from ksmith.confine import Policy
 from ksmith.evaluator import compile_baseline
-from ksmith.evaluator.evaluate import DEFAULT_OPTIONS, DeviceEvaluator
+from ksmith.evaluator.evaluate import DEFAULT_OPTIONS, DeviceEvaluator, Profile
 
 UNCONFINED = Policy(require=False)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,7 +62,7 @@ def test_an_unknown_mode_is_refused():
 def test_a_compile_past_its_time_limit_gives_the_reason_not_a_failure(ev):
     ev.opts["compile_baseline_timeout_s"] = 0.01
     ev.opts["run_timeout_s"] = 1
-    got = ev._measure_compiled("t", 1, TASK, "default")
+    got = ev._measure_compiled("t", 1, TASK, "default", Profile())
     assert got["timing"] is None and got["speedup_over_eager"] is None
     assert "compile_baseline_timeout_s = 0 s" in got["why"], got["why"]
     # the task itself is still evaluated
@@ -95,7 +95,7 @@ def test_a_compiled_reference_that_differs_from_eager_is_refused(monkeypatch):
 def test_the_compile_child_compiles_checks_and_times_a_task(ev):
     # the whole child path on the CPU (inductor's C++ backend; the timing is the CPU's rehearsal,
     # whose times say nothing: the GPU's figures come from scripts/gpu_rollout_bench.sh)
-    got = ev._measure_compiled("t", 1, TASK, "default")
+    got = ev._measure_compiled("t", 1, TASK, "default", Profile())
     assert got["why"] is None, got["why"]
     assert got["mode"] == "default" and got["compile_s"] > 0
     timing = got["timing"]
