@@ -145,6 +145,41 @@ def test_constraints_are_kept_in_the_sizes_and_every_alternate():
     assert json.loads(r["sizes"]).get("max_len", 64) == 64 or "max_len" not in sizes
 
 
+UNET = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.inp = nn.Conv2d(3, dim, 3, padding=1)
+        self.time = nn.Linear(1, dim)
+        self.down = nn.ModuleList([nn.Conv2d(dim, dim, 3, stride=2, padding=1) for _ in range(3)])
+        self.out = nn.Conv2d(dim, 3, 1)
+
+    def forward(self, x, time):
+        assert x.shape[-2] % 8 == 0 and x.shape[-1] % 8 == 0, "your input dimensions need to be divisible by 8"
+        h = self.inp(x) + self.time(time[:, None])[:, :, None, None]
+        for down in self.down:
+            h = down(h)
+        return self.out(F.interpolate(h, size=x.shape[-2:]))
+""",
+    "torch.rand([4, 3, 8, 8]), torch.rand([4])",
+    "16",
+)
+
+
+def test_a_unet_keeps_its_divisibility_and_its_time_step_per_sample_in_every_size_set():
+    r = sized(UNET)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    sizes = json.loads(r["sizes"])
+    alternates = json.loads(r["alt_sizes"])
+    assert len(alternates) >= 2
+    # The time step is one per sample: the batch knob sizes it with the image.
+    assert "batch_size" in sizes
+    for values in [sizes] + alternates:
+        _, _, (x, time), _ = build(r["program"], values, "meta")
+        assert x.shape[-2] % 8 == 0 and x.shape[-1] % 8 == 0, values
+        assert time.shape == (x.shape[0],), values
+
+
 def test_module_level_constants_of_the_program_are_its_knobs():
     r = sized(KERNELBENCH)
     assert r["size_status"] == "sized", r["size_reason"]

@@ -27,8 +27,9 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    (under ``confirm_mflop`` and ``confirm_mb``), from scratch as the evaluator would: it must
    run and give the same outputs.
 5. **Alternates.** The moderate set plus sets near the target with other values (batch minus
-   one, three quarters of a dimension, half), each checked on ``meta``, for the evaluator's
-   hidden-shape check.
+   one, three quarters of a dimension, half; where those break a divisibility, the same kept
+   multiples of the power of two that divides the knob's base size), each checked on ``meta``,
+   for the evaluator's hidden-shape check.
 
 Outcome (``size_status``): ``sized`` (work target reached, at least two alternates),
 ``below_target`` (as large as the program allows, below the target), ``unsizable`` (the program
@@ -295,15 +296,16 @@ class Sizer:
         dimension of the inputs is tried as the batch first; where it is not one (an unbatched
         input, whose first dimension is channels), it joins the other sizes of its value."""
         slots = state_slots(self.state)
-        batch = _batch_group(slots)
         knobs: list[Knob] = []
-        if batch:
-            work = self._trial(batch, base)
+        batch: tuple[Slot, ...] = ()
+        for group in _batch_groups(slots):
+            work = self._trial(group, base)
             if work is not None:
-                knobs.append(_knob(batch, base, work, 2))
-            else:
-                slots = [replace(s, role="channels") if s in batch else s for s in slots]
-                batch = ()
+                knobs.append(_knob(group, base, work, 2))
+                batch = group
+                break
+        if not batch:
+            slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
         for group in _value_groups([s for s in slots if s not in batch]):
             knobs += self._knobs_of(group, base)
         return knobs
@@ -606,9 +608,10 @@ class Sizer:
 
     def alternates(self, knobs, text, target, moderate) -> list[dict[str, int]]:
         """Size sets other than the target that run: the confirmed moderate set, then sets with
-        other values near it (batch minus one, three quarters, half), each run on the CPU (on
-        meta where building the model on the CPU is slow: the check is that the shapes fit);
-        at most three in all. Small sets keep the evaluator's hidden-shape check cheap; their
+        other values near it (batch minus one, three quarters, half; then, where those fail,
+        the same kept multiples of each knob's divisor), each run on the CPU (on meta where
+        building the model on the CPU is slow: the check is that the shapes fit); at most three
+        in all. Small sets keep the evaluator's hidden-shape check cheap; their
         odd values catch kernels that assume multiples of a block size."""
         out = [moderate] if moderate != target else []
         for values in _variants(knobs, moderate):
@@ -664,10 +667,19 @@ def _role(slots) -> str:
     return "value"
 
 
-def _batch_group(slots: list[Slot]) -> tuple[Slot, ...]:
-    """The first dimensions of the tensor inputs that have the first one's size."""
+def _batch_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
+    """The batch to try, likeliest first: the first dimensions of the tensor inputs that have
+    the first one's size, with the length of each 1-D input of that size (a time step or a
+    class label per sample, as a U-Net's ``forward(x, time, classes)`` takes); then without
+    the 1-D inputs."""
     batch = [s for s in slots if s.role == "batch"]
-    return tuple(s for s in batch if s.value == batch[0].value) if batch else ()
+    if not batch:
+        return []
+    first = tuple(s for s in batch if s.value == batch[0].value)
+    per_sample = tuple(
+        s for s in slots if s.side == "input" and s.rank == 1 and s.path[-1:] == (0,) and s.value == first[0].value
+    )
+    return [first + per_sample, first] if per_sample else [first]
 
 
 def _value_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
@@ -760,18 +772,42 @@ def _predict(knobs, values, start, ref) -> dict[str, float]:
 
 def _variants(knobs, target: dict[str, int]) -> list[dict[str, int]]:
     """Size sets near ``target``: batch minus one and three quarters of each other knob; half
-    of every knob; only the batch halved."""
+    of every knob; only the batch halved; then the first two again with each knob kept a
+    multiple of its divisor (:func:`_divisor`), for programs whose sizes must stay divisible
+    (a U-Net's sides by ``2 ** levels``): the nearest multiple at or below, or one divisor up
+    where that is the size itself or below the divisor."""
     odd, half, batch_only = dict(target), dict(target), dict(target)
+    odd_kept, half_kept = dict(target), dict(target)
     for k in knobs:
         v = target[k.name]
         if k.role == "batch":
-            odd[k.name] = v - 1 if v >= 3 else v + 1
+            odd[k.name] = odd_kept[k.name] = v - 1 if v >= 3 else v + 1
             batch_only[k.name] = max(1, v // 2)
-        elif v % 4 == 0 and v >= 8:
-            odd[k.name] = v * 3 // 4
+        else:
+            if v % 4 == 0 and v >= 8:
+                odd[k.name] = v * 3 // 4
+            d = _divisor(k.base)
+            odd_kept[k.name] = _kept_multiple(v, d, 3, 4)
+            half_kept[k.name] = _kept_multiple(v, d, 1, 2)
         if v % 2 == 0:
             half[k.name] = v // 2
-    return [odd, half, batch_only]
+            if k.role == "batch":
+                half_kept[k.name] = v // 2
+    return [odd, half, batch_only, odd_kept, half_kept]
+
+
+def _divisor(base: int) -> int:
+    """The largest power of two that divides a knob's base size: the size the program was
+    written with or the repair search settled on (raised to a multiple of 8 where a U-Net
+    asserted it), so every multiple of it is as divisible as the base."""
+    return base & -base if base > 0 else 1
+
+
+def _kept_multiple(v: int, d: int, num: int, den: int) -> int:
+    """The multiple of ``d`` at or below ``v * num / den``; ``v + d`` where that is ``v``
+    itself or below ``d``."""
+    near = (v * num // den) // d * d
+    return near if d <= near != v else v + d
 
 
 def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], attempt_s: float) -> dict[str, Any]:
