@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from ksmith.probe.execute import Probe, diverging, exec_program, run_request  # noqa: E402
+from ksmith.probe.execute import Probe, diverging, exec_program, repair_budget, run_request  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom dataclasses import dataclass\n\n\n"
 
@@ -375,11 +376,70 @@ def test_the_repair_search_stops_on_its_cpu_budget_and_says_so():
     # Past the budget no attempt starts: the first one used it all.
     assert budgeted["attempts"] == 1
     assert "the repair search stopped after 1 attempt:" in budgeted["error_message"]
-    assert "budget of 0.05 s of CPU" in budgeted["attempt_log"][-1]
+    # Its first attempt took more than the budget: the budget grew to its cap, 4 x 0.05 s.
+    assert "budget of 0.2 s of CPU" in budgeted["attempt_log"][-1]
     # The root cause is still the program's own failure.
     assert "AssertionError" == budgeted["error_class"] == unlimited["error_class"]
     assert "the image size is fixed" in budgeted["error_message"]
     assert "stopped" not in unlimited["error_message"]
+
+
+@pytest.mark.parametrize(
+    "budget, first, want",
+    [(3.0, 0.1, 3.0), (3.0, 1.0, 4.0), (3.0, 2.5, 10.0), (3.0, 10.0, 12.0)],
+)
+def test_the_repair_budget_makes_room_for_attempts_as_slow_as_the_first_within_its_cap(budget, first, want):
+    assert repair_budget(budget, first) == pytest.approx(want)
+
+
+SLOW_AND_FIXABLE = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        for _ in range(6):
+            torch.randn(1 << 20).sort()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x)
+""",
+    "torch.rand([4, 4, 6])",
+    "4",
+)
+
+
+def test_a_model_slow_to_build_gets_the_attempts_its_repair_needs():
+    # A budget below one attempt's CPU time: scaled to the first attempt, the second (the
+    # repaired width) still starts.
+    probe = Probe(SLOW_AND_FIXABLE, 42, torch)
+    probe.ns = exec_program(SLOW_AND_FIXABLE)
+    started = time.process_time()
+    probe.attempt(probe.initial_state())
+    first = time.process_time() - started
+    r = run_request({"program": SLOW_AND_FIXABLE, "repair_budget_s": first / 2}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert r["attempts"] >= 2
+
+
+def test_an_input_takes_the_image_size_its_constructor_declares():
+    # A Karras U-Net: `x.shape[1:] == (channels, image_size, image_size)`; the constructor's
+    # image size is the repository's configuration, the guessed input is what must change.
+    unet = """class Model(nn.Module):
+    def __init__(self, image_size, channels=4):
+        super().__init__()
+        self.image_size, self.channels = image_size, channels
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.pool = nn.AvgPool2d(image_size // 4)
+
+    def forward(self, x):
+        assert x.shape[1:] == (self.channels, self.image_size, self.image_size)
+        return self.pool(self.conv(x))
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 4])", "32"))
+    ns = exec_program(emitted)
+    assert ns["get_init_inputs"]() == [32], steps
+    assert ns["get_inputs"]()[0].shape == (4, 4, 32, 32), steps
+    assert steps == ["input0(x): shape [4, 4, 4, 4] -> [4, 4, 32, 32] (assertion (4, 4, 4) == (4, 32, 32))"]
 
 
 # --- ranks and sizes read from einops patterns and evaluated assertions -------------------------

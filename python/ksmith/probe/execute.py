@@ -8,7 +8,8 @@
    ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
    and 3-D (paritybench's restarts). A path whose failure only grows is left (:func:`diverging`),
    and no attempt starts once the search has used its CPU budget (``repair_budget_s``: models
-   with huge default configurations take seconds per attempt).
+   with huge default configurations take seconds per attempt), scaled up for a model whose
+   first attempt alone takes a large part of it (:func:`repair_budget`).
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
@@ -165,6 +166,18 @@ HISTORY_LIMIT = 64
 REUSE_MODEL_S = 0.02
 #: ... and whose parameters and buffers take at most this many bytes (the copy stays in memory).
 REUSE_MODEL_BYTES = 512 << 20
+#: The repair search's CPU budget allows at least this many attempts of the first one's cost ...
+BUDGET_ATTEMPTS = 4
+#: ... within this multiple of ``repair_budget_s``.
+BUDGET_CAP = 4.0
+
+
+def repair_budget(budget_s: float, first_attempt_s: float) -> float:
+    """The repair search's CPU budget once its first attempt took ``first_attempt_s`` of CPU:
+    ``budget_s``, or room for ``BUDGET_ATTEMPTS`` attempts like the first where that is more
+    (a whole model built at its repository's configuration takes seconds to construct), at most
+    ``BUDGET_CAP`` times ``budget_s``."""
+    return min(BUDGET_CAP * budget_s, max(budget_s, BUDGET_ATTEMPTS * first_attempt_s))
 
 
 @dataclass(frozen=True)
@@ -469,6 +482,7 @@ class Probe:
         self.history = []
         self.stopped = None
         started = time.process_time()
+        budget_s = self.budget_s
         for generation in range(max(1, self.restarts)):
             start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
@@ -482,11 +496,11 @@ class Probe:
                 if state in tried:
                     continue
                 used = time.process_time() - started
-                if self.budget_s is not None and self.history and used >= self.budget_s:
+                if budget_s is not None and self.history and used >= budget_s:
                     plural = "s" * (self.attempts != 1)
                     self.stopped = (
                         f"the repair search stopped after {self.attempts} attempt{plural}: its budget of "
-                        f"{self.budget_s:g} s of CPU was used ({used:.1f} s)"
+                        f"{budget_s:.3g} s of CPU was used ({used:.1f} s)"
                     )
                     return self.give_up()
                 tried.add(state)
@@ -494,6 +508,8 @@ class Probe:
                 ok, result = self.attempt(state)
                 if ok:
                     return state, steps, None
+                if budget_s is not None and len(self.history) == 0:
+                    budget_s = repair_budget(budget_s, time.process_time() - started)
                 proposed = propose(result, state)
                 self.history.append(Attempt(generation, steps, result, not proposed))
                 trail = trail + (failure_form(result),)

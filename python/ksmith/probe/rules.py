@@ -33,6 +33,7 @@ from .guesses import (
     literal_value,
     set_guess,
 )
+from .slots import role_of_name
 
 State = tuple[tuple[Arg, ...], tuple[Arg, ...]]
 
@@ -786,22 +787,40 @@ def _einops_axis(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _assert_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """A failed ``assert a == b`` on sizes, both sides evaluated (:func:`.execute.failure_of`):
-    where they differ, a constructor argument equal to one side becomes the other, or an input
-    dimension is set to, or scaled by, the ratio of the two (a length halved by a strided
-    convolution before it is compared with a context size)."""
+    an input whose trailing dimensions are one side gets the other side's, all at once (a
+    U-Net's ``x.shape[1:] == (channels, image_size, image_size)``); where the sides differ, a
+    constructor argument equal to one side becomes the other, or an input dimension is set
+    to, or scaled by, the ratio of the two (a length halved by a strided convolution before it
+    is compared with a context size). A constructor argument that declares the input's size
+    (``image_size``, ``seq_len``: :func:`.slots.role_of_name` spatial or sequence) is what the
+    input must match: the input fixes come before its change."""
     left, right = _ints(m.group("left")), _ints(m.group("right"))
     if len(left) != len(right):
         return []
-    fixes: list[Fix] = []
+    why = f"assertion {tuple(left)} == {tuple(right)}"
+    whole: list[Fix] = []
+    for old_t, new_t in ((left, right), (right, left)):
+        if min(new_t, default=0) <= 0:
+            continue
+        for i in _tensor_indices(s, f):
+            g = s[1][i].guess
+            if g.rank >= len(old_t) and list(g.shape[g.rank - len(old_t) :]) == old_t:
+                fix = _reshape(s, i, list(g.shape[: g.rank - len(old_t)]) + new_t, why)
+                if fix:
+                    whole.append(fix)
+    declared: list[Fix] = []
+    inits: list[Fix] = []
+    inputs: list[Fix] = []
     for a, b in zip(left, right):
         if a == b or a <= 0 or b <= 0:
             continue
         why = f"assertion {a} == {b}"
         for old, new in ((b, a), (a, b)):
             for i in _int_init_indices(s, f, lambda v, old=old: v == old):
-                fixes.append(_set_init(s, i, ValueGuess(new), why))
+                fix = _set_init(s, i, ValueGuess(new), why)
+                (declared if role_of_name(s[0][i].name) in ("spatial", "seq") else inits).append(fix)
         for old, new in ((a, b), (b, a)):
-            fixes += _set_dim_any(s, f, old, new, why)
+            inputs += _set_dim_any(s, f, old, new, why)
             if new % old == 0:
                 for i in _tensor_indices(s, f):
                     g = s[1][i].guess
@@ -810,8 +829,8 @@ def _assert_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
                         shape[d] = g.shape[d] * (new // old)
                         fix = _reshape(s, i, shape, f"{why}: scaled by {new // old}")
                         if fix:
-                            fixes.append(fix)
-    return fixes
+                            inputs.append(fix)
+    return whole + inits + inputs + declared
 
 
 def _set_dim_any(s: State, f: Failure, old: int, new: int, why: str) -> list[Fix]:
