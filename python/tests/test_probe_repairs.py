@@ -489,6 +489,67 @@ def test_a_time_input_stays_one_dimensional_when_the_search_restarts():
     assert "torch.rand([4])" in emitted
 
 
+def test_class_labels_stay_one_per_sample_when_the_search_restarts():
+    labels = """class Model(nn.Module):
+    def __init__(self, num_classes, dim):
+        super().__init__()
+        self.emb = nn.Embedding(num_classes, dim)
+        self.conv = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x, classes):
+        return self.conv(x) + self.emb(classes)[:, :, None, None]
+"""
+    text = program(labels, "torch.rand([4]), torch.randint(0, 4, [4])", "10, 4")
+    probe = Probe(text, 42, torch)
+    probe.ns = exec_program(text)
+    restarted = probe.restart_state(probe.initial_state(), 1)
+    assert [a.guess.shape for a in restarted[1]] == [(4, 4), (4,)]
+
+
+def test_image_sides_grow_until_an_einops_layer_can_split_them():
+    # A U-Net's downsampling layer (`Rearrange`): its error names no tensor, the side it cannot
+    # split is derived from the input's after earlier downsamplings.
+    unet = """from einops.layers.torch import Rearrange
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.downs = nn.Sequential(
+            *[nn.Sequential(Rearrange("b c (h p1) (w p2) -> b (c p1 p2) h w", p1=2, p2=2), nn.Conv2d(dim * 4, dim, 1))
+              for _ in range(3)]
+        )
+
+    def forward(self, x):
+        return self.downs(x)
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 4])", "4"))
+    assert exec_program(emitted)["get_inputs"]()[0].shape == (4, 4, 8, 8), steps
+    assert all("image sides x 2" in s for s in steps), steps
+
+
+def test_a_dropout_probability_the_forward_draws_with_in_eval_mode_too_is_set_to_zero():
+    # Classifier-free guidance: the forward drops the class condition with `cond_drop_prob`
+    # whatever the mode; the repository samples with 0.
+    cfg = """class Model(nn.Module):
+    def __init__(self, dim, cond_drop_prob=0.5, dropout=0.1):
+        super().__init__()
+        self.cond_drop_prob = cond_drop_prob
+        self.proj = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
+        self.null = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        keep = torch.rand(x.shape[0]) >= self.cond_drop_prob
+        return self.drop(self.proj(torch.where(keep[:, None], x, self.null)))
+"""
+    r = run_request({"program": program(cfg, "torch.rand([4, 4])", "4, 0.5, 0.1")}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert "cond_drop_prob 0.5 -> 0.0 (the forward draws with it, in eval mode too)" in r["repair_steps"]
+    # Dropout layers are eval mode's business: their probability stays.
+    assert exec_program(r["program"])["get_init_inputs"]() == [4, 0.0, 0.1]
+
+
 def test_einops_chunks_make_heads_divide_the_width():
     heads = """from einops import rearrange
 

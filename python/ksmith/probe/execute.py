@@ -547,6 +547,51 @@ class Probe:
             return state, None
         return widened, f"integer inputs drawn from [0, {vocab}) (the smallest embedding table)"
 
+    def settle_sampling(self, state):
+        """``state`` with a dropout probability (a constructor argument named ``*drop*``
+        holding a float in (0, 1], a classifier-free-guidance U-Net's ``cond_drop_prob``; each
+        alone, then all) set to 0.0, when the model built from it draws random numbers in its forward even in eval
+        mode and does not without them: the task is the deterministic forward (the one the
+        repository samples with); ``(state, step)``, step None when unchanged."""
+        drops = [
+            i
+            for i, a in enumerate(state[0])
+            if "drop" in (a.name or "").lower()
+            and isinstance(a.guess, G.ValueGuess)
+            and type(G.literal_value(a.guess)) is float
+            and 0.0 < G.literal_value(a.guess) <= 1.0
+        ]
+        if not drops or not self._samples(state):
+            return state, None
+        # One probability at a time (a dropout layer's stays for eval mode), then all of them.
+        for chosen in [[i] for i in drops] + ([drops] if len(drops) > 1 else []):
+            init = state[0]
+            for i in chosen:
+                init = G.set_guess(init, i, G.ValueGuess(0.0))
+            settled = (init, state[1])
+            ok, _ = self.attempt(settled)
+            if ok and not self._samples(settled):
+                names = ", ".join(f"{state[0][i].name} {G.literal_value(state[0][i].guess)} -> 0.0" for i in chosen)
+                return settled, f"{names} (the forward draws with it, in eval mode too)"
+        self.attempt(state)  # put the successful attempt back (emission and sizing read it)
+        return state, None
+
+    def _samples(self, state) -> bool:
+        """True when the model of ``state``, in eval mode, gives different outputs for two
+        calls on the same inputs."""
+        torch = self.torch
+        try:
+            model, inputs = self.build(state, reuse=True)
+            model.eval()
+            with torch.no_grad():
+                first = flatten_outputs(model(*inputs), torch, [])
+                second = flatten_outputs(model(*inputs), torch, [])
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - a model that fails here is left to verification
+            return False
+        return not same_values(first, second)
+
     def give_up(self):
         """The search's answer when no state ran: ``(None, steps, root cause)``."""
         root = root_cause(self.history)
@@ -762,6 +807,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         if state is not None:
             state, widened = probe.widen_indices(state)
             steps = steps + [widened] if widened else steps
+            state, settled = probe.settle_sampling(state)
+            steps = steps + [settled] if settled else steps
         result["repair_steps"] = steps
         if state is None:
             assert last is not None

@@ -766,6 +766,28 @@ def _einops_chunks(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return fixes
 
 
+def _derived_chunks(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``can't divide axis of length L in chunks of C`` from an einops layer, whose message
+    does not name the tensor (``Rearrange('b c (h p1) (w p2) -> ...')`` after a U-Net's
+    downsamplings shrank an image side to L): where no input has a dimension of L, the sides
+    of each float image input (its dimensions after the second, rank 3 or more) are multiplied
+    by C, the side the next downsampling needs; repeated while the search lasts."""
+    length, chunk = int(m.group("length")), int(m.group("chunk"))
+    if chunk <= 1 or "Input tensor shape" in f.message:
+        return []
+    fwd = s[1]
+    if any(isinstance(a.guess, TensorGuess) and length in a.guess.shape for a in fwd):
+        return []
+    why = f"an einops layer splits a derived axis of {length} in chunks of {chunk}: image sides x {chunk}"
+    fixes = []
+    for i in _tensor_indices(s, f, lambda g: g.rank >= 3 and g.dtype in FLOAT_DTYPES):
+        g = fwd[i].guess
+        fix = _reshape(s, i, list(g.shape[:2]) + [d * chunk for d in g.shape[2:]], why)
+        if fix:
+            fixes.append(fix)
+    return fixes
+
+
 def _einops_axis(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """``Shape mismatch, 4 != 3``: an axis the pattern names with a given length."""
     shape = _ints(m.group("shape"))
@@ -1095,6 +1117,7 @@ RULES: list[tuple[re.Pattern, Rule]] = [
         ),
         _einops_chunks,
     ),
+    (re.compile(r"can't divide axis of length (?P<length>\d+) in chunks of (?P<chunk>\d+)"), _derived_chunks),
     (
         re.compile(
             r"Input tensor shape: torch\.Size\(\[(?P<shape>[\d, ]*)\]\).*?"
