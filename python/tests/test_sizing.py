@@ -180,6 +180,62 @@ def test_a_unet_keeps_its_divisibility_and_its_time_step_per_sample_in_every_siz
         assert time.shape == (x.shape[0],), values
 
 
+#: A backbone meta cannot build (a drop-path schedule read with `.item()`, as timm's models do)
+#: whose five downsamplings need sides of at least 32: sized on the CPU, where the plan first
+#: halves what is over the CPU's limit.
+BACKBONE = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+        self.stem = nn.Conv2d(3, dim, 3, padding=1)
+        self.mix = nn.Conv2d(dim, dim, 3, padding=1)
+        self.downs = nn.Sequential(*[nn.Conv2d(dim, dim, 2, stride=2) for _ in range(5)])
+
+    def forward(self, x):
+        return self.downs(self.mix(self.stem(x)))
+""",
+    "torch.rand([4, 3, 32, 32])",
+    "96",
+)
+
+#: A model whose constructor fixes the image size (Swin's 224): the batch is its only knob, and
+#: one image is already past the CPU's limit.
+FIXED_IMAGE = program(
+    """class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+        self.stem = nn.Conv2d(3, 96, 3, padding=1)
+        self.mix = nn.Sequential(nn.Conv2d(96, 96, 3, padding=1), nn.Conv2d(96, 96, 3, padding=1))
+
+    def forward(self, x):
+        assert x.shape[-2:] == (32, 32), "input image size doesn't match the model"
+        return self.mix(self.stem(x))
+""",
+    "torch.rand([4, 3, 32, 32])",
+    "",
+)
+
+
+def test_a_side_the_cpu_plan_halved_below_what_ran_comes_back():
+    r = sized(BACKBONE)
+    assert r["sized_on"] == "cpu"
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    for values in [json.loads(r["sizes"])] + json.loads(r["alt_sizes"]):
+        _, _, (x,), _ = build(r["program"], values, "cpu")
+        assert x.shape[-1] % 32 == 0, values
+
+
+def test_a_model_whose_only_knob_is_the_batch_gets_two_alternates():
+    r = sized(FIXED_IMAGE)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    sizes = json.loads(r["sizes"])
+    alternates = json.loads(r["alt_sizes"])
+    assert set(sizes) == {"batch_size"}
+    assert len(alternates) >= 2 and sizes not in alternates
+
+
 def test_module_level_constants_of_the_program_are_its_knobs():
     r = sized(KERNELBENCH)
     assert r["size_status"] == "sized", r["size_reason"]

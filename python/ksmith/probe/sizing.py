@@ -557,7 +557,9 @@ class Sizer:
 
     def cpu_target(self, knobs, text, start, ref):
         """Where meta cannot run the program: the same search on the CPU, up to the work target
-        (``min_gflop``/``min_mb``) and ``cpu_max_mflop``."""
+        (``min_gflop``/``min_mb``) and ``cpu_max_mflop``; a size set that fails is retried with
+        every size the plan halved below its verified value (the batch aside) back at that
+        value, else with the most grown knob halved."""
         t = self.targets
         aim = replace(t, aim_ms=float("inf"))
         mflop = min(t.cpu_max_mflop, t.min_gflop * 1e3 * 1.5)
@@ -571,6 +573,12 @@ class Sizer:
             work = self._try(self.run_text, K.set_constants(text, values), "cpu")
             if work is not None:
                 return values, work, "cpu"
+            # A size the plan halved below the verified one may break the program (a side
+            # four downsamplings need): back to the verified size, the batch takes the cut.
+            shrunk = [k for k in knobs if k.role != "batch" and values[k.name] < k.base]
+            if shrunk:
+                values.update({k.name: k.base for k in shrunk})
+                continue
             grown = [k for k in knobs if values[k.name] > k.base]
             if not grown:
                 break
@@ -775,14 +783,16 @@ def _variants(knobs, target: dict[str, int]) -> list[dict[str, int]]:
     of every knob; only the batch halved; then the first two again with each knob kept a
     multiple of its divisor (:func:`_divisor`), for programs whose sizes must stay divisible
     (a U-Net's sides by ``2 ** levels``): the nearest multiple at or below, or one divisor up
-    where that is the size itself or below the divisor."""
+    where that is the size itself or below the divisor; last, only the batch plus two (a
+    model whose image size its constructor fixes has no other knob)."""
     odd, half, batch_only = dict(target), dict(target), dict(target)
-    odd_kept, half_kept = dict(target), dict(target)
+    odd_kept, half_kept, batch_more = dict(target), dict(target), dict(target)
     for k in knobs:
         v = target[k.name]
         if k.role == "batch":
             odd[k.name] = odd_kept[k.name] = v - 1 if v >= 3 else v + 1
             batch_only[k.name] = max(1, v // 2)
+            batch_more[k.name] = v + 2
         else:
             if v % 4 == 0 and v >= 8:
                 odd[k.name] = v * 3 // 4
@@ -793,7 +803,7 @@ def _variants(knobs, target: dict[str, int]) -> list[dict[str, int]]:
             half[k.name] = v // 2
             if k.role == "batch":
                 half_kept[k.name] = v // 2
-    return [odd, half, batch_only, odd_kept, half_kept]
+    return [odd, half, batch_only, odd_kept, half_kept, batch_more]
 
 
 def _divisor(base: int) -> int:
