@@ -652,3 +652,54 @@ def test_input_sizes_shown_in_a_divisibility_message_become_multiples():
     emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 12])", "4"))
     assert "torch.rand([4, 4, 8, 16])" in emitted, steps
     assert any("sizes [4, 12] divisible by 8" in s for s in steps), steps
+
+
+# --- shapes a forward's docstring states ----------------------------------------------------------
+
+TWO_WAY = '''class Model(nn.Module):
+    def __init__(self, depth, embedding_dim, num_heads):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(embedding_dim, num_heads, batch_first=True)
+        self.norm = nn.LayerNorm(embedding_dim)
+
+    def forward(self, image_embedding, image_pe, point_embedding):
+        """
+        Args:
+          image_embedding (torch.Tensor): image to attend to. Should be shape
+            B x embedding_dim x h x w for any h and w.
+          image_pe (torch.Tensor): the positional encoding to add to the image. Must
+            have the same shape as image_embedding.
+          point_embedding (torch.Tensor): the embedding to add to the query points.
+            Must have shape B x N_points x embedding_dim for any N_points.
+        """
+        keys = (image_embedding + image_pe).flatten(2).permute(0, 2, 1)
+        out, _ = self.attn(point_embedding, keys, keys)
+        return self.norm(out + point_embedding)
+'''
+
+
+def test_doc_shapes_reads_dimensions_named_after_constructor_arguments():
+    from ksmith.probe.doc_shapes import doc_shapes
+
+    ns = exec_program(program(TWO_WAY, "torch.rand([4])", "2, 64, 8"))
+    shapes = doc_shapes(
+        ns["Model"].forward.__doc__, ["image_embedding", "image_pe", "point_embedding"], {"embedding_dim": 64}, 4
+    )
+    assert shapes == {"image_embedding": (4, 64, 4, 4), "image_pe": (4, 64, 4, 4), "point_embedding": (4, 4, 64)}
+    assert doc_shapes("x: a tensor of shape (B, 3, H, W)", ["x"], {}, 4) == {"x": (4, 3, 4, 4)}
+    assert doc_shapes("x: any tensor", ["x"], {}, 4) == {}
+
+
+def test_guessed_inputs_take_the_shapes_the_docstring_states():
+    # The extractor's guesses (every dimension 4) give way to the documented shapes; the
+    # program then runs at its first attempt.
+    guessed = "torch.rand([4, 4, 4, 4]), torch.rand([4, 4, 4, 4]), torch.rand([4, 4, 4, 4])"
+    r = run_request({"program": program(TWO_WAY, guessed, "2, 64, 8")}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert r["repair_steps"] == ["inputs shaped as the forward's docstring states"] and r["attempt_log"] == []
+    shapes = [tuple(x.shape) for x in exec_program(r["program"])["get_inputs"]()]
+    assert shapes == [(4, 64, 4, 4), (4, 64, 4, 4), (4, 4, 64)]
+    # A program's own inputs (not all of the default size) are kept.
+    own = "torch.rand([2, 64, 8, 8]), torch.rand([2, 64, 8, 8]), torch.rand([2, 5, 64])"
+    r = run_request({"program": program(TWO_WAY, own, "2, 64, 8")}, torch)
+    assert [tuple(x.shape) for x in exec_program(r["program"])["get_inputs"]()] == [(2, 64, 8, 8)] * 2 + [(2, 5, 64)]

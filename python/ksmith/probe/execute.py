@@ -338,6 +338,33 @@ class Probe:
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
 
+    def documented_shapes(self, state):
+        """``state`` with each tensor input the extractor guessed (every dimension the
+        default size) shaped as the forward's docstring states (:mod:`.doc_shapes`), the
+        constructor's integer arguments at their guessed values."""
+        from .doc_shapes import doc_shapes
+
+        init, forward = state
+
+        guessed = [
+            a.name
+            for a in forward
+            if a.name and isinstance(a.guess, G.TensorGuess) and set(a.guess.shape) == {G.DEFAULT_SIZE}
+        ]
+        if not guessed:
+            return state
+        sizes = {}
+        for a in init:
+            value = G.literal_value(a.guess) if isinstance(a.guess, G.ValueGuess) else None
+            if a.name and type(value) is int:
+                sizes[a.name] = value
+        doc = inspect.getdoc(self.ns["Model"].forward)
+        shapes = doc_shapes(doc, guessed, sizes, G.DEFAULT_SIZE)
+        return init, tuple(
+            G.Arg(G.TensorGuess(shapes[a.name], a.guess.dtype), a.name, a.keyword) if a.name in shapes else a
+            for a in forward
+        )
+
     # --- one attempt ------------------------------------------------------------------------
 
     def _original(self, name: str, ok: bool, form: str = "list"):
@@ -484,8 +511,10 @@ class Probe:
         started = time.process_time()
         budget_s = self.budget_s
         for generation in range(max(1, self.restarts)):
-            start = initial if generation == 0 else self.restart_state(initial, generation)
+            start = self.documented_shapes(initial) if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
+            if generation == 0 and start != initial:
+                first = ["inputs shaped as the forward's docstring states"]
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
