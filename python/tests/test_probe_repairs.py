@@ -421,25 +421,25 @@ def test_a_model_slow_to_build_gets_the_attempts_its_repair_needs():
     assert r["attempts"] >= 2
 
 
-def test_an_input_takes_the_image_size_its_constructor_declares():
-    # A Karras U-Net: `x.shape[1:] == (channels, image_size, image_size)`; the constructor's
-    # image size is the repository's configuration, the guessed input is what must change.
+def test_an_input_takes_the_sequence_length_its_constructor_declares():
+    # A Karras 1-D U-Net: `x.shape[1:] == (channels, seq_len)`; the constructor's length is the
+    # repository's configuration, the guessed input is what must change.
     unet = """class Model(nn.Module):
-    def __init__(self, image_size, channels=4):
+    def __init__(self, seq_len, channels=4):
         super().__init__()
-        self.image_size, self.channels = image_size, channels
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-        self.pool = nn.AvgPool2d(image_size // 4)
+        self.seq_len, self.channels = seq_len, channels
+        self.conv = nn.Conv1d(channels, channels, 3, padding=1)
+        self.pool = nn.AvgPool1d(seq_len // 4)
 
     def forward(self, x):
-        assert x.shape[1:] == (self.channels, self.image_size, self.image_size)
+        assert x.shape[1:] == (self.channels, self.seq_len)
         return self.pool(self.conv(x))
 """
-    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 4])", "32"))
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4])", "32"))
     ns = exec_program(emitted)
     assert ns["get_init_inputs"]() == [32], steps
-    assert ns["get_inputs"]()[0].shape == (4, 4, 32, 32), steps
-    assert steps == ["input0(x): shape [4, 4, 4, 4] -> [4, 4, 32, 32] (assertion (4, 4, 4) == (4, 32, 32))"]
+    assert ns["get_inputs"]()[0].shape == (4, 4, 32), steps
+    assert steps == ["input0(x): shape [4, 4, 4] -> [4, 4, 32] (assertion (4, 4) == (4, 32))"]
 
 
 # --- ranks and sizes read from einops patterns and evaluated assertions -------------------------
@@ -703,3 +703,26 @@ def test_guessed_inputs_take_the_shapes_the_docstring_states():
     own = "torch.rand([2, 64, 8, 8]), torch.rand([2, 64, 8, 8]), torch.rand([2, 5, 64])"
     r = run_request({"program": program(TWO_WAY, own, "2, 64, 8")}, torch)
     assert [tuple(x.shape) for x in exec_program(r["program"])["get_inputs"]()] == [(2, 64, 8, 8)] * 2 + [(2, 5, 64)]
+
+
+VIT = """class Model(nn.Module):
+    def __init__(self, img_size, patch_size, dim):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch_size, stride=patch_size)
+        self.pos = nn.Parameter(torch.randn(1, dim, img_size // patch_size, img_size // patch_size))
+
+    def forward(self, x):
+        return self.patch(x) + self.pos
+"""
+
+
+@pytest.mark.parametrize(
+    "declared, side, note",
+    [(64, 64, ""), (1024, 256, " (1024 -> 256 for the probe; sizing grows it)")],
+)
+def test_an_image_input_takes_the_sides_its_constructor_declares(declared, side, note):
+    emitted, steps = repaired(program(VIT, "torch.rand([4, 4, 4, 4])", f"{declared}, 16, 8"))
+    assert steps[0] == f"image inputs {side} x {side}: the img_size the constructor declares{note}"
+    ns = exec_program(emitted)
+    assert ns["get_init_inputs"]() == [side, 16, 8]
+    assert ns["get_inputs"]()[0].shape == (4, 3, side, side)

@@ -166,6 +166,10 @@ HISTORY_LIMIT = 64
 REUSE_MODEL_S = 0.02
 #: ... and whose parameters and buffers take at most this many bytes (the copy stays in memory).
 REUSE_MODEL_BYTES = 512 << 20
+#: Constructor arguments that declare an image input's sides (`Probe.declared_sides`) ...
+DECLARED_SIDE_NAMES = ("img_size", "image_size")
+#: ... and the largest side the probe starts from.
+MAX_DECLARED_SIDE = 256
 #: The repair search's CPU budget allows at least this many attempts of the first one's cost ...
 BUDGET_ATTEMPTS = 4
 #: ... within this multiple of ``repair_budget_s``.
@@ -337,6 +341,46 @@ class Probe:
             req = [n for n in _required(self.forward_params)]
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
+
+    def declared_sides(self, state):
+        """``state`` with each image input the extractor guessed (4-D, every dimension the
+        default size) given the sides its constructor declares (``img_size``/``image_size``,
+        a positional embedding's grid is built from it), that size halved first while it is
+        over ``MAX_DECLARED_SIDE`` (a 1024-pixel ViT does not run on the probe's CPU; sizing
+        grows the two together); ``(state, step)``, step None when unchanged."""
+        init, forward = state
+        at = next(
+            (
+                i
+                for i, a in enumerate(init)
+                if (a.name or "").lower() in DECLARED_SIDE_NAMES
+                and isinstance(a.guess, G.ValueGuess)
+                and type(G.literal_value(a.guess)) is int
+                and G.literal_value(a.guess) >= 8
+            ),
+            None,
+        )
+        images = [
+            j
+            for j, a in enumerate(forward)
+            if isinstance(a.guess, G.TensorGuess)
+            and a.guess.rank == 4
+            and a.guess.dtype in G.FLOAT_DTYPES
+            and set(a.guess.shape) == {G.DEFAULT_SIZE}
+        ]
+        if at is None or not images:
+            return state, None
+        declared = side = G.literal_value(init[at].guess)
+        while side > MAX_DECLARED_SIDE and side % 2 == 0:
+            side //= 2
+        for j in images:
+            g = forward[j].guess
+            forward = G.set_guess(forward, j, G.TensorGuess(g.shape[:2] + (side, side), g.dtype))
+        step = f"image inputs {side} x {side}: the {init[at].name} the constructor declares"
+        if side != declared:
+            init = G.set_guess(init, at, G.ValueGuess(side))
+            step += f" ({declared} -> {side} for the probe; sizing grows it)"
+        return (init, forward), step
 
     def documented_shapes(self, state):
         """``state`` with each tensor input the extractor guessed (every dimension the
@@ -511,10 +555,14 @@ class Probe:
         started = time.process_time()
         budget_s = self.budget_s
         for generation in range(max(1, self.restarts)):
-            start = self.documented_shapes(initial) if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
-            if generation == 0 and start != initial:
-                first = ["inputs shaped as the forward's docstring states"]
+            start = initial if generation == 0 else self.restart_state(initial, generation)
+            if generation == 0:
+                start = self.documented_shapes(initial)
+                if start != initial:
+                    first = ["inputs shaped as the forward's docstring states"]
+                start, declared = self.declared_sides(start)
+                first += [declared] if declared else []
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
