@@ -180,42 +180,63 @@ def test_a_unet_keeps_its_divisibility_and_its_time_step_per_sample_in_every_siz
         assert time.shape == (x.shape[0],), values
 
 
-#: A backbone meta cannot build (a drop-path schedule read with `.item()`, as timm's models do)
-#: whose five downsamplings need sides of at least 32: sized on the CPU, where the plan first
-#: halves what is over the CPU's limit.
+#: A backbone meta cannot run (its forward reads a value) whose five downsamplings need sides
+#: of at least 32: sized on the CPU, where the plan first halves what is over the CPU's limit.
 BACKBONE = program(
     """class Model(nn.Module):
     def __init__(self, dim):
         super().__init__()
-        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
         self.stem = nn.Conv2d(3, dim, 3, padding=1)
         self.mix = nn.Conv2d(dim, dim, 3, padding=1)
         self.downs = nn.Sequential(*[nn.Conv2d(dim, dim, 2, stride=2) for _ in range(5)])
 
     def forward(self, x):
-        return self.downs(self.mix(self.stem(x)))
+        scale = 1.0 if x.abs().sum().item() >= 0 else 0.0
+        return self.downs(self.mix(self.stem(x))) * scale
 """,
     "torch.rand([4, 3, 32, 32])",
     "96",
 )
 
 #: A model whose constructor fixes the image size (Swin's 224): the batch is its only knob, and
-#: one image is already past the CPU's limit.
+#: one image is already past the CPU's limit (meta cannot run its forward).
 FIXED_IMAGE = program(
     """class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
         self.stem = nn.Conv2d(3, 96, 3, padding=1)
         self.mix = nn.Sequential(nn.Conv2d(96, 96, 3, padding=1), nn.Conv2d(96, 96, 3, padding=1))
 
     def forward(self, x):
         assert x.shape[-2:] == (32, 32), "input image size doesn't match the model"
-        return self.mix(self.stem(x))
+        scale = 1.0 if x.abs().sum().item() >= 0 else 0.0
+        return self.mix(self.stem(x)) * scale
 """,
     "torch.rand([4, 3, 32, 32])",
     "",
 )
+
+
+def test_a_constructor_meta_cannot_run_is_built_on_the_cpu_and_sized_on_meta():
+    # timm's drop-path schedule: `[x.item() for x in torch.linspace(...)]` in `__init__`.
+    schedule = program(
+        """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+""",
+        "torch.rand([4, 4, 4])",
+        "4",
+    )
+    r = sized(schedule)
+    assert r["size_status"] == "sized", r["size_reason"]
+    assert r["sized_on"] == "meta"
+    assert r["est_flops"] >= TARGETS.min_gflop * 1e9 or r["est_bytes"] >= TARGETS.min_mb * 2**20
 
 
 def test_a_side_the_cpu_plan_halved_below_what_ran_comes_back():

@@ -14,7 +14,8 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    module-level integer constants keeps them: those constants are its knobs. Each trial is
    measured (:mod:`.work`), so every knob comes with the exponent of each measure (FLOPs,
    bytes, peak memory, time) in its size. Trials run on the CPU while the program is small, on
-   the ``meta`` device when it is not.
+   the ``meta`` device when it is not (a model whose constructor meta cannot run is built on
+   the CPU, once per set of constructor arguments, and moved to meta).
 2. **Program.** The knobs become module-level constants (``batch_size = ...``, the constructor
    parameter's name, ``channels``, ``seq_len``, ``height``...) that the rewritten
    ``get_inputs()``/``get_init_inputs()`` read: the KernelBench format, which the evaluator
@@ -47,12 +48,14 @@ import enum
 import json
 import math
 import time
+from copy import deepcopy
 from dataclasses import replace
 from typing import Any
 
 from ..shared import constants as K
 from ..shared.outputs import same_values
 from . import DEFAULTS
+from . import guesses as G
 from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess
 from .loading import ProbeTimeout, exec_program, seed_all, split_init
 from .sized_program import NamedTensor, NamedValue, insert_constants, render_named, tensor_maker
@@ -220,6 +223,9 @@ class Sizer:
         small = w is not None and w.flops <= CPU_TRIAL_FLOPS and w.param_bytes + w.peak_bytes <= CPU_TRIAL_BYTES
         self.trial_device = "cpu" if small else "meta"
         self.meta_works: bool | None = None
+        #: Models are built on the CPU and moved to meta for runs on meta (`_meta_model`).
+        self.meta_via_cpu = False
+        self.meta_models: dict[Any, Any] = {}
         #: The model and inputs of the last run (what `confirm` hands to the ATen recording).
         self.last_built: tuple[Any, Any] | None = None
 
@@ -261,7 +267,34 @@ class Sizer:
         """Builds the model and inputs of a state (as the repair search does) and measures."""
         self._tick()
         probe = self.probe
+        if device == "meta" and self.meta_via_cpu:
+
+            def build():
+                model = self._meta_model(("state", state[0]), lambda: probe.build(state)[0])
+                orig = probe.original_inputs()
+                return model, [G.materialize(a.guess, self.torch, probe.ns, orig) for a in state[1]]
+
+            return self._measured(build, device)
         return self._measured(lambda: probe.build(state), device)
+
+    def _meta_model(self, key, make):
+        """A copy of the model ``make()`` builds on the CPU, moved to meta, built once per
+        ``key`` (the constructor's arguments): for a constructor meta cannot run (a drop-path
+        schedule read with ``.item()``, as timm's models do) whose forward it can."""
+        if key not in self.meta_models:
+            with self.torch.device("cpu"):
+                self.meta_models[key] = make().to("meta")
+        return deepcopy(self.meta_models[key])
+
+    def _switch_to_meta_via_cpu(self, run) -> bool:
+        """After a run on meta failed on a meta tensor's value: True when ``run()`` (the same
+        run again) works with models built on the CPU and moved to meta, which stays on."""
+        if self.meta_via_cpu or "meta tensor" not in self.last_error:
+            return False
+        self.meta_via_cpu = True
+        if run() is None:
+            self.meta_via_cpu = False
+        return self.meta_via_cpu
 
     def run_text(self, text: str, device: str, count: bool = True):
         """Runs a program text from scratch (exec, ``get_init_inputs``, ``Model``, ``get_inputs``)
@@ -271,7 +304,11 @@ class Sizer:
 
         def build():
             ns = exec_program(text, "<ksmith-sized-program>")
-            model = ns["Model"](*split_init(ns["get_init_inputs"]()))
+            args = split_init(ns["get_init_inputs"]())
+            if device == "meta" and self.meta_via_cpu:
+                model = self._meta_model(("text", repr(args)), lambda: ns["Model"](*args))
+            else:
+                model = ns["Model"](*args)
             inputs = ns["get_inputs"]()
             return model, (list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
 
@@ -478,6 +515,10 @@ class Sizer:
         base = self.probe.last_work if self.trial_device == "cpu" else None
         base = base or self._try(self.run_state, self.state, self.trial_device)
         if base is None and self.trial_device == "meta":
+            run = lambda: self._try(self.run_state, self.state, "meta")  # noqa: E731
+            if self._switch_to_meta_via_cpu(run):
+                base = run()
+        if base is None and self.trial_device == "meta":
             # Meta cannot run it: trials (and the target search) on the CPU.
             self.meta_works = False
             self.trial_device = "cpu"
@@ -531,7 +572,10 @@ class Sizer:
             work = self._try(self.run_text, K.set_constants(text, values), "meta")
             if work is None:
                 if self.meta_works is None:
-                    self.meta_works = self._try(self.run_text, K.set_constants(text, start), "meta") is not None
+                    run = lambda: self._try(self.run_text, K.set_constants(text, start), "meta")  # noqa: E731
+                    self.meta_works = run() is not None or self._switch_to_meta_via_cpu(run)
+                    if self.meta_via_cpu:
+                        continue  # the same sizes again, built on the CPU
                 if not self.meta_works:
                     return self.cpu_target(knobs, text, start, ref)
                 grown = [k for k in knobs if values[k.name] > k.base]
