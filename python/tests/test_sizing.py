@@ -239,6 +239,26 @@ def test_a_constructor_meta_cannot_run_is_built_on_the_cpu_and_sized_on_meta():
     assert r["est_flops"] >= TARGETS.min_gflop * 1e9 or r["est_bytes"] >= TARGETS.min_mb * 2**20
 
 
+def test_a_model_of_many_small_kernels_grows_until_its_work_counts():
+    # A whole model's hundreds of kernels take the aim in launches alone at any size: it grows
+    # until its arithmetic is half the aim too.
+    deep = program(
+        """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(dim, dim), nn.GELU()) for _ in range(200)])
+
+    def forward(self, x):
+        return self.layers(x)
+""",
+        "torch.rand([4, 4])",
+        "4",
+    )
+    r = sized(deep)
+    assert r["size_status"] == "sized", r["size_reason"]
+    assert r["est_flops"] / W.FLOPS * 1e3 >= TARGETS.aim_ms / 4, json.loads(r["sizes"])
+
+
 def test_a_side_the_cpu_plan_halved_below_what_ran_comes_back():
     r = sized(BACKBONE)
     assert r["sized_on"] == "cpu"

@@ -22,8 +22,10 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    changes with :func:`ksmith.shared.constants.set_constants`.
 3. **Target.** From the exponents, knobs are doubled one at a time (the one furthest below its
    role's typical size first) until the estimated eager time on the reference GPU reaches
-   ``aim_ms``, staying under ``max_ms``, ``max_memory_mb`` and each role's cap; the choice is
-   run on ``meta`` (nothing is computed or allocated) and corrected from what it measured.
+   ``aim_ms`` and its arithmetic or traffic alone half of it (launches aside: a whole model of
+   hundreds of kernels is launch-bound at small sizes), staying under ``max_ms``,
+   ``max_memory_mb`` and each role's cap; the choice is run on ``meta`` (nothing is computed or
+   allocated) and corrected from what it measured.
 4. **Confirmation.** The rewritten program runs for real on the CPU, twice, at a moderate size
    (under ``confirm_mflop`` and ``confirm_mb``), from scratch as the evaluator would: it must
    run and give the same outputs.
@@ -193,6 +195,18 @@ def _formula_ms(m: dict[str, float]) -> float:
 
 def _est_ms(m: dict[str, float]) -> float:
     return _formula_ms(m) * m.get("scale", 1.0)
+
+
+def _work_ms(m: dict[str, float]) -> float:
+    """The arithmetic or traffic time alone, without launches and host time: what the GPU
+    spends computing (a whole model of hundreds of small kernels is launch-bound at any size
+    that fits a CPU, so its eager time says nothing about its work)."""
+    return max(m["flops"] / FLOPS, m["bytes"] / BYTES_PER_S) * 1e3
+
+
+def _aimed(m: dict[str, float], aim_ms: float) -> bool:
+    """The eager time reaches ``aim_ms`` and the work alone half of it."""
+    return _est_ms(m) >= aim_ms and _work_ms(m) >= aim_ms / 2
 
 
 def _exponent(a: float, b: float, ratio: float) -> float:
@@ -484,7 +498,7 @@ class Sizer:
             values[k.name] //= 2
         for _ in range(128):
             m = predict(values)
-            if _est_ms(m) >= self.targets.aim_ms and self.targets.reached_by(m):
+            if _aimed(m, self.targets.aim_ms) and self.targets.reached_by(m):
                 break
             options = []
             for k in knobs:
@@ -589,7 +603,7 @@ class Sizer:
             m = _metrics(work)
             if self.gpu_limit(m):
                 best = (dict(values), work)
-                if _est_ms(m) >= self.targets.aim_ms / 2 and self.targets.reached(work):
+                if _aimed(m, self.targets.aim_ms / 2) and self.targets.reached(work):
                     break
             again = self.plan(knobs, values, m, self.gpu_limit)
             if again == values:
