@@ -389,7 +389,6 @@ class Probe:
         from .doc_shapes import doc_shapes
 
         init, forward = state
-
         guessed = [
             a.name
             for a in forward
@@ -627,9 +626,10 @@ class Probe:
     def settle_sampling(self, state):
         """``state`` with a dropout probability (a constructor argument named ``*drop*``
         holding a float in (0, 1], a classifier-free-guidance U-Net's ``cond_drop_prob``; each
-        alone, then all) set to 0.0, when the model built from it draws random numbers in its forward even in eval
-        mode and does not without them: the task is the deterministic forward (the one the
-        repository samples with); ``(state, step)``, step None when unchanged."""
+        alone, then all) set to 0.0, when the model built from it draws random numbers in its
+        forward even in eval mode and does not without them: the task is the deterministic
+        forward (the one the repository samples with); ``(state, step)``, step None when
+        unchanged."""
         drops = [
             i
             for i, a in enumerate(state[0])
