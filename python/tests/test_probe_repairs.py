@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from ksmith.probe.execute import Probe, diverging, exec_program, run_request  # noqa: E402
+from ksmith.probe.execute import Probe, diverging, exec_program, repair_budget, run_request  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom dataclasses import dataclass\n\n\n"
 
@@ -375,11 +376,70 @@ def test_the_repair_search_stops_on_its_cpu_budget_and_says_so():
     # Past the budget no attempt starts: the first one used it all.
     assert budgeted["attempts"] == 1
     assert "the repair search stopped after 1 attempt:" in budgeted["error_message"]
-    assert "budget of 0.05 s of CPU" in budgeted["attempt_log"][-1]
+    # Its first attempt took more than the budget: the budget grew to its cap, 4 x 0.05 s.
+    assert "budget of 0.2 s of CPU" in budgeted["attempt_log"][-1]
     # The root cause is still the program's own failure.
     assert "AssertionError" == budgeted["error_class"] == unlimited["error_class"]
     assert "the image size is fixed" in budgeted["error_message"]
     assert "stopped" not in unlimited["error_message"]
+
+
+@pytest.mark.parametrize(
+    "budget, first, want",
+    [(3.0, 0.1, 3.0), (3.0, 1.0, 4.0), (3.0, 2.5, 10.0), (3.0, 10.0, 12.0)],
+)
+def test_the_repair_budget_makes_room_for_attempts_as_slow_as_the_first_within_its_cap(budget, first, want):
+    assert repair_budget(budget, first) == pytest.approx(want)
+
+
+SLOW_AND_FIXABLE = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        for _ in range(6):
+            torch.randn(1 << 20).sort()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x)
+""",
+    "torch.rand([4, 4, 6])",
+    "4",
+)
+
+
+def test_a_model_slow_to_build_gets_the_attempts_its_repair_needs():
+    # A budget below one attempt's CPU time: scaled to the first attempt, the second (the
+    # repaired width) still starts.
+    probe = Probe(SLOW_AND_FIXABLE, 42, torch)
+    probe.ns = exec_program(SLOW_AND_FIXABLE)
+    started = time.process_time()
+    probe.attempt(probe.initial_state())
+    first = time.process_time() - started
+    r = run_request({"program": SLOW_AND_FIXABLE, "repair_budget_s": first / 2}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert r["attempts"] >= 2
+
+
+def test_an_input_takes_the_sequence_length_its_constructor_declares():
+    # A Karras 1-D U-Net: `x.shape[1:] == (channels, seq_len)`; the constructor's length is the
+    # repository's configuration, the guessed input is what must change.
+    unet = """class Model(nn.Module):
+    def __init__(self, seq_len, channels=4):
+        super().__init__()
+        self.seq_len, self.channels = seq_len, channels
+        self.conv = nn.Conv1d(channels, channels, 3, padding=1)
+        self.pool = nn.AvgPool1d(seq_len // 4)
+
+    def forward(self, x):
+        assert x.shape[1:] == (self.channels, self.seq_len)
+        return self.pool(self.conv(x))
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4])", "32"))
+    ns = exec_program(emitted)
+    assert ns["get_init_inputs"]() == [32], steps
+    assert ns["get_inputs"]()[0].shape == (4, 4, 32), steps
+    assert steps == ["input0(x): shape [4, 4, 4] -> [4, 4, 32] (assertion (4, 4) == (4, 32))"]
 
 
 # --- ranks and sizes read from einops patterns and evaluated assertions -------------------------
@@ -427,6 +487,67 @@ def test_a_time_input_stays_one_dimensional_when_the_search_restarts():
     assert [a.guess.shape for a in restarted[1]] == [(4, 4), (4,)]
     emitted, _ = repaired(program(unet, "torch.rand([4, 4, 4, 4]), torch.rand([4])", "4"))
     assert "torch.rand([4])" in emitted
+
+
+def test_class_labels_stay_one_per_sample_when_the_search_restarts():
+    labels = """class Model(nn.Module):
+    def __init__(self, num_classes, dim):
+        super().__init__()
+        self.emb = nn.Embedding(num_classes, dim)
+        self.conv = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x, classes):
+        return self.conv(x) + self.emb(classes)[:, :, None, None]
+"""
+    text = program(labels, "torch.rand([4]), torch.randint(0, 4, [4])", "10, 4")
+    probe = Probe(text, 42, torch)
+    probe.ns = exec_program(text)
+    restarted = probe.restart_state(probe.initial_state(), 1)
+    assert [a.guess.shape for a in restarted[1]] == [(4, 4), (4,)]
+
+
+def test_image_sides_grow_until_an_einops_layer_can_split_them():
+    # A U-Net's downsampling layer (`Rearrange`): its error names no tensor, the side it cannot
+    # split is derived from the input's after earlier downsamplings.
+    unet = """from einops.layers.torch import Rearrange
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.downs = nn.Sequential(
+            *[nn.Sequential(Rearrange("b c (h p1) (w p2) -> b (c p1 p2) h w", p1=2, p2=2), nn.Conv2d(dim * 4, dim, 1))
+              for _ in range(3)]
+        )
+
+    def forward(self, x):
+        return self.downs(x)
+"""
+    emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 4])", "4"))
+    assert exec_program(emitted)["get_inputs"]()[0].shape == (4, 4, 8, 8), steps
+    assert all("image sides x 2" in s for s in steps), steps
+
+
+def test_a_dropout_probability_the_forward_draws_with_in_eval_mode_too_is_set_to_zero():
+    # Classifier-free guidance: the forward drops the class condition with `cond_drop_prob`
+    # whatever the mode; the repository samples with 0.
+    cfg = """class Model(nn.Module):
+    def __init__(self, dim, cond_drop_prob=0.5, dropout=0.1):
+        super().__init__()
+        self.cond_drop_prob = cond_drop_prob
+        self.proj = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
+        self.null = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        keep = torch.rand(x.shape[0]) >= self.cond_drop_prob
+        return self.drop(self.proj(torch.where(keep[:, None], x, self.null)))
+"""
+    r = run_request({"program": program(cfg, "torch.rand([4, 4])", "4, 0.5, 0.1")}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert "cond_drop_prob 0.5 -> 0.0 (the forward draws with it, in eval mode too)" in r["repair_steps"]
+    # Dropout layers are eval mode's business: their probability stays.
+    assert exec_program(r["program"])["get_init_inputs"]() == [4, 0.0, 0.1]
 
 
 def test_einops_chunks_make_heads_divide_the_width():
@@ -531,3 +652,77 @@ def test_input_sizes_shown_in_a_divisibility_message_become_multiples():
     emitted, steps = repaired(program(unet, "torch.rand([4, 4, 4, 12])", "4"))
     assert "torch.rand([4, 4, 8, 16])" in emitted, steps
     assert any("sizes [4, 12] divisible by 8" in s for s in steps), steps
+
+
+# --- shapes a forward's docstring states ----------------------------------------------------------
+
+TWO_WAY = '''class Model(nn.Module):
+    def __init__(self, depth, embedding_dim, num_heads):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(embedding_dim, num_heads, batch_first=True)
+        self.norm = nn.LayerNorm(embedding_dim)
+
+    def forward(self, image_embedding, image_pe, point_embedding):
+        """
+        Args:
+          image_embedding (torch.Tensor): image to attend to. Should be shape
+            B x embedding_dim x h x w for any h and w.
+          image_pe (torch.Tensor): the positional encoding to add to the image. Must
+            have the same shape as image_embedding.
+          point_embedding (torch.Tensor): the embedding to add to the query points.
+            Must have shape B x N_points x embedding_dim for any N_points.
+        """
+        keys = (image_embedding + image_pe).flatten(2).permute(0, 2, 1)
+        out, _ = self.attn(point_embedding, keys, keys)
+        return self.norm(out + point_embedding)
+'''
+
+
+def test_doc_shapes_reads_dimensions_named_after_constructor_arguments():
+    from ksmith.probe.doc_shapes import doc_shapes
+
+    ns = exec_program(program(TWO_WAY, "torch.rand([4])", "2, 64, 8"))
+    shapes = doc_shapes(
+        ns["Model"].forward.__doc__, ["image_embedding", "image_pe", "point_embedding"], {"embedding_dim": 64}, 4
+    )
+    assert shapes == {"image_embedding": (4, 64, 4, 4), "image_pe": (4, 64, 4, 4), "point_embedding": (4, 4, 64)}
+    assert doc_shapes("x: a tensor of shape (B, 3, H, W)", ["x"], {}, 4) == {"x": (4, 3, 4, 4)}
+    assert doc_shapes("x: any tensor", ["x"], {}, 4) == {}
+
+
+def test_guessed_inputs_take_the_shapes_the_docstring_states():
+    # The extractor's guesses (every dimension 4) give way to the documented shapes; the
+    # program then runs at its first attempt.
+    guessed = "torch.rand([4, 4, 4, 4]), torch.rand([4, 4, 4, 4]), torch.rand([4, 4, 4, 4])"
+    r = run_request({"program": program(TWO_WAY, guessed, "2, 64, 8")}, torch)
+    assert r["status"] == "ok", (r["error_message"], r["attempt_log"])
+    assert r["repair_steps"] == ["inputs shaped as the forward's docstring states"] and r["attempt_log"] == []
+    shapes = [tuple(x.shape) for x in exec_program(r["program"])["get_inputs"]()]
+    assert shapes == [(4, 64, 4, 4), (4, 64, 4, 4), (4, 4, 64)]
+    # A program's own inputs (not all of the default size) are kept.
+    own = "torch.rand([2, 64, 8, 8]), torch.rand([2, 64, 8, 8]), torch.rand([2, 5, 64])"
+    r = run_request({"program": program(TWO_WAY, own, "2, 64, 8")}, torch)
+    assert [tuple(x.shape) for x in exec_program(r["program"])["get_inputs"]()] == [(2, 64, 8, 8)] * 2 + [(2, 5, 64)]
+
+
+VIT = """class Model(nn.Module):
+    def __init__(self, img_size, patch_size, dim):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch_size, stride=patch_size)
+        self.pos = nn.Parameter(torch.randn(1, dim, img_size // patch_size, img_size // patch_size))
+
+    def forward(self, x):
+        return self.patch(x) + self.pos
+"""
+
+
+@pytest.mark.parametrize(
+    "declared, side, note",
+    [(64, 64, ""), (1024, 256, " (1024 -> 256 for the probe; sizing grows it)")],
+)
+def test_an_image_input_takes_the_sides_its_constructor_declares(declared, side, note):
+    emitted, steps = repaired(program(VIT, "torch.rand([4, 4, 4, 4])", f"{declared}, 16, 8"))
+    assert steps[0] == f"image inputs {side} x {side}: the img_size the constructor declares{note}"
+    ns = exec_program(emitted)
+    assert ns["get_init_inputs"]() == [side, 16, 8]
+    assert ns["get_inputs"]()[0].shape == (4, 3, side, side)

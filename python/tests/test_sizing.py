@@ -145,6 +145,138 @@ def test_constraints_are_kept_in_the_sizes_and_every_alternate():
     assert json.loads(r["sizes"]).get("max_len", 64) == 64 or "max_len" not in sizes
 
 
+UNET = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.inp = nn.Conv2d(3, dim, 3, padding=1)
+        self.time = nn.Linear(1, dim)
+        self.down = nn.ModuleList([nn.Conv2d(dim, dim, 3, stride=2, padding=1) for _ in range(3)])
+        self.out = nn.Conv2d(dim, 3, 1)
+
+    def forward(self, x, time):
+        assert x.shape[-2] % 8 == 0 and x.shape[-1] % 8 == 0, "your input dimensions need to be divisible by 8"
+        h = self.inp(x) + self.time(time[:, None])[:, :, None, None]
+        for down in self.down:
+            h = down(h)
+        return self.out(F.interpolate(h, size=x.shape[-2:]))
+""",
+    "torch.rand([4, 3, 8, 8]), torch.rand([4])",
+    "16",
+)
+
+
+def test_a_unet_keeps_its_divisibility_and_its_time_step_per_sample_in_every_size_set():
+    r = sized(UNET)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    sizes = json.loads(r["sizes"])
+    alternates = json.loads(r["alt_sizes"])
+    assert len(alternates) >= 2
+    # The time step is one per sample: the batch knob sizes it with the image.
+    assert "batch_size" in sizes
+    for values in [sizes] + alternates:
+        _, _, (x, time), _ = build(r["program"], values, "meta")
+        assert x.shape[-2] % 8 == 0 and x.shape[-1] % 8 == 0, values
+        assert time.shape == (x.shape[0],), values
+
+
+#: A backbone meta cannot run (its forward reads a value) whose five downsamplings need sides
+#: of at least 32: sized on the CPU, where the plan first halves what is over the CPU's limit.
+BACKBONE = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, 3, padding=1)
+        self.mix = nn.Conv2d(dim, dim, 3, padding=1)
+        self.downs = nn.Sequential(*[nn.Conv2d(dim, dim, 2, stride=2) for _ in range(5)])
+
+    def forward(self, x):
+        scale = 1.0 if x.abs().sum().item() >= 0 else 0.0
+        return self.downs(self.mix(self.stem(x))) * scale
+""",
+    "torch.rand([4, 3, 32, 32])",
+    "96",
+)
+
+#: A model whose constructor fixes the image size (Swin's 224): the batch is its only knob, and
+#: one image is already past the CPU's limit (meta cannot run its forward).
+FIXED_IMAGE = program(
+    """class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 96, 3, padding=1)
+        self.mix = nn.Sequential(nn.Conv2d(96, 96, 3, padding=1), nn.Conv2d(96, 96, 3, padding=1))
+
+    def forward(self, x):
+        assert x.shape[-2:] == (32, 32), "input image size doesn't match the model"
+        scale = 1.0 if x.abs().sum().item() >= 0 else 0.0
+        return self.mix(self.stem(x)) * scale
+""",
+    "torch.rand([4, 3, 32, 32])",
+    "",
+)
+
+
+def test_a_constructor_meta_cannot_run_is_built_on_the_cpu_and_sized_on_meta():
+    # timm's drop-path schedule: `[x.item() for x in torch.linspace(...)]` in `__init__`.
+    schedule = program(
+        """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+""",
+        "torch.rand([4, 4, 4])",
+        "4",
+    )
+    r = sized(schedule)
+    assert r["size_status"] == "sized", r["size_reason"]
+    assert r["sized_on"] == "meta"
+    assert r["est_flops"] >= TARGETS.min_gflop * 1e9 or r["est_bytes"] >= TARGETS.min_mb * 2**20
+
+
+def test_a_model_of_many_small_kernels_grows_until_its_work_counts():
+    # A whole model's hundreds of kernels take the aim in launches alone at any size: it grows
+    # until its arithmetic is half the aim too.
+    deep = program(
+        """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(dim, dim), nn.GELU()) for _ in range(200)])
+
+    def forward(self, x):
+        return self.layers(x)
+""",
+        "torch.rand([4, 4])",
+        "4",
+    )
+    r = sized(deep)
+    assert r["size_status"] == "sized", r["size_reason"]
+    assert r["est_flops"] / W.FLOPS * 1e3 >= TARGETS.aim_ms / 4, json.loads(r["sizes"])
+
+
+def test_a_side_the_cpu_plan_halved_below_what_ran_comes_back():
+    r = sized(BACKBONE)
+    assert r["sized_on"] == "cpu"
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    for values in [json.loads(r["sizes"])] + json.loads(r["alt_sizes"]):
+        _, _, (x,), _ = build(r["program"], values, "cpu")
+        assert x.shape[-1] % 32 == 0, values
+
+
+def test_a_model_whose_only_knob_is_the_batch_gets_two_alternates():
+    r = sized(FIXED_IMAGE)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    sizes = json.loads(r["sizes"])
+    alternates = json.loads(r["alt_sizes"])
+    assert set(sizes) == {"batch_size"}
+    assert len(alternates) >= 2 and sizes not in alternates
+
+
 def test_module_level_constants_of_the_program_are_its_knobs():
     r = sized(KERNELBENCH)
     assert r["size_status"] == "sized", r["size_reason"]

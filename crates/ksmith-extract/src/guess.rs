@@ -463,6 +463,16 @@ fn is_time_name(n: &str) -> bool {
     )
 }
 
+/// A forward input holding one class label per batch element (a class-conditional U-Net's
+/// `forward(x, time, classes)`): integer indices of rank 1 (the probe draws them over the
+/// model's smallest embedding table and keeps them 1-D).
+fn is_label_name(n: &str) -> bool {
+    matches!(
+        n,
+        "classes" | "class_labels" | "class_label" | "labels" | "label" | "class_ids" | "y_class"
+    )
+}
+
 fn is_sequence_name(n: &str) -> bool {
     matches!(
         n,
@@ -517,7 +527,9 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
         // Integer inputs only where the parameter's name says indices: a class that mentions
         // `Embedding` may embed patches with a convolution of floats (the probe's dtype rule turns
         // a float input an embedding refuses into indices).
-        let value = if is_index_name(&n) {
+        let value = if is_label_name(&n) && hinted.is_none() {
+            "torch.randint(0, 4, [4])".to_string()
+        } else if is_index_name(&n) {
             format!("torch.randint(0, 4, [{}])", dims(hinted.unwrap_or(2)))
         } else if n.starts_with("num_")
             || n.starts_with("n_")
@@ -651,6 +663,16 @@ mod tests {
         assert_eq!(
             forward_args(&f).unwrap(),
             vec!["torch.rand([4, 4, 4, 4])", "torch.rand([4])"]
+        );
+        // One class label per sample beside the image and its time step.
+        let f = facts(&[], &["x", "time", "classes"], vec!["Conv2d", "Embedding"]);
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec![
+                "torch.rand([4, 4, 4, 4])",
+                "torch.rand([4])",
+                "torch.randint(0, 4, [4])"
+            ]
         );
         let f = facts(&[], &["x"], vec!["LSTM"]);
         assert_eq!(forward_args(&f).unwrap(), vec!["torch.rand([4, 4, 4])"]);

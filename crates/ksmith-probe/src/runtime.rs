@@ -89,6 +89,10 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/eval_mode.py",
         include_str!("../../../python/ksmith/probe/eval_mode.py"),
     ),
+    (
+        "ksmith/probe/doc_shapes.py",
+        include_str!("../../../python/ksmith/probe/doc_shapes.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

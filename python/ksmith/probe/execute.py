@@ -8,7 +8,8 @@
    ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
    and 3-D (paritybench's restarts). A path whose failure only grows is left (:func:`diverging`),
    and no attempt starts once the search has used its CPU budget (``repair_budget_s``: models
-   with huge default configurations take seconds per attempt).
+   with huge default configurations take seconds per attempt), scaled up for a model whose
+   first attempt alone takes a large part of it (:func:`repair_budget`).
 4. Write the guesses that worked back into the program text (:mod:`.program`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
@@ -165,6 +166,22 @@ HISTORY_LIMIT = 64
 REUSE_MODEL_S = 0.02
 #: ... and whose parameters and buffers take at most this many bytes (the copy stays in memory).
 REUSE_MODEL_BYTES = 512 << 20
+#: Constructor arguments that declare an image input's sides (`Probe.declared_sides`) ...
+DECLARED_SIDE_NAMES = ("img_size", "image_size")
+#: ... and the largest side the probe starts from.
+MAX_DECLARED_SIDE = 256
+#: The repair search's CPU budget allows at least this many attempts of the first one's cost ...
+BUDGET_ATTEMPTS = 4
+#: ... within this multiple of ``repair_budget_s``.
+BUDGET_CAP = 4.0
+
+
+def repair_budget(budget_s: float, first_attempt_s: float) -> float:
+    """The repair search's CPU budget once its first attempt took ``first_attempt_s`` of CPU:
+    ``budget_s``, or room for ``BUDGET_ATTEMPTS`` attempts like the first where that is more
+    (a whole model built at its repository's configuration takes seconds to construct), at most
+    ``BUDGET_CAP`` times ``budget_s``."""
+    return min(BUDGET_CAP * budget_s, max(budget_s, BUDGET_ATTEMPTS * first_attempt_s))
 
 
 @dataclass(frozen=True)
@@ -325,6 +342,72 @@ class Probe:
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
 
+    def declared_sides(self, state):
+        """``state`` with each image input the extractor guessed (4-D, every dimension the
+        default size) given the sides its constructor declares (``img_size``/``image_size``,
+        a positional embedding's grid is built from it), that size halved first while it is
+        over ``MAX_DECLARED_SIDE`` (a 1024-pixel ViT does not run on the probe's CPU; sizing
+        grows the two together); ``(state, step)``, step None when unchanged."""
+        init, forward = state
+        at = next(
+            (
+                i
+                for i, a in enumerate(init)
+                if (a.name or "").lower() in DECLARED_SIDE_NAMES
+                and isinstance(a.guess, G.ValueGuess)
+                and type(G.literal_value(a.guess)) is int
+                and G.literal_value(a.guess) >= 8
+            ),
+            None,
+        )
+        images = [
+            j
+            for j, a in enumerate(forward)
+            if isinstance(a.guess, G.TensorGuess)
+            and a.guess.rank == 4
+            and a.guess.dtype in G.FLOAT_DTYPES
+            and set(a.guess.shape) == {G.DEFAULT_SIZE}
+        ]
+        if at is None or not images:
+            return state, None
+        declared = side = G.literal_value(init[at].guess)
+        while side > MAX_DECLARED_SIDE and side % 2 == 0:
+            side //= 2
+        for j in images:
+            g = forward[j].guess
+            forward = G.set_guess(forward, j, G.TensorGuess(g.shape[:2] + (side, side), g.dtype))
+        step = f"image inputs {side} x {side}: the {init[at].name} the constructor declares"
+        if side != declared:
+            init = G.set_guess(init, at, G.ValueGuess(side))
+            step += f" ({declared} -> {side} for the probe; sizing grows it)"
+        return (init, forward), step
+
+    def documented_shapes(self, state):
+        """``state`` with each tensor input the extractor guessed (every dimension the
+        default size) shaped as the forward's docstring states (:mod:`.doc_shapes`), the
+        constructor's integer arguments at their guessed values."""
+        from .doc_shapes import doc_shapes
+
+        init, forward = state
+        guessed = [
+            a.name
+            for a in forward
+            if a.name and isinstance(a.guess, G.TensorGuess) and set(a.guess.shape) == {G.DEFAULT_SIZE}
+        ]
+        if not guessed:
+            return state
+        sizes = {}
+        for a in init:
+            value = G.literal_value(a.guess) if isinstance(a.guess, G.ValueGuess) else None
+            if a.name and type(value) is int:
+                sizes[a.name] = value
+        doc = inspect.getdoc(self.ns["Model"].forward)
+        shapes = doc_shapes(doc, guessed, sizes, G.DEFAULT_SIZE)
+        return init, tuple(
+            G.Arg(G.TensorGuess(shapes[a.name], a.guess.dtype), a.name, a.keyword) if a.name in shapes else a
+            for a in forward
+        )
+
     # --- one attempt ------------------------------------------------------------------------
 
     def _original(self, name: str, ok: bool, form: str = "list"):
@@ -469,9 +552,16 @@ class Probe:
         self.history = []
         self.stopped = None
         started = time.process_time()
+        budget_s = self.budget_s
         for generation in range(max(1, self.restarts)):
-            start = initial if generation == 0 else self.restart_state(initial, generation)
             first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
+            start = initial if generation == 0 else self.restart_state(initial, generation)
+            if generation == 0:
+                start = self.documented_shapes(initial)
+                if start != initial:
+                    first = ["inputs shaped as the forward's docstring states"]
+                start, declared = self.declared_sides(start)
+                first += [declared] if declared else []
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
@@ -482,11 +572,11 @@ class Probe:
                 if state in tried:
                     continue
                 used = time.process_time() - started
-                if self.budget_s is not None and self.history and used >= self.budget_s:
+                if budget_s is not None and self.history and used >= budget_s:
                     plural = "s" * (self.attempts != 1)
                     self.stopped = (
                         f"the repair search stopped after {self.attempts} attempt{plural}: its budget of "
-                        f"{self.budget_s:g} s of CPU was used ({used:.1f} s)"
+                        f"{budget_s:.3g} s of CPU was used ({used:.1f} s)"
                     )
                     return self.give_up()
                 tried.add(state)
@@ -494,6 +584,8 @@ class Probe:
                 ok, result = self.attempt(state)
                 if ok:
                     return state, steps, None
+                if budget_s is not None and len(self.history) == 0:
+                    budget_s = repair_budget(budget_s, time.process_time() - started)
                 proposed = propose(result, state)
                 self.history.append(Attempt(generation, steps, result, not proposed))
                 trail = trail + (failure_form(result),)
@@ -530,6 +622,52 @@ class Probe:
             self.attempt(state)
             return state, None
         return widened, f"integer inputs drawn from [0, {vocab}) (the smallest embedding table)"
+
+    def settle_sampling(self, state):
+        """``state`` with a dropout probability (a constructor argument named ``*drop*``
+        holding a float in (0, 1], a classifier-free-guidance U-Net's ``cond_drop_prob``; each
+        alone, then all) set to 0.0, when the model built from it draws random numbers in its
+        forward even in eval mode and does not without them: the task is the deterministic
+        forward (the one the repository samples with); ``(state, step)``, step None when
+        unchanged."""
+        drops = [
+            i
+            for i, a in enumerate(state[0])
+            if "drop" in (a.name or "").lower()
+            and isinstance(a.guess, G.ValueGuess)
+            and type(G.literal_value(a.guess)) is float
+            and 0.0 < G.literal_value(a.guess) <= 1.0
+        ]
+        if not drops or not self._samples(state):
+            return state, None
+        # One probability at a time (a dropout layer's stays for eval mode), then all of them.
+        for chosen in [[i] for i in drops] + ([drops] if len(drops) > 1 else []):
+            init = state[0]
+            for i in chosen:
+                init = G.set_guess(init, i, G.ValueGuess(0.0))
+            settled = (init, state[1])
+            ok, _ = self.attempt(settled)
+            if ok and not self._samples(settled):
+                names = ", ".join(f"{state[0][i].name} {G.literal_value(state[0][i].guess)} -> 0.0" for i in chosen)
+                return settled, f"{names} (the forward draws with it, in eval mode too)"
+        self.attempt(state)  # put the successful attempt back (emission and sizing read it)
+        return state, None
+
+    def _samples(self, state) -> bool:
+        """True when the model of ``state``, in eval mode, gives different outputs for two
+        calls on the same inputs."""
+        torch = self.torch
+        try:
+            model, inputs = self.build(state, reuse=True)
+            model.eval()
+            with torch.no_grad():
+                first = flatten_outputs(model(*inputs), torch, [])
+                second = flatten_outputs(model(*inputs), torch, [])
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - a model that fails here is left to verification
+            return False
+        return not same_values(first, second)
 
     def give_up(self):
         """The search's answer when no state ran: ``(None, steps, root cause)``."""
@@ -746,6 +884,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         if state is not None:
             state, widened = probe.widen_indices(state)
             steps = steps + [widened] if widened else steps
+            state, settled = probe.settle_sampling(state)
+            steps = steps + [settled] if settled else steps
         result["repair_steps"] = steps
         if state is None:
             assert last is not None

@@ -139,11 +139,17 @@ def guess_for_name(name: str | None):
 TIME_NAME = re.compile(r"^(?:t|ts|time|times|timestep|timesteps|time_steps?|noise_levels?|sigmas?|log_snr)$")
 
 
+#: Forward inputs holding one class label per sample (extract's ``is_label_name``).
+LABEL_NAME = re.compile(r"^(?:classes|class_labels?|labels?|class_ids|y_class)$")
+
+
 def is_time_input(arg: Arg) -> bool:
-    """True for a 1-D tensor input whose name says it is a time step or noise level."""
-    return (
-        isinstance(arg.guess, TensorGuess) and arg.guess.rank == 1 and bool(TIME_NAME.match((arg.name or "").lower()))
-    )
+    """True for a 1-D tensor input whose name says it holds one value per sample: a time step
+    or noise level, or integer class labels."""
+    if not isinstance(arg.guess, TensorGuess) or arg.guess.rank != 1:
+        return False
+    name = (arg.name or "").lower()
+    return bool(TIME_NAME.match(name) or (arg.guess.dtype in INT_DTYPES and LABEL_NAME.match(name)))
 
 
 def default_tensor(rank: int = 4) -> TensorGuess:

@@ -33,6 +33,7 @@ from .guesses import (
     literal_value,
     set_guess,
 )
+from .slots import role_of_name
 
 State = tuple[tuple[Arg, ...], tuple[Arg, ...]]
 
@@ -765,6 +766,28 @@ def _einops_chunks(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return fixes
 
 
+def _derived_chunks(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``can't divide axis of length L in chunks of C`` from an einops layer, whose message
+    does not name the tensor (``Rearrange('b c (h p1) (w p2) -> ...')`` after a U-Net's
+    downsamplings shrank an image side to L): where no input has a dimension of L, the sides
+    of each float image input (its dimensions after the second, rank 3 or more) are multiplied
+    by C, the side the next downsampling needs; repeated while the search lasts."""
+    length, chunk = int(m.group("length")), int(m.group("chunk"))
+    if chunk <= 1 or "Input tensor shape" in f.message:
+        return []
+    fwd = s[1]
+    if any(isinstance(a.guess, TensorGuess) and length in a.guess.shape for a in fwd):
+        return []
+    why = f"an einops layer splits a derived axis of {length} in chunks of {chunk}: image sides x {chunk}"
+    fixes = []
+    for i in _tensor_indices(s, f, lambda g: g.rank >= 3 and g.dtype in FLOAT_DTYPES):
+        g = fwd[i].guess
+        fix = _reshape(s, i, list(g.shape[:2]) + [d * chunk for d in g.shape[2:]], why)
+        if fix:
+            fixes.append(fix)
+    return fixes
+
+
 def _einops_axis(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """``Shape mismatch, 4 != 3``: an axis the pattern names with a given length."""
     shape = _ints(m.group("shape"))
@@ -786,22 +809,40 @@ def _einops_axis(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _assert_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
     """A failed ``assert a == b`` on sizes, both sides evaluated (:func:`.execute.failure_of`):
-    where they differ, a constructor argument equal to one side becomes the other, or an input
-    dimension is set to, or scaled by, the ratio of the two (a length halved by a strided
-    convolution before it is compared with a context size)."""
+    an input whose trailing dimensions are one side gets the other side's, all at once (a
+    U-Net's ``x.shape[1:] == (channels, image_size, image_size)``); where the sides differ, a
+    constructor argument equal to one side becomes the other, or an input dimension is set
+    to, or scaled by, the ratio of the two (a length halved by a strided convolution before it
+    is compared with a context size). A constructor argument that declares the input's size
+    (``image_size``, ``seq_len``: :func:`.slots.role_of_name` spatial or sequence) is what the
+    input must match: the input fixes come before its change."""
     left, right = _ints(m.group("left")), _ints(m.group("right"))
     if len(left) != len(right):
         return []
-    fixes: list[Fix] = []
+    why = f"assertion {tuple(left)} == {tuple(right)}"
+    whole: list[Fix] = []
+    for old_t, new_t in ((left, right), (right, left)):
+        if min(new_t, default=0) <= 0:
+            continue
+        for i in _tensor_indices(s, f):
+            g = s[1][i].guess
+            if g.rank >= len(old_t) and list(g.shape[g.rank - len(old_t) :]) == old_t:
+                fix = _reshape(s, i, list(g.shape[: g.rank - len(old_t)]) + new_t, why)
+                if fix:
+                    whole.append(fix)
+    declared: list[Fix] = []
+    inits: list[Fix] = []
+    inputs: list[Fix] = []
     for a, b in zip(left, right):
         if a == b or a <= 0 or b <= 0:
             continue
         why = f"assertion {a} == {b}"
         for old, new in ((b, a), (a, b)):
             for i in _int_init_indices(s, f, lambda v, old=old: v == old):
-                fixes.append(_set_init(s, i, ValueGuess(new), why))
+                fix = _set_init(s, i, ValueGuess(new), why)
+                (declared if role_of_name(s[0][i].name) in ("spatial", "seq") else inits).append(fix)
         for old, new in ((a, b), (b, a)):
-            fixes += _set_dim_any(s, f, old, new, why)
+            inputs += _set_dim_any(s, f, old, new, why)
             if new % old == 0:
                 for i in _tensor_indices(s, f):
                     g = s[1][i].guess
@@ -810,8 +851,8 @@ def _assert_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
                         shape[d] = g.shape[d] * (new // old)
                         fix = _reshape(s, i, shape, f"{why}: scaled by {new // old}")
                         if fix:
-                            fixes.append(fix)
-    return fixes
+                            inputs.append(fix)
+    return whole + inits + inputs + declared
 
 
 def _set_dim_any(s: State, f: Failure, old: int, new: int, why: str) -> list[Fix]:
@@ -1076,6 +1117,7 @@ RULES: list[tuple[re.Pattern, Rule]] = [
         ),
         _einops_chunks,
     ),
+    (re.compile(r"can't divide axis of length (?P<length>\d+) in chunks of (?P<chunk>\d+)"), _derived_chunks),
     (
         re.compile(
             r"Input tensor shape: torch\.Size\(\[(?P<shape>[\d, ]*)\]\).*?"

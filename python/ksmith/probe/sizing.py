@@ -14,21 +14,25 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    module-level integer constants keeps them: those constants are its knobs. Each trial is
    measured (:mod:`.work`), so every knob comes with the exponent of each measure (FLOPs,
    bytes, peak memory, time) in its size. Trials run on the CPU while the program is small, on
-   the ``meta`` device when it is not.
+   the ``meta`` device when it is not (a model whose constructor meta cannot run is built on
+   the CPU, once per set of constructor arguments, and moved to meta).
 2. **Program.** The knobs become module-level constants (``batch_size = ...``, the constructor
    parameter's name, ``channels``, ``seq_len``, ``height``...) that the rewritten
    ``get_inputs()``/``get_init_inputs()`` read: the KernelBench format, which the evaluator
    changes with :func:`ksmith.shared.constants.set_constants`.
 3. **Target.** From the exponents, knobs are doubled one at a time (the one furthest below its
    role's typical size first) until the estimated eager time on the reference GPU reaches
-   ``aim_ms``, staying under ``max_ms``, ``max_memory_mb`` and each role's cap; the choice is
-   run on ``meta`` (nothing is computed or allocated) and corrected from what it measured.
+   ``aim_ms`` and its arithmetic or traffic alone half of it (launches aside: a whole model of
+   hundreds of kernels is launch-bound at small sizes), staying under ``max_ms``,
+   ``max_memory_mb`` and each role's cap; the choice is run on ``meta`` (nothing is computed or
+   allocated) and corrected from what it measured.
 4. **Confirmation.** The rewritten program runs for real on the CPU, twice, at a moderate size
    (under ``confirm_mflop`` and ``confirm_mb``), from scratch as the evaluator would: it must
    run and give the same outputs.
 5. **Alternates.** The moderate set plus sets near the target with other values (batch minus
-   one, three quarters of a dimension, half), each checked on ``meta``, for the evaluator's
-   hidden-shape check.
+   one, three quarters of a dimension, half; where those break a divisibility, the same kept
+   multiples of the power of two that divides the knob's base size), each checked on ``meta``,
+   for the evaluator's hidden-shape check.
 
 Outcome (``size_status``): ``sized`` (work target reached, at least two alternates),
 ``below_target`` (as large as the program allows, below the target), ``unsizable`` (the program
@@ -46,12 +50,14 @@ import enum
 import json
 import math
 import time
+from copy import deepcopy
 from dataclasses import replace
 from typing import Any
 
 from ..shared import constants as K
 from ..shared.outputs import same_values
 from . import DEFAULTS
+from . import guesses as G
 from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess
 from .loading import ProbeTimeout, exec_program, seed_all, split_init
 from .sized_program import NamedTensor, NamedValue, insert_constants, render_named, tensor_maker
@@ -191,6 +197,18 @@ def _est_ms(m: dict[str, float]) -> float:
     return _formula_ms(m) * m.get("scale", 1.0)
 
 
+def _work_ms(m: dict[str, float]) -> float:
+    """The arithmetic or traffic time alone, without launches and host time: what the GPU
+    spends computing (a whole model of hundreds of small kernels is launch-bound at any size
+    that fits a CPU, so its eager time says nothing about its work)."""
+    return max(m["flops"] / FLOPS, m["bytes"] / BYTES_PER_S) * 1e3
+
+
+def _aimed(m: dict[str, float], aim_ms: float) -> bool:
+    """The eager time reaches ``aim_ms`` and the work alone half of it."""
+    return _est_ms(m) >= aim_ms and _work_ms(m) >= aim_ms / 2
+
+
 def _exponent(a: float, b: float, ratio: float) -> float:
     if a <= 0 or b <= 0 or ratio == 1:
         return 0.0
@@ -219,6 +237,9 @@ class Sizer:
         small = w is not None and w.flops <= CPU_TRIAL_FLOPS and w.param_bytes + w.peak_bytes <= CPU_TRIAL_BYTES
         self.trial_device = "cpu" if small else "meta"
         self.meta_works: bool | None = None
+        #: Models are built on the CPU and moved to meta for runs on meta (`_meta_model`).
+        self.meta_via_cpu = False
+        self.meta_models: dict[Any, Any] = {}
         #: The model and inputs of the last run (what `confirm` hands to the ATen recording).
         self.last_built: tuple[Any, Any] | None = None
 
@@ -260,7 +281,34 @@ class Sizer:
         """Builds the model and inputs of a state (as the repair search does) and measures."""
         self._tick()
         probe = self.probe
+        if device == "meta" and self.meta_via_cpu:
+
+            def build():
+                model = self._meta_model(("state", state[0]), lambda: probe.build(state)[0])
+                orig = probe.original_inputs()
+                return model, [G.materialize(a.guess, self.torch, probe.ns, orig) for a in state[1]]
+
+            return self._measured(build, device)
         return self._measured(lambda: probe.build(state), device)
+
+    def _meta_model(self, key, make):
+        """A copy of the model ``make()`` builds on the CPU, moved to meta, built once per
+        ``key`` (the constructor's arguments): for a constructor meta cannot run (a drop-path
+        schedule read with ``.item()``, as timm's models do) whose forward it can."""
+        if key not in self.meta_models:
+            with self.torch.device("cpu"):
+                self.meta_models[key] = make().to("meta")
+        return deepcopy(self.meta_models[key])
+
+    def _switch_to_meta_via_cpu(self, run) -> bool:
+        """After a run on meta failed on a meta tensor's value: True when ``run()`` (the same
+        run again) works with models built on the CPU and moved to meta, which stays on."""
+        if self.meta_via_cpu or "meta tensor" not in self.last_error:
+            return False
+        self.meta_via_cpu = True
+        if run() is None:
+            self.meta_via_cpu = False
+        return self.meta_via_cpu
 
     def run_text(self, text: str, device: str, count: bool = True):
         """Runs a program text from scratch (exec, ``get_init_inputs``, ``Model``, ``get_inputs``)
@@ -270,7 +318,11 @@ class Sizer:
 
         def build():
             ns = exec_program(text, "<ksmith-sized-program>")
-            model = ns["Model"](*split_init(ns["get_init_inputs"]()))
+            args = split_init(ns["get_init_inputs"]())
+            if device == "meta" and self.meta_via_cpu:
+                model = self._meta_model(("text", repr(args)), lambda: ns["Model"](*args))
+            else:
+                model = ns["Model"](*args)
             inputs = ns["get_inputs"]()
             return model, (list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
 
@@ -295,15 +347,16 @@ class Sizer:
         dimension of the inputs is tried as the batch first; where it is not one (an unbatched
         input, whose first dimension is channels), it joins the other sizes of its value."""
         slots = state_slots(self.state)
-        batch = _batch_group(slots)
         knobs: list[Knob] = []
-        if batch:
-            work = self._trial(batch, base)
+        batch: tuple[Slot, ...] = ()
+        for group in _batch_groups(slots):
+            work = self._trial(group, base)
             if work is not None:
-                knobs.append(_knob(batch, base, work, 2))
-            else:
-                slots = [replace(s, role="channels") if s in batch else s for s in slots]
-                batch = ()
+                knobs.append(_knob(group, base, work, 2))
+                batch = group
+                break
+        if not batch:
+            slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
         for group in _value_groups([s for s in slots if s not in batch]):
             knobs += self._knobs_of(group, base)
         return knobs
@@ -445,7 +498,7 @@ class Sizer:
             values[k.name] //= 2
         for _ in range(128):
             m = predict(values)
-            if _est_ms(m) >= self.targets.aim_ms and self.targets.reached_by(m):
+            if _aimed(m, self.targets.aim_ms) and self.targets.reached_by(m):
                 break
             options = []
             for k in knobs:
@@ -475,6 +528,10 @@ class Sizer:
         # the CPU; trials on meta start from a measure on meta (fused CPU kernels count apart).
         base = self.probe.last_work if self.trial_device == "cpu" else None
         base = base or self._try(self.run_state, self.state, self.trial_device)
+        if base is None and self.trial_device == "meta":
+            run = lambda: self._try(self.run_state, self.state, "meta")  # noqa: E731
+            if self._switch_to_meta_via_cpu(run):
+                base = run()
         if base is None and self.trial_device == "meta":
             # Meta cannot run it: trials (and the target search) on the CPU.
             self.meta_works = False
@@ -529,7 +586,10 @@ class Sizer:
             work = self._try(self.run_text, K.set_constants(text, values), "meta")
             if work is None:
                 if self.meta_works is None:
-                    self.meta_works = self._try(self.run_text, K.set_constants(text, start), "meta") is not None
+                    run = lambda: self._try(self.run_text, K.set_constants(text, start), "meta")  # noqa: E731
+                    self.meta_works = run() is not None or self._switch_to_meta_via_cpu(run)
+                    if self.meta_via_cpu:
+                        continue  # the same sizes again, built on the CPU
                 if not self.meta_works:
                     return self.cpu_target(knobs, text, start, ref)
                 grown = [k for k in knobs if values[k.name] > k.base]
@@ -543,7 +603,7 @@ class Sizer:
             m = _metrics(work)
             if self.gpu_limit(m):
                 best = (dict(values), work)
-                if _est_ms(m) >= self.targets.aim_ms / 2 and self.targets.reached(work):
+                if _aimed(m, self.targets.aim_ms / 2) and self.targets.reached(work):
                     break
             again = self.plan(knobs, values, m, self.gpu_limit)
             if again == values:
@@ -555,7 +615,9 @@ class Sizer:
 
     def cpu_target(self, knobs, text, start, ref):
         """Where meta cannot run the program: the same search on the CPU, up to the work target
-        (``min_gflop``/``min_mb``) and ``cpu_max_mflop``."""
+        (``min_gflop``/``min_mb``) and ``cpu_max_mflop``; a size set that fails is retried with
+        every size the plan halved below its verified value (the batch aside) back at that
+        value, else with the most grown knob halved."""
         t = self.targets
         aim = replace(t, aim_ms=float("inf"))
         mflop = min(t.cpu_max_mflop, t.min_gflop * 1e3 * 1.5)
@@ -569,6 +631,12 @@ class Sizer:
             work = self._try(self.run_text, K.set_constants(text, values), "cpu")
             if work is not None:
                 return values, work, "cpu"
+            # A size the plan halved below the verified one may break the program (a side
+            # four downsamplings need): back to the verified size, the batch takes the cut.
+            shrunk = [k for k in knobs if k.role != "batch" and values[k.name] < k.base]
+            if shrunk:
+                values.update({k.name: k.base for k in shrunk})
+                continue
             grown = [k for k in knobs if values[k.name] > k.base]
             if not grown:
                 break
@@ -606,9 +674,10 @@ class Sizer:
 
     def alternates(self, knobs, text, target, moderate) -> list[dict[str, int]]:
         """Size sets other than the target that run: the confirmed moderate set, then sets with
-        other values near it (batch minus one, three quarters, half), each run on the CPU (on
-        meta where building the model on the CPU is slow: the check is that the shapes fit);
-        at most three in all. Small sets keep the evaluator's hidden-shape check cheap; their
+        other values near it (batch minus one, three quarters, half; then, where those fail,
+        the same kept multiples of each knob's divisor), each run on the CPU (on meta where
+        building the model on the CPU is slow: the check is that the shapes fit); at most three
+        in all. Small sets keep the evaluator's hidden-shape check cheap; their
         odd values catch kernels that assume multiples of a block size."""
         out = [moderate] if moderate != target else []
         for values in _variants(knobs, moderate):
@@ -664,10 +733,19 @@ def _role(slots) -> str:
     return "value"
 
 
-def _batch_group(slots: list[Slot]) -> tuple[Slot, ...]:
-    """The first dimensions of the tensor inputs that have the first one's size."""
+def _batch_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
+    """The batch to try, likeliest first: the first dimensions of the tensor inputs that have
+    the first one's size, with the length of each 1-D input of that size (a time step or a
+    class label per sample, as a U-Net's ``forward(x, time, classes)`` takes); then without
+    the 1-D inputs."""
     batch = [s for s in slots if s.role == "batch"]
-    return tuple(s for s in batch if s.value == batch[0].value) if batch else ()
+    if not batch:
+        return []
+    first = tuple(s for s in batch if s.value == batch[0].value)
+    per_sample = tuple(
+        s for s in slots if s.side == "input" and s.rank == 1 and s.path[-1:] == (0,) and s.value == first[0].value
+    )
+    return [first + per_sample, first] if per_sample else [first]
 
 
 def _value_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
@@ -760,18 +838,44 @@ def _predict(knobs, values, start, ref) -> dict[str, float]:
 
 def _variants(knobs, target: dict[str, int]) -> list[dict[str, int]]:
     """Size sets near ``target``: batch minus one and three quarters of each other knob; half
-    of every knob; only the batch halved."""
+    of every knob; only the batch halved; then the first two again with each knob kept a
+    multiple of its divisor (:func:`_divisor`), for programs whose sizes must stay divisible
+    (a U-Net's sides by ``2 ** levels``): the nearest multiple at or below, or one divisor up
+    where that is the size itself or below the divisor; last, only the batch plus two (a
+    model whose image size its constructor fixes has no other knob)."""
     odd, half, batch_only = dict(target), dict(target), dict(target)
+    odd_kept, half_kept, batch_more = dict(target), dict(target), dict(target)
     for k in knobs:
         v = target[k.name]
         if k.role == "batch":
-            odd[k.name] = v - 1 if v >= 3 else v + 1
+            odd[k.name] = odd_kept[k.name] = v - 1 if v >= 3 else v + 1
             batch_only[k.name] = max(1, v // 2)
-        elif v % 4 == 0 and v >= 8:
-            odd[k.name] = v * 3 // 4
+            batch_more[k.name] = v + 2
+        else:
+            if v % 4 == 0 and v >= 8:
+                odd[k.name] = v * 3 // 4
+            d = _divisor(k.base)
+            odd_kept[k.name] = _kept_multiple(v, d, 3, 4)
+            half_kept[k.name] = _kept_multiple(v, d, 1, 2)
         if v % 2 == 0:
             half[k.name] = v // 2
-    return [odd, half, batch_only]
+            if k.role == "batch":
+                half_kept[k.name] = v // 2
+    return [odd, half, batch_only, odd_kept, half_kept, batch_more]
+
+
+def _divisor(base: int) -> int:
+    """The largest power of two that divides a knob's base size: the size the program was
+    written with or the repair search settled on (raised to a multiple of 8 where a U-Net
+    asserted it), so every multiple of it is as divisible as the base."""
+    return base & -base if base > 0 else 1
+
+
+def _kept_multiple(v: int, d: int, num: int, den: int) -> int:
+    """The multiple of ``d`` at or below ``v * num / den``; ``v + d`` where that is ``v``
+    itself or below ``d``."""
+    near = (v * num // den) // d * d
+    return near if d <= near != v else v + d
 
 
 def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], attempt_s: float) -> dict[str, Any]:
