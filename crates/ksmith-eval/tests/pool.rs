@@ -248,6 +248,24 @@ fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
     assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
 }
 
+/// Evaluates two wrong candidates at once on `pool` (two requests in flight); both `incorrect`.
+fn two_wrong_candidates_at_once(pool: &Arc<WorkerPool>) {
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
+            std::thread::spawn(move || pool.evaluate(&req))
+        })
+        .collect();
+    for h in handles {
+        let result = h
+            .join()
+            .expect("the evaluating thread panicked")
+            .expect("the pool evaluates the request");
+        assert_eq!(result.status, EvalStatus::Incorrect);
+    }
+}
+
 /// A pool of two CPU workers stands for two devices: requests in flight go one to each, and
 /// the pool accounts per device (evaluations, busy time) and by phase (the workers' profiles).
 #[test]
@@ -263,16 +281,7 @@ fn two_workers_share_the_work_and_account_for_it() {
         "{}",
         pool.describe()
     );
-    let handles: Vec<_> = (0..2)
-        .map(|_| {
-            let pool = pool.clone();
-            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
-            std::thread::spawn(move || pool.evaluate(&req))
-        })
-        .collect();
-    for h in handles {
-        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
-    }
+    two_wrong_candidates_at_once(&pool);
     let counters: std::collections::BTreeMap<String, u64> =
         pool.report_counters().into_iter().collect();
     for device in ["cpu#0", "cpu#1"] {
@@ -346,16 +355,7 @@ fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
         ..cpu_config(1)
     };
     let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
-    let handles: Vec<_> = (0..2)
-        .map(|_| {
-            let pool = pool.clone();
-            let req = request("tasks/elementwise.py", "garbage/wrong_values.py");
-            std::thread::spawn(move || pool.evaluate(&req))
-        })
-        .collect();
-    for h in handles {
-        assert_eq!(h.join().unwrap().unwrap().status, EvalStatus::Incorrect);
-    }
+    two_wrong_candidates_at_once(&pool);
     let counters: std::collections::BTreeMap<String, u64> =
         pool.report_counters().into_iter().collect();
     assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
