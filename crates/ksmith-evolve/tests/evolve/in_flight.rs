@@ -13,6 +13,7 @@ use crate::support::*;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
 use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::report::StageReport;
 use ksmith_evolve::{RolloutConfig, run};
 
 /// Two fake devices taking two evaluations each; records which threads called it.
@@ -67,14 +68,15 @@ fn pool() -> FakePool {
     }
 }
 
-#[test]
-fn tasks_in_flight_are_the_evaluators_capacity_plus_the_teachers_concurrency() {
-    let dir = tempfile::tempdir().unwrap();
-    write_tasks(dir.path(), &default_tasks(10));
+/// A rollout of `tasks` tasks, `iterations` steps each on one island, with `parallel_tasks`,
+/// against the slow scripted teacher and the fake pool: its report and the pool.
+fn rollout(tasks: usize, iterations: u32, parallel_tasks: usize) -> (StageReport, FakePool) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    write_tasks(dir.path(), &default_tasks(tasks));
     let c = RolloutConfig {
-        iterations: 3,
+        iterations,
         num_islands: 1,
-        parallel_tasks: 0,
+        parallel_tasks,
         ..Default::default()
     };
     let teacher = SlowTeacher(ScriptedTeacher::new());
@@ -85,7 +87,13 @@ fn tasks_in_flight_are_the_evaluators_capacity_plus_the_teachers_concurrency() {
         &teacher,
         &evaluator,
     )
-    .unwrap();
+    .expect("the rollout runs");
+    (report, evaluator)
+}
+
+#[test]
+fn tasks_in_flight_are_the_evaluators_capacity_plus_the_teachers_concurrency() {
+    let (report, evaluator) = rollout(10, 3, 0);
     assert_eq!(report.counters.get("rollout_in_flight"), Some(&6));
     // Six tasks at once: six threads evaluated.
     assert_eq!(evaluator.callers.lock().unwrap().len(), 6);
@@ -113,23 +121,7 @@ fn tasks_in_flight_are_the_evaluators_capacity_plus_the_teachers_concurrency() {
 
 #[test]
 fn parallel_tasks_overrides_the_derived_number() {
-    let dir = tempfile::tempdir().unwrap();
-    write_tasks(dir.path(), &default_tasks(5));
-    let c = RolloutConfig {
-        iterations: 2,
-        num_islands: 1,
-        parallel_tasks: 2,
-        ..Default::default()
-    };
-    let evaluator = pool();
-    let teacher = SlowTeacher(ScriptedTeacher::new());
-    let report = run(
-        &c,
-        &StageContext::for_tests(dir.path()),
-        &teacher,
-        &evaluator,
-    )
-    .unwrap();
+    let (report, evaluator) = rollout(5, 2, 2);
     assert_eq!(report.counters.get("rollout_in_flight"), Some(&2));
     assert_eq!(evaluator.callers.lock().unwrap().len(), 2);
 }
