@@ -554,14 +554,14 @@ class Probe:
         started = time.process_time()
         budget_s = self.budget_s
         for generation in range(max(1, self.restarts)):
-            first = [] if generation == 0 else [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
-            start = initial if generation == 0 else self.restart_state(initial, generation)
             if generation == 0:
                 start = self.documented_shapes(initial)
-                if start != initial:
-                    first = ["inputs shaped as the forward's docstring states"]
+                first = ["inputs shaped as the forward's docstring states"] if start != initial else []
                 start, declared = self.declared_sides(start)
                 first += [declared] if declared else []
+            else:
+                start = self.restart_state(initial, generation)
+                first = [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
