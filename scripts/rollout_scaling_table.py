@@ -7,9 +7,14 @@ A run folder holds `meta.json` (gpus, first_gpu, latency, window_start_s, window
 counted, from the first step's start), `work/` (the rollout's work directory: `steps.parquet`,
 `reports/rollout.json`) and `smi.log` (lines `<epoch seconds> <index>, <utilization %> ...`
 sampled from nvidia-smi while the rollout ran). Rates count the steps (and candidates: steps
-the evaluator judged) that finished inside the window, so the pool's start, the first reference
-builds and the drain after the time budget are left out; "x 1 GPU" divides by the rate of the
-1-GPU run at the same latency.
+the evaluator judged) that finished inside the window, so the pool's start and the drain after
+the time budget are left out; "x 1 GPU" divides by the rate of the 1-GPU run at the same latency.
+
+A task's first evaluation also builds its reference and its `torch.compile` baseline; in a run of
+40 iterations a task pays that once, but a short bench window is full of first evaluations. So
+each run is also measured in its steady window: from the moment every task that started before
+the window's end had finished its first step, to the window's end ("steady" columns; `-` when
+that window is shorter than `STEADY_MIN_S`).
 """
 
 from __future__ import annotations
@@ -28,12 +33,16 @@ from ksmith.evaluator.evaluate import PHASES as EVAL_PHASES  # noqa: E402
 #: The pool's queue, then the evaluator's phases in the order of an evaluation.
 PHASES = ("queue", *EVAL_PHASES)
 
+#: The shortest steady window (seconds) whose rate is reported.
+STEADY_MIN_S = 30.0
+
 
 def load(run: str) -> dict[str, Any]:
     meta = json.load(open(os.path.join(run, "meta.json")))
     work = os.path.join(run, "work")
     steps = pq.read_table(
-        os.path.join(work, "steps.parquet"), columns=["started_at_ms", "finished_at_ms", "eval_status"]
+        os.path.join(work, "steps.parquet"),
+        columns=["task_id", "started_at_ms", "finished_at_ms", "eval_status"],
     ).to_pylist()
     report = json.load(open(os.path.join(work, "reports", "rollout.json")))
     counters: dict[str, int] = report.get("counters", {})
@@ -48,8 +57,28 @@ def load(run: str) -> dict[str, Any]:
     out["candidates_per_min"] = sum(1 for s in inside if s["eval_status"] is not None) / minutes
     out["window"] = (w0, w1)
     first = int(meta.get("first_gpu", 0))
-    out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, range(first, first + int(meta["gpus"])))
+    gpus = range(first, first + int(meta["gpus"]))
+    out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, gpus)
+    s0 = max(w0, steady_start(steps, w1))
+    out["steady_s"] = w1 - s0
+    if w1 - s0 >= STEADY_MIN_S:
+        steady = [s for s in steps if s0 <= s["finished_at_ms"] / 1000 <= w1]
+        out["steady_steps_per_min"] = len(steady) / ((w1 - s0) / 60)
+        out["steady_candidates_per_min"] = sum(1 for s in steady if s["eval_status"] is not None) / ((w1 - s0) / 60)
+        out["steady_smi"] = smi_shares(os.path.join(run, "smi.log"), s0, w1, gpus)
     return out
+
+
+def steady_start(steps: list[dict[str, Any]], w1: float) -> float:
+    """When every task that started a step before `w1` had finished its first step (epoch
+    seconds; `w1` when one had not)."""
+    first_done: dict[str, float] = {}
+    for s in steps:
+        if s["started_at_ms"] / 1000 > w1:
+            continue
+        t = s["finished_at_ms"] / 1000
+        first_done[s["task_id"]] = min(t, first_done.get(s["task_id"], t))
+    return min(w1, max(first_done.values(), default=w1))
 
 
 def smi_shares(path: str, w0: float, w1: float, gpus: range) -> list[tuple[float, float]]:
@@ -90,12 +119,18 @@ def main(runs: list[str]) -> int:
         for d in data
         if int(d["meta"]["gpus"]) == 1
     }
+    steady_base = {
+        (d["meta"].get("label", ""), d["meta"]["latency"]): d.get("steady_steps_per_min")
+        for d in data
+        if int(d["meta"]["gpus"]) == 1
+    }
     print(
         "| build | GPUs | teacher latency s | tasks in flight | evals at once per GPU | steps/min | candidates/min |"
         " x 1 GPU (steps) | GPU busy (nvidia-smi mean util; share of samples > 0) |"
         " pool: busy share per device | pool: idle without work s per device | devices failed |"
+        " steady window s | steady steps/min | steady candidates/min | steady x 1 GPU | steady GPU busy |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d in data:
         m, c = d["meta"], d["counters"]
         gpus = int(m["gpus"])
@@ -107,11 +142,17 @@ def main(runs: list[str]) -> int:
         rate = d.get("steps_per_min", float("nan"))
         one = base.get((m.get("label", ""), m["latency"]))
         ratio = rate / one if one else float("nan")
+        nan = float("nan")
+        steady = d.get("steady_steps_per_min", nan)
+        steady_one = steady_base.get((m.get("label", ""), m["latency"]))
+        steady_ratio = steady / steady_one if steady_one and steady == steady else nan
+        steady_smi = "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in d.get("steady_smi", []))
         print(
             f"| {m.get('label', '') or '-'} | {gpus} | {m['latency']} | {c.get('rollout_in_flight', '-')} |"
             f" {m['inflight']} | {fmt(rate)} |"
             f" {fmt(d.get('candidates_per_min', float('nan')))} | {fmt(ratio, '.2f')} | {smi} | {busy} | {idle} |"
-            f" {c.get('eval_devices_failed', '-')} |"
+            f" {c.get('eval_devices_failed', '-')} | {fmt(d.get('steady_s', nan), '.0f')} | {fmt(steady)} |"
+            f" {fmt(d.get('steady_candidates_per_min', nan))} | {fmt(steady_ratio, '.2f')} | {steady_smi or '-'} |"
         )
     print()
     print("Where the time went, mean seconds per evaluation (the evaluator's phases; gate_wait is also")

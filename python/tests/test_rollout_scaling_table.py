@@ -1,0 +1,62 @@
+"""scripts/rollout_scaling_table.py: the window's rate, and the steady window that starts once
+every task has finished its first step (its reference built)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "rollout_scaling_table.py")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("rollout_scaling_table", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def write_run(path, steps, window_start_s=0, window_s=120):
+    work = path / "work"
+    (work / "reports").mkdir(parents=True)
+    meta = {"label": "", "gpus": 1, "first_gpu": 0, "latency": "0", "inflight": 8}
+    meta |= {"window_start_s": window_start_s, "window_s": window_s}
+    (path / "meta.json").write_text(json.dumps(meta))
+    (work / "reports" / "rollout.json").write_text(json.dumps({"counters": {}}))
+    rows = {
+        "task_id": [s[0] for s in steps],
+        "started_at_ms": [int(s[1] * 1000) for s in steps],
+        "finished_at_ms": [int(s[2] * 1000) for s in steps],
+        "eval_status": ["correct"] * len(steps),
+    }
+    pq.write_table(pa.table(rows), work / "steps.parquet")
+
+
+def test_steady_window_starts_when_every_task_finished_its_first_step(tmp_path):
+    mod = load_script()
+    # Task a's first step ends at 10 s, task b's at 40 s (a slow reference build); afterwards
+    # each finishes a step every 10 s. The run's first step starts at 0.
+    steps = [("a", 0, 10), ("b", 0, 40)]
+    steps += [("a", t - 10, t) for t in range(20, 121, 10)]
+    steps += [("b", t - 10, t) for t in range(50, 121, 10)]
+    write_run(tmp_path, steps)
+    d = mod.load(str(tmp_path))
+    assert d["steps_per_min"] == len(steps) / 2
+    assert d["steady_s"] == 80
+    # From 40 s to 120 s: b's first step (at 40), a's steps at 40..120 (9), b's at 50..120 (8).
+    assert d["steady_steps_per_min"] == 18 / (80 / 60)
+
+
+def test_a_task_still_on_its_first_step_leaves_no_steady_window(tmp_path):
+    mod = load_script()
+    steps = [("a", 0, 10), ("a", 10, 20), ("b", 0, 500)]
+    write_run(tmp_path, steps)
+    d = mod.load(str(tmp_path))
+    assert d["steady_s"] == 0
+    assert "steady_steps_per_min" not in d
