@@ -15,7 +15,7 @@
 #   LATENCIES ["0 2-20"]: the scripted teacher's seconds per answer (A or A-B, seeded)
 #   RUN_S [50]: each run's time budget ([rollout] time_budget_s: steps start for this long)
 #   WARMUP_S [15]: steps finishing before this (from the run's first step) are not counted
-#   INFLIGHT [8]: [eval] inflight_per_worker (evaluations at once per GPU; 8 is the default)
+#   INFLIGHT [16]: [eval] inflight_per_worker (evaluations at once per GPU; 16 is the default)
 #   PARALLEL_TASKS [0]: [rollout] parallel_tasks (0: derived, capacity + teacher concurrency;
 #     each task in flight builds its reference on its first evaluation, so an instant teacher
 #     measures that start unless the window begins after it)
@@ -35,7 +35,7 @@ bin="${KSMITH_BIN:-$here/target/release/ksmith}"
 export KSMITH_PYTHON="${KSMITH_PYTHON:-$(command -v python3)}"
 run_s="${RUN_S:-50}"
 warmup_s="${WARMUP_S:-15}"
-inflight="${INFLIGHT:-8}"
+inflight="${INFLIGHT:-16}"
 concurrency="${TEACHER_CONCURRENCY:-16}"
 deadline_s="${DEADLINE_S:-520}"
 first_gpu="${FIRST_GPU:-0}"

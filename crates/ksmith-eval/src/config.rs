@@ -214,11 +214,13 @@ pub struct EvalConfig {
     pub sandbox: ksmith_sandbox::SandboxConfig,
 }
 
-/// Evaluations at once per GPU worker by default. Measured side by side on two H200s of one host
-/// (docs/bench/multi-gpu.md): 8 gave 17.2 steps a minute against 12.0 for 4 (GPU 29 % against
-/// 19 % busy); an evaluation spends most of its time off the GPU (its start, the candidate's
-/// compilation, the judge), so more of them at once keep the GPU busier.
-pub const INFLIGHT_PER_GPU: usize = 8;
+/// Evaluations at once per GPU worker by default. An evaluation spends most of its time off the
+/// GPU (its start, the candidate's compilation, the judge), so more of them at once keep the GPU
+/// busier. Measured on H200s (docs/bench/multi-gpu.md): 8 gave 17.2 steps a minute against 12.0
+/// for 4; in the steady state (every task's reference built), 16 gave 23.1 against 18.0 for 8,
+/// side by side on one host, whose cores stayed mostly idle (vmstat: 80 % idle with 40 at once
+/// on 64 cores).
+pub const INFLIGHT_PER_GPU: usize = 16;
 /// Evaluations at once per CPU interpreter worker by default (each runs on the machine's cores).
 pub const INFLIGHT_PER_CPU_WORKER: usize = 2;
 
@@ -522,7 +524,7 @@ mod tests {
     fn evaluations_in_flight_default_by_device_and_follow_the_key_when_set() {
         use crate::devices::Device;
         let cfg = EvalConfig::default();
-        assert_eq!(cfg.inflight_for(&[Device::Gpu(0), Device::Gpu(1)]), 8);
+        assert_eq!(cfg.inflight_for(&[Device::Gpu(0), Device::Gpu(1)]), 16);
         assert_eq!(cfg.inflight_for(&[Device::Cpu, Device::Cpu]), 2);
         let set: EvalConfig = serde_json::from_str(r#"{"inflight_per_worker": 3}"#).unwrap();
         assert_eq!(set.inflight_for(&[Device::Gpu(0)]), 3);
