@@ -7,13 +7,18 @@
 //! reaches too. Lazy reads (inside function bodies) may point anywhere, so cycles between
 //! functions are fine. A cycle among eager needs is reported.
 //!
-//! A class is read method by method. Its code outside methods and the methods anything may
+//! A class is read member by member. Its code outside methods and the methods anything may
 //! call implicitly (`__init__`, `forward`, dunders, the `nn.Module` API it overrides) are
-//! needed; any other method is needed once something needed names it (`x.name`, `getattr(x,
+//! needed; any other method, and any alias in its body (`decode = decode_function`, a method
+//! in all but syntax), is needed once something needed names it (`x.name`, `getattr(x,
 //! "name")`, `forward = name` in a class body). A method nothing names is kept when what it
-//! needs can be inlined too, and otherwise its body becomes `raise NotImplementedError(...)`
-//! (saying why), so a helper like `from_pretrained` that imports `transformers` does not
-//! reject the class. Nested imports with a fallback (`try: import apex` / `except
+//! needs can be inlined and adds no definition; otherwise its body becomes
+//! `raise NotImplementedError(...)`, saying why, so a helper like `from_pretrained` that
+//! imports `transformers` does not reject the class. An alias nothing names is kept unless
+//! what it needs cannot be inlined; then it becomes a one-line method that raises. A registry
+//! decorator of a definition (`@BACKBONES.register_module()`) only records the definition and
+//! returns it: it is kept when its registry adds no definition and no problem, otherwise it is
+//! replaced by a comment saying why. Nested imports with a fallback (`try: import apex` / `except
 //! ImportError:`) that cannot be inlined become `name = None; raise ImportError(...)`, so the
 //! program takes the fallback; imports under `if TYPE_CHECKING:` never run and stay as written.
 
@@ -23,13 +28,13 @@ use ksmith_core::tables::ModuleReason;
 
 use crate::imports::{Binding, ImportKinds, Target, is_allowed, read_only_use};
 use crate::index::{StmtKind, find_word};
-use crate::names::{Guard, NestedImport, Owner};
+use crate::names::{Guard, MemberKind, NestedImport, Owner};
 use crate::resolve::{Found, Repo};
 
 /// A node of the closure: (file index, statement index).
 pub(crate) type NodeId = (usize, usize);
 
-/// What is read as a whole: a statement outside its methods (`None`) or one method's body.
+/// What is read as a whole: a statement outside its members (`None`) or one member.
 type Unit = (NodeId, Owner);
 
 /// Methods the Python runtime or torch may call on a class without the program naming them
@@ -197,9 +202,10 @@ struct Closure<'r> {
     namespace: HashMap<String, Binder>,
     problems: Vec<Problem>,
     plan: Plan,
-    /// Names methods may be called by, found in the units read so far.
+    /// Names members may be needed by, found in the units read so far.
     mentioned: HashSet<String>,
-    /// Methods not read yet, by name: nothing read so far names them.
+    /// Members not read yet, by name: nothing read so far needs them (registrations wait here
+    /// under their decorator text, which nothing names).
     pending: HashMap<String, Vec<(NodeId, u16)>>,
     /// Definitions bound under another name in the program: (file, name) -> new name.
     renames: &'r Renames,
@@ -375,8 +381,8 @@ impl<'r> Closure<'r> {
         })
     }
 
-    /// Adds a statement: its code outside methods and the methods that may run are read; the
-    /// others wait until something names them.
+    /// Adds a statement: its code outside members and the methods and aliases that may run are
+    /// read; the other members wait until something names them, or are decided at the end.
     fn include(&mut self, node: NodeId) {
         if !self.included.insert(node) {
             return;
@@ -390,10 +396,15 @@ impl<'r> Closure<'r> {
                 .insert("from __future__ import annotations".to_string());
         }
         let stmt = &file.stmts[node.1];
-        let is_class = matches!(stmt.kind, StmtKind::Class(_));
-        for (i, m) in stmt.names.methods.iter().enumerate() {
+        for (i, m) in stmt.names.members.iter().enumerate() {
             let i = i as u16;
-            if !is_class || called_implicitly(&m.name) || self.mentioned.contains(&m.name) {
+            let needed = match m.kind {
+                MemberKind::Method | MemberKind::Alias => {
+                    called_implicitly(&m.name) || self.mentioned.contains(&m.name)
+                }
+                MemberKind::Registration => false,
+            };
+            if needed {
                 self.queue.push((node, Some(i)));
             } else {
                 self.pending
@@ -411,8 +422,9 @@ impl<'r> Closure<'r> {
         }
     }
 
-    /// Decides each method nothing names, in file order: it stays when reading it (and what it
-    /// pulls in) adds no problem; otherwise its body is replaced by a `raise`.
+    /// Decides each member nothing needs, in file order: it stays when reading it (and what it
+    /// pulls in) adds no problem and no definition; otherwise it is replaced (see
+    /// [`Closure::stub`]).
     fn settle_pending(&mut self) {
         loop {
             let next = self
@@ -434,34 +446,61 @@ impl<'r> Closure<'r> {
             trial.queue.push((node, Some(i)));
             trial.drain();
             // Tier one found no problem, so all of the trial's are new; the first is the
-            // method's own (it is read first). A method that needs definitions nothing else
-            // needs is dropped too: only what `__init__` and `forward` reach is inlined.
+            // member's own (it is read first). A method or registration that needs definitions
+            // nothing else needs is replaced too: only what `__init__` and `forward` reach is
+            // inlined (a registry the program never uses is no exception). An alias is class
+            // data as much as a method (an `Enum` member, a default read through `vars()`), so
+            // it is replaced only when keeping it would reject the class.
             let added = trial.included.len() - self.included.len();
-            match trial.problems.first() {
-                Some(problem) => self.stub(node, i, &problem.reason()),
-                None if added > 0 => self.stub(
-                    node,
-                    i,
-                    &format!(
-                        "not called by __init__ or forward, it needs {added} more definitions"
-                    ),
-                ),
+            let why = match (trial.problems.first(), self.member_kind(node, i)) {
+                (Some(problem), _) => Some(problem.reason()),
+                (None, _) if added == 0 => None,
+                (None, Some(MemberKind::Alias)) => None,
+                (None, Some(MemberKind::Registration)) => {
+                    Some(format!("the registry needs {added} more definitions"))
+                }
+                (None, _) => Some(format!(
+                    "not called by __init__ or forward, it needs {added} more definitions"
+                )),
+            };
+            match why {
+                Some(why) => self.stub(node, i, &why),
                 None => *self = trial,
             }
         }
     }
 
-    /// Replaces the body of method `i` of `node` by a `raise` saying why.
+    /// The kind of member `i` of `node`.
+    fn member_kind(&self, node: NodeId, i: u16) -> Option<MemberKind> {
+        let stmt = &self.repo.files[node.0].stmts[node.1];
+        stmt.names.members.get(usize::from(i)).map(|m| m.kind)
+    }
+
+    /// Replaces member `i` of `node`, saying why: a method's body by a `raise`, an alias by a
+    /// method that raises, a registry decorator by a comment (the definition it returns is
+    /// the one it was given, so the program is the same but for the registry).
     fn stub(&mut self, node: NodeId, i: u16, why: &str) {
         let stmt = &self.repo.files[node.0].stmts[node.1];
-        let Some(method) = stmt.names.methods.get(usize::from(i)) else {
+        let Some(member) = stmt.names.members.get(usize::from(i)) else {
             return;
         };
-        let text = format!(
-            "raise NotImplementedError({})",
-            python_string(&format!("removed by ksmith: {why}"))
-        );
-        self.edit(node, method.body.0, method.body.1, text);
+        let raise = |why: &str| {
+            format!(
+                "raise NotImplementedError({})",
+                python_string(&format!("removed by ksmith: {why}"))
+            )
+        };
+        let text = match member.kind {
+            MemberKind::Method => raise(why),
+            MemberKind::Alias => {
+                format!("def {}(self, *args, **kwargs): {}", member.name, raise(why))
+            }
+            MemberKind::Registration => {
+                let decorator = member.name.split_whitespace().collect::<Vec<_>>().join(" ");
+                format!("# removed by ksmith: {decorator} ({why})")
+            }
+        };
+        self.edit(node, member.span.0, member.span.1, text);
     }
 
     fn register(&mut self, name: &str, binder: Binder) {

@@ -5,9 +5,10 @@
 //! at module level, the `alias.attr` chains on names bound by repository-local imports (so they
 //! can be rewritten when the program is flattened) and the imports nested inside it.
 //!
-//! Everything found carries an [`Owner`]: the method of a top-level class whose body it is in,
-//! or none. Extraction keeps a method that nothing in the program calls (it is never named
-//! as an attribute) only when what that method needs can be inlined; see `closure`.
+//! Everything found carries an [`Owner`]: the [`Member`] it is in (a method of a top-level
+//! class, an alias in its body, a registry decorator of a top-level definition), or none.
+//! Extraction keeps a member that nothing in the program needs only when what it needs can be
+//! inlined; see `closure`.
 //! Imports inside a `try` whose handlers catch `ImportError` are marked as having a fallback,
 //! and imports under `if TYPE_CHECKING:` as never running. The uses of names bound to the
 //! read-only packages (`os`, `sys`) are recorded with their attribute paths, so a use that is
@@ -27,8 +28,9 @@ use crate::imports::{Binding, ImportKinds, bindings_of};
 use crate::index::find_word;
 use crate::syntax::{Kinds, text};
 
-/// Where code of a top-level statement is: `Some(i)` in the body of the `i`-th method of a
-/// top-level class (see [`StmtNames::methods`]), `None` anywhere else (the class body, its
+/// Where code of a top-level statement is: `Some(i)` in the `i`-th [`Member`] (the body of a
+/// method of a top-level class, a class-body alias, a registry decorator; see
+/// [`StmtNames::members`]), `None` anywhere else (the rest of the class body, its other
 /// decorators and default values, any other statement).
 pub(crate) type Owner = Option<u16>;
 
@@ -47,13 +49,30 @@ pub(crate) struct Read {
     pub(crate) at: Vec<u32>,
 }
 
-/// A method defined directly in the body of a top-level class.
+/// A part of a top-level statement that is read only when needed (see `closure`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MethodSpan {
-    /// Its name.
+pub(crate) struct Member {
+    /// The name it is needed by: a method's or an alias's name; for a registration, the
+    /// decorator's text, which nothing can name.
     pub(crate) name: String,
-    /// Byte range of its body (the block after `def ...:`).
-    pub(crate) body: (usize, usize),
+    /// Byte range of what is replaced when it is not kept: a method's body (the block after
+    /// `def ...:`), an alias's whole statement, a registration's decorator.
+    pub(crate) span: (usize, usize),
+    /// What it is.
+    pub(crate) kind: MemberKind,
+}
+
+/// The kinds of [`Member`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberKind {
+    /// A method defined directly in the body of a top-level class.
+    Method,
+    /// `name = other` or `name = a.b` in the body of a top-level class: a method in all but
+    /// syntax (`decode = decode_function`).
+    Alias,
+    /// A registry decorator of a top-level class or function (`@BACKBONES.register_module()`,
+    /// `@REGISTRY.register`): it records the definition somewhere and returns it unchanged.
+    Registration,
 }
 
 /// What protects a nested import.
@@ -127,11 +146,12 @@ pub(crate) struct StmtNames {
     pub(crate) sites: Vec<AttrSite>,
     /// Imports nested inside the statement.
     pub(crate) nested: Vec<NestedImport>,
-    /// The methods of a top-level class (empty for other statements).
-    pub(crate) methods: Vec<MethodSpan>,
-    /// Byte ranges of the names a method can be called by: attribute names (`x.name`), names
-    /// read in a class body (`forward = _impl`) and strings that are identifiers
-    /// (`getattr(self, "name")`).
+    /// The parts read only when needed: the methods and aliases of a top-level class and the
+    /// registry decorators of a top-level class or function.
+    pub(crate) members: Vec<Member>,
+    /// Byte ranges of the names a method or alias can be needed by: attribute names
+    /// (`x.name`), names read in a class body (`forward = _impl`) and strings that are
+    /// identifiers (`getattr(self, "name")`).
     pub(crate) mentions: Vec<(u32, u32, Owner)>,
     /// Uses of names bound to read-only packages.
     pub(crate) package_uses: Vec<PackageUse>,
@@ -195,7 +215,7 @@ pub(crate) struct Analyzer<'s, 't, 'c> {
     out_defines: Vec<&'s str>,
     sites: Vec<AttrSite>,
     nested: Vec<NestedImport>,
-    methods: Vec<MethodSpan>,
+    members: Vec<Member>,
     mentions: Vec<(u32, u32, Owner)>,
     package_uses: Vec<PackageUse>,
     /// Where the code being visited is.
@@ -244,7 +264,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             out_defines: Vec::new(),
             sites: Vec::new(),
             nested: Vec::new(),
-            methods: Vec::new(),
+            members: Vec::new(),
             mentions: Vec::new(),
             package_uses: Vec::new(),
             owner: None,
@@ -327,7 +347,7 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
             define_at,
             sites,
             nested: std::mem::take(&mut self.nested),
-            methods: std::mem::take(&mut self.methods),
+            members: std::mem::take(&mut self.members),
             mentions: std::mem::take(&mut self.mentions),
             package_uses: std::mem::take(&mut self.package_uses),
             too_deep: self.too_deep,
@@ -568,13 +588,22 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
                 self.visit(v);
             }
         } else if kind == k.decorated_definition {
+            let top_level = self.scopes.len() == 1 && self.owner.is_none();
             let range = self.children(node);
             for i in range.clone() {
                 let (child, field) = self.buf[i];
                 if field == Some(k.f_definition) {
                     continue;
                 }
-                self.visit(child);
+                let registration = if top_level && child.kind_id() == k.decorator {
+                    self.registration(child)
+                } else {
+                    None
+                };
+                match registration.and_then(|m| self.push_member(m)) {
+                    Some(index) => self.visit_owned(child, index),
+                    None => self.visit(child),
+                }
             }
             self.buf.truncate(range.start);
             if let Some(def) = node.child_by_field_id(k.f_definition) {
@@ -820,38 +849,117 @@ impl<'s, 't, 'c> Analyzer<'s, 't, 'c> {
         self.pop_scope();
     }
 
-    /// Visits the body of a top-level class, recording its methods and owning what is inside
-    /// each method's body to it.
+    /// Visits the body of a top-level class, recording its methods and aliases and owning what
+    /// is inside each to it.
     fn visit_methods(&mut self, body: Node<'t>) {
-        let k = self.k;
         let range = self.children(body);
         for i in range.clone() {
             let (child, _) = self.buf[i];
-            let def = if child.kind_id() == k.decorated_definition {
-                child.child_by_field_id(k.f_definition)
-            } else {
-                Some(child)
-            };
-            let method = def
-                .filter(|d| d.kind_id() == k.function_definition)
-                .and_then(|d| {
-                    let name = d.child_by_field_id(k.f_name)?;
-                    let block = d.child_by_field_id(k.f_body)?;
-                    Some(MethodSpan {
-                        name: text(self.src, name).to_string(),
-                        body: (block.start_byte(), block.end_byte()),
-                    })
-                });
-            if let Some(method) = method
-                && let Ok(index) = u16::try_from(self.methods.len())
-            {
-                self.methods.push(method);
-                self.next_method = Some(index);
+            match self.class_member(child) {
+                Some(member) => {
+                    let kind = member.kind;
+                    let Some(index) = self.push_member(member) else {
+                        self.visit(child);
+                        continue;
+                    };
+                    if kind == MemberKind::Method {
+                        // The `def`'s body is the method's; its decorators and defaults are not.
+                        self.next_method = Some(index);
+                        self.visit(child);
+                        self.next_method = None;
+                    } else {
+                        self.visit_owned(child, index);
+                    }
+                }
+                None => self.visit(child),
             }
-            self.visit(child);
-            self.next_method = None;
         }
         self.buf.truncate(range.start);
+    }
+
+    /// The member a statement of a top-level class body is, if any: a method, or an alias.
+    fn class_member(&self, child: Node<'t>) -> Option<Member> {
+        let k = self.k;
+        let def = if child.kind_id() == k.decorated_definition {
+            child.child_by_field_id(k.f_definition)?
+        } else {
+            child
+        };
+        if def.kind_id() == k.function_definition {
+            let name = def.child_by_field_id(k.f_name)?;
+            let block = def.child_by_field_id(k.f_body)?;
+            return Some(Member {
+                name: text(self.src, name).to_string(),
+                span: (block.start_byte(), block.end_byte()),
+                kind: MemberKind::Method,
+            });
+        }
+        if child.kind_id() != k.expression_statement || child.named_child_count() != 1 {
+            return None;
+        }
+        let assignment = child.named_child(0)?;
+        if assignment.kind_id() != k.assignment || assignment.child_by_field_id(k.f_type).is_some()
+        {
+            return None;
+        }
+        let left = assignment.child_by_field_id(k.f_left)?;
+        let right = assignment.child_by_field_id(k.f_right)?;
+        (left.kind_id() == k.identifier && self.is_dotted_name(right)).then(|| Member {
+            name: text(self.src, left).to_string(),
+            span: (child.start_byte(), child.end_byte()),
+            kind: MemberKind::Alias,
+        })
+    }
+
+    /// True for `name` or `a.b.c`.
+    fn is_dotted_name(&self, node: Node<'t>) -> bool {
+        let k = self.k;
+        let mut current = node;
+        while current.kind_id() == k.attribute {
+            match current.child_by_field_id(k.f_object) {
+                Some(object) => current = object,
+                None => return false,
+            }
+        }
+        current.kind_id() == k.identifier
+    }
+
+    /// The registration a decorator of a top-level definition is, if any:
+    /// `@X.register_module()`, `@X.register_module`, `@X.register(...)`, `@X.register`.
+    fn registration(&self, decorator: Node<'t>) -> Option<Member> {
+        let k = self.k;
+        let expr = decorator.named_child(0)?;
+        let callee = if expr.kind_id() == k.call {
+            expr.child_by_field_id(k.f_function)?
+        } else {
+            expr
+        };
+        if callee.kind_id() != k.attribute || !self.is_dotted_name(callee) {
+            return None;
+        }
+        let attr = text(self.src, callee.child_by_field_id(k.f_attribute)?);
+        // From `@` to the end of the expression: the node may hold the line's end too.
+        let span = (decorator.start_byte(), expr.end_byte());
+        matches!(attr, "register_module" | "register").then(|| Member {
+            name: self.src.get(span.0..span.1).unwrap_or_default().to_string(),
+            span,
+            kind: MemberKind::Registration,
+        })
+    }
+
+    /// Records a member; its index, or `None` when there are too many to index.
+    fn push_member(&mut self, member: Member) -> Option<u16> {
+        let index = u16::try_from(self.members.len()).ok()?;
+        self.members.push(member);
+        Some(index)
+    }
+
+    /// Visits `node` as the code of member `index`.
+    fn visit_owned(&mut self, node: Node<'t>, index: u16) {
+        let outer = self.owner;
+        self.owner = Some(index);
+        self.visit(node);
+        self.owner = outer;
     }
 
     /// A `try` statement: when a handler catches `ImportError`, the imports of its body have a
