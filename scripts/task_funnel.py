@@ -6,7 +6,8 @@ arguments that come from the repository's own call sites.
 A whole-model class is an `nn.Module` class that no other class of its repository instantiates
 (its name is not called in the body of another class, wherever that class is defined: classes of
 the same name in different files are told apart by their file) and that builds at least two
-submodules in `__init__` (`self.x = Something(...)`, capitalized callee). Read from the snapshots
+submodules in `__init__` (`self.x = Something(...)`, capitalized callee other than a parameter or
+a tensor: `nn.Parameter(...)` is no submodule). Read from the snapshots
 with `ast` (parsed, never run). Each whole-model class is listed with where it stops (`task`, or
 the stage and reason that lost it).
 
@@ -30,6 +31,10 @@ import pyarrow.parquet as pq
 def table(workdir: Path, name: str) -> list[dict]:
     path = workdir / f"{name}.parquet"
     return pq.read_table(path).to_pylist() if path.exists() else []
+
+
+#: Capitalized callees that build a parameter or a tensor, not a submodule.
+NOT_SUBMODULES = frozenset({"Parameter", "Buffer", "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "Size"})
 
 
 def class_facts(source: str) -> dict[str, tuple[set[str], int]]:
@@ -62,7 +67,7 @@ def class_facts(source: str) -> dict[str, tuple[set[str], int]]:
                         if isinstance(v, ast.Call):
                             f = v.func
                             callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-                            if callee[:1].isupper():
+                            if callee[:1].isupper() and callee not in NOT_SUBMODULES:
                                 subs += 1
         out[node.name] = (calls, subs)
     return out
