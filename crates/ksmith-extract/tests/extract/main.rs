@@ -5,5 +5,6 @@ mod corpus;
 mod features;
 mod hostile;
 mod imports;
+mod module_args;
 mod snapshots;
 mod stage;
