@@ -4,7 +4,6 @@ call site builds): each model gets its own instance, built under the task's seed
 from __future__ import annotations
 
 import torch
-
 from ksmith.evaluator.task import TaskProgram
 
 PROGRAM = """
