@@ -92,6 +92,23 @@ def test_wrong_rank_for_conv_is_fixed_by_search():
     assert g.rank in (3, 4) and g.shape[-3] == 3 and min(g.shape[-2:]) >= 5
 
 
+def test_concatenating_tensors_of_two_ranks_reranks_the_input():
+    """SAM's mask decoder concatenates its learned tokens (3-D) with the sparse prompt
+    embeddings, guessed 4-D like its image input; no restart makes one input 3-D and the
+    other 4-D."""
+    conv = nn.Conv2d(4, 4, 3, padding=1)
+    tokens = torch.rand(1, 2, 4)
+
+    def fn(image, sparse):
+        return conv(image).mean() + torch.cat((tokens.expand(sparse.size(0), -1, -1), sparse), dim=1)
+
+    state = fwd_state((4, 4, 4, 4), (4, 4, 4, 4), names=["image", "sparse"])
+    fix = first_working(propose(failure(fn, torch.rand(4, 4, 4, 4), torch.rand(4, 4, 4, 4)), state), fn)
+    assert fix is not None
+    assert [a.guess.shape for a in fix.state[1]] == [(4, 4, 4, 4), (4, 4, 4)]
+    assert "concatenated ranks 3 vs 4" in fix.step
+
+
 def test_broadcast_mismatch():
     fn = lambda a, b: a + b  # noqa: E731
     s = repaired_by_search(fn, fwd_state((4, 5), (4, 6)))

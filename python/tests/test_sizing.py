@@ -406,3 +406,43 @@ def test_bytes_views_and_peak_memory():
     assert work.input_bytes == x.nbytes and work.param_bytes == 0
     assert x.nbytes * 2 <= work.peak_bytes <= x.nbytes * 4
     assert work.eager_ms() >= 16 * W.HOST_US / 1000
+
+
+#: A constructor argument that is a module the repository's call site builds (extract writes
+#: the call into `get_init_inputs()`), and a bool forward argument.
+MODULE_ARG = program(
+    """class Inner(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Model(nn.Module):
+    def __init__(self, dim, inner):
+        super().__init__()
+        self.inner = inner
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x, multimask_output: bool):
+        y = self.out(self.inner(x))
+        return y if multimask_output else y[:, :1]
+""",
+    "torch.rand([4, 16]), False",
+    "16, Inner(16)",
+)
+
+
+def test_a_module_constructor_argument_is_kept_and_is_no_knob():
+    r = sized(MODULE_ARG)
+    sizes = json.loads(r["sizes"])
+    # The module is built by the program's own call, whatever sizes are chosen; the width it
+    # fixes (16) is no knob, the batch is.
+    assert r["program"].endswith("def get_init_inputs():\n    return [16, Inner(16)]\n"), r["program"]
+    assert set(sizes) == {"batch_size"}, sizes
+    for values in [sizes, *json.loads(r["alt_sizes"])]:
+        ns, args, inputs, _ = build(r["program"], values, device="cpu")
+        assert isinstance(args[1], ns["Inner"]) and args[1].fc.in_features == 16
+        assert inputs[1] is False

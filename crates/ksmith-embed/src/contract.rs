@@ -138,6 +138,9 @@ mod tests {
             "    return [{'a': 1}, [2]]",
             "    return []",
             "    return [Config(), {'x': 1}, 3]",
+            // A constructor argument that is a module the call site builds (extract).
+            "    return [256, TwoWayTransformer(depth=2, embedding_dim=256)]",
+            "    return [Block(dims=[4, 4]), {'x': 1}]",
         ] {
             assert_eq!(init_inputs_violation(&program(good)), None, "{good}");
         }

@@ -29,6 +29,54 @@ pub(crate) struct CallArg {
     /// (`Block(dim, heads=num_heads)` inside `Stage.__init__(self, dim, num_heads)`), whose value
     /// is the one the enclosing class is built with.
     pub(crate) passes: Option<String>,
+    /// When the value is a call of a class (`transformer=TwoWayTransformer(depth=2,
+    /// embedding_dim=prompt_embed_dim)`) whose arguments are all known: that call, with its
+    /// arguments folded like the site's own (`value` is then its source with the folded values).
+    pub(crate) ctor: Option<Ctor>,
+}
+
+/// A constructor call passed as an argument, every argument of it known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ctor {
+    /// The called class, a bare name as the calling file binds it.
+    pub(crate) callee: String,
+    /// Its arguments, each with a value.
+    pub(crate) args: Vec<CallArg>,
+    /// The repository class it builds, once extract has resolved the name ((file, statement)).
+    pub(crate) class: Option<(usize, usize)>,
+}
+
+impl Ctor {
+    /// The call's source with the folded argument values, each class called by the name
+    /// `name_of` gives it (the name it has in the emitted program).
+    pub(crate) fn render(&self, name_of: &dyn Fn(&Ctor) -> String) -> String {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| {
+                let value = match &a.ctor {
+                    Some(inner) => inner.render(name_of),
+                    None => a.value.clone().unwrap_or_default(),
+                };
+                match &a.keyword {
+                    Some(k) => format!("{k}={value}"),
+                    None => value,
+                }
+            })
+            .collect();
+        format!("{}({})", name_of(self), args.join(", "))
+    }
+
+    /// This call and the constructor calls among its arguments, outermost first.
+    pub(crate) fn all(&self) -> Vec<&Ctor> {
+        let mut out = vec![self];
+        for a in &self.args {
+            if let Some(inner) = &a.ctor {
+                out.extend(inner.all());
+            }
+        }
+        out
+    }
 }
 
 /// A scope's constant names, and when the scope is an `__init__`, its parameters that the body
@@ -310,7 +358,6 @@ fn bindings<'t>(node: Node<'t>, src: &str, out: &mut Vec<Bind<'t>>, depth: u32) 
 
 fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<CallSite> {
     let k = Kinds::get();
-    let env = &scope.env;
     let function = call.child_by_field_id(k.f_function)?;
     let (callee, bare) = if function.kind_id() == k.identifier {
         (text(src, function), true)
@@ -326,57 +373,7 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<Ca
     if list.kind_id() != k.argument_list {
         return None;
     }
-    let mut args = Vec::new();
-    let mut open = false;
-    let mut c = list.walk();
-    for a in list.named_children(&mut c) {
-        if a.kind_id() == k.comment {
-            continue;
-        }
-        if a.kind_id() == k.list_splat || a.kind_id() == k.dictionary_splat {
-            open = true;
-            continue;
-        }
-        let (keyword, value_node) = if a.kind_id() == k.keyword_argument {
-            let name = a
-                .child_by_field_id(k.f_name)
-                .map(|n| text(src, n).to_string());
-            (name, a.child_by_field_id(k.f_value)?)
-        } else {
-            if open {
-                // A positional argument after `*args`: its position is unknown.
-                continue;
-            }
-            (None, a)
-        };
-        let passes = (value_node.kind_id() == k.identifier)
-            .then(|| text(src, value_node))
-            .filter(|n| scope.init_params.iter().any(|p| p == n) && !env.contains_key(*n))
-            .map(str::to_string);
-        let (value, via) = if is_literal(value_node, src) {
-            (Some(text(src, value_node).to_string()), None)
-        } else if value_node.kind_id() == k.identifier {
-            let name = text(src, value_node);
-            match env.get(name) {
-                Some((v, origin)) => (Some(v.source()), Some(origin.describe(name))),
-                None => (None, None),
-            }
-        } else {
-            match consts::eval(value_node, src, env) {
-                Some(v) => (
-                    Some(v.source()),
-                    Some(format!("`{}`", short(text(src, value_node)))),
-                ),
-                None => (None, None),
-            }
-        };
-        args.push(CallArg {
-            keyword,
-            value,
-            via,
-            passes,
-        });
-    }
+    let (args, open) = arguments(list, src, scope, 0);
     let receiver = (!bare)
         .then(|| function.child_by_field_id(k.f_object))
         .flatten()
@@ -396,6 +393,105 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<Ca
         line: call.start_position().row as u32 + 1,
         args,
         open,
+    })
+}
+
+/// How deep constructor calls nested in arguments are read (`A(b=B(c=C()))`).
+const CTOR_DEPTH: u32 = 3;
+
+/// The arguments of the argument list `list`, and whether it passes `*args` or `**kwargs`
+/// (arguments after the known ones are unknown then). `depth`: how many constructor calls
+/// this list is nested in.
+fn arguments(list: Node<'_>, src: &str, scope: &Scope, depth: u32) -> (Vec<CallArg>, bool) {
+    let k = Kinds::get();
+    let env = &scope.env;
+    let mut args = Vec::new();
+    let mut open = false;
+    let mut c = list.walk();
+    for a in list.named_children(&mut c) {
+        if a.kind_id() == k.comment {
+            continue;
+        }
+        if a.kind_id() == k.list_splat || a.kind_id() == k.dictionary_splat {
+            open = true;
+            continue;
+        }
+        let (keyword, value_node) = if a.kind_id() == k.keyword_argument {
+            let name = a
+                .child_by_field_id(k.f_name)
+                .map(|n| text(src, n).to_string());
+            let Some(value) = a.child_by_field_id(k.f_value) else {
+                continue;
+            };
+            (name, value)
+        } else {
+            if open {
+                // A positional argument after `*args`: its position is unknown.
+                continue;
+            }
+            (None, a)
+        };
+        let passes = (value_node.kind_id() == k.identifier)
+            .then(|| text(src, value_node))
+            .filter(|n| scope.init_params.iter().any(|p| p == n) && !env.contains_key(*n))
+            .map(str::to_string);
+        let mut ctor = None;
+        let (value, via) = if is_literal(value_node, src) {
+            (Some(text(src, value_node).to_string()), None)
+        } else if value_node.kind_id() == k.identifier {
+            let name = text(src, value_node);
+            match env.get(name) {
+                Some((v, origin)) => (Some(v.source()), Some(origin.describe(name))),
+                None => (None, None),
+            }
+        } else if let Some(made) = (depth < CTOR_DEPTH)
+            .then(|| constructor(value_node, src, scope, depth + 1))
+            .flatten()
+        {
+            let value = made.render(&|c| c.callee.clone());
+            ctor = Some(made);
+            (Some(value), None)
+        } else {
+            match consts::eval(value_node, src, env) {
+                Some(v) => (
+                    Some(v.source()),
+                    Some(format!("`{}`", short(text(src, value_node)))),
+                ),
+                None => (None, None),
+            }
+        };
+        args.push(CallArg {
+            keyword,
+            value,
+            via,
+            passes,
+            ctor,
+        });
+    }
+    (args, open)
+}
+
+/// `node` as a constructor call: a bare capitalized name called with arguments that are all
+/// known (no `*args`/`**kwargs`).
+fn constructor(node: Node<'_>, src: &str, scope: &Scope, depth: u32) -> Option<Ctor> {
+    let k = Kinds::get();
+    if node.kind() != "call" {
+        return None;
+    }
+    let function = node.child_by_field_id(k.f_function)?;
+    let callee = text(src, function);
+    if function.kind_id() != k.identifier || !callee.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return None;
+    }
+    let list = node.child_by_field_id(k.f_arguments)?;
+    if list.kind_id() != k.argument_list {
+        return None;
+    }
+    let (args, open) = arguments(list, src, scope, depth);
+    (!open && args.iter().all(|a| a.value.is_some())).then(|| Ctor {
+        callee: callee.to_string(),
+        args,
+        class: None,
     })
 }
 

@@ -189,6 +189,8 @@ pub(crate) struct Plan {
     pub(crate) imports: BTreeSet<String>,
     /// The original name of the entry is read somewhere in the closure.
     pub(crate) entry_name_read: bool,
+    /// Definitions bound under another name in the program (see [`renames_for`]).
+    pub(crate) renames: Renames,
 }
 
 /// Builder state.
@@ -223,15 +225,16 @@ const GENERATED: &[&str] = &["get_inputs", "get_init_inputs"];
 /// How many times the closure is rebuilt with more renames before a conflict is a problem.
 const RENAME_ROUNDS: usize = 4;
 
-/// Builds the closure of the class at `entry`, renamed to `Model`.
+/// Builds the closure of the class at `entry`, renamed to `Model`, and of `roots` (classes
+/// inlined beside it: those its constructor arguments build, `get_init_inputs()` calls them).
 ///
 /// When two definitions of different files (or a definition and an import, or a name the
 /// program generates) would bind the same name, the closure is built again with the
 /// definitions that give way renamed (see [`renames_for`]), up to [`RENAME_ROUNDS`] times.
-pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
+pub(crate) fn plan(repo: &Repo, entry: NodeId, roots: &[NodeId]) -> Result<Plan, Problem> {
     let mut renames = Renames::new();
     for _ in 0..RENAME_ROUNDS {
-        let c = build(repo, entry, &renames);
+        let c = build(repo, entry, roots, &renames);
         if c.problems.is_empty() && !c.conflicts.is_empty() {
             let more = renames_for(&c, &renames);
             if !more.is_empty() {
@@ -241,11 +244,11 @@ pub(crate) fn plan(repo: &Repo, entry: NodeId) -> Result<Plan, Problem> {
         }
         return finish(c);
     }
-    finish(build(repo, entry, &renames))
+    finish(build(repo, entry, roots, &renames))
 }
 
 /// One build of the closure with the given renames.
-fn build<'r>(repo: &'r Repo, entry: NodeId, renames: &'r Renames) -> Closure<'r> {
+fn build<'r>(repo: &'r Repo, entry: NodeId, roots: &[NodeId], renames: &'r Renames) -> Closure<'r> {
     let mut c = Closure {
         repo,
         entry,
@@ -265,6 +268,9 @@ fn build<'r>(repo: &'r Repo, entry: NodeId, renames: &'r Renames) -> Closure<'r>
         c.register(name, Binder::Import(format!("generated {name}")));
     }
     c.include(entry);
+    for root in roots {
+        c.include(*root);
+    }
     c.drain();
     if c.problems.is_empty() {
         c.settle_pending();
@@ -286,6 +292,7 @@ fn finish(mut c: Closure<'_>) -> Result<Plan, Problem> {
         return Err(p.clone());
     }
     c.plan.order = c.order()?;
+    c.plan.renames = c.renames.clone();
     Ok(c.plan)
 }
 

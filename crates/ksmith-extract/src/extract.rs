@@ -7,7 +7,7 @@ use ksmith_core::ids::{IdHasher, content_id};
 use ksmith_core::tables::{ModuleReason, ModuleRow, ModuleStatus};
 use rayon::prelude::*;
 
-use crate::calls::CallSite;
+use crate::calls::{CallSite, Ctor};
 use crate::closure::{self, NodeId};
 use crate::config::ExtractConfig;
 use crate::contain::contained;
@@ -15,7 +15,7 @@ use crate::emit;
 use crate::guess;
 use crate::index::{FileIndex, Limits, StmtKind};
 use crate::library::Library;
-use crate::resolve::{ModuleMap, Repo};
+use crate::resolve::{Found, ModuleMap, Repo};
 
 /// Provenance of a repository, copied into every row.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -206,7 +206,7 @@ pub fn extract_repo_with_libraries(
         .par_iter()
         .map(|&node| {
             contained("extracting the class", || {
-                class_row(&repo, info, node, cfg, &limits, &cache)
+                class_row(&repo, info, node, cfg, &limits, &cache, Ok(()))
             })
             .unwrap_or_else(|reason| {
                 let file = &repo.files[node.0];
@@ -242,6 +242,9 @@ fn bare_row(
     info.module_row(path, class_name, line, status, Some((code, reason)))
 }
 
+/// The row of the class at `node`. `ctors`: whether constructor arguments that build a
+/// repository class are taken as those calls (`Ok`), or guessed (`Err`, why not: the program
+/// with those classes could not be made).
 fn class_row(
     repo: &Repo,
     info: &RepoInfo,
@@ -249,6 +252,7 @@ fn class_row(
     cfg: &ExtractConfig,
     limits: &Limits,
     cache: &emit::PieceCache,
+    ctors: Result<(), String>,
 ) -> ModuleRow {
     let file = &repo.files[node.0];
     let stmt = &file.stmts[node.1];
@@ -288,8 +292,30 @@ fn class_row(
             "no_forward".to_string(),
         );
     }
-    let plan = match closure::plan(repo, node) {
+    let sites = resolved_sites(repo, node, PASS_DEPTH);
+    let site = best_site(&sites);
+    let mut init = guess::sited_init_args(&facts, site);
+    if let Err(why) = &ctors {
+        // The arguments that build classes are guessed instead, saying why.
+        let built: Vec<(String, String)> = init
+            .iter()
+            .filter(|a| a.ctor.is_some())
+            .map(|a| (a.name.clone(), a.value.clone()))
+            .collect();
+        let plain = site.map(|(path, s)| (path, without_ctors(s)));
+        init = guess::sited_init_args(&facts, plain.as_ref().map(|(p, s)| (*p, s)));
+        for arg in init.iter_mut().filter(|a| a.source == "guess") {
+            if let Some((_, value)) = built.iter().find(|(n, _)| *n == arg.name) {
+                arg.source = format!("guess ({value} not inlined: {why})");
+            }
+        }
+    }
+    let roots = ctor_classes(&init, node);
+    // Without the classes the arguments build, when the program cannot have them.
+    let retry = |why: String| class_row(repo, info, node, cfg, limits, cache, Err(why));
+    let plan = match closure::plan(repo, node, &roots) {
         Ok(p) => p,
+        Err(problem) if !roots.is_empty() => return retry(problem.reason()),
         Err(problem) => {
             let status = if problem.is_rejection() {
                 ModuleStatus::Rejected
@@ -311,9 +337,12 @@ fn class_row(
         row.imports = imports.clone();
         row
     };
-    let sites = resolved_sites(repo, node, PASS_DEPTH);
-    let site = best_site(&sites);
-    let (inputs, arg_sources) = match guess::input_functions(&facts, site) {
+    for arg in &mut init {
+        if let Some(ctor) = &arg.ctor {
+            arg.value = ctor.render(&|c| program_name(repo, &plan, node, c));
+        }
+    }
+    let (inputs, arg_sources) = match guess::input_functions(&facts, &init) {
         Ok(made) => made,
         Err(problem) => {
             return with_lists(fail(
@@ -327,6 +356,9 @@ fn class_row(
     let emitted = emit::program(repo, node, &plan, &inputs, wrapper.as_deref());
     let lines = emitted.text.lines().count() as u32;
     if lines > cfg.max_lines {
+        if !roots.is_empty() {
+            return retry(format!("too_large: {lines} lines > {}", cfg.max_lines));
+        }
         let mut row = with_lists(fail(
             ModuleStatus::Rejected,
             ModuleReason::TooLarge,
@@ -341,6 +373,9 @@ fn class_row(
         emit::validate_pieces(&emitted, repo, node, cache, limits)
     };
     if let Err(invalid) = verdict {
+        if !roots.is_empty() {
+            return retry(invalid.text);
+        }
         let mut row = with_lists(fail(ModuleStatus::Failed, invalid.code, invalid.text));
         row.lines = lines;
         return row;
@@ -355,6 +390,67 @@ fn class_row(
     }
 }
 
+/// The repository classes the constructor arguments `init` build (nested ones included),
+/// other than the entry `node` itself.
+fn ctor_classes(init: &[guess::InitArg], node: NodeId) -> Vec<NodeId> {
+    let mut out: Vec<NodeId> = Vec::new();
+    for ctor in init.iter().filter_map(|a| a.ctor.as_ref()) {
+        for class in ctor.all().into_iter().filter_map(|c| c.class) {
+            if class != node && !out.contains(&class) {
+                out.push(class);
+            }
+        }
+    }
+    out
+}
+
+/// `site` with its constructor-call arguments unknown.
+fn without_ctors(site: &CallSite) -> CallSite {
+    let mut site = site.clone();
+    for arg in site.args.iter_mut().filter(|a| a.ctor.is_some()) {
+        arg.value = None;
+        arg.via = None;
+        arg.ctor = None;
+    }
+    site
+}
+
+/// The name the class a constructor call builds has in the program of `entry`: `Model` for
+/// the entry itself, else its own name or the one the plan renamed it to.
+fn program_name(repo: &Repo, plan: &closure::Plan, entry: NodeId, ctor: &Ctor) -> String {
+    let Some((file, stmt)) = ctor.class else {
+        return ctor.callee.clone();
+    };
+    if (file, stmt) == entry {
+        return "Model".to_string();
+    }
+    let name = repo.class_name_at(file, stmt).unwrap_or(&ctor.callee);
+    plan.renames
+        .get(&(file, name.to_string()))
+        .cloned()
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// Resolves the class of a constructor call passed as an argument (and of those among its
+/// own arguments) as seen from statement `stmt` of file `fi`; false when one is not an
+/// `nn.Module` class of the repository.
+fn resolve_ctor(repo: &Repo, fi: usize, stmt: usize, ctor: &mut Ctor) -> bool {
+    let class = match repo.lookup(fi, stmt, &ctor.callee, false) {
+        Found::Def { file, stmt: s, .. } => (file, s),
+        Found::Itself => (fi, stmt),
+        _ => return false,
+    };
+    if !repo.is_nn_module(class.0, class.1) {
+        return false;
+    }
+    ctor.class = Some(class);
+    ctor.args.iter_mut().all(|a| {
+        a.ctor
+            .as_mut()
+            .is_none_or(|c| resolve_ctor(repo, fi, stmt, c))
+    })
+}
+
 /// How many enclosing classes up an argument passed on from an `__init__`'s parameter is
 /// followed (`Block(dim)` in `Stage.__init__(self, dim)`, `Stage(dim=96)` in `Net.__init__`).
 const PASS_DEPTH: u32 = 3;
@@ -367,6 +463,15 @@ fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSit
         .into_iter()
         .map(|(fi, site)| {
             let mut site = site.clone();
+            for arg in &mut site.args {
+                if let Some(ctor) = arg.ctor.as_mut()
+                    && !resolve_ctor(repo, fi, site.stmt, ctor)
+                {
+                    arg.value = None;
+                    arg.via = None;
+                    arg.ctor = None;
+                }
+            }
             let enclosing = (fi, site.stmt);
             if depth > 0
                 && enclosing != node
@@ -384,6 +489,7 @@ fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSit
                     if let Some(a) = known.iter().find(|a| &a.name == p && a.source != "guess") {
                         arg.value = Some(a.value.clone());
                         arg.via = Some(format!("{p} of {outer}: {}", a.source));
+                        arg.ctor = a.ctor.clone();
                     }
                 }
             }

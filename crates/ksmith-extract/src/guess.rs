@@ -6,7 +6,7 @@
 
 use ksmith_core::tables::ModuleReason;
 
-use crate::calls::CallSite;
+use crate::calls::{CallSite, Ctor};
 use crate::index::{Param, ParamKind};
 use crate::resolve::ClassFacts;
 
@@ -33,13 +33,12 @@ impl GuessProblem {
     }
 }
 
-/// The two functions appended to a program, and where each constructor argument came from
-/// (see [`sited_init_args`]).
+/// The two functions appended to a program, and where each constructor argument came from:
+/// `init` as [`sited_init_args`] made them.
 pub(crate) fn input_functions(
     facts: &ClassFacts,
-    site: Option<(&str, &CallSite)>,
+    init: &[InitArg],
 ) -> Result<(String, Vec<String>), GuessProblem> {
-    let init = sited_init_args(facts, site);
     let forward = forward_args(facts)?;
     let values: Vec<&str> = init.iter().map(|a| a.value.as_str()).collect();
     let text = format!(
@@ -59,6 +58,8 @@ pub(crate) struct InitArg {
     pub(crate) value: String,
     /// `call path:line`, `call path:line (default of p)`, `default` or `guess`.
     pub(crate) source: String,
+    /// When the value is a constructor call of the repository's (`value` is its source).
+    pub(crate) ctor: Option<Ctor>,
 }
 
 impl InitArg {
@@ -81,6 +82,7 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                 name: format!("arg{i}"),
                 value,
                 source: "guess".to_string(),
+                ctor: None,
             })
             .collect();
     };
@@ -90,7 +92,7 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
         .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
         .collect();
     // The site's value for each parameter.
-    let mut known: Vec<Option<(String, String)>> = vec![None; params.len()];
+    let mut known: Vec<Option<(String, String, Option<Ctor>)>> = vec![None; params.len()];
     if let Some((path, site)) = site {
         let positional: Vec<usize> = params
             .iter()
@@ -112,7 +114,7 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                     Some(via) => format!("call {path}:{} ({via})", site.line),
                     None => format!("call {path}:{}", site.line),
                 };
-                known[slot] = Some((value.clone(), from));
+                known[slot] = Some((value.clone(), from, arg.ctor.clone()));
             }
         }
     }
@@ -135,11 +137,15 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
         let required = p.default.is_none();
         if required {
             let guess = guesses.next().unwrap_or_else(|| init_value(&p.name));
-            let (value, source) = known[i].clone().unwrap_or((guess, "guess".to_string()));
+            let (value, source, ctor) =
+                known[i]
+                    .clone()
+                    .unwrap_or((guess, "guess".to_string(), None));
             out.push(InitArg {
                 name: p.name.clone(),
                 value,
                 source,
+                ctor,
             });
             continue;
         }
@@ -147,15 +153,17 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
             continue;
         }
         match (&known[i], &p.default) {
-            (Some((value, source)), _) => out.push(InitArg {
+            (Some((value, source, ctor)), _) => out.push(InitArg {
                 name: p.name.clone(),
                 value: value.clone(),
                 source: source.clone(),
+                ctor: ctor.clone(),
             }),
             (None, Some(default)) if is_literal_text(default) => out.push(InitArg {
                 name: p.name.clone(),
                 value: default.clone(),
                 source: "default".to_string(),
+                ctor: None,
             }),
             // A default that is not a literal cannot be written in its place: stop here (the
             // parameters after it keep their defaults).
@@ -201,6 +209,19 @@ pub(crate) fn keyword_wrapper(facts: &ClassFacts, entry: &str) -> Option<String>
     ))
 }
 
+/// A parameter annotated `bool` (`Optional[bool]`, `bool | None`) or defaulting to `True` or
+/// `False`: it takes a Python bool, whatever its name says.
+fn is_bool(p: &Param) -> bool {
+    let annotated = p.annotation.as_deref().is_some_and(|t| {
+        let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+        matches!(
+            t.as_str(),
+            "bool" | "Optional[bool]" | "typing.Optional[bool]" | "bool|None" | "None|bool"
+        )
+    });
+    annotated || matches!(p.default.as_deref().map(str::trim), Some("True" | "False"))
+}
+
 fn required(params: &[Param]) -> impl Iterator<Item = &Param> {
     params.iter().filter(|p| p.default.is_none())
 }
@@ -215,7 +236,9 @@ pub(crate) fn init_args(facts: &ClassFacts) -> Vec<String> {
     required(&init.params)
         .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
         .map(|p| {
-            if p.name == "reduction" && !loss {
+            if is_bool(p) {
+                "False".to_string()
+            } else if p.name == "reduction" && !loss {
                 // Outside a loss, `reduction` is a ratio (squeeze-and-excitation blocks).
                 "4".to_string()
             } else {
@@ -527,7 +550,9 @@ pub(crate) fn forward_args(facts: &ClassFacts) -> Result<Vec<String>, GuessProbl
         // Integer inputs only where the parameter's name says indices: a class that mentions
         // `Embedding` may embed patches with a convolution of floats (the probe's dtype rule turns
         // a float input an embedding refuses into indices).
-        let value = if is_label_name(&n) && hinted.is_none() {
+        let value = if is_bool(p) {
+            "False".to_string()
+        } else if is_label_name(&n) && hinted.is_none() {
             "torch.randint(0, 4, [4])".to_string()
         } else if is_index_name(&n) {
             format!("torch.randint(0, 4, [{}])", dims(hinted.unwrap_or(2)))
@@ -584,6 +609,7 @@ mod tests {
             name: name.into(),
             default: None,
             kind: ParamKind::Positional,
+            annotation: None,
         }
     }
 
@@ -685,6 +711,39 @@ mod tests {
         );
     }
 
+    /// A parameter annotated `bool` or defaulting to a bool takes `False`, whatever its name
+    /// says (SAM's `multimask_output: bool` got a tensor, a `size: bool` would get 4).
+    #[test]
+    fn bool_parameters_get_a_bool() {
+        let mut f = facts(&["dim", "size"], &["x", "multimask_output", "size"], vec![]);
+        let annotate = |m: &mut Option<Method>, i: usize, t: &str| {
+            if let Some(m) = m.as_mut() {
+                m.params[i].annotation = Some(t.to_string());
+            }
+        };
+        annotate(&mut f.forward, 1, "bool");
+        annotate(&mut f.forward, 2, "Optional[ bool ]");
+        annotate(&mut f.init, 1, "bool");
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec!["torch.rand([4, 4, 4, 4])", "False", "False"]
+        );
+        assert_eq!(init_args(&f), vec!["4", "False"]);
+        let mut f = facts(&[], &["x", "flag"], vec![]);
+        annotate(&mut f.forward, 1, "int");
+        assert_eq!(
+            forward_args(&f).unwrap(),
+            vec!["torch.rand([4, 4, 4, 4])", "torch.rand([4, 4, 4, 4])"]
+        );
+        let p = Param {
+            name: "dense".into(),
+            default: Some("True".into()),
+            kind: ParamKind::Positional,
+            annotation: None,
+        };
+        assert!(is_bool(&p));
+    }
+
     #[test]
     fn keyword_only_constructor_parameters_get_a_positional_wrapper() {
         let mut f = facts(&["image_size", "dim", "depth"], &["x"], vec![]);
@@ -698,6 +757,7 @@ mod tests {
                     name: "channels".into(),
                     default: Some("3".into()),
                     kind: ParamKind::Positional,
+                    annotation: None,
                 },
             );
         }

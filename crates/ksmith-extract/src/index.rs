@@ -66,6 +66,8 @@ pub(crate) struct Param {
     pub(crate) default: Option<String>,
     /// How it is passed.
     pub(crate) kind: ParamKind,
+    /// Source text of its annotation (`bool` in `flag: bool`).
+    pub(crate) annotation: Option<String>,
 }
 
 /// How a parameter is passed.
@@ -632,6 +634,7 @@ fn method_info(def: Node<'_>, src: &str, decorators: &[String]) -> Method {
                     name: text(src, p).to_string(),
                     default: None,
                     kind: ParamKind::Positional,
+                    annotation: None,
                 })
             } else if kind == k.default_parameter || kind == k.typed_default_parameter {
                 p.child_by_field_id(k.f_name).map(|n| Param {
@@ -640,6 +643,7 @@ fn method_info(def: Node<'_>, src: &str, decorators: &[String]) -> Method {
                         .child_by_field_id(k.f_value)
                         .map(|v| text(src, v).to_string()),
                     kind: ParamKind::Positional,
+                    annotation: None,
                 })
             } else if kind == k.typed_parameter {
                 p.named_child(0).map(|n| {
@@ -648,18 +652,21 @@ fn method_info(def: Node<'_>, src: &str, decorators: &[String]) -> Method {
                             name: text(src, n).trim_start_matches('*').to_string(),
                             default: None,
                             kind: ParamKind::VarArgs,
+                            annotation: None,
                         }
                     } else if n.kind_id() == k.dictionary_splat_pattern {
                         Param {
                             name: text(src, n).trim_start_matches('*').to_string(),
                             default: None,
                             kind: ParamKind::VarKeywords,
+                            annotation: None,
                         }
                     } else {
                         Param {
                             name: text(src, n).to_string(),
                             default: None,
                             kind: ParamKind::Positional,
+                            annotation: None,
                         }
                     }
                 })
@@ -668,12 +675,14 @@ fn method_info(def: Node<'_>, src: &str, decorators: &[String]) -> Method {
                     name: text(src, p).trim_start_matches('*').to_string(),
                     default: None,
                     kind: ParamKind::VarArgs,
+                    annotation: None,
                 })
             } else if kind == k.dictionary_splat_pattern {
                 Some(Param {
                     name: text(src, p).trim_start_matches('*').to_string(),
                     default: None,
                     kind: ParamKind::VarKeywords,
+                    annotation: None,
                 })
             } else if kind == k.keyword_separator {
                 keyword_only = true;
@@ -682,6 +691,11 @@ fn method_info(def: Node<'_>, src: &str, decorators: &[String]) -> Method {
                 None
             };
             if let Some(mut param) = param {
+                if kind == k.typed_parameter || kind == k.typed_default_parameter {
+                    param.annotation = p
+                        .child_by_field_name("type")
+                        .map(|t| text(src, t).to_string());
+                }
                 if param.kind == ParamKind::VarArgs {
                     keyword_only = true;
                 } else if keyword_only && param.kind == ParamKind::Positional {

@@ -6,6 +6,11 @@ what they need from the same program text and seed, so nothing large travels bet
 the candidate's harness compares fingerprints with the reference's before it imports the
 candidate. Seeds: the model and the init inputs take the task's seed; trial `k` takes
 ``seed + 7919 * (k + 1)``, and at size set `i` additionally ``+ 104729 * (i + 1)``.
+
+An init input may be a module (a submodule the repository's call site builds,
+``TwoWayTransformer(depth=2, ...)``): every model gets its own, from `get_init_inputs()` called
+afresh under the task's seed (then the seed again for the model), so the reference and the
+candidate never share one and each is built with the same weights.
 """
 
 from __future__ import annotations
@@ -45,13 +50,21 @@ class TaskProgram:
         with open(path, "w") as f:
             f.write(text)
         self.module: ModuleType = load_module(path, name)
-        torch.manual_seed(seed)
-        self.init: list[Any] = list(self.module.get_init_inputs())
+        #: The init inputs the fingerprints read and the candidate is built from; the
+        #: reference builds its model from its own (`build_model`).
+        self.init: list[Any] = self.init_inputs()
+
+    def init_inputs(self) -> list[Any]:
+        """`get_init_inputs()` called afresh under the task's seed."""
+        torch.manual_seed(self.seed)
+        return list(self.module.get_init_inputs())
 
     def build_model(self) -> torch.nn.Module:
-        """`Model(*init)` with the task's seed, on the device."""
+        """`Model(*init)` with fresh init inputs (`init_inputs`), then the task's seed, on the
+        device."""
+        init = self.init_inputs()
         torch.manual_seed(self.seed)
-        model: torch.nn.Module = self.module.Model(*self.init).to(self.device)
+        model: torch.nn.Module = self.module.Model(*init).to(self.device)
         return model
 
     def trial_seed(self, k: int) -> int:

@@ -484,6 +484,14 @@ def _last_dim(m: re.Match, f: Failure, s: State) -> list[Fix]:
     return _set_dim(s, f, -1, got, want, f"last dimension {want}")
 
 
+def _cat_ranks(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """``torch.cat`` of tensors of two ranks: an input of either rank takes the other (the
+    inputs the traceback names first)."""
+    a, b = int(m.group(1)), int(m.group(2))
+    why = f"concatenated ranks {a} vs {b}"
+    return _rerank(s, f, [a], why, lambda g: g.rank == b) + _rerank(s, f, [b], why, lambda g: g.rank == a)
+
+
 def _cat_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
     want, got = int(m.group(2)), int(m.group(3))
     fixes = []
@@ -945,6 +953,7 @@ RULES: list[tuple[re.Pattern, Rule]] = [
         _dim_out_of_range,
     ),
     (re.compile(r"too many indices for tensor of dimension (\d+)"), _too_many_indices),
+    (re.compile(r"Tensors must have same number of dimensions: got (\d+) and (\d+)"), _cat_ranks),
     (re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)"), _not_enough_to_unpack),
     (re.compile(r"too many values to unpack \(expected (\d+)"), _too_many_to_unpack),
     (

@@ -6,5 +6,6 @@ mod features;
 mod hostile;
 mod imports;
 mod members;
+mod module_args;
 mod snapshots;
 mod stage;
