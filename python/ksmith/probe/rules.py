@@ -368,7 +368,8 @@ def _like_a_sibling(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]
 def _repeated_batch(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]:
     """A batch mismatch where one size is a multiple of the other: the larger side is an input
     repeated once per item of another (``repeat_interleave(image, tokens.shape[0])``: its batch
-    times another input's batch). Such inputs with the least batch take batch 1, all together."""
+    times another input's batch). Such inputs with the least batch (other than the smaller size,
+    unless all have it) take batch 1, all together."""
     big, small = max(a, b), min(a, b)
     if dim != 0 or small < 1 or big == small or big % small:
         return []
@@ -379,6 +380,8 @@ def _repeated_batch(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]
         return n > 1 and big % n == 0 and batches.count(big // n) > (big // n == n)
 
     candidates = _tensor_indices(s, f, repeated)
+    # An input whose batch is the smaller side is more likely that operand itself than repeated.
+    candidates = [i for i in candidates if s[1][i].guess.shape[0] != small] or candidates
     if not candidates:
         return []
     least = min(s[1][i].guess.shape[0] for i in candidates)
