@@ -511,3 +511,57 @@ def test_the_worker_warm_up_imports_what_a_recording_needs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# --- SAM's mask decoder: the patterns its repair needs (issue 29) ---------------------------------
+
+
+def test_concatenated_sizes_fix_the_last_mismatching_dimension_first():
+    """Learned tokens ``[1, 2, 8]`` expanded to the prompts' batch and concatenated with them: the
+    prompts take 8 features, not a batch of 8 (changed first, it ends at ``[8, 8, 8]``)."""
+    tokens = torch.rand(1, 2, 8)
+
+    def fn(sparse):
+        return torch.cat((tokens.expand(sparse.size(0), -1, -1), sparse), dim=1)
+
+    s = repaired_by_search(fn, fwd_state((4, 4, 4), names=["sparse"]))
+    assert s is not None and s[1][0].guess.shape == (4, 4, 8)
+
+
+def test_a_repeated_batch_takes_batch_one():
+    """``repeat_interleave(image, tokens.shape[0])`` then added to per-token data: the image takes
+    batch 1 and the per-token inputs keep theirs (setting the added operand to the repeated
+    batch also runs, but repeats the image once per token for nothing)."""
+
+    def fn(image, sparse, dense):
+        return torch.repeat_interleave(image, sparse.shape[0], dim=0) + dense + sparse.sum()
+
+    s = repaired_by_search(fn, fwd_state((4, 3), (2, 3), (2, 3), names=["image", "sparse", "dense"]))
+    assert s is not None
+    assert [a.guess.shape for a in s[1]] == [(1, 3), (2, 3), (2, 3)]
+
+
+def test_an_image_read_as_a_sequence_of_pixels_takes_the_channels_a_matmul_wants():
+    """``x.flatten(2).transpose(1, 2)`` into a linear layer of 8 features: the channels (dimension
+    1) take 8, not the width."""
+    lin = nn.Linear(8, 4)
+
+    def fn(image):
+        return lin(image.flatten(2).transpose(1, 2))
+
+    s = repaired_by_search(fn, fwd_state((1, 4, 4, 4), names=["image"]))
+    assert s is not None and s[1][0].guess.shape == (1, 8, 4, 4)
+
+
+def test_a_broadcast_operand_takes_the_shape_of_its_sibling_input():
+    """An image and its positional encoding, both read as sequences of pixels and added: the
+    encoding takes the image's shape (the broadcast dimension, 2, is its channels, 1)."""
+    lin = nn.Linear(8, 4)
+
+    def fn(image, pe, other):
+        return lin(image.flatten(2).transpose(1, 2) + pe.flatten(2).transpose(1, 2)) + other.mean()
+
+    state = fwd_state((1, 8, 4, 4), (1, 4, 4, 4), (1, 8, 4, 4), names=["image", "pe", "other"])
+    fixes = propose(failure(fn, *[G.make_tensor(a.guess, torch) for a in state[1]]), state)
+    assert fixes and [a.guess.shape for a in fixes[0].state[1]] == [(1, 8, 4, 4)] * 3
+    assert "like input0(image)" in fixes[0].step

@@ -16,6 +16,7 @@ message or traceback are tried first.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -230,10 +231,29 @@ def _too_many_positional(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _matmul(m: re.Match, f: Failure, s: State) -> list[Fix]:
     a, b, c, d = (int(x) for x in m.groups())
-    fixes = _set_dim(s, f, -1, b, c, f"matmul {a}x{b} @ {c}x{d}")
+    why = f"matmul {a}x{b} @ {c}x{d}"
+    fixes = _channels_first(s, f, a, b, c, why) + _set_dim(s, f, -1, b, c, why)
     # The input may feed the matmul only after other ops: fix the layer size instead.
     for i in _int_init_indices(s, f, lambda v: v == c):
         fixes.append(_set_init(s, i, ValueGuess(b), f"matmul {a}x{b} @ {c}x{d}"))
+    return fixes
+
+
+def _channels_first(s: State, f: Failure, rows: int, cols: int, want: int, why: str) -> list[Fix]:
+    """Images (4-D and up, channels first) that reach a matmul as ``x.flatten(2).transpose(1,
+    2)`` (read as a sequence of pixels): ``rows`` is their batch times their pixels and ``cols``
+    their channels, so the channels (dimension 1) take ``want``. A 3-D input is left to the
+    last-dimension fix: ``[batch, channels, length]`` and ``[batch, length, features]`` look alike."""
+    fixes = []
+    for i in _tensor_indices(s, f, lambda g: g.rank >= 4 and g.shape[1] == cols):
+        g = s[1][i].guess
+        pixels = 1
+        for d in g.shape[2:]:
+            pixels *= d
+        if g.shape[0] * pixels == rows:
+            fix = _reshape(s, i, (g.shape[0], want) + g.shape[2:], f"{why}, channels first")
+            if fix:
+                fixes.append(fix)
     return fixes
 
 
@@ -301,7 +321,7 @@ def _too_many_to_unpack(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _broadcast(m: re.Match, f: Failure, s: State) -> list[Fix]:
     a, b, dim = int(m.group(1)), int(m.group(2)), int(m.group(3))
-    fixes = []
+    fixes = _like_a_sibling(s, f, a, b, dim)
     for i in _tensor_indices(s, f):
         g = s[1][i].guess
         # The dimension is counted in the broadcast result; try it from the left and the right.
@@ -317,7 +337,60 @@ def _broadcast(m: re.Match, f: Failure, s: State) -> list[Fix]:
     for i in _int_init_indices(s, f, lambda v: v in (a, b)):
         v = literal_value(s[0][i].guess)
         fixes.append(_set_init(s, i, ValueGuess(b if v == a else a), f"size {a} vs {b}"))
+    return _repeated_batch(s, f, a, b, dim) + fixes
+
+
+def _like_a_sibling(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]:
+    """An input takes the shape of another input of its rank that differs from it in one
+    dimension only, where the sibling has one of the mismatched sizes and it the other (an
+    image and its positional encoding, read after a ``flatten``/``transpose`` that hides
+    which dimension of the input the broadcast dimension was). An input whose shape fewer
+    inputs share goes first: the odd one out is more likely the one left behind."""
+    fixes = []
+    fwd = s[1]
+    idx = _tensor_indices(s, f)
+    shared = Counter(fwd[i].guess.shape for i in idx)
+    idx = sorted(idx, key=lambda i: shared[fwd[i].guess.shape])
+    for i in idx:
+        g = fwd[i].guess
+        for j in idx:
+            h = fwd[j].guess
+            if j == i or h.rank != g.rank:
+                continue
+            diff = [p for p in range(g.rank) if g.shape[p] != h.shape[p]]
+            if len(diff) == 1 and {g.shape[diff[0]], h.shape[diff[0]]} == {a, b}:
+                fix = _reshape(s, i, h.shape, f"size {a} vs {b} at dimension {dim}, like {_label(fwd, j, True)}")
+                if fix and fix.state not in (x.state for x in fixes):
+                    fixes.append(fix)
     return fixes
+
+
+def _repeated_batch(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]:
+    """A batch mismatch where one size is a multiple of the other: the larger side is an input
+    repeated once per item of another (``repeat_interleave(image, tokens.shape[0])``: its batch
+    times another input's batch). Such inputs with the least batch (other than the smaller size,
+    unless all have it) take batch 1, all together."""
+    big, small = max(a, b), min(a, b)
+    if dim != 0 or small < 1 or big == small or big % small:
+        return []
+    batches = [s[1][i].guess.shape[0] for i in _tensor_indices(s, f, lambda g: g.rank >= 1)]
+
+    def repeated(g) -> bool:
+        n = g.shape[0] if g.rank >= 1 else 1
+        return n > 1 and big % n == 0 and batches.count(big // n) > (big // n == n)
+
+    candidates = _tensor_indices(s, f, repeated)
+    # An input whose batch is the smaller side is more likely that operand itself than repeated.
+    candidates = [i for i in candidates if s[1][i].guess.shape[0] != small] or candidates
+    if not candidates:
+        return []
+    least = min(s[1][i].guess.shape[0] for i in candidates)
+    chosen = [i for i in candidates if s[1][i].guess.shape[0] == least]
+    fwd = s[1]
+    for i in chosen:
+        fwd = set_guess(fwd, i, fwd[i].guess.with_shape((1,) + fwd[i].guess.shape[1:]))
+    names = ", ".join(_label(s[1], i, True) for i in chosen)
+    return [Fix((s[0], fwd), f"{names}: batch {least} -> 1 (size {a} vs {b} at dimension 0: a repeated batch)")]
 
 
 def _view_size(m: re.Match, f: Failure, s: State) -> list[Fix]:
@@ -493,12 +566,15 @@ def _cat_ranks(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 
 def _cat_sizes(m: re.Match, f: Failure, s: State) -> list[Fix]:
-    want, got = int(m.group(2)), int(m.group(3))
+    """``torch.cat`` of tensors whose sizes differ outside the concatenated dimension: an input
+    takes the expected size, at its last mismatching dimension first (features sit last, the
+    batch first; the concatenated dimension itself may differ and is left alone)."""
+    cat_dim, want, got = int(m.group(1)), int(m.group(2)), int(m.group(3))
     fixes = []
     for i in _tensor_indices(s, f):
         g = s[1][i].guess
-        for pos, d in enumerate(g.shape):
-            if d == got:
+        for pos in reversed(range(g.rank)):
+            if g.shape[pos] == got and pos != cat_dim:
                 shape = list(g.shape)
                 shape[pos] = want
                 fix = _reshape(s, i, shape, f"concatenated sizes {want} vs {got}")
