@@ -346,7 +346,7 @@ def _like_a_sibling(s: State, f: Failure, a: int, b: int, dim: int) -> list[Fix]
     image and its positional encoding, read after a ``flatten``/``transpose`` that hides
     which dimension of the input the broadcast dimension was). An input whose shape fewer
     inputs share goes first: the odd one out is more likely the one left behind."""
-    fixes = []
+    fixes: list[Fix] = []
     fwd = s[1]
     idx = _tensor_indices(s, f)
     shared = Counter(fwd[i].guess.shape for i in idx)
