@@ -51,10 +51,7 @@ def load(run: str) -> dict[str, Any]:
         return out
     t0 = min(s["started_at_ms"] for s in steps) / 1000
     w0, w1 = t0 + meta["window_start_s"], t0 + meta["window_s"]
-    inside = [s for s in steps if w0 <= s["finished_at_ms"] / 1000 <= w1]
-    minutes = (w1 - w0) / 60
-    out["steps_per_min"] = len(inside) / minutes
-    out["candidates_per_min"] = sum(1 for s in inside if s["eval_status"] is not None) / minutes
+    out["steps_per_min"], out["candidates_per_min"] = rates(steps, w0, w1)
     out["window"] = (w0, w1)
     first = int(meta.get("first_gpu", 0))
     gpus = range(first, first + int(meta["gpus"]))
@@ -62,11 +59,16 @@ def load(run: str) -> dict[str, Any]:
     s0 = max(w0, steady_start(steps, w1))
     out["steady_s"] = w1 - s0
     if w1 - s0 >= STEADY_MIN_S:
-        steady = [s for s in steps if s0 <= s["finished_at_ms"] / 1000 <= w1]
-        out["steady_steps_per_min"] = len(steady) / ((w1 - s0) / 60)
-        out["steady_candidates_per_min"] = sum(1 for s in steady if s["eval_status"] is not None) / ((w1 - s0) / 60)
+        out["steady_steps_per_min"], out["steady_candidates_per_min"] = rates(steps, s0, w1)
         out["steady_smi"] = smi_shares(os.path.join(run, "smi.log"), s0, w1, gpus)
     return out
+
+
+def rates(steps: list[dict[str, Any]], t0: float, t1: float) -> tuple[float, float]:
+    """Steps, and candidates (steps the evaluator judged), finishing in [t0, t1], per minute."""
+    inside = [s for s in steps if t0 <= s["finished_at_ms"] / 1000 <= t1]
+    minutes = (t1 - t0) / 60
+    return len(inside) / minutes, sum(1 for s in inside if s["eval_status"] is not None) / minutes
 
 
 def steady_start(steps: list[dict[str, Any]], w1: float) -> float:
@@ -112,18 +114,20 @@ def fmt(x: float, spec: str = ".1f") -> str:
     return "-" if x != x else format(x, spec)
 
 
+def fmt_smi(shares: list[tuple[float, float]]) -> str:
+    """Each GPU's mean utilization and share of samples with a kernel, as `21% (63%); ...`."""
+    return "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in shares)
+
+
+def one_gpu_rates(data: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float | None]:
+    """The rate `key` of each (label, latency)'s 1-GPU run: what "x 1 GPU" divides by."""
+    return {(d["meta"].get("label", ""), d["meta"]["latency"]): d.get(key) for d in data if int(d["meta"]["gpus"]) == 1}
+
+
 def main(runs: list[str]) -> int:
     data = [load(r) for r in runs]
-    base = {
-        (d["meta"].get("label", ""), d["meta"]["latency"]): d.get("steps_per_min")
-        for d in data
-        if int(d["meta"]["gpus"]) == 1
-    }
-    steady_base = {
-        (d["meta"].get("label", ""), d["meta"]["latency"]): d.get("steady_steps_per_min")
-        for d in data
-        if int(d["meta"]["gpus"]) == 1
-    }
+    base = one_gpu_rates(data, "steps_per_min")
+    steady_base = one_gpu_rates(data, "steady_steps_per_min")
     print(
         "| build | GPUs | teacher latency s | tasks in flight | evals at once per GPU | steps/min | candidates/min |"
         " x 1 GPU (steps) | GPU busy (nvidia-smi mean util; share of samples > 0) |"
@@ -136,7 +140,7 @@ def main(runs: list[str]) -> int:
         gpus = int(m["gpus"])
         first = int(m.get("first_gpu", 0))
         labels = [f"cuda:{i}" for i in range(first, first + gpus)]
-        smi = "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in d.get("smi", []))
+        smi = fmt_smi(d.get("smi", []))
         busy = ", ".join(fmt(c.get(f"eval_device/{lb}/busy_permille", 0) / 10, ".0f") + "%" for lb in labels)
         idle = ", ".join(fmt(c.get(f"eval_device/{lb}/idle_no_work_ms", 0) / 1000, ".0f") for lb in labels)
         rate = d.get("steps_per_min", float("nan"))
@@ -146,7 +150,7 @@ def main(runs: list[str]) -> int:
         steady = d.get("steady_steps_per_min", nan)
         steady_one = steady_base.get((m.get("label", ""), m["latency"]))
         steady_ratio = steady / steady_one if steady_one and steady == steady else nan
-        steady_smi = "; ".join(f"{fmt(u * 100, '.0f')}% ({fmt(s * 100, '.0f')}%)" for u, s in d.get("steady_smi", []))
+        steady_smi = fmt_smi(d.get("steady_smi", []))
         print(
             f"| {m.get('label', '') or '-'} | {gpus} | {m['latency']} | {c.get('rollout_in_flight', '-')} |"
             f" {m['inflight']} | {fmt(rate)} |"
