@@ -15,6 +15,7 @@ message or traceback are tried first.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -235,7 +236,7 @@ def _matmul(m: re.Match, f: Failure, s: State) -> list[Fix]:
     fixes = _channels_first(s, f, a, b, c, why) + _set_dim(s, f, -1, b, c, why)
     # The input may feed the matmul only after other ops: fix the layer size instead.
     for i in _int_init_indices(s, f, lambda v: v == c):
-        fixes.append(_set_init(s, i, ValueGuess(b), f"matmul {a}x{b} @ {c}x{d}"))
+        fixes.append(_set_init(s, i, ValueGuess(b), why))
     return fixes
 
 
@@ -247,10 +248,7 @@ def _channels_first(s: State, f: Failure, rows: int, cols: int, want: int, why: 
     fixes = []
     for i in _tensor_indices(s, f, lambda g: g.rank >= 4 and g.shape[1] == cols):
         g = s[1][i].guess
-        pixels = 1
-        for d in g.shape[2:]:
-            pixels *= d
-        if g.shape[0] * pixels == rows:
+        if g.shape[0] * math.prod(g.shape[2:]) == rows:
             fix = _reshape(s, i, (g.shape[0], want) + g.shape[2:], f"{why}, channels first")
             if fix:
                 fixes.append(fix)
