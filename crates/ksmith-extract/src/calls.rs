@@ -35,6 +35,17 @@ pub(crate) struct CallArg {
     pub(crate) ctor: Option<Ctor>,
 }
 
+impl CallArg {
+    /// Makes a constructor-call value unknown (its class cannot be resolved, or the program
+    /// cannot have it): the argument is then guessed like any unknown one.
+    pub(crate) fn forget_ctor(&mut self) {
+        if self.ctor.take().is_some() {
+            self.value = None;
+            self.via = None;
+        }
+    }
+}
+
 /// A constructor call passed as an argument, every argument of it known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ctor {

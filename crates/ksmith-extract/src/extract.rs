@@ -407,10 +407,8 @@ fn ctor_classes(init: &[guess::InitArg], node: NodeId) -> Vec<NodeId> {
 /// `site` with its constructor-call arguments unknown.
 fn without_ctors(site: &CallSite) -> CallSite {
     let mut site = site.clone();
-    for arg in site.args.iter_mut().filter(|a| a.ctor.is_some()) {
-        arg.value = None;
-        arg.via = None;
-        arg.ctor = None;
+    for arg in &mut site.args {
+        arg.forget_ctor();
     }
     site
 }
@@ -467,9 +465,7 @@ fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSit
                 if let Some(ctor) = arg.ctor.as_mut()
                     && !resolve_ctor(repo, fi, site.stmt, ctor)
                 {
-                    arg.value = None;
-                    arg.via = None;
-                    arg.ctor = None;
+                    arg.forget_ctor();
                 }
             }
             let enclosing = (fi, site.stmt);
