@@ -22,7 +22,7 @@ from ksmith.confine import Policy  # noqa: E402
 from ksmith.evaluator import messages  # noqa: E402
 from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
 from ksmith.evaluator.gate import GpuGate  # noqa: E402
-from ksmith.evaluator.sandbox import Child  # noqa: E402
+from ksmith.evaluator.sandbox import Child, ChildTimeout  # noqa: E402
 
 #: An evaluator made in this process, outside the sandbox launcher: only the per-child
 #: confinement, by the explicit opt-out (the default refuses without the whole sandbox).
@@ -58,11 +58,12 @@ class RecordingGate(GpuGate):
     def shared(self):  # type: ignore[override]
         return self._hold("shared", super().shared)
 
-    def starting(self):  # type: ignore[override]
-        return self._hold("starting", super().starting)
+    def starting(self, child=None):  # type: ignore[no-untyped-def,override]
+        assert child is not None, "every start is registered with its child (a timing pauses it)"
+        return self._hold("starting", lambda: super(RecordingGate, self).starting(child))
 
-    def exclusive(self):  # type: ignore[override]
-        return self._hold("exclusive", super().exclusive)
+    def exclusive(self, waited=None):  # type: ignore[no-untyped-def,override]
+        return self._hold("exclusive", lambda: super(RecordingGate, self).exclusive(waited))
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +144,51 @@ def test_evaluators_of_one_gpu_share_its_gate():
     finally:
         for ev in (a, b, alone):
             ev.close()
+
+
+def _state_of(stat: str) -> str:
+    with open(stat) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _state(pid: int) -> str:
+    return _state_of(f"/proc/{pid}/stat")
+
+
+def test_a_paused_child_is_stopped_and_its_time_limit_waits_for_it(evaluator):
+    # A timing stops the children starting beside it (`GpuGate.exclusive`); their time limits must
+    # not run meanwhile, or a long timing queue would time out honest starts.
+    config = evaluator._config(1, mode="build", measure=True, size_sets=[], max_size_sets=0, memory_budget_mb=4096)
+    with evaluator._reference_child("gate/pause", config, read("tasks/elementwise.py")) as child:
+        child.command("start")
+        assert isinstance(child.receive(60), messages.BuildDone)
+        assert isinstance(child.receive(60), messages.ReadyToTime)
+        child.pause()
+        # a signal is delivered asynchronously: pause returns once every thread is stopped
+        states = [_state_of(f"/proc/{child.pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{child.pid}/task")]
+        assert set(states) == {"T"}, states
+        child.command("go 0")
+        time.sleep(0.5)
+        assert child.messages.empty(), "a stopped child answers nothing"
+        resumer = threading.Timer(2.5, child.resume)
+        resumer.start()
+        t0 = time.monotonic()
+        msg = child.receive(1.5)  # the answer comes after the pause: 2.5 s > 1.5 s
+        resumer.join()
+        assert isinstance(msg, messages.Timed), msg
+        assert time.monotonic() - t0 >= 2.0
+        assert _state(child.pid) != "T"
+        assert child.paused_s() >= 2.9
+        child.command("stop")
+    # paused again after its end: nothing is signalled (its pid may be another process's by now)
+    child.pause()
+    assert child.paused_s() >= 2.9 and child._paused_since is None
+
+
+def test_a_childs_time_limit_still_runs_out_when_it_is_not_paused(evaluator):
+    config = evaluator._config(1, mode="build", measure=True, size_sets=[], max_size_sets=0, memory_budget_mb=4096)
+    with evaluator._reference_child("gate/limit", config, read("tasks/elementwise.py")) as child:
+        t0 = time.monotonic()
+        with pytest.raises(ChildTimeout, match="no answer within 1.00 s"):
+            child.receive(1.0)  # no start: it never answers
+        assert 0.9 < time.monotonic() - t0 < 5.0

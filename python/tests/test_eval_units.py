@@ -809,6 +809,142 @@ def test_short_gpu_calls_go_on_while_a_timing_waits_for_a_start():
     assert log.index("X+") > log.index("a-") and log.index("b+") > log.index("X-"), log
 
 
+def test_a_timing_pauses_the_starts_it_would_wait_for():
+    # With 16 evaluations in flight a start (seconds of CPU work) nearly always runs, so a timing
+    # that waits for starts to end waits for seconds while new starts queue behind it: the GPUs
+    # were 13-31 % busy. A start registered with its child is stopped for the timing instead,
+    # and continued after it; one registered without a child is still waited for.
+    import threading
+    import time
+
+    from ksmith.evaluator.gate import GpuGate
+
+    drained = [True]
+
+    def drain() -> bool:
+        note("drain")
+        return drained[0]
+
+    gate = GpuGate(True, drain)
+    log: list[str] = []
+    lock = threading.Lock()
+
+    def note(s: str) -> None:
+        with lock:
+            log.append(s)
+
+    class FakeChild:
+        def __init__(self, name: str):
+            self.name = name
+
+        def pause(self) -> None:
+            note(f"{self.name} paused")
+
+        def resume(self) -> None:
+            note(f"{self.name} resumed")
+
+    started = threading.Event()
+    release = threading.Event()
+
+    def start(child):
+        with gate.starting(child):
+            started.set()
+            release.wait(5)
+            note("S-")
+
+    waits: list[str] = []
+
+    def timing(fail: bool = False):
+        try:
+            with gate.exclusive(lambda what, seconds: waits.append(what)):
+                note("X+")
+                time.sleep(0.05)
+                if fail:
+                    raise RuntimeError("the timing failed")
+                note("X-")
+        except RuntimeError:
+            note("X failed")
+
+    s = threading.Thread(target=start, args=(FakeChild("s"),))
+    s.start()
+    started.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    x.join(2)
+    assert not x.is_alive(), "the timing did not wait for the start to end"
+    assert log == ["s paused", "drain", "X+", "X-", "s resumed"], log
+    assert gate.paused_n == 1
+    # a timing that raises continues what it stopped all the same
+    log.clear()
+    x = threading.Thread(target=timing, args=(True,))
+    x.start()
+    x.join(2)
+    assert log == ["s paused", "drain", "X+", "s resumed", "X failed"], log
+    # the stopped start's GPU work does not drain: it is continued and the timing waits for its end
+    log.clear()
+    drained[0] = False
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.1)
+    assert log == ["s paused", "drain", "s resumed"], log
+    release.set()
+    s.join(5)
+    x.join(5)
+    assert log[3:] == ["S-", "X+", "X-"], log
+    assert gate.undrained_n == 1 and gate.paused_n == 2
+    assert waits == ["drain", "drain", "drain", "undrained"], "each wait is reported to the timing's profile"
+    drained[0] = True
+
+    # a short call that arrives while a timing waits (only for other short calls: the start is
+    # pausable) goes after the timing
+    log.clear()
+    started.clear()
+    release.clear()
+    s = threading.Thread(target=start, args=(FakeChild("s"),))
+    s.start()
+    started.wait()
+    held = threading.Event()
+
+    def short(name: str, hold: float):
+        with gate.shared():
+            note(f"{name}+")
+            held.set()
+            time.sleep(hold)
+            note(f"{name}-")
+
+    a = threading.Thread(target=short, args=("a", 0.1))
+    a.start()
+    held.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.03)
+    b = threading.Thread(target=short, args=("b", 0.0))
+    b.start()
+    for t in (a, x, b):
+        t.join(5)
+    assert log.index("X+") > log.index("a-") and log.index("b+") > log.index("s resumed"), log
+    assert log.index("s paused") > log.index("a-"), "nothing is stopped before the short calls ended"
+    release.set()
+    s.join(5)
+
+    # without pausing (the option off: no drain), the timing waits for the start
+    gate = GpuGate(True)
+    log.clear()
+    started.clear()
+    release.clear()
+    s = threading.Thread(target=start, args=(FakeChild("s"),))
+    s.start()
+    started.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.1)
+    assert "X+" not in log, "the timing waits for the start to end"
+    release.set()
+    for t in (s, x):
+        t.join(5)
+    assert log == ["S-", "X+", "X-"], log
+
+
 def test_warm_up_fills_warmup_ms_once_not_call_by_call(monkeypatch):
     # A fake clock in place of CUDA events, each call 1 ms: 10 calls, then 40 more to reach
     # 50 ms (the old loop re-started its clock after each call and so ran 10,000 calls of any

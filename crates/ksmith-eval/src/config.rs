@@ -37,6 +37,7 @@ struct WorkerDefaults {
     sol_tf32: String,
     compile_baseline: String,
     compile_baseline_timeout_s: f64,
+    pause_starts_for_timing: bool,
     max_cached_tasks: u32,
     hidden_shapes: u32,
     memory_budget_mb: u64,
@@ -191,6 +192,9 @@ pub struct EvalConfig {
     /// Seconds the compile baseline's compilation may take (its first call); past it the task
     /// has no compile baseline, with the reason.
     pub compile_baseline_timeout_s: f64,
+    /// Stop (SIGSTOP) the children that are starting on a GPU while a timing holds it, and
+    /// continue them after it, instead of making the timing wait for their starts to end.
+    pub pause_starts_for_timing: bool,
     /// Tasks whose reference facts (fingerprints, output shapes, size sets, timing; no tensor)
     /// each worker keeps.
     pub max_cached_tasks: u32,
@@ -266,6 +270,7 @@ impl Default for EvalConfig {
             sol_tf32: d.sol_tf32.clone(),
             compile_baseline: d.compile_baseline.clone(),
             compile_baseline_timeout_s: d.compile_baseline_timeout_s,
+            pause_starts_for_timing: d.pause_starts_for_timing,
             max_cached_tasks: d.max_cached_tasks,
             hidden_shapes: d.hidden_shapes,
             memory_budget_mb: d.memory_budget_mb,
@@ -484,6 +489,7 @@ impl EvalConfig {
             "sol_tf32": self.sol_tf32,
             "compile_baseline": self.compile_baseline,
             "compile_baseline_timeout_s": self.compile_baseline_timeout_s,
+            "pause_starts_for_timing": self.pause_starts_for_timing,
             "max_cached_tasks": self.max_cached_tasks,
             "hidden_shapes": self.hidden_shapes,
             "memory_budget_mb": self.memory_budget_mb,

@@ -117,6 +117,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/health.py"),
     ),
     (
+        "ksmith/evaluator/idle.py",
+        include_str!("../../../python/ksmith/evaluator/idle.py"),
+    ),
+    (
         "ksmith/evaluator/shapes.py",
         include_str!("../../../python/ksmith/evaluator/shapes.py"),
     ),

@@ -84,6 +84,7 @@ from . import backends, compare, compile_baseline, decide, health, messages, sha
 from .backend import Backend, CandidateFailed, Prepared
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
+from .idle import DRAIN_BOUND_S, IdleProbe
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .timing import another_process, combine, in_process_speedup, per_process, settings
 
@@ -116,7 +117,11 @@ CPU_REHEARSAL = {
 #: the timed calls; ending the children. `gate_wait`: the time spent waiting for the GPU's gate
 #: (another candidate's timing, or the starts a timing waits for), also counted in the phase
 #: that waited (reference, compile, correctness, timing_check), except timing, which starts once
-#: it holds the GPU.
+#: it holds the GPU. `paused`: the time the evaluation's children spent stopped during a start
+#: for another candidate's timing (`gate`), also counted in the phase that was paused. `drain`:
+#: the time a timing, once it held the GPU, waited for the GPU work of the starts it stopped to
+#: drain; `undrained`: where that did not drain, the wait for those starts to end (both also in
+#: `gate_wait`).
 PHASES = (
     "static_check",
     "reference",
@@ -128,6 +133,9 @@ PHASES = (
     "timing_check",
     "finish",
     "gate_wait",
+    "paused",
+    "drain",
+    "undrained",
 )
 
 
@@ -278,7 +286,11 @@ class DeviceEvaluator:
         self.broken: collections.OrderedDict[str, BrokenReference] = collections.OrderedDict()
         self.task_locks: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
-        self.gate = gate or GpuGate(self.cuda)
+        #: Waits, before a timing, for the GPU work of the starts the gate stopped (`gate`, `idle`).
+        self.idle_probe: IdleProbe | None = None
+        if gate is None and self.cuda and self.opts["pause_starts_for_timing"]:
+            self.idle_probe = IdleProbe(self.server_env, DRAIN_BOUND_S)
+        self.gate = gate or GpuGate(self.cuda, self.idle_probe.wait if self.idle_probe else None)
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -382,6 +394,8 @@ class DeviceEvaluator:
     def close(self) -> None:
         if self._forks is not None:
             self._forks.close()
+        if self.idle_probe is not None:
+            self.idle_probe.close()
         shutil.rmtree(self.root, ignore_errors=True)
         for b in self.backends.values():
             b.close()
@@ -449,8 +463,8 @@ class DeviceEvaluator:
             max_size_sets=int(o["hidden_shapes"]),
             memory_budget_mb=int(o["memory_budget_mb"]),
         )
-        with self._reference_child(task_id, config, source) as child:
-            with profile.gated(self.gate.starting()):
+        with self._reference_child(task_id, config, source, profile) as child:
+            with profile.gated(self.gate.starting(child)):
                 child.command("start")
                 msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
             if isinstance(msg, messages.ReferenceFailed):
@@ -461,7 +475,7 @@ class DeviceEvaluator:
             stats = [self._reference_timing(child, task_id, 1, profile)]
         while another_process([t["median_ms"] for t in stats], self.timing, self.cuda):
             config = self._config(seed, mode="time")
-            with self._reference_child(task_id, config, source) as child:
+            with self._reference_child(task_id, config, source, profile) as child:
                 stats.append(self._reference_timing(child, task_id, len(stats) + 1, profile, start=True))
         warnings = [f"hidden shapes: {why}" for why in build.dropped]
         if not build.size_sets:
@@ -505,8 +519,8 @@ class DeviceEvaluator:
         limit = float(o["compile_baseline_timeout_s"])
         config = self._config(seed, mode="compiled", compile_baseline=mode)
         try:
-            with self._reference_child(task_id, config, source) as child:
-                with profile.gated(self.gate.starting()):
+            with self._reference_child(task_id, config, source, profile) as child:
+                with profile.gated(self.gate.starting(child)):
                     child.command("start")
                     try:
                         msg = _sandboxed(child.receive(limit + o["run_timeout_s"]))
@@ -517,14 +531,15 @@ class DeviceEvaluator:
                 if not isinstance(msg, messages.BaselineCompiled):
                     why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
                     return compile_baseline.unmeasured(mode, "torch.compile failed: " + _trim(why, 600))
-                if msg.compile_s > limit:
+                # the child's own clock ran while another candidate's timing stopped it
+                compile_s = max(0.0, msg.compile_s - child.paused_s())
+                if compile_s > limit:
                     return compile_baseline.unmeasured(
                         mode,
-                        f"compiling took {msg.compile_s:.0f} s, over compile_baseline_timeout_s = {limit:.0f} s",
-                        msg.compile_s,
+                        f"compiling took {compile_s:.0f} s, over compile_baseline_timeout_s = {limit:.0f} s",
+                        compile_s,
                     )
-                compile_s = msg.compile_s
-                with profile.gated(self.gate.exclusive()):
+                with profile.gated(self.gate.exclusive(profile.add)):
                     child.command("go 0")
                     msg = child.receive(o["timing_timeout_s"])
                 if not isinstance(msg, messages.Timed):
@@ -535,9 +550,11 @@ class DeviceEvaluator:
             return compile_baseline.unmeasured(mode, "the compile baseline's child failed: " + _trim(e.message, 600))
 
     @contextlib.contextmanager
-    def _reference_child(self, task_id: str, config: dict[str, Any], source: str) -> Iterator[Child]:
+    def _reference_child(
+        self, task_id: str, config: dict[str, Any], source: str, profile: Profile | None = None
+    ) -> Iterator[Child]:
         """A reference child (build or time mode) on a workspace of its own; its failures are the
-        task's (`BrokenReference`)."""
+        task's (`BrokenReference`). The seconds it was stopped go to `profile`'s `paused`."""
         o = self.opts
         with self._workspace("ref", config, {"reference.py": source}) as d:
             child = self._spawn("ksmith.evaluator.reference_child", d)
@@ -551,6 +568,8 @@ class DeviceEvaluator:
                 raise BrokenReference(task_id, f"{e}\n{_trim(e.log, o['log_limit'])}") from None
             finally:
                 child.finish()
+                if profile is not None:
+                    profile.add("paused", child.paused_s())
 
     def _reference_timing(
         self, child: Child, task_id: str, process: int, profile: Profile, start: bool = False
@@ -559,12 +578,12 @@ class DeviceEvaluator:
         when it is a fresh time-mode child; its start and its preparation for timing under the
         gate's `starting` mode): on `go`, with the GPU held alone."""
         o = self.opts
-        with profile.gated(self.gate.starting()):
+        with profile.gated(self.gate.starting(child)):
             if start:
                 child.command("start")
             msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
         if isinstance(msg, messages.ReadyToTime):
-            with profile.gated(self.gate.exclusive()):
+            with profile.gated(self.gate.exclusive(profile.add)):
                 child.command("go 0")
                 msg = child.receive(o["timing_timeout_s"])
         if isinstance(msg, messages.Timed):
@@ -682,9 +701,11 @@ class DeviceEvaluator:
                 with run.profile.phase("finish"):
                     if child is not None:
                         child.finish()
+                        run.profile.add("paused", child.paused_s())
                         run.backend.after_child(candidate, dc, prepared)
                     judge.command("stop")
                     judge.finish()
+                    run.profile.add("paused", judge.paused_s())
 
 
 class Budget:
@@ -811,7 +832,7 @@ class Run:
         time: the judge has its own time limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge), self.profile.gated(self.ev.gate.starting()):
+        with _judge_failures(judge), self.profile.gated(self.ev.gate.starting(judge)):
             judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
@@ -887,7 +908,7 @@ class Run:
             if isinstance(msg, messages.Ready):
                 # the harness's GPU work starts (CUDA, the task's inputs, the candidate built and
                 # compiled by a first call): a start, under the gate's `starting` mode
-                with self.profile.phase("compile"), self.profile.gated(self.ev.gate.starting()):
+                with self.profile.phase("compile"), self.profile.gated(self.ev.gate.starting(child)):
                     child.command("next")
                     msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Unreproducible):
@@ -948,7 +969,7 @@ class Run:
                 msg = child.receive(o["run_timeout_s"])
             if not isinstance(msg, messages.ReadyToTime):
                 return self.harness_failed(msg, child)
-            with self.profile.gated(self.ev.gate.exclusive()), self.profile.phase("timing"):
+            with self.profile.gated(self.ev.gate.exclusive(self.profile.add)), self.profile.phase("timing"):
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
             self.ev._trace("timing_done", process=self.processes, type=msg.TYPE)

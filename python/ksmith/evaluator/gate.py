@@ -5,20 +5,31 @@ timed sample must not share the GPU with another child's kernels, or the median 
 ran beside it. Every GPU phase of a child is therefore started by the worker under the gate, in
 one of three modes:
 
-- `exclusive`: timing. It waits for every other holder to finish and keeps new ones out; a
+- `exclusive`: timing. It waits for the other holders (see below) and keeps new ones out; a
   waiting exclusive holder goes first.
-- `shared`: one short GPU call (a correctness call, a judge's comparison). Many at once.
+- `shared`: one short GPU call (a correctness call, a judge's comparison). Many at once. A timing
+  waits for them to end.
 - `starting`: a child's start (CUDA's start, a reference built and run, the candidate's first
   call with its compilation, a `torch.compile`): seconds long and mostly CPU work, but it may touch
-  the GPU at any point, so a timing waits for it like for a shared holder.
+  the GPU at any point. Many at once.
 
-The two non-exclusive modes differ only in how they yield to a waiting timing. A new `starting`
-holder always waits for it. A new `shared` holder waits for it only while no `starting` holder is
-running: the timing cannot begin before that holder ends anyway, so short calls admitted
-meanwhile cost it at most one call's time, and the GPU keeps computing instead of idling behind a
-timing that itself waits for a start (the convoy that left GPUs 15-19 % busy, docs/bench/multi-gpu.md).
-Timing still runs alone. Compiling before a child's first call and starting the child process are
-outside the gate. On the CPU the gate admits everyone (there is nothing to time).
+A timing and the starts. Waiting for every start to end (seconds each, and with 16 evaluations
+in flight there is nearly always one) made a convoy: the timing waited, new starts waited for the
+timing, and the GPU idled through the drain (GPUs 13-31 % busy, docs/bench/multi-gpu.md). So a
+start whose child can be stopped (`Pausable`: the worker's `sandbox.Child`) is *paused* instead:
+when the timing's turn comes, every such child is stopped (SIGSTOP to its process group), the
+timing runs, and they are continued (SIGCONT) when it ends. A stopped process issues no GPU
+work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
+`idle.IdleProbe`) waits until the GPU is idle of them. When it does not go idle within its bound
+(a long or endless kernel of a stopped child), the stopped starts are continued and the timing
+waits for them to end, as without pausing. A stopped child's time limits do not run while it is
+stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), or for a start registered
+without a child, the timing waits for the start to end, and short calls are admitted meanwhile:
+the timing cannot begin before that start ends anyway, so they cost it at most one call's time.
+
+New holders of either mode wait while a timing holds or waits for the GPU (except those short
+calls). Compiling before a child's first call and starting the child process are outside the
+gate. On the CPU the gate admits everyone (there is nothing to time).
 """
 
 from __future__ import annotations
@@ -26,40 +37,63 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+
+class Pausable(Protocol):
+    """What a start's child offers the gate: stop it, continue it (each idempotent)."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
 
 
 class GpuGate:
     """A readers-writer lock with writer preference and two kinds of readers (see the module doc)."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, drain: Callable[[], bool] | None = None):
+        """`drain`: waits until the GPU is idle of stopped children's queued work, and says
+        whether it went idle; without it, starts are waited for, never paused."""
         self.enabled = enabled
+        self.drain = drain
         self._cond = threading.Condition()
         self._shared = 0
         self._starting = 0
+        #: The running starts that a timing pauses instead of waiting for them (by holder token).
+        self._pausable: dict[int, Pausable] = {}
         self._exclusive = False
         self._waiting = 0
         #: Seconds the GPU was held alone (timing), and how many times: what serializes
         #: candidates (the bench reports it per candidate).
         self.exclusive_s = 0.0
         self.exclusive_n = 0
+        #: Starts paused for a timing, counted once per timing; timings whose paused starts were
+        #: waited for after all (their GPU work did not drain).
+        self.paused_n = 0
+        self.undrained_n = 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         """One short GPU call; many holders at once. Waits while timing holds the GPU, and while a
-        timing waits for it with no `starting` holder running."""
-        with self._held(starting=False):
+        timing waits for it, except for a start it cannot pause."""
+        with self._held(starting=False, child=None):
             yield
 
     @contextlib.contextmanager
-    def starting(self) -> Iterator[None]:
+    def starting(self, child: Pausable | None = None) -> Iterator[None]:
         """A child's start (long, mostly CPU work); many holders at once. Waits while timing holds
-        or waits for the GPU."""
-        with self._held(starting=True):
+        or waits for the GPU. With `child` (and a `drain`), a timing stops `child` for its duration
+        instead of waiting for the start to end."""
+        with self._held(starting=True, child=child if self.drain is not None else None):
             yield
 
+    def _blocking_starts(self) -> int:
+        """Running starts a timing must wait for (it cannot pause them)."""
+        return self._starting - len(self._pausable)
+
     @contextlib.contextmanager
-    def _held(self, starting: bool) -> Iterator[None]:
+    def _held(self, starting: bool, child: Pausable | None) -> Iterator[None]:
         if not self.enabled:
             yield
             return
@@ -67,37 +101,64 @@ class GpuGate:
         def admitted() -> bool:
             if self._exclusive:
                 return False
-            return self._waiting == 0 or (not starting and self._starting > 0)
+            return self._waiting == 0 or (not starting and self._blocking_starts() > 0)
 
+        token = object()
         with self._cond:
             self._cond.wait_for(admitted)
             self._shared += 1
             self._starting += int(starting)
+            if child is not None:
+                self._pausable[id(token)] = child
         try:
             yield
         finally:
             with self._cond:
                 self._shared -= 1
                 self._starting -= int(starting)
+                self._pausable.pop(id(token), None)
                 self._cond.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """The only holder."""
+    def exclusive(self, waited: Callable[[str, float], None] | None = None) -> Iterator[None]:
+        """The only holder: the running starts it can pause are stopped while it holds the GPU.
+        `waited(what, seconds)` hears how long it waited, once it held the gate, for their queued
+        GPU work (`drain`) and, where that did not drain, for their starts to end (`undrained`)."""
         if not self.enabled:
             yield
             return
         with self._cond:
             self._waiting += 1
-            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+            # every short call ended, and every start that cannot be paused
+            self._cond.wait_for(lambda: not self._exclusive and self._shared - len(self._pausable) == 0)
             self._waiting -= 1
             self._exclusive = True
+            paused = dict(self._pausable)
         start = time.monotonic()
         try:
+            for child in paused.values():
+                child.pause()
+            if paused and self.drain is not None:
+                drained = self.drain()
+                if waited is not None:
+                    waited("drain", time.monotonic() - start)
+                if not drained:
+                    for child in paused.values():
+                        child.resume()
+                    t0 = time.monotonic()
+                    with self._cond:
+                        self.undrained_n += 1
+                        self._cond.wait_for(lambda: not (paused.keys() & self._pausable.keys()))
+                    paused = {}
+                    if waited is not None:
+                        waited("undrained", time.monotonic() - t0)
             yield
         finally:
+            for child in paused.values():
+                child.resume()
             with self._cond:
                 self.exclusive_s += time.monotonic() - start
                 self.exclusive_n += 1
+                self.paused_n += len(paused)
                 self._exclusive = False
                 self._cond.notify_all()

@@ -25,6 +25,7 @@ import queue
 import secrets
 import signal
 import threading
+import time
 
 from ..confine import passed_env
 from . import messages
@@ -104,6 +105,29 @@ def _tree_rss_mb(pid: int) -> float:
     return total
 
 
+#: Longest `Child.pause` waits for the child's threads to show as stopped.
+STOP_WAIT_S = 0.5
+
+
+def _wait_stopped(pid: int, timeout_s: float) -> bool:
+    """Whether every thread of `pid` showed as stopped (`T`) within `timeout_s` (False too when
+    the process is gone)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            return False
+        if all(st in ("T", "t", "Z", "X") for st in states):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+
+
 class Child:
     """One supervised child process speaking sealed JSON lines."""
 
@@ -145,6 +169,9 @@ class Child:
         self._stdout = os.fdopen(msg_r, "rb")
         self.messages: queue.Queue[messages.Message | None] = queue.Queue()
         self._ended = threading.Event()
+        self._pause_lock = threading.Lock()
+        self._paused_since: float | None = None
+        self._paused_s = 0.0
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._watch, daemon=True).start()
 
@@ -176,13 +203,52 @@ class Child:
                     self.killed_for_memory = rss
                     self.kill()
 
-    def receive(self, timeout_s: float) -> messages.Message:
-        """The next message; kills the child and raises on timeout, death or forgery."""
+    def pause(self) -> None:
+        """Stops the child's process group (SIGSTOP; the GPU gate, for another child's timing).
+        A signal is delivered asynchronously: it returns once every thread of the child is
+        stopped (or after `STOP_WAIT_S`), so that the child issues no GPU work afterwards."""
+        with self._pause_lock:
+            if self._paused_since is None and not self._ended.is_set():
+                self._signal(signal.SIGSTOP)
+                self._paused_since = time.monotonic()
+                _wait_stopped(self.pid, STOP_WAIT_S)
+
+    def resume(self) -> None:
+        """Continues a group `pause` stopped (SIGCONT)."""
+        with self._pause_lock:
+            if self._paused_since is not None:
+                self._signal(signal.SIGCONT)
+                self._paused_s += time.monotonic() - self._paused_since
+                self._paused_since = None
+
+    def paused_s(self) -> float:
+        """Seconds the child has been stopped by `pause` so far (a pause in progress included)."""
+        with self._pause_lock:
+            now = time.monotonic() - self._paused_since if self._paused_since is not None else 0.0
+            return self._paused_s + now
+
+    def _signal(self, sig: signal.Signals) -> None:
         try:
-            msg = self.messages.get(timeout=max(timeout_s, 0.01))
-        except queue.Empty:
-            self.kill()
-            raise ChildTimeout(f"no answer within {max(timeout_s, 0.01):.2f} s") from None
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def receive(self, timeout_s: float) -> messages.Message:
+        """The next message; kills the child and raises on timeout, death or forgery. Time the
+        child spends stopped (`pause`) does not count against `timeout_s`."""
+        timeout_s = max(timeout_s, 0.01)
+        deadline = time.monotonic() + timeout_s
+        paused_at_start = self.paused_s()
+        while True:
+            left = deadline + (self.paused_s() - paused_at_start) - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise ChildTimeout(f"no answer within {timeout_s:.2f} s")
+            try:
+                msg = self.messages.get(timeout=min(left, 0.5))
+                break
+            except queue.Empty:
+                continue
         if self.forged:
             raise ChildForged(self.forged)
         if msg is None:
