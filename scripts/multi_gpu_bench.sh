@@ -20,6 +20,7 @@
 #     each task in flight builds its reference on its first evaluation, so an instant teacher
 #     measures that start unless the window begins after it)
 #   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
+#   PAUSE_STARTS [true]: [eval] pause_starts_for_timing (false: a timing waits for starts to end)
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
 #   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
 #     works, warned; only where bubblewrap cannot be set up)
@@ -141,6 +142,7 @@ require = ${SANDBOX_REQUIRE:-true}
 [eval]
 devices = [$devices]
 inflight_per_worker = $inflight
+pause_starts_for_timing = ${PAUSE_STARTS:-true}
 
 [teacher]
 max_retries = 1

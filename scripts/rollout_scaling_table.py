@@ -15,6 +15,11 @@ A task's first evaluation also builds its reference and its `torch.compile` base
 each run is also measured in its steady window: from the moment every task that started before
 the window's end had finished its first step, to the window's end ("steady" columns; `-` when
 that window is shorter than `STEADY_MIN_S`).
+
+Timing quality, per run: what a busy GPU gate does to the figures (a start stopped beside a
+timing, `gate`): the timed candidates' coefficient of variation, the share measured again
+(noisy or a slow minority) and left noisy, `timing_anomaly` verdicts, and, between builds (labels)
+that timed the same program of the same task, how far their speedups differ.
 """
 
 from __future__ import annotations
@@ -40,13 +45,15 @@ STEADY_MIN_S = 30.0
 def load(run: str) -> dict[str, Any]:
     meta = json.load(open(os.path.join(run, "meta.json")))
     work = os.path.join(run, "work")
-    steps = pq.read_table(
-        os.path.join(work, "steps.parquet"),
-        columns=["task_id", "started_at_ms", "finished_at_ms", "eval_status"],
-    ).to_pylist()
+    table = pq.read_table(os.path.join(work, "steps.parquet"))
+    names = ["task_id", "started_at_ms", "finished_at_ms", "eval_status"]
+    names += [c for c in ("program", "speedup", "eval_json") if c in table.column_names]
+    steps = table.select(names).to_pylist()
     report = json.load(open(os.path.join(work, "reports", "rollout.json")))
     counters: dict[str, int] = report.get("counters", {})
     out: dict[str, Any] = {"meta": meta, "counters": counters, "steps_total": len(steps)}
+    out["timing"] = timing_quality(steps)
+    out["speedups"] = {(s["task_id"], s["program"]): s["speedup"] for s in steps if s.get("speedup")}
     if not steps:
         return out
     t0 = min(s["started_at_ms"] for s in steps) / 1000
@@ -108,6 +115,58 @@ def smi_shares(path: str, w0: float, w1: float, gpus: range) -> list[tuple[float
         (sum(v) / len(v) / 100, sum(1 for u in v if u > 0) / len(v)) if v else (float("nan"), float("nan"))
         for _, v in sorted(samples.items())
     ]
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """The `q` quantile of `xs` (nearest rank; NaN when empty)."""
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def timing_quality(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """Over the steps whose evaluation was timed: how many, their candidates' median and 90th
+    percentile CV, the shares measured more than once and left noisy, and the `timing_anomaly`
+    verdicts among all judged steps."""
+    cvs, again, noisy, anomalies = [], 0, 0, 0
+    for s in steps:
+        result = json.loads(s["eval_json"]) if s.get("eval_json") else {}
+        anomalies += result.get("hack") == "timing_anomaly"
+        t = result.get("candidate_timing")
+        if not t:
+            continue
+        cvs.append(float(t.get("cv", float("nan"))))
+        again += len(t.get("rounds", [])) > 1
+        noisy += bool(t.get("noisy"))
+    n = len(cvs)
+    return {
+        "timed": n,
+        "cv_median": quantile(cvs, 0.5),
+        "cv_p90": quantile(cvs, 0.9),
+        "remeasured": again / n if n else float("nan"),
+        "noisy": noisy / n if n else float("nan"),
+        "anomalies": anomalies,
+    }
+
+
+def speedup_gaps(data: list[dict[str, Any]]) -> list[tuple[str, str, int, float, float]]:
+    """For each two builds (labels) at one latency: the programs of the same task both timed,
+    and the median and 90th percentile of |speedup a / speedup b - 1| over them."""
+    by: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+    for d in data:
+        key = (d["meta"].get("label", ""), d["meta"]["latency"])
+        by.setdefault(key, {}).update(d.get("speedups", {}))
+    out = []
+    keys = sorted(by)
+    for i, (la, lat) in enumerate(keys):
+        for lb, lat_b in keys[i + 1 :]:
+            if lat_b != lat:
+                continue
+            a, b = by[(la, lat)], by[(lb, lat)]
+            gaps = [abs(a[k] / b[k] - 1) for k in a.keys() & b.keys()]
+            out.append((f"{la or '-'} / {lb or '-'}", lat, len(gaps), quantile(gaps, 0.5), quantile(gaps, 0.9)))
+    return out
 
 
 def fmt(x: float, spec: str = ".1f") -> str:
@@ -175,6 +234,27 @@ def main(runs: list[str]) -> int:
             f"| {m.get('label', '') or '-'} | {m['gpus']} | {m['latency']} | {c.get('eval_profiled', 0)} | {phases} |"
             f" {fmt(tw, '.2f')} | {fmt(ev, '.2f')} |"
         )
+    print()
+    print("Timing quality (timed candidates' CV; shares measured again and left noisy; timing_anomaly verdicts):")
+    print()
+    print("| build | GPUs | latency | timed | CV median | CV p90 | re-measured | noisy | timing_anomaly |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in data:
+        m, t = d["meta"], d["timing"]
+        print(
+            f"| {m.get('label', '') or '-'} | {m['gpus']} | {m['latency']} | {t['timed']} |"
+            f" {fmt(t['cv_median'] * 100, '.2f')}% | {fmt(t['cv_p90'] * 100, '.2f')}% |"
+            f" {fmt(t['remeasured'] * 100, '.0f')}% | {fmt(t['noisy'] * 100, '.0f')}% | {t['anomalies']} |"
+        )
+    gaps = speedup_gaps(data)
+    if gaps:
+        print()
+        print("The same program of the same task timed by two builds: |speedup a / speedup b - 1|")
+        print()
+        print("| builds | latency | programs | median | p90 |")
+        print("|---|---|---|---|---|")
+        for pair, lat, n, med, p90 in gaps:
+            print(f"| {pair} | {lat} | {n} | {fmt(med * 100, '.2f')}% | {fmt(p90 * 100, '.2f')}% |")
     return 0
 
 

@@ -60,3 +60,49 @@ def test_a_task_still_on_its_first_step_leaves_no_steady_window(tmp_path):
     d = mod.load(str(tmp_path))
     assert d["steady_s"] == 0
     assert "steady_steps_per_min" not in d
+
+
+def test_timing_quality_and_speedup_gaps_between_builds(tmp_path):
+    mod = load_script()
+
+    def result(cv, rounds=1, noisy=False, hack=None):
+        timing = {"cv": cv, "rounds": [{}] * rounds, "noisy": noisy}
+        return json.dumps({"hack": hack, "candidate_timing": timing if hack is None else None})
+
+    def run(path, label, rows):
+        write_run(path, [(task, 0, 10) for task, *_ in rows])
+        meta = json.loads((path / "meta.json").read_text()) | {"label": label}
+        (path / "meta.json").write_text(json.dumps(meta))
+        table = pq.read_table(path / "work" / "steps.parquet")
+        table = table.append_column("program", pa.array([r[1] for r in rows]))
+        table = table.append_column("speedup", pa.array([r[2] for r in rows], pa.float64()))
+        table = table.append_column("eval_json", pa.array([r[3] for r in rows]))
+        pq.write_table(table, path / "work" / "steps.parquet")
+
+    # build a: four timed candidates (one measured twice and left noisy) and a timing_anomaly
+    run(
+        tmp_path / "a",
+        "off",
+        [
+            ("t1", "p1", 2.0, result(0.01)),
+            ("t1", "p2", 1.0, result(0.02)),
+            ("t2", "p1", 4.0, result(0.03)),
+            ("t2", "p3", 1.5, result(0.20, rounds=3, noisy=True)),
+            ("t3", "p9", None, result(0.0, hack="timing_anomaly")),
+        ],
+    )
+    # build b timed two of the same programs of the same tasks, and one of another task
+    run(
+        tmp_path / "b",
+        "on",
+        [("t1", "p1", 2.2, result(0.01)), ("t2", "p1", 4.0, result(0.01)), ("t3", "p1", 9.0, result(0.01))],
+    )
+    a, b = mod.load(str(tmp_path / "a")), mod.load(str(tmp_path / "b"))
+    q = a["timing"]
+    assert q["timed"] == 4 and q["anomalies"] == 1
+    assert q["remeasured"] == 0.25 and q["noisy"] == 0.25
+    assert q["cv_median"] == 0.03 and q["cv_p90"] == 0.20
+    # pairs (t1, p1): 2.0 / 2.2 -> 9.1 % apart; (t2, p1): 0 %; t3's programs differ: not a pair
+    [(pair, latency, n, median, p90)] = mod.speedup_gaps([a, b])
+    assert (pair, latency, n) == ("off / on", "0", 2)
+    assert abs(p90 - (1 - 2.0 / 2.2)) < 1e-9 and median in (0.0, p90)
