@@ -446,3 +446,38 @@ def test_a_module_constructor_argument_is_kept_and_is_no_knob():
         ns, args, inputs, _ = build(r["program"], values, device="cpu")
         assert isinstance(args[1], ns["Inner"]) and args[1].fc.in_features == 16
         assert inputs[1] is False
+
+
+PER_BATCH_INPUT = program(
+    """class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.mix = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, image, pe, tokens, dense):
+        # one image embedding and its positional encoding, repeated for each prompt of the batch
+        src = torch.repeat_interleave(image, tokens.shape[0], dim=0) + dense
+        pos = torch.repeat_interleave(pe, tokens.shape[0], dim=0)
+        keys = self.mix(src + pos).flatten(2).transpose(1, 2)
+        scores = torch.softmax(self.proj(tokens) @ keys.transpose(1, 2), dim=-1)
+        return scores @ keys""",
+    "torch.randn(1, 8, 16, 16), torch.randn(1, 8, 16, 16), torch.randn(1, 5, 8), torch.randn(1, 8, 16, 16)",
+    "8",
+)
+
+
+def test_inputs_one_per_batch_stay_one_while_the_batch_grows():
+    # SAM's mask decoder: the whole batch doubled fails (the image is repeated per prompt), so the
+    # batch used to be no knob and sizing grew the prompt count instead
+    r = sized(PER_BATCH_INPUT)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    sizes = json.loads(r["sizes"])
+    assert "batch_size" in sizes and sizes["batch_size"] > 1, sizes
+    _, _, inputs, _ = build(r["program"])
+    image, pe, tokens, dense = inputs
+    assert image.shape[0] == 1 and pe.shape[0] == 1
+    assert tokens.shape[0] == dense.shape[0] == sizes["batch_size"]
+    for alternate in json.loads(r["alt_sizes"]):
+        _, _, inputs, _ = build(r["program"], alternate)
+        assert inputs[0].shape[0] == 1 and inputs[2].shape[0] == inputs[3].shape[0]

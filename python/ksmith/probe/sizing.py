@@ -8,7 +8,8 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
 1. **Knobs.** Every integer the program exposes is a *slot*: the constructor's integer arguments
    (not those whose name says structure: kernel, stride, heads, layers, ...), each dimension of
    each tensor input, integer forward arguments. Slots are grouped (the batch dimensions
-   together, then equal values together) and each group is doubled in one trial run; a group
+   together, or, where that fails, those of all inputs but one or two: an input can be one
+   per batch; then equal values together) and each group is doubled in one trial run; a group
    that still runs is a *knob*, one that fails is split by role (spatial, sequence, the rest)
    and those parts tried. A program whose own ``get_inputs()``/``get_init_inputs()`` read
    module-level integer constants keeps them: those constants are its knobs. Each trial is
@@ -47,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import itertools
 import json
 import math
 import time
@@ -73,6 +75,8 @@ CPU_TRIAL_BYTES = 64 * 2**20
 DISCOVERY_TRIALS = 12
 #: How many times a group is cut.
 MAX_SPLIT_DEPTH = 3
+#: The most batched inputs whose subsets are tried as the batch (`_batch_subsets`).
+MAX_BATCH_INPUTS = 5
 
 
 class SizingTimeout(BaseException):
@@ -355,9 +359,21 @@ class Sizer:
                 knobs.append(_knob(group, base, work, 2))
                 batch = group
                 break
+        # the batch dimensions of inputs left out of a batch that runs: one per batch, kept as
+        # they are (doubled on their own they may run, but not with the batch grown)
+        kept: tuple[Slot, ...] = ()
+        if not batch:
+            ran = [(g, w) for g in _batch_subsets(slots) if (w := self._trial(g, base)) is not None]
+            if ran:
+                # the batch is what the work scales with: of the subsets that run doubled, the one
+                # that grows it most (a per-batch input left in can still run by broadcasting)
+                group, work = max(ran, key=lambda gw: _growth(_knob(gw[0], base, gw[1], 2)))
+                knobs.append(_knob(group, base, work, 2))
+                batch = group
+                kept = tuple(s for s in slots if s.role == "batch" and s.value == group[0].value and s not in group)
         if not batch:
             slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
-        for group in _value_groups([s for s in slots if s not in batch]):
+        for group in _value_groups([s for s in slots if s not in batch and s not in kept]):
             knobs += self._knobs_of(group, base)
         return knobs
 
@@ -714,9 +730,14 @@ def _knob(slots: tuple[Slot, ...], base: Work, work: Work, factor: float) -> Kno
     return Knob(slots, slots[0].value, _role(slots), {m: _exponent(a[m], b[m], factor) for m in METRICS})
 
 
+def _growth(k: Knob) -> float:
+    """How much doubling the knob adds: its larger exponent of FLOPs and bytes."""
+    return max(k.exps.get("flops", 0.0), k.exps.get("bytes", 0.0))
+
+
 def _grows(k: Knob) -> bool:
     """True when doubling the knob adds work (a size that changes nothing is not a knob)."""
-    return max(k.exps.get("flops", 0.0), k.exps.get("bytes", 0.0)) > 0.05
+    return _growth(k) > 0.05
 
 
 def _role(slots) -> str:
@@ -746,6 +767,23 @@ def _batch_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
         s for s in slots if s.side == "input" and s.rank == 1 and s.path[-1:] == (0,) and s.value == first[0].value
     )
     return [first + per_sample, first] if per_sample else [first]
+
+
+def _batch_subsets(slots: list[Slot]) -> list[tuple[Slot, ...]]:
+    """When the whole batch does not run doubled: the batch of all inputs but one, then but two
+    (at least two inputs left). An input can be one per batch while the others are per sample:
+    SAM's mask decoder repeats its one image embedding for each prompt of the batch."""
+    batch = [s for s in slots if s.role == "batch"]
+    first = tuple(s for s in batch if batch and s.value == batch[0].value)
+    if not 3 <= len(first) <= MAX_BATCH_INPUTS:
+        return []
+    out = []
+    for left_out in (1, 2):
+        for drop in itertools.combinations(range(len(first)), left_out):
+            rest = tuple(s for i, s in enumerate(first) if i not in drop)
+            if len(rest) >= 2:
+                out.append(rest)
+    return out
 
 
 def _value_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
