@@ -481,3 +481,35 @@ def test_inputs_one_per_batch_stay_one_while_the_batch_grows():
     for alternate in json.loads(r["alt_sizes"]):
         _, _, inputs, _ = build(r["program"], alternate)
         assert inputs[0].shape[0] == 1 and inputs[2].shape[0] == inputs[3].shape[0]
+
+
+TIED_LENGTH = program(
+    """class Model(nn.Module):
+    def __init__(self, n_mels, n_ctx, width):
+        super().__init__()
+        self.conv1 = nn.Conv1d(n_mels, width, 3, padding=1)
+        self.conv2 = nn.Conv1d(width, width, 3, stride=2, padding=1)
+        self.register_buffer("pos", torch.randn(n_ctx, width))
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        # frames are twice the context: the stride-2 convolution halves them to n_ctx
+        x = F.gelu(self.conv2(F.gelu(self.conv1(x)))).permute(0, 2, 1)
+        assert x.shape[1:] == self.pos.shape, "incorrect audio shape"
+        return self.proj(x + self.pos)""",
+    "torch.randn(2, 4, 8)",
+    "4, 4, 16",
+)
+
+
+def test_sizes_tied_by_a_ratio_grow_together():
+    # whisper's AudioEncoder: the mel frames must be twice n_ctx; neither runs doubled alone, so
+    # both stayed at the probe's 4 and 8 while only the width grew
+    r = sized(TIED_LENGTH)
+    assert r["size_status"] in ("sized", "below_target"), r["size_reason"]
+    for values in [json.loads(r["sizes"])] + json.loads(r["alt_sizes"]):
+        _, args, inputs, _ = build(r["program"], values)
+        n_ctx = args[1]
+        assert inputs[0].shape[2] == 2 * n_ctx, (values, inputs[0].shape, args)
+    _, args, inputs, _ = build(r["program"])
+    assert args[1] > 4 and inputs[0].shape[2] > 8, (args, inputs[0].shape)

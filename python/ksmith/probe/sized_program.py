@@ -13,9 +13,14 @@ from .program import render_guess
 
 @dataclasses.dataclass(frozen=True)
 class NamedValue:
-    """A knob's constant, written by name."""
+    """A knob's constant, written by name; `times` it where the size is a multiple of the knob's
+    (an input twice as long as the context the knob names: ``2 * n_ctx``)."""
 
     name: str
+    times: int = 1
+
+    def source(self) -> str:
+        return self.name if self.times == 1 else f"{self.times} * {self.name}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +34,7 @@ class NamedTensor:
 
 
 def _dims_source(dims) -> str:
-    return "[" + ", ".join(d.name if isinstance(d, NamedValue) else str(d) for d in dims) + "]"
+    return "[" + ", ".join(d.source() if isinstance(d, NamedValue) else str(d) for d in dims) + "]"
 
 
 def _tensor_source(t: NamedTensor) -> str:
@@ -50,7 +55,7 @@ def _tensor_source(t: NamedTensor) -> str:
 
 def _named_source(guess) -> tuple[str, bool] | None:
     if isinstance(guess, NamedValue):
-        return guess.name, False
+        return guess.source(), False
     if isinstance(guess, NamedTensor):
         return _tensor_source(guess), False
     if isinstance(guess, SeqGuess) and any(isinstance(g, NamedTensor) for g in guess.items):

@@ -9,7 +9,8 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    (not those whose name says structure: kernel, stride, heads, layers, ...), each dimension of
    each tensor input, integer forward arguments. Slots are grouped (the batch dimensions
    together, or, where that fails, those of all inputs but one or two: an input can be one
-   per batch; then equal values together) and each group is doubled in one trial run; a group
+   per batch; then equal values together; two groups that fail alone, one of twice the other's
+   value, together) and each group is doubled in one trial run; a group
    that still runs is a *knob*, one that fails is split by role (spatial, sequence, the rest)
    and those parts tried. A program whose own ``get_inputs()``/``get_init_inputs()`` read
    module-level integer constants keeps them: those constants are its knobs. Each trial is
@@ -373,8 +374,18 @@ class Sizer:
                 kept = tuple(s for s in slots if s.role == "batch" and s.value == group[0].value and s not in group)
         if not batch:
             slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
+        stuck: list[tuple[Slot, ...]] = []
         for group in _value_groups([s for s in slots if s not in batch and s not in kept]):
-            knobs += self._knobs_of(group, base)
+            found = self._knobs_of(group, base)
+            knobs += found
+            if not found:
+                stuck.append(group)
+        # Sizes tied by a ratio (an input twice as long as a context a stride-2 convolution
+        # halves it to: whisper's mel frames and `n_ctx`) run only doubled together.
+        for group in stuck:
+            twice = next((g for g in stuck if g[0].value == 2 * group[0].value), None)
+            if twice is not None and self.trials < self.targets.max_trials // 2:
+                knobs += self._knobs_of(group + twice, base)
         return knobs
 
     def _trial(self, slots: tuple[Slot, ...], base: Work, factor: int = 2) -> Work | None:
@@ -464,7 +475,9 @@ class Sizer:
         assignment: dict[Slot, Any] = {}
         for knob in knobs:
             for s in knob.slots:
-                assignment[s] = NamedValue(knob.name)
+                # a size tied to the knob's by a whole ratio is written as that multiple of it
+                tied = s.value > knob.base and s.value % knob.base == 0
+                assignment[s] = NamedValue(knob.name, s.value // knob.base if tied else 1)
         symbolic = self._symbolic(assignment)
         text = self.probe.emit(self.initial, symbolic, render_named, force=_sides(knobs))
         return insert_constants(text, {k.name: k.base for k in knobs})
