@@ -586,7 +586,7 @@ impl Repo {
             == 1;
         let mut out = Vec::new();
         for (fi, f) in self.files.iter().enumerate() {
-            for site in f.calls.iter().filter(|c| c.callee == name) {
+            for site in f.calls.iter().filter(|c| c.callee == name && !c.param) {
                 let builds = if site.bare {
                     match self.lookup(fi, site.stmt, name, false) {
                         Found::Def { file, stmt, .. } => (file, stmt) == class,
@@ -609,6 +609,42 @@ impl Repo {
             }
         }
         out
+    }
+
+    /// The repository class the call `site` of file `fi` builds: the one its bare name resolves
+    /// to, or for `x.Name(...)` the only class of the repository named so (when `x` is not a
+    /// package import), as [`Repo::call_sites`] tells them.
+    pub(crate) fn built_class(&self, fi: usize, site: &CallSite) -> Option<(usize, usize)> {
+        if site.param {
+            return None;
+        }
+        if site.bare {
+            return match self.lookup(fi, site.stmt, &site.callee, false) {
+                Found::Def { file, stmt, .. } => {
+                    self.class_at(file, stmt).is_some().then_some((file, stmt))
+                }
+                Found::Itself => self
+                    .class_at(fi, site.stmt)
+                    .is_some()
+                    .then_some((fi, site.stmt)),
+                _ => None,
+            };
+        }
+        let mut named = self.files.iter().enumerate().flat_map(|(f, file)| {
+            file.stmts
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(&s.kind, StmtKind::Class(c) if c.name == site.callee))
+                .map(move |(s, _)| (f, s))
+        });
+        let class = named.next()?;
+        let external = site.receiver.as_deref().is_some_and(|r| {
+            matches!(
+                self.lookup(fi, site.stmt, r, false),
+                Found::External { .. } | Found::NotAllowed(_) | Found::Builtin
+            )
+        });
+        (named.next().is_none() && !external).then_some(class)
     }
 
     /// Resolves a dotted base-class name as seen from statement `stmt` of `file`, following
