@@ -77,9 +77,10 @@ fn an_argument_that_cannot_be_folded_is_guessed_with_the_reason() {
     );
 }
 
-/// A class no call site passes keeps its guesses; `Stage(..., downsample=None)` and the calls of
-/// `norm_layer` (a torch class at every site) build no repository class; a class-valued
-/// parameter's call is no call site of a class of the same name.
+/// A class no call site passes keeps its guesses: `Stage(..., downsample=None)` and the calls of
+/// `norm_layer` (a torch class at every site) build no repository class, and `Spare((2, 2),
+/// dim)` in `Tower.__init__(self, Spare, dim=8)` calls the parameter, not the class of that
+/// name.
 #[test]
 fn a_class_no_call_site_passes_keeps_its_guesses() {
     let rows = stagenet();

@@ -83,3 +83,14 @@ class Stage(nn.Module):
         if self.downsample is not None:
             x = self.downsample(x)
         return x
+
+
+class Tower(nn.Module):
+    """Builds the layer class it is given, under a capitalized parameter name."""
+
+    def __init__(self, Spare, dim=8):
+        super().__init__()
+        self.layer = Spare((2, 2), dim)
+
+    def forward(self, x):
+        return self.layer(x)
