@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use crate::builtins::is_builtin;
 use crate::calls::CallSite;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
-use crate::index::{ClassInfo, FileIndex, Method, Stmt, StmtKind, module_components};
+use crate::index::{ClassInfo, FileIndex, Method, Param, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
 
 /// How deep import chains and base-class chains are followed.
@@ -717,6 +717,14 @@ impl Repo {
     /// The name of the class defined by statement `stmt` of `file`, when it defines one.
     pub(crate) fn class_name_at(&self, file: usize, stmt: usize) -> Option<&str> {
         self.class_at(file, stmt).map(|c| c.name.as_str())
+    }
+
+    /// The parameters of the `__init__` the class at (`file`, `stmt`) defines itself.
+    pub(crate) fn own_init_params(&self, file: usize, stmt: usize) -> Option<&[Param]> {
+        self.class_at(file, stmt)?
+            .init
+            .as_ref()
+            .map(|m| m.params.as_slice())
     }
 
     fn class_at(&self, file: usize, stmt: usize) -> Option<&ClassInfo> {

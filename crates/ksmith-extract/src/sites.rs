@@ -3,7 +3,8 @@
 //! build, arguments that pass on a parameter of the enclosing class's `__init__` given the
 //! value that class is built with (up to [`PASS_DEPTH`] classes up), and the calls of a
 //! class-valued parameter (`downsample(input_resolution, dim=dim)` in `BasicLayer.__init__`)
-//! that a call site binds to the class (`BasicLayer(..., downsample=PatchMerging)`).
+//! that a call site binds to the class (`BasicLayer(..., downsample=PatchMerging)`) or whose
+//! default it is (`def __init__(self, ..., block_fn=Block)`).
 
 use crate::calls::{CallSite, Ctor};
 use crate::closure::NodeId;
@@ -57,6 +58,7 @@ fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSit
         .collect();
     if depth > 0 {
         out.extend(class_param_sites(repo, node, depth));
+        out.extend(default_param_sites(repo, node, depth));
     }
     out
 }
@@ -166,6 +168,51 @@ fn bound_calls(
             (repo.files[built.0].path.clone(), site)
         })
         .collect()
+}
+
+/// The calls of a class-valued parameter whose default is the class at `node` (`block_fn(dim=
+/// embed_dim)` in `VisionTransformer.__init__(self, ..., block_fn=Block)`): each builds the
+/// class whenever the enclosing class is built without that parameter, so its arguments that
+/// pass on the enclosing class's parameters take the values of the best call site of that class
+/// that does not set it (resolved `depth - 1` classes up).
+fn default_param_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSite)> {
+    let Some(name) = repo.class_name_at(node.0, node.1) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (fi, file) in repo.files.iter().enumerate() {
+        for inner in file.calls.iter().filter(|c| c.param) {
+            let class = (fi, inner.stmt);
+            let defaulted = repo.own_init_params(fi, inner.stmt).is_some_and(|params| {
+                params.iter().any(|p| {
+                    p.name == inner.callee && p.default.as_deref().map(str::trim) == Some(name)
+                })
+            });
+            if !defaulted || class == node || !passes_class(repo, fi, inner.stmt, name, node) {
+                continue;
+            }
+            let Some(class_name) = repo.class_name_at(fi, inner.stmt) else {
+                continue;
+            };
+            let param = inner.callee.as_str();
+            let mut site = with_ctors(repo, fi, inner);
+            site.through = Some(format!("{param}={name}, a default of {class_name}"));
+            if passes_unknown(&site) {
+                let up: Vec<(String, CallSite)> = resolved_sites(repo, class, depth - 1)
+                    .into_iter()
+                    .filter(|(_, s)| !binds(repo, class, s, param))
+                    .collect();
+                fill_passed(repo, fi, &mut site, best(&up));
+            }
+            out.push((file.path.clone(), site));
+        }
+    }
+    out
+}
+
+/// Whether `site`, a call building the class at `class`, sets its parameter `param`.
+fn binds(repo: &Repo, class: NodeId, site: &CallSite, param: &str) -> bool {
+    (0..site.args.len()).any(|i| bound_param(repo, class, site, i).as_deref() == Some(param))
 }
 
 /// Whether the name `class`, read by statement `stmt` of file `fi`, is the class at `node`.

@@ -26,8 +26,8 @@ fn a_class_passed_for_a_parameter_the_constructor_calls_takes_that_call_sites_ar
     assert_eq!(
         row(&rows, "Merge").arg_sources,
         vec![
-            "input_resolution=(8, 8): call models/layers.py:76 via downsample= of Stage at models/tiny.py:7 (input_resolution of Stage: call models/tiny.py:7)",
-            "dim=48: call models/layers.py:76 via downsample= of Stage at models/tiny.py:7 (dim of Stage: call models/tiny.py:7)",
+            "input_resolution=(8, 8): call models/layers.py:77 via downsample= of Stage at models/tiny.py:9 (input_resolution of Stage: call models/tiny.py:9)",
+            "dim=48: call models/layers.py:77 via downsample= of Stage at models/tiny.py:9 (dim of Stage: call models/tiny.py:9)",
         ]
     );
     let p = ok_program(&rows, "Merge");
@@ -46,8 +46,8 @@ fn a_class_in_a_conditional_expression_is_built_with_the_call_sites_arguments() 
     assert_eq!(
         row(&rows, "Shrink").arg_sources,
         vec![
-            "input_resolution=(16, 16): call models/layers.py:76 via downsample= of Stage at models/net.py:31 (input_resolution of Stage: call models/net.py:31 (`(size, size // 2**i)`))",
-            "dim=32: call models/layers.py:76 via downsample= of Stage at models/net.py:31 (dim of Stage: call models/net.py:31 (`int(embed_dim * 2**i)`))",
+            "input_resolution=(16, 16): call models/layers.py:77 via downsample= of Stage at models/net.py:31 (input_resolution of Stage: call models/net.py:31 (`(size, size // 2**i)`))",
+            "dim=32: call models/layers.py:77 via downsample= of Stage at models/net.py:31 (dim of Stage: call models/net.py:31 (`int(embed_dim * 2**i)`))",
         ]
     );
     let p = ok_program(&rows, "Shrink");
@@ -66,8 +66,8 @@ fn an_argument_that_cannot_be_folded_is_guessed_with_the_reason() {
     assert_eq!(
         row(&rows, "Fold").arg_sources,
         vec![
-            "input_resolution=4: guess (`input_resolution` is not constant at call models/layers.py:76 via downsample= of Stage at models/net.py:55)",
-            "dim=32: call models/layers.py:76 via downsample= of Stage at models/net.py:55 (dim of Stage: call models/net.py:55 (default of embed_dim))",
+            "input_resolution=4: guess (`input_resolution` is not constant at call models/layers.py:77 via downsample= of Stage at models/net.py:55)",
+            "dim=32: call models/layers.py:77 via downsample= of Stage at models/net.py:55 (dim of Stage: call models/net.py:55 (default of embed_dim))",
         ]
     );
     let p = ok_program(&rows, "Fold");
@@ -91,6 +91,25 @@ fn a_class_no_call_site_passes_keeps_its_guesses() {
     let p = ok_program(&rows, "Spare");
     assert!(
         p.ends_with("def get_init_inputs():\n    return [4, 4]\n"),
+        "{p}"
+    );
+}
+
+/// `Mixer.__init__(self, dim, norm=Norm)` calls `norm(dim)`: `Norm` is built there whenever a
+/// `Mixer` is built without `norm`, so its `dim` comes from `Mixer(40)`, not from `Mixer(56,
+/// norm=nn.LayerNorm)` (the first call in the file), which builds torch's norm instead.
+#[test]
+fn a_class_that_is_a_parameters_default_takes_the_arguments_of_a_call_without_it() {
+    let rows = stagenet();
+    assert_eq!(
+        row(&rows, "Norm").arg_sources,
+        vec![
+            "dim=40: call models/layers.py:117 via norm=Norm, a default of Mixer (dim of Mixer: call models/tiny.py:21)"
+        ]
+    );
+    let p = ok_program(&rows, "Norm");
+    assert!(
+        p.ends_with("def get_init_inputs():\n    return [40]\n"),
         "{p}"
     );
 }

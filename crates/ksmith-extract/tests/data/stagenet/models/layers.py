@@ -1,6 +1,7 @@
 """Layers of a small hierarchical vision model: stages that end in an optional downsampling
 layer, given to them as a class and built in their constructor."""
 
+import torch
 import torch.nn as nn
 
 
@@ -94,3 +95,27 @@ class Tower(nn.Module):
 
     def forward(self, x):
         return self.layer(x)
+
+
+class Norm(nn.Module):
+    """Scales each token to a unit mean square."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.scale
+
+
+class Mixer(nn.Module):
+    """A token-wise layer normalised by its `norm` class, `Norm` unless it is given another."""
+
+    def __init__(self, dim, norm=Norm):
+        super().__init__()
+        self.norm = norm(dim)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(self.norm(x))

@@ -1,6 +1,8 @@
 """A one-stage model, every argument written out."""
 
-from models.layers import Merge, Stage
+import torch.nn as nn
+
+from models.layers import Merge, Mixer, Stage
 
 
 def tiny_stage():
@@ -9,3 +11,11 @@ def tiny_stage():
 
 def plain_stage():
     return Stage(48, (8, 8), 1, downsample=None)
+
+
+def layer_norm_mixer():
+    return Mixer(56, norm=nn.LayerNorm)
+
+
+def mixer():
+    return Mixer(40)
