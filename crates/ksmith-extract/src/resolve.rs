@@ -2,13 +2,14 @@
 //! relative, aliases, re-exports, star imports) and `nn.Module` detection.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::builtins::is_builtin;
 use crate::calls::CallSite;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
 use crate::index::{ClassInfo, FileIndex, Method, Param, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
+use crate::sites::ClassUses;
 
 /// How deep import chains and base-class chains are followed.
 const MAX_HOPS: u32 = 24;
@@ -180,6 +181,7 @@ pub(crate) struct Repo {
     /// repository's own files.
     pub(crate) labels: Vec<Option<String>>,
     module_memo: Mutex<HashMap<(usize, usize), bool>>,
+    class_uses: OnceLock<ClassUses>,
 }
 
 /// Facts about a class needed to emit it.
@@ -235,6 +237,7 @@ impl Repo {
             allowed,
             labels,
             module_memo: Mutex::new(HashMap::new()),
+            class_uses: OnceLock::new(),
         }
     }
 
@@ -717,6 +720,11 @@ impl Repo {
     /// The name of the class defined by statement `stmt` of `file`, when it defines one.
     pub(crate) fn class_name_at(&self, file: usize, stmt: usize) -> Option<&str> {
         self.class_at(file, stmt).map(|c| c.name.as_str())
+    }
+
+    /// Where the repository uses classes as values (see [`ClassUses`]), indexed on first use.
+    pub(crate) fn class_uses(&self) -> &ClassUses {
+        self.class_uses.get_or_init(|| ClassUses::build(self))
     }
 
     /// The parameters of the `__init__` the class at (`file`, `stmt`) defines itself.

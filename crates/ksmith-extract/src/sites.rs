@@ -6,11 +6,55 @@
 //! that a call site binds to the class (`BasicLayer(..., downsample=PatchMerging)`) or whose
 //! default it is (`def __init__(self, ..., block_fn=Block)`).
 
+use std::collections::HashMap;
+
 use crate::calls::{CallSite, Ctor};
 use crate::closure::NodeId;
 use crate::guess;
 use crate::index::ParamKind;
 use crate::resolve::{Found, Repo};
+
+/// Where a repository uses classes as values, by class name (the bare name as the using file
+/// writes it), so that finding a class's calls through class-valued parameters reads only
+/// the places that name it.
+#[derive(Debug, Default)]
+pub(crate) struct ClassUses {
+    /// Each argument that passes the class uncalled: (file, call, argument) indexes.
+    passed: HashMap<String, Vec<(usize, usize, usize)>>,
+    /// Each call of an `__init__` parameter whose default names the class: (file, call).
+    defaulted: HashMap<String, Vec<(usize, usize)>>,
+}
+
+impl ClassUses {
+    /// The uses of every file of `repo`.
+    pub(crate) fn build(repo: &Repo) -> ClassUses {
+        let mut uses = ClassUses::default();
+        for (fi, file) in repo.files.iter().enumerate() {
+            for (ci, call) in file.calls.iter().enumerate() {
+                if call.param {
+                    let default = repo
+                        .own_init_params(fi, call.stmt)
+                        .and_then(|ps| ps.iter().find(|p| p.name == call.callee))
+                        .and_then(|p| p.default.as_deref());
+                    if let Some(default) = default {
+                        let name = default.trim().to_string();
+                        uses.defaulted.entry(name).or_default().push((fi, ci));
+                    }
+                    continue;
+                }
+                for (ai, arg) in call.args.iter().enumerate() {
+                    for name in &arg.classes {
+                        uses.passed
+                            .entry(name.clone())
+                            .or_default()
+                            .push((fi, ci, ai));
+                    }
+                }
+            }
+        }
+        uses
+    }
+}
 
 /// The calls that build the class at `node`, with their paths, resolved (see the module's
 /// documentation).
@@ -114,15 +158,10 @@ fn class_param_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, Call
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (ofi, file) in repo.files.iter().enumerate() {
-        for outer in file.calls.iter().filter(|c| !c.param) {
-            for (arg_at, arg) in outer.args.iter().enumerate() {
-                if arg.classes.iter().any(|c| c == name)
-                    && passes_class(repo, ofi, outer.stmt, name, node)
-                {
-                    out.extend(bound_calls(repo, ofi, outer, arg_at, depth));
-                }
-            }
+    for &(ofi, ci, arg_at) in repo.class_uses().passed.get(name).into_iter().flatten() {
+        let outer = &repo.files[ofi].calls[ci];
+        if passes_class(repo, ofi, outer.stmt, name, node) {
+            out.extend(bound_calls(repo, ofi, outer, arg_at, depth));
         }
     }
     out
@@ -180,32 +219,26 @@ fn default_param_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, Ca
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (fi, file) in repo.files.iter().enumerate() {
-        for inner in file.calls.iter().filter(|c| c.param) {
-            let class = (fi, inner.stmt);
-            let defaulted = repo.own_init_params(fi, inner.stmt).is_some_and(|params| {
-                params.iter().any(|p| {
-                    p.name == inner.callee && p.default.as_deref().map(str::trim) == Some(name)
-                })
-            });
-            if !defaulted || class == node || !passes_class(repo, fi, inner.stmt, name, node) {
-                continue;
-            }
-            let Some(class_name) = repo.class_name_at(fi, inner.stmt) else {
-                continue;
-            };
-            let param = inner.callee.as_str();
-            let mut site = with_ctors(repo, fi, inner);
-            site.through = Some(format!("{param}={name}, a default of {class_name}"));
-            if passes_unknown(&site) {
-                let up: Vec<(String, CallSite)> = resolved_sites(repo, class, depth - 1)
-                    .into_iter()
-                    .filter(|(_, s)| !binds(repo, class, s, param))
-                    .collect();
-                fill_passed(repo, fi, &mut site, best(&up));
-            }
-            out.push((file.path.clone(), site));
+    for &(fi, ci) in repo.class_uses().defaulted.get(name).into_iter().flatten() {
+        let inner = &repo.files[fi].calls[ci];
+        let class = (fi, inner.stmt);
+        if class == node || !passes_class(repo, fi, inner.stmt, name, node) {
+            continue;
         }
+        let Some(class_name) = repo.class_name_at(fi, inner.stmt) else {
+            continue;
+        };
+        let param = inner.callee.as_str();
+        let mut site = with_ctors(repo, fi, inner);
+        site.through = Some(format!("{param}={name}, a default of {class_name}"));
+        if passes_unknown(&site) {
+            let up: Vec<(String, CallSite)> = resolved_sites(repo, class, depth - 1)
+                .into_iter()
+                .filter(|(_, s)| !binds(repo, class, s, param))
+                .collect();
+            fill_passed(repo, fi, &mut site, best(&up));
+        }
+        out.push((repo.files[fi].path.clone(), site));
     }
     out
 }
