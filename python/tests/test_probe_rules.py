@@ -158,6 +158,30 @@ def test_layer_norm_normalized_shape():
     assert s is not None and s[1][0].guess.shape[-1] == 10
 
 
+def test_layer_norm_over_concatenated_parts_sizes_the_parts():
+    """Swin's PatchMerging concatenates four neighbours, then normalises `4 * dim` channels: the
+    input needs `dim`, the norm's size over the number of parts, not the norm's size."""
+    ln = nn.LayerNorm(4 * 96)
+
+    def merge(x):
+        return ln(torch.cat([x[:, 0::4], x[:, 1::4], x[:, 2::4], x[:, 3::4]], -1))
+
+    s = repaired_by_search(merge, fwd_state((4, 16, 4)))
+    assert s is not None and s[1][0].guess.shape == (4, 16, 96)
+
+
+def test_matmul_over_concatenated_parts_sizes_the_parts():
+    """Swin V2's PatchMerging concatenates four neighbours, then reduces `4 * dim` channels with
+    a linear layer before its norm."""
+    lin = nn.Linear(4 * 96, 2 * 96)
+
+    def merge(x):
+        return lin(torch.cat([x[:, 0::4], x[:, 1::4], x[:, 2::4], x[:, 3::4]], -1))
+
+    s = repaired_by_search(merge, fwd_state((4, 16, 4)))
+    assert s is not None and s[1][0].guess.shape == (4, 16, 96)
+
+
 def test_batchnorm_channels():
     bn = nn.BatchNorm1d(6)
     s = repaired_by_search(bn, fwd_state((4, 4)))

@@ -6,6 +6,12 @@
 //! later), a name the function or the file binds once to a constant, a loop variable over
 //! `range(...)` at its first iteration, and arithmetic over those (`int(embed_dim * 2 **
 //! i_layer)`, `num_heads[i_layer]`). Extract prefers these arguments to guesses (`guess`).
+//!
+//! A call of one of its own parameters in an `__init__` (`self.downsample =
+//! downsample(input_resolution, dim=dim)` in `BasicLayer.__init__(self, ..., downsample=None)`)
+//! is kept too: it builds whatever class a call site of the enclosing class passes for that
+//! parameter (`BasicLayer(..., downsample=PatchMerging if i < n - 1 else None)`), which every
+//! argument records in [`CallArg::classes`].
 
 use std::collections::HashMap;
 
@@ -33,6 +39,12 @@ pub(crate) struct CallArg {
     /// embedding_dim=prompt_embed_dim)`) whose arguments are all known: that call, with its
     /// arguments folded like the site's own (`value` is then its source with the folded values).
     pub(crate) ctor: Option<Ctor>,
+    /// The classes it passes uncalled, as bare names the calling file binds
+    /// (`downsample=PatchMerging`, `PatchMerging if last else None`): a class-valued parameter
+    /// the callee's `__init__` may call.
+    pub(crate) classes: Vec<String>,
+    /// Its expression on one line (at most 60 characters), for a guess to say what it replaces.
+    pub(crate) expr: String,
 }
 
 impl CallArg {
@@ -115,10 +127,29 @@ pub(crate) struct CallSite {
     pub(crate) args: Vec<CallArg>,
     /// It passes `*args` or `**kwargs`: arguments after the known ones are unknown.
     pub(crate) open: bool,
+    /// The callee is a parameter of the enclosing `__init__` (`downsample(...)`), not a class:
+    /// it builds the class a call site of the enclosing class passes for that parameter.
+    pub(crate) param: bool,
+    /// For a call of a parameter, once extract has bound it to a class at a call site of the
+    /// enclosing class: that binding, as provenance reads it (`downsample= of BasicLayer at
+    /// :560`).
+    pub(crate) through: Option<String>,
+}
+
+impl CallSite {
+    /// Where the call is, as provenance reads it: `call path:line`, followed by `via
+    /// <through>` for a call of a class-valued parameter.
+    pub(crate) fn place(&self, path: &str) -> String {
+        match &self.through {
+            Some(through) => format!("call {path}:{} via {through}", self.line),
+            None => format!("call {path}:{}", self.line),
+        }
+    }
 }
 
 /// Every call in `top` (the file's top-level statements, in order) whose callee starts with an
-/// uppercase letter (a class, by Python's naming convention), at most `limit` of them.
+/// uppercase letter (a class, by Python's naming convention) or is a parameter of the enclosing
+/// `__init__`, at most `limit` of them.
 pub(crate) fn collect(top: &[Node<'_>], src: &str, limit: usize) -> Vec<CallSite> {
     let k = Kinds::get();
     let mut out = Vec::new();
@@ -377,7 +408,9 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<Ca
     } else {
         return None;
     };
-    if !callee.starts_with(|c: char| c.is_ascii_uppercase()) {
+    let param =
+        bare && scope.init_params.iter().any(|p| p == callee) && !scope.env.contains_key(callee);
+    if !param && !callee.starts_with(|c: char| c.is_ascii_uppercase()) {
         return None;
     }
     let list = call.child_by_field_id(k.f_arguments)?;
@@ -404,6 +437,8 @@ fn call_site(call: Node<'_>, src: &str, stmt: usize, scope: &Scope) -> Option<Ca
         line: call.start_position().row as u32 + 1,
         args,
         open,
+        param,
+        through: None,
     })
 }
 
@@ -477,6 +512,8 @@ fn arguments(list: Node<'_>, src: &str, scope: &Scope, depth: u32) -> (Vec<CallA
             via,
             passes,
             ctor,
+            classes: class_refs(value_node, src, env, 0),
+            expr: short(text(src, value_node)),
         });
     }
     (args, open)
@@ -504,6 +541,49 @@ fn constructor(node: Node<'_>, src: &str, scope: &Scope, depth: u32) -> Option<C
         args,
         class: None,
     })
+}
+
+/// The classes `node` passes uncalled: a capitalized bare name that is no constant, or such
+/// names among the branches of a conditional expression (`B if last else None`; only the branch
+/// taken when the condition is constant).
+fn class_refs(node: Node<'_>, src: &str, env: &Env, depth: u32) -> Vec<String> {
+    let k = Kinds::get();
+    if depth > 8 {
+        return Vec::new();
+    }
+    let named: Vec<Node<'_>> = {
+        let mut c = node.walk();
+        node.named_children(&mut c)
+            .filter(|n| n.kind_id() != k.comment)
+            .collect()
+    };
+    match node.kind() {
+        "identifier" => {
+            let name = text(src, node);
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) && !env.contains_key(name) {
+                vec![name.to_string()]
+            } else {
+                Vec::new()
+            }
+        }
+        "parenthesized_expression" if named.len() == 1 => class_refs(named[0], src, env, depth + 1),
+        "conditional_expression" if named.len() == 3 => {
+            match consts::eval(named[1], src, env).and_then(|v| v.truth()) {
+                Some(true) => class_refs(named[0], src, env, depth + 1),
+                Some(false) => class_refs(named[2], src, env, depth + 1),
+                None => {
+                    let mut out = class_refs(named[0], src, env, depth + 1);
+                    for name in class_refs(named[2], src, env, depth + 1) {
+                        if !out.contains(&name) {
+                            out.push(name);
+                        }
+                    }
+                    out
+                }
+            }
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// An expression's text on one line, at most 60 characters.

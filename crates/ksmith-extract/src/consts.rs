@@ -74,7 +74,7 @@ impl Value {
         }
     }
 
-    fn truth(&self) -> Option<bool> {
+    pub(crate) fn truth(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
             Value::Int(i) => Some(*i != 0),

@@ -15,7 +15,8 @@ use crate::emit;
 use crate::guess;
 use crate::index::{FileIndex, Limits, StmtKind};
 use crate::library::Library;
-use crate::resolve::{Found, ModuleMap, Repo};
+use crate::resolve::{ModuleMap, Repo};
+use crate::sites;
 
 /// Provenance of a repository, copied into every row.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -292,8 +293,8 @@ fn class_row(
             "no_forward".to_string(),
         );
     }
-    let sites = resolved_sites(repo, node, PASS_DEPTH);
-    let site = best_site(&sites);
+    let sites = sites::resolved(repo, node);
+    let site = sites::best(&sites);
     let mut init = guess::sited_init_args(&facts, site);
     if let Err(why) = &ctors {
         // The arguments that build classes are guessed instead, saying why.
@@ -304,7 +305,7 @@ fn class_row(
             .collect();
         let plain = site.map(|(path, s)| (path, without_ctors(s)));
         init = guess::sited_init_args(&facts, plain.as_ref().map(|(p, s)| (*p, s)));
-        for arg in init.iter_mut().filter(|a| a.source == "guess") {
+        for arg in init.iter_mut().filter(|a| a.guessed) {
             if let Some((_, value)) = built.iter().find(|(n, _)| *n == arg.name) {
                 arg.source = format!("guess ({value} not inlined: {why})");
             }
@@ -427,85 +428,6 @@ fn program_name(repo: &Repo, plan: &closure::Plan, entry: NodeId, ctor: &Ctor) -
         .get(&(file, name.to_string()))
         .cloned()
         .unwrap_or_else(|| name.to_string())
-}
-
-/// Resolves the class of a constructor call passed as an argument (and of those among its
-/// own arguments) as seen from statement `stmt` of file `fi`; false when one is not an
-/// `nn.Module` class of the repository.
-fn resolve_ctor(repo: &Repo, fi: usize, stmt: usize, ctor: &mut Ctor) -> bool {
-    let class = match repo.lookup(fi, stmt, &ctor.callee, false) {
-        Found::Def { file, stmt: s, .. } => (file, s),
-        Found::Itself => (fi, stmt),
-        _ => return false,
-    };
-    if !repo.is_nn_module(class.0, class.1) {
-        return false;
-    }
-    ctor.class = Some(class);
-    ctor.args.iter_mut().all(|a| {
-        a.ctor
-            .as_mut()
-            .is_none_or(|c| resolve_ctor(repo, fi, stmt, c))
-    })
-}
-
-/// How many enclosing classes up an argument passed on from an `__init__`'s parameter is
-/// followed (`Block(dim)` in `Stage.__init__(self, dim)`, `Stage(dim=96)` in `Net.__init__`).
-const PASS_DEPTH: u32 = 3;
-
-/// The repository's calls that build the class at `node`, with their paths; an argument that
-/// passes on a parameter of the enclosing class's `__init__` gets the value that class is built
-/// with (from its own call sites, `depth` classes up at most), where that value is not a guess.
-fn resolved_sites(repo: &Repo, node: NodeId, depth: u32) -> Vec<(String, CallSite)> {
-    repo.call_sites(node)
-        .into_iter()
-        .map(|(fi, site)| {
-            let mut site = site.clone();
-            for arg in &mut site.args {
-                if let Some(ctor) = arg.ctor.as_mut()
-                    && !resolve_ctor(repo, fi, site.stmt, ctor)
-                {
-                    arg.forget_ctor();
-                }
-            }
-            let enclosing = (fi, site.stmt);
-            if depth > 0
-                && enclosing != node
-                && site
-                    .args
-                    .iter()
-                    .any(|a| a.value.is_none() && a.passes.is_some())
-                && let Some(outer) = repo.class_name_at(fi, site.stmt)
-            {
-                let facts = repo.class_facts(fi, site.stmt);
-                let up = resolved_sites(repo, enclosing, depth - 1);
-                let known = guess::sited_init_args(&facts, best_site(&up));
-                for arg in site.args.iter_mut().filter(|a| a.value.is_none()) {
-                    let Some(p) = &arg.passes else { continue };
-                    if let Some(a) = known.iter().find(|a| &a.name == p && a.source != "guess") {
-                        arg.value = Some(a.value.clone());
-                        arg.via = Some(format!("{p} of {outer}: {}", a.source));
-                        arg.ctor = a.ctor.clone();
-                    }
-                }
-            }
-            (repo.files[fi].path.clone(), site)
-        })
-        .collect()
-}
-
-/// The call site whose arguments build the class: the one with the most known values, then
-/// one outside tests, then the first by (path, line).
-fn best_site(sites: &[(String, CallSite)]) -> Option<(&str, &CallSite)> {
-    sites
-        .iter()
-        .map(|(path, site)| (path.as_str(), site))
-        .filter(|(_, site)| site.args.iter().any(|a| a.value.is_some()))
-        .min_by_key(|(path, site)| {
-            let known = site.args.iter().filter(|a| a.value.is_some()).count();
-            let test = path.contains("test");
-            (std::cmp::Reverse(known), test, *path, site.line)
-        })
 }
 
 /// Gives every row an id, unique among `rows`.

@@ -56,10 +56,13 @@ pub(crate) struct InitArg {
     pub(crate) name: String,
     /// Its value as Python source.
     pub(crate) value: String,
-    /// `call path:line`, `call path:line (default of p)`, `default` or `guess`.
+    /// `call path:line`, `call path:line (default of p)`, `default`, `guess`, or `guess (why)`
+    /// when the call site passes an argument that is not constant.
     pub(crate) source: String,
     /// When the value is a constructor call of the repository's (`value` is its source).
     pub(crate) ctor: Option<Ctor>,
+    /// The value is a guess.
+    pub(crate) guessed: bool,
 }
 
 impl InitArg {
@@ -83,6 +86,7 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                 value,
                 source: "guess".to_string(),
                 ctor: None,
+                guessed: true,
             })
             .collect();
     };
@@ -91,9 +95,12 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
         .iter()
         .filter(|p| matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly))
         .collect();
-    // The site's value for each parameter.
+    // The site's value for each parameter, and where the site passes one that is not constant,
+    // why it is guessed.
     let mut known: Vec<Option<(String, String, Option<Ctor>)>> = vec![None; params.len()];
+    let mut unknown: Vec<Option<String>> = vec![None; params.len()];
     if let Some((path, site)) = site {
+        let place = site.place(path);
         let positional: Vec<usize> = params
             .iter()
             .enumerate()
@@ -109,12 +116,18 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                 }
                 Some(k) => params.iter().position(|p| &p.name == k),
             };
-            if let (Some(slot), Some(value)) = (slot, &arg.value) {
-                let from = match &arg.via {
-                    Some(via) => format!("call {path}:{} ({via})", site.line),
-                    None => format!("call {path}:{}", site.line),
-                };
-                known[slot] = Some((value.clone(), from, arg.ctor.clone()));
+            let Some(slot) = slot else { continue };
+            match &arg.value {
+                Some(value) => {
+                    let from = match &arg.via {
+                        Some(via) => format!("{place} ({via})"),
+                        None => place.clone(),
+                    };
+                    known[slot] = Some((value.clone(), from, arg.ctor.clone()));
+                }
+                None => {
+                    unknown[slot] = Some(format!("`{}` is not constant at {place}", arg.expr));
+                }
             }
         }
     }
@@ -137,16 +150,26 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
         let required = p.default.is_none();
         if required {
             let guess = guesses.next().unwrap_or_else(|| init_value(&p.name));
-            let (value, source, ctor) =
-                known[i]
-                    .clone()
-                    .unwrap_or((guess, "guess".to_string(), None));
-            out.push(InitArg {
-                name: p.name.clone(),
-                value,
-                source,
-                ctor,
-            });
+            let arg = match known[i].clone() {
+                Some((value, source, ctor)) => InitArg {
+                    name: p.name.clone(),
+                    value,
+                    source,
+                    ctor,
+                    guessed: false,
+                },
+                None => InitArg {
+                    name: p.name.clone(),
+                    value: guess,
+                    source: match &unknown[i] {
+                        Some(why) => format!("guess ({why})"),
+                        None => "guess".to_string(),
+                    },
+                    ctor: None,
+                    guessed: true,
+                },
+            };
+            out.push(arg);
             continue;
         }
         if p.kind != ParamKind::Positional || last_set.is_none_or(|last| i > last) {
@@ -158,12 +181,14 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
                 value: value.clone(),
                 source: source.clone(),
                 ctor: ctor.clone(),
+                guessed: false,
             }),
             (None, Some(default)) if is_literal_text(default) => out.push(InitArg {
                 name: p.name.clone(),
                 value: default.clone(),
                 source: "default".to_string(),
                 ctor: None,
+                guessed: false,
             }),
             // A default that is not a literal cannot be written in its place: stop here (the
             // parameters after it keep their defaults).

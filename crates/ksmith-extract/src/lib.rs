@@ -79,6 +79,7 @@ mod library;
 mod names;
 mod python_rules;
 mod resolve;
+mod sites;
 mod stage;
 mod syntax;
 

@@ -2,13 +2,14 @@
 //! relative, aliases, re-exports, star imports) and `nn.Module` detection.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::builtins::is_builtin;
 use crate::calls::CallSite;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
-use crate::index::{ClassInfo, FileIndex, Method, Stmt, StmtKind, module_components};
+use crate::index::{ClassInfo, FileIndex, Method, Param, Stmt, StmtKind, module_components};
 use crate::names::{Guard, NestedImport};
+use crate::sites::ClassUses;
 
 /// How deep import chains and base-class chains are followed.
 const MAX_HOPS: u32 = 24;
@@ -180,6 +181,7 @@ pub(crate) struct Repo {
     /// repository's own files.
     pub(crate) labels: Vec<Option<String>>,
     module_memo: Mutex<HashMap<(usize, usize), bool>>,
+    class_uses: OnceLock<ClassUses>,
 }
 
 /// Facts about a class needed to emit it.
@@ -235,6 +237,7 @@ impl Repo {
             allowed,
             labels,
             module_memo: Mutex::new(HashMap::new()),
+            class_uses: OnceLock::new(),
         }
     }
 
@@ -586,7 +589,7 @@ impl Repo {
             == 1;
         let mut out = Vec::new();
         for (fi, f) in self.files.iter().enumerate() {
-            for site in f.calls.iter().filter(|c| c.callee == name) {
+            for site in f.calls.iter().filter(|c| c.callee == name && !c.param) {
                 let builds = if site.bare {
                     match self.lookup(fi, site.stmt, name, false) {
                         Found::Def { file, stmt, .. } => (file, stmt) == class,
@@ -609,6 +612,42 @@ impl Repo {
             }
         }
         out
+    }
+
+    /// The repository class the call `site` of file `fi` builds: the one its bare name resolves
+    /// to, or for `x.Name(...)` the only class of the repository named so (when `x` is not a
+    /// package import), as [`Repo::call_sites`] tells them.
+    pub(crate) fn built_class(&self, fi: usize, site: &CallSite) -> Option<(usize, usize)> {
+        if site.param {
+            return None;
+        }
+        if site.bare {
+            return match self.lookup(fi, site.stmt, &site.callee, false) {
+                Found::Def { file, stmt, .. } => {
+                    self.class_at(file, stmt).is_some().then_some((file, stmt))
+                }
+                Found::Itself => self
+                    .class_at(fi, site.stmt)
+                    .is_some()
+                    .then_some((fi, site.stmt)),
+                _ => None,
+            };
+        }
+        let mut named = self.files.iter().enumerate().flat_map(|(f, file)| {
+            file.stmts
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(&s.kind, StmtKind::Class(c) if c.name == site.callee))
+                .map(move |(s, _)| (f, s))
+        });
+        let class = named.next()?;
+        let external = site.receiver.as_deref().is_some_and(|r| {
+            matches!(
+                self.lookup(fi, site.stmt, r, false),
+                Found::External { .. } | Found::NotAllowed(_) | Found::Builtin
+            )
+        });
+        (named.next().is_none() && !external).then_some(class)
     }
 
     /// Resolves a dotted base-class name as seen from statement `stmt` of `file`, following
@@ -681,6 +720,19 @@ impl Repo {
     /// The name of the class defined by statement `stmt` of `file`, when it defines one.
     pub(crate) fn class_name_at(&self, file: usize, stmt: usize) -> Option<&str> {
         self.class_at(file, stmt).map(|c| c.name.as_str())
+    }
+
+    /// Where the repository uses classes as values (see [`ClassUses`]), indexed on first use.
+    pub(crate) fn class_uses(&self) -> &ClassUses {
+        self.class_uses.get_or_init(|| ClassUses::build(self))
+    }
+
+    /// The parameters of the `__init__` the class at (`file`, `stmt`) defines itself.
+    pub(crate) fn own_init_params(&self, file: usize, stmt: usize) -> Option<&[Param]> {
+        self.class_at(file, stmt)?
+            .init
+            .as_ref()
+            .map(|m| m.params.as_slice())
     }
 
     fn class_at(&self, file: usize, stmt: usize) -> Option<&ClassInfo> {

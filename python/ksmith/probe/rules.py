@@ -233,10 +233,26 @@ def _too_many_positional(m: re.Match, f: Failure, s: State) -> list[Fix]:
 def _matmul(m: re.Match, f: Failure, s: State) -> list[Fix]:
     a, b, c, d = (int(x) for x in m.groups())
     why = f"matmul {a}x{b} @ {c}x{d}"
-    fixes = _channels_first(s, f, a, b, c, why) + _set_dim(s, f, -1, b, c, why)
+    fixes = _channels_first(s, f, a, b, c, why) + _set_dim(s, f, -1, b, c, why) + _parts(s, f, b, c, why)
     # The input may feed the matmul only after other ops: fix the layer size instead.
     for i in _int_init_indices(s, f, lambda v: v == c):
         fixes.append(_set_init(s, i, ValueGuess(b), why))
+    return fixes
+
+
+def _parts(s: State, f: Failure, got: int, want: int, why: str) -> list[Fix]:
+    """Inputs whose last dimension reaches an op ``r`` times over (Swin's PatchMerging
+    concatenates four neighbours before ``norm(4 * dim)`` and ``Linear(4 * dim, ...)``): the op
+    got ``got``, ``r`` times the input's size, and wants ``want``, so the input takes
+    ``want / r``."""
+    fixes = []
+    for i in _tensor_indices(s, f, lambda g: g.rank > 0 and g.shape[-1] not in (0, got)):
+        g = s[1][i].guess
+        r, rest = divmod(got, g.shape[-1])
+        if r > 1 and rest == 0 and want % r == 0:
+            fix = _reshape(s, i, g.shape[:-1] + (want // r,), f"{why}, over {r} parts")
+            if fix:
+                fixes.append(fix)
     return fixes
 
 
@@ -508,7 +524,8 @@ def _batch_mismatch(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 def _normalized_shape(m: re.Match, f: Failure, s: State) -> list[Fix]:
     want = _ints(m.group(1))
-    fixes = []
+    got = _ints(m.group(2)) if m.group(2) else []
+    fixes = _parts(s, f, got[-1], want[0], f"normalized shape {want}") if len(want) == 1 and got else []
     for i in _tensor_indices(s, f):
         g = s[1][i].guess
         base = list(g.shape[: max(g.rank - len(want), 0)]) or [4]
@@ -1214,7 +1231,13 @@ RULES: list[tuple[re.Pattern, Rule]] = [
     (re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)"), _index_out_of_bounds),
     (re.compile(r"index out of range in self"), _index_out_of_range_in_self),
     (re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"), _batch_mismatch),
-    (re.compile(r"normalized_shape=\[([\d, ]*)\], expected input with shape \[\*, [^\]]*\]"), _normalized_shape),
+    (
+        re.compile(
+            r"normalized_shape=\[([\d, ]*)\], expected input with shape \[\*, [^\]]*\]"
+            r"(?:, but got input of size\s*\[([\d, ]*)\])?"
+        ),
+        _normalized_shape,
+    ),
     (re.compile(r"running_mean should contain (\d+) elements not (\d+)"), _running_mean),
     (re.compile(r"[Ee]xpected (?:input|weight) .*?(\d+) channels.*?got (\d+)"), _channel_count),
     (re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)"), _last_dim),

@@ -108,8 +108,12 @@ pub struct ModuleRow {
     pub stars: Option<i64>,
     /// Where each argument of `get_init_inputs()` came from, in order: `name=value: call
     /// path:line` (a call in the repository that builds the class, `(default of p)` when the
-    /// value is the default of the enclosing function's parameter `p`), `name=value: default`
-    /// (an optional parameter's own default, filling a gap) or `name=value: guess`.
+    /// value is the default of the enclosing function's parameter `p`; `call path:line via
+    /// p= of A at :line` when that call is `A.__init__` calling its parameter `p`, which a call
+    /// site of `A` at that line binds to the class, `via p=B, a default of A` when the class is
+    /// that parameter's default), `name=value: default` (an optional
+    /// parameter's own default, filling a gap), `name=value: guess`, or `name=value: guess
+    /// (why)` when the call passes an argument that is not constant.
     #[serde(default)]
     pub arg_sources: Vec<String>,
 }

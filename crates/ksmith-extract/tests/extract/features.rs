@@ -836,7 +836,7 @@ fn constructor_arguments_come_from_the_repositorys_call_sites() {
 /// Call-site arguments given as expressions are evaluated: a module constant, a local constant, a
 /// loop variable over `range` (its first iteration) indexing a parameter's list default, and
 /// arithmetic over them; a caller's parameter whose default is `None` is unknown (the caller
-/// resolves it later), so the callee's argument is guessed.
+/// resolves it later), so the callee's argument is guessed, saying what it stands for.
 #[test]
 fn call_site_expressions_and_constants_are_evaluated() {
     let rows = extract(&[(
@@ -867,7 +867,7 @@ fn call_site_expressions_and_constants_are_evaluated() {
         row(&rows, "Head").arg_sources,
         vec![
             "dim=768: call net.py:39 (`embed_dim * 8`)",
-            "dim_out=4: guess"
+            "dim_out=4: guess (`dim_out` is not constant at call net.py:39)"
         ]
     );
 }

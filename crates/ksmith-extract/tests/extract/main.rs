@@ -1,5 +1,6 @@
 //! The integration tests of ksmith-extract, in one test binary (one link per crate).
 
+mod class_params;
 mod common;
 mod corpus;
 mod features;

@@ -91,7 +91,7 @@ fn an_argument_class_that_cannot_be_inlined_is_guessed_with_the_reason() {
         vec![
             "dim=8: call wrapper.py:16",
             "inner=4: guess (Heavy(dim=8) not inlined: import_not_allowed: fancy_kernels)",
-            "act=torch.nn.ReLU(): guess",
+            "act=torch.nn.ReLU(): guess (`GELU()` is not constant at call wrapper.py:16)",
         ]
     );
     let p = w.program.as_deref().unwrap();

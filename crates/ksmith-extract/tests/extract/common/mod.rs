@@ -75,6 +75,18 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) {
     }
 }
 
+/// The Python files of one repository of the crate's test data (`tests/data/<name>`), paths
+/// relative to it.
+pub fn test_data_files(name: &str) -> Vec<SourceFile> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let mut files = Vec::new();
+    collect(&root, &root, &mut files);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
+}
+
 /// The Python files of one sample repository, paths relative to it.
 pub fn corpus_files(repo: &str) -> Vec<SourceFile> {
     let root = corpus().join(repo);
