@@ -164,7 +164,8 @@ def test_a_paused_child_is_stopped_and_its_time_limit_waits_for_it(evaluator):
         assert isinstance(child.receive(60), messages.BuildDone)
         assert isinstance(child.receive(60), messages.ReadyToTime)
         child.pause()
-        # a signal is delivered asynchronously: pause returns once every thread is stopped
+        # a signal is delivered asynchronously: settle returns once every thread is stopped
+        child.settle(time.monotonic() + 5.0)
         states = [_state_of(f"/proc/{child.pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{child.pid}/task")]
         assert set(states) == {"T"}, states
         child.command("go 0")

@@ -4,7 +4,9 @@ what the worker gets when the probe cannot run (the gate then waits for starts i
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -60,14 +62,42 @@ def test_busy_past_the_bound():
     assert 0.2 <= time.monotonic() - t0 < 2.0
 
 
-def test_a_probe_that_cannot_start_says_why_and_answers_busy():
+def test_a_probe_that_cannot_start_says_why_and_is_not_retried_at_once(monkeypatch):
     # no GPU here: the probe process fails to start CUDA; the gate must then wait for starts
+    # (not available) and not start a new interpreter for every timing
     env = server_env("cuda:0")
     env["CUDA_VISIBLE_DEVICES"] = ""
     probe = idle.IdleProbe(env, bound_s=1.0)
     try:
-        assert probe.wait() is False
+        assert probe.available() is False, "starting in the background"
+        assert probe.wait() is False, "not ready: no wait"
+        deadline = time.monotonic() + 60
+        while probe.failure is None and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert probe.failure is not None and "idle probe" in probe.failure
-        assert probe.waits == 0
+        assert probe.proc is None and probe.waits == 0
+        started = threading.Event()
+        monkeypatch.setattr(probe, "_start", started.set)
+        assert probe.available() is False
+        assert not started.wait(0.5), "no retry before RETRY_S"
+        monkeypatch.setattr(idle, "RETRY_S", 0.0)
+        probe.available()
+        assert started.wait(5), "retried after RETRY_S"
     finally:
         probe.close()
+
+
+def test_a_probe_answering_out_of_turn_is_closed():
+    # an answer that is not the probe's reply (a stray line, garbage) must not be taken for one:
+    # the probe is closed and the gate waits for starts
+    probe = idle.IdleProbe({}, bound_s=1.0)
+    probe.proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.readline(); print('[1, 2]', flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    probe._ready = True
+    assert probe.wait() is False
+    assert probe.proc is None and probe.failure is not None and "answered" in probe.failure
+    assert probe.available() is False, "not restarted before RETRY_S"

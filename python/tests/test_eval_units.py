@@ -821,11 +821,15 @@ def test_a_timing_pauses_the_starts_it_would_wait_for():
 
     drained = [True]
 
-    def drain() -> bool:
-        note("drain")
-        return drained[0]
+    class Drain:
+        def available(self) -> bool:
+            return True
 
-    gate = GpuGate(True, drain)
+        def wait(self) -> bool:
+            note("drain")
+            return drained[0]
+
+    gate = GpuGate(True, Drain())
     log: list[str] = []
     lock = threading.Lock()
 
@@ -839,6 +843,9 @@ def test_a_timing_pauses_the_starts_it_would_wait_for():
 
         def pause(self) -> None:
             note(f"{self.name} paused")
+
+        def settle(self, deadline: float) -> None:
+            assert deadline > time.monotonic()
 
         def resume(self) -> None:
             note(f"{self.name} resumed")
@@ -926,6 +933,27 @@ def test_a_timing_pauses_the_starts_it_would_wait_for():
     assert log.index("s paused") > log.index("a-"), "nothing is stopped before the short calls ended"
     release.set()
     s.join(5)
+
+    # a drain that is not available (its probe starting or failed): the timing waits for the start
+    class Unavailable(Drain):
+        def available(self) -> bool:
+            return False
+
+    gate = GpuGate(True, Unavailable())
+    log.clear()
+    started.clear()
+    release.clear()
+    s = threading.Thread(target=start, args=(FakeChild("s"),))
+    s.start()
+    started.wait()
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.1)
+    assert "X+" not in log and "s paused" not in log, log
+    release.set()
+    for t in (s, x):
+        t.join(5)
+    assert log == ["S-", "X+", "X-"], log
 
     # without pausing (the option off: no drain), the timing waits for the start
     gate = GpuGate(True)

@@ -290,7 +290,8 @@ class DeviceEvaluator:
         self.idle_probe: IdleProbe | None = None
         if gate is None and self.cuda and self.opts["pause_starts_for_timing"]:
             self.idle_probe = IdleProbe(self.server_env, DRAIN_BOUND_S)
-        self.gate = gate or GpuGate(self.cuda, self.idle_probe.wait if self.idle_probe else None)
+            self.idle_probe.start()  # in the background: no timing waits for its start
+        self.gate = gate or GpuGate(self.cuda, self.idle_probe)
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -520,6 +521,7 @@ class DeviceEvaluator:
         config = self._config(seed, mode="compiled", compile_baseline=mode)
         try:
             with self._reference_child(task_id, config, source, profile) as child:
+                paused_before = child.paused_s()
                 with profile.gated(self.gate.starting(child)):
                     child.command("start")
                     try:
@@ -532,7 +534,7 @@ class DeviceEvaluator:
                     why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
                     return compile_baseline.unmeasured(mode, "torch.compile failed: " + _trim(why, 600))
                 # the child's own clock ran while another candidate's timing stopped it
-                compile_s = max(0.0, msg.compile_s - child.paused_s())
+                compile_s = max(0.0, msg.compile_s - (child.paused_s() - paused_before))
                 if compile_s > limit:
                     return compile_baseline.unmeasured(
                         mode,

@@ -23,7 +23,8 @@ work, but the kernels it had queued run on: before the timing begins, `drain` (t
 `idle.IdleProbe`) waits until the GPU is idle of them. When it does not go idle within its bound
 (a long or endless kernel of a stopped child), the stopped starts are continued and the timing
 waits for them to end, as without pausing. A stopped child's time limits do not run while it is
-stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), or for a start registered
+stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), while the probe
+is not available (starting, or failed a while ago), or for a start registered
 without a child, the timing waits for the start to end, and short calls are admitted meanwhile:
 the timing cannot begin before that start ends anyway, so they cost it at most one call's time.
 
@@ -40,23 +41,41 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+#: Longest a timing waits for the children it stopped to show as stopped (a thread inside a
+#: driver call stops only when the call returns).
+STOP_WAIT_S = 0.5
+
 
 class Pausable(Protocol):
-    """What a start's child offers the gate: stop it, continue it (each idempotent)."""
+    """What a start's child offers the gate: stop it, wait until it is stopped, continue it (each
+    idempotent)."""
 
     def pause(self) -> None: ...
 
+    def settle(self, deadline: float) -> None: ...
+
     def resume(self) -> None: ...
+
+
+class Drain(Protocol):
+    """Waits until the GPU is idle of stopped children's queued work (`idle.IdleProbe`)."""
+
+    def available(self) -> bool: ...
+
+    def wait(self) -> bool: ...
 
 
 class GpuGate:
     """A readers-writer lock with writer preference and two kinds of readers (see the module doc)."""
 
-    def __init__(self, enabled: bool, drain: Callable[[], bool] | None = None):
+    def __init__(self, enabled: bool, drain: Drain | None = None):
         """`drain`: waits until the GPU is idle of stopped children's queued work, and says
-        whether it went idle; without it, starts are waited for, never paused."""
+        whether it went idle; without it (or while it is not available), starts are waited for,
+        never paused."""
         self.enabled = enabled
         self.drain = drain
+        #: Whether the waiting timing pauses starts (the drain was available when it came).
+        self._pausing = False
         self._cond = threading.Condition()
         self._shared = 0
         self._starting = 0
@@ -90,7 +109,7 @@ class GpuGate:
 
     def _blocking_starts(self) -> int:
         """Running starts a timing must wait for (it cannot pause them)."""
-        return self._starting - len(self._pausable)
+        return self._starting - (len(self._pausable) if self._pausing else 0)
 
     @contextlib.contextmanager
     def _held(self, starting: bool, child: Pausable | None) -> Iterator[None]:
@@ -127,19 +146,26 @@ class GpuGate:
         if not self.enabled:
             yield
             return
+        pausing = self.drain is not None and self.drain.available()
         with self._cond:
             self._waiting += 1
+            self._pausing = pausing
             # every short call ended, and every start that cannot be paused
-            self._cond.wait_for(lambda: not self._exclusive and self._shared - len(self._pausable) == 0)
+            self._cond.wait_for(
+                lambda: not self._exclusive and self._shared - (len(self._pausable) if pausing else 0) == 0
+            )
             self._waiting -= 1
             self._exclusive = True
-            paused = dict(self._pausable)
+            paused = dict(self._pausable) if pausing else {}
         start = time.monotonic()
         try:
             for child in paused.values():
                 child.pause()
+            settled = start + STOP_WAIT_S
+            for child in paused.values():
+                child.settle(settled)
             if paused and self.drain is not None:
-                drained = self.drain()
+                drained = self.drain.wait()
                 if waited is not None:
                     waited("drain", time.monotonic() - start)
                 if not drained:

@@ -32,6 +32,8 @@ IDLE_US = 200.0
 #: Longest the gate waits for the GPU to go idle before a timing (seconds); past it, it waits for
 #: the stopped starts to end instead.
 DRAIN_BOUND_S = 2.0
+#: After the probe failed, how long the gate waits for starts before the probe is tried again.
+RETRY_S = 300.0
 #: Longest a probe process takes to start (a fresh interpreter imports torch and starts CUDA).
 START_TIMEOUT_S = 90.0
 
@@ -77,83 +79,133 @@ def main() -> int:
 
 
 class IdleProbe:
-    """The worker's handle on its probe process (started on first use, again after it died)."""
+    """The worker's handle on its probe process. `start` launches it in the background (a fresh
+    interpreter imports torch and starts CUDA: seconds, which no timing should wait for); the gate
+    pauses starts only while the probe is `available`. A probe that fails (does not start, dies,
+    answers out of turn or garbage) is closed, and not started again for `RETRY_S`: meanwhile
+    timings wait for starts as without pausing."""
 
     def __init__(self, env: dict[str, str], bound_s: float):
         self.env = env
         self.bound_s = bound_s
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[str] | None = None
-        #: Why the probe could not be used last time (None while it works): the gate then waits
-        #: for starts instead of pausing them.
+        self._ready = False
+        self._starting = False
+        self._failed_at: float | None = None
+        #: Why the probe last failed (None while it works).
         self.failure: str | None = None
         #: The answers so far: waits, seconds waited, waits that ran out (the bench reports them).
         self.waits = 0
         self.waited_s = 0.0
         self.timed_out = 0
 
-    def _started(self) -> subprocess.Popen[str]:
-        if self.proc is not None and self.proc.poll() is None:
-            return self.proc
-        proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", "ksmith.evaluator.idle"],
-            env=self.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.proc = proc
-        ready = self._answer(START_TIMEOUT_S)
-        if not ready.get("ready"):
-            raise RuntimeError(f"the GPU idle probe did not start: {ready}")
-        return proc
+    def start(self) -> None:
+        """Starts the probe process in the background unless it runs, is starting, or failed
+        less than `RETRY_S` ago."""
+        with self.lock:
+            if self._ready or self._starting:
+                return
+            if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_S:
+                return
+            self._starting = True
+        threading.Thread(target=self._start, name="ksmith-idle-probe", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "ksmith.evaluator.idle"],
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            self.proc = proc
+            ready = self._answer(START_TIMEOUT_S)
+            if ready != {"ready": True}:
+                raise RuntimeError(f"the GPU idle probe did not start: {ready}")
+        except Exception as e:  # noqa: BLE001 -- any failure leaves the gate waiting for starts
+            with self.lock:
+                self._fail(e)
+                self._starting = False
+            return
+        with self.lock:
+            self._ready = True
+            self._starting = False
+            self.failure = None
+
+    def available(self) -> bool:
+        """Whether the probe is running and ready (and, where it is not, it is started)."""
+        if not self._ready:
+            self.start()
+        return self._ready
 
     def _answer(self, timeout_s: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        stdout = self.proc.stdout
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            raise RuntimeError("the GPU idle probe is not running")
+        stdout = proc.stdout
         box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(stdout.readline()))
-        reader.daemon = True
+        reader = threading.Thread(target=lambda: box.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout_s)
         if not box or not box[0]:
-            self.close()
             raise RuntimeError(f"the GPU idle probe gave no answer within {timeout_s:.0f} s")
-        answer: dict[str, Any] = json.loads(box[0])
+        answer = json.loads(box[0])
+        if not isinstance(answer, dict):
+            raise ValueError(f"the GPU idle probe answered {box[0][:200]!r}")
         return answer
 
+    def _fail(self, e: BaseException) -> None:
+        """Closes the probe after `e` (the lock held); the gate waits for starts until a retry."""
+        if self.failure is None:
+            print(
+                f"ksmith evaluator: {e}; timings wait for the starts beside them instead of pausing them "
+                f"(the GPU idle probe is tried again in {RETRY_S:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.failure = str(e)
+        self._failed_at = time.monotonic()
+        self._ready = False
+        self._close()
+
     def wait(self) -> bool:
-        """Whether the GPU went idle within `bound_s` (False too when the probe cannot run: its
-        reason is kept in `failure`)."""
+        """Whether the GPU went idle within `bound_s` (False too when the probe is not available
+        or fails: then it is closed, and its reason kept in `failure`)."""
         with self.lock:
+            if not self._ready:
+                return False
             try:
-                proc = self._started()
-                assert proc.stdin is not None
+                proc = self.proc
+                if proc is None or proc.stdin is None or proc.poll() is not None:
+                    raise RuntimeError("the GPU idle probe ended")
                 proc.stdin.write(json.dumps({"bound_s": self.bound_s}) + "\n")
                 proc.stdin.flush()
-                answer = self._answer(self.bound_s + START_TIMEOUT_S)
-            except (OSError, RuntimeError, ValueError) as e:
-                if self.failure is None:
-                    print(
-                        f"ksmith evaluator: {e}; a timing waits for the starts beside it instead of pausing them",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                self.failure = str(e)
+                answer = self._answer(self.bound_s + 10.0)
+                idle, waited = answer["idle"], float(answer["waited_s"])
+                if not isinstance(idle, bool):
+                    raise ValueError(f"the GPU idle probe answered {answer!r}")
+            except Exception as e:  # noqa: BLE001 -- any failure: closed, the gate waits for starts
+                self._fail(e)
                 return False
-            self.failure = None
             self.waits += 1
-            self.waited_s += float(answer["waited_s"])
-            self.timed_out += not answer["idle"]
-            return bool(answer["idle"])
+            self.waited_s += waited
+            self.timed_out += not idle
+            return idle
 
-    def close(self) -> None:
-        """Ends the probe process."""
+    def _close(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+
+    def close(self) -> None:
+        """Ends the probe process."""
+        with self.lock:
+            self._ready = False
+            self._close()
 
 
 if __name__ == "__main__":

@@ -105,14 +105,9 @@ def _tree_rss_mb(pid: int) -> float:
     return total
 
 
-#: Longest `Child.pause` waits for the child's threads to show as stopped.
-STOP_WAIT_S = 0.5
-
-
-def _wait_stopped(pid: int, timeout_s: float) -> bool:
-    """Whether every thread of `pid` showed as stopped (`T`) within `timeout_s` (False too when
-    the process is gone)."""
-    deadline = time.monotonic() + timeout_s
+def _wait_stopped(pid: int, deadline: float) -> bool:
+    """Whether every thread of `pid` showed as stopped (`T`) by `deadline` (monotonic seconds;
+    False too when the process is gone)."""
     while True:
         try:
             states = []
@@ -205,19 +200,25 @@ class Child:
 
     def pause(self) -> None:
         """Stops the child's process group (SIGSTOP; the GPU gate, for another child's timing).
-        A signal is delivered asynchronously: it returns once every thread of the child is
-        stopped (or after `STOP_WAIT_S`), so that the child issues no GPU work afterwards."""
+        A signal is delivered asynchronously: `settle` waits until it took effect."""
         with self._pause_lock:
             if self._paused_since is None and not self._ended.is_set():
                 self._signal(signal.SIGSTOP)
                 self._paused_since = time.monotonic()
-                _wait_stopped(self.pid, STOP_WAIT_S)
+
+    def settle(self, deadline: float) -> None:
+        """Waits until every thread of a paused child shows as stopped (or `deadline`, monotonic
+        seconds), so that it issues no GPU work afterwards."""
+        if self._paused_since is not None:
+            _wait_stopped(self.pid, deadline)
 
     def resume(self) -> None:
-        """Continues a group `pause` stopped (SIGCONT)."""
+        """Continues a group `pause` stopped (SIGCONT; nothing is signalled once the child ended:
+        its pid may be another process's by then)."""
         with self._pause_lock:
             if self._paused_since is not None:
-                self._signal(signal.SIGCONT)
+                if not self._ended.is_set():
+                    self._signal(signal.SIGCONT)
                 self._paused_s += time.monotonic() - self._paused_since
                 self._paused_since = None
 
@@ -293,6 +294,8 @@ class Child:
             self._stdin.close()
         except OSError:
             pass
+        if self._paused_since is not None:
+            self.kill()  # stopped for another child's timing: it would not read its end
         if not self._ended.wait(timeout_s):
             self.kill()
             self._ended.wait(30.0)
