@@ -87,10 +87,6 @@ class GpuGate:
         #: candidates (the bench reports it per candidate).
         self.exclusive_s = 0.0
         self.exclusive_n = 0
-        #: Starts paused for a timing, counted once per timing; timings whose paused starts were
-        #: waited for after all (their GPU work did not drain).
-        self.paused_n = 0
-        self.undrained_n = 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -173,7 +169,6 @@ class GpuGate:
                         child.resume()
                     t0 = time.monotonic()
                     with self._cond:
-                        self.undrained_n += 1
                         self._cond.wait_for(lambda: not (paused.keys() & self._pausable.keys()))
                     paused = {}
                     if waited is not None:
@@ -185,6 +180,5 @@ class GpuGate:
             with self._cond:
                 self.exclusive_s += time.monotonic() - start
                 self.exclusive_n += 1
-                self.paused_n += len(paused)
                 self._exclusive = False
                 self._cond.notify_all()

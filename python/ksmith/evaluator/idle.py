@@ -95,10 +95,6 @@ class IdleProbe:
         self._failed_at: float | None = None
         #: Why the probe last failed (None while it works).
         self.failure: str | None = None
-        #: The answers so far: waits, seconds waited, waits that ran out (the bench reports them).
-        self.waits = 0
-        self.waited_s = 0.0
-        self.timed_out = 0
 
     def start(self) -> None:
         """Starts the probe process in the background unless it runs, is starting, or failed
@@ -184,15 +180,12 @@ class IdleProbe:
                 proc.stdin.write(json.dumps({"bound_s": self.bound_s}) + "\n")
                 proc.stdin.flush()
                 answer = self._answer(self.bound_s + 10.0)
-                idle, waited = answer["idle"], float(answer["waited_s"])
+                idle = answer["idle"]
                 if not isinstance(idle, bool):
                     raise ValueError(f"the GPU idle probe answered {answer!r}")
             except Exception as e:  # noqa: BLE001 -- any failure: closed, the gate waits for starts
                 self._fail(e)
                 return False
-            self.waits += 1
-            self.waited_s += waited
-            self.timed_out += not idle
             return idle
 
     def _close(self) -> None:
