@@ -371,7 +371,7 @@ class Sizer:
                 group, work = max(ran, key=lambda gw: _growth(_knob(gw[0], base, gw[1], 2)))
                 knobs.append(_knob(group, base, work, 2))
                 batch = group
-                kept = tuple(s for s in slots if s.role == "batch" and s.value == group[0].value and s not in group)
+                kept = tuple(s for s in _first_batch(slots) if s not in group)
         if not batch:
             slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
         stuck: list[tuple[Slot, ...]] = []
@@ -767,15 +767,19 @@ def _role(slots) -> str:
     return "value"
 
 
-def _batch_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
-    """The batch to try, likeliest first: the first dimensions of the tensor inputs that have
-    the first one's size, with the length of each 1-D input of that size (a time step or a
-    class label per sample, as a U-Net's ``forward(x, time, classes)`` takes); then without
-    the 1-D inputs."""
+def _first_batch(slots: list[Slot]) -> tuple[Slot, ...]:
+    """The first dimensions of the tensor inputs that have the first one's size."""
     batch = [s for s in slots if s.role == "batch"]
-    if not batch:
+    return tuple(s for s in batch if s.value == batch[0].value)
+
+
+def _batch_groups(slots: list[Slot]) -> list[tuple[Slot, ...]]:
+    """The batch to try, likeliest first: `_first_batch`, with the length of each 1-D input of
+    that size (a time step or a class label per sample, as a U-Net's ``forward(x, time,
+    classes)`` takes); then without the 1-D inputs."""
+    first = _first_batch(slots)
+    if not first:
         return []
-    first = tuple(s for s in batch if s.value == batch[0].value)
     per_sample = tuple(
         s for s in slots if s.side == "input" and s.rank == 1 and s.path[-1:] == (0,) and s.value == first[0].value
     )
@@ -786,8 +790,7 @@ def _batch_subsets(slots: list[Slot]) -> list[tuple[Slot, ...]]:
     """When the whole batch does not run doubled: the batch of all inputs but one, then but two
     (at least two inputs left). An input can be one per batch while the others are per sample:
     SAM's mask decoder repeats its one image embedding for each prompt of the batch."""
-    batch = [s for s in slots if s.role == "batch"]
-    first = tuple(s for s in batch if batch and s.value == batch[0].value)
+    first = _first_batch(slots)
     if not 3 <= len(first) <= MAX_BATCH_INPUTS:
         return []
     out = []
