@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The funnel of a work directory, per repository: classes -> programs -> runnable -> sized ->
-tasks, whole-model classes and how many of them become tasks, and the share of constructor
-arguments that come from the repository's own call sites.
+tasks, whole-model classes and how many of them become tasks, the share of constructor
+arguments that come from the repository's own call sites, and the share that come from the
+repository either way: a call site, or a model of the repository that built the class when it ran
+(a probe row whose first repair step is `observed: ...`).
 
 A whole-model class is an `nn.Module` class that no other class of its repository instantiates
 (its name is not called in the body of another class, wherever that class is defined: classes of
@@ -73,6 +75,11 @@ def class_facts(source: str) -> dict[str, tuple[set[str], int]]:
     return out
 
 
+def str_starts(items, prefix: str) -> bool:
+    """Whether the first of ``items`` (a list of strings, possibly empty) starts with ``prefix``."""
+    return len(items) > 0 and str(items[0]).startswith(prefix)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workdir", type=Path)
@@ -116,9 +123,12 @@ def main() -> None:
             fate = f"extract:{m['reason_code']}"
         else:
             r["programs"] += 1
+            observed = p is not None and p["status"] == "ok" and str_starts(p["repair_steps"], "observed: ")
             for src in m.get("arg_sources") or []:
                 r["args"] += 1
                 r["args_call"] += ": call " in src
+                r["args_repo"] += observed or ": call " in src
+            r["observed"] += observed and m["id"] in tasks
             if p is None:
                 fate = "not probed"
             elif p["status"] != "ok":
@@ -136,16 +146,17 @@ def main() -> None:
         if whole:
             whole_lists[m["repo"]].append(f"{m['class_name']} ({m['path']}: {fate})")
     cols = ["classes", "programs", "runnable", "sized", "tasks", "whole", "whole_runnable_sized", "whole_tasks"]
-    print("| repository | " + " | ".join(cols) + " | args from call sites |")
-    print("|" + "---|" * (len(cols) + 2))
+    cols.append("observed")
+    print("| repository | " + " | ".join(cols) + " | args from call sites | args from call sites or observed |")
+    print("|" + "---|" * (len(cols) + 3))
     total: defaultdict[str, int] = defaultdict(int)
     for repo_name in sorted(rows):
         r = rows[repo_name]
-        for c in cols + ["args", "args_call"]:
+        for c in cols + ["args", "args_call", "args_repo"]:
             total[c] += r[c]
-        share = f"{r['args_call']}/{r['args']}"
-        print(f"| {repo_name} | " + " | ".join(str(r[c]) for c in cols) + f" | {share} |")
-    print("| total | " + " | ".join(str(total[c]) for c in cols) + f" | {total['args_call']}/{total['args']} |")
+    for repo_name, r in [*sorted(rows.items()), ("total", total)]:
+        shares = f"{r['args_call']}/{r['args']} | {r['args_repo']}/{r['args']}"
+        print(f"| {repo_name} | " + " | ".join(str(r[c]) for c in cols) + f" | {shares} |")
     print()
     for repo_name in sorted(whole_lists):
         print(f"whole models of {repo_name}: {', '.join(sorted(whole_lists[repo_name]))}")

@@ -513,3 +513,29 @@ def test_sizes_tied_by_a_ratio_grow_together():
         assert inputs[0].shape[2] == 2 * n_ctx, (values, inputs[0].shape, args)
     _, args, inputs, _ = build(r["program"])
     assert args[1] > 4 and inputs[0].shape[2] > 8, (args, inputs[0].shape)
+
+
+FEED_FORWARD = program(
+    """class Model(nn.Module):
+    def __init__(self, dim, mult, num_mem_kv):
+        super().__init__()
+        self.mem = nn.Parameter(torch.rand(num_mem_kv, dim))
+        self.up = nn.Linear(dim, dim * mult)
+        self.down = nn.Linear(dim * mult, dim)
+
+    def forward(self, x):
+        x = torch.cat([self.mem.expand(x.shape[0], -1, -1), x], dim=1)
+        return self.down(torch.relu(self.up(x)))""",
+    "torch.rand([4, 16, 32])",
+    "32, 4, 4",
+)
+
+
+def test_a_width_multiplier_and_a_count_of_memory_slots_are_structure():
+    # Both are 4, as the batch is: neither grows with the widths or the batch (a feed-forward
+    # sized to 32 times its width is no layer of the repository).
+    r = sized(FEED_FORWARD)
+    sizes = json.loads(r["sizes"])
+    assert re.search(r"return \[\w+, 4, 4\]\n$", r["program"]), r["program"]
+    assert not {"mult", "num_mem_kv"} & set(sizes), sizes
+    assert sizes.get("batch_size", 4) > 4 or max(sizes.values()) > 32, sizes

@@ -35,7 +35,7 @@ use ksmith_core::progress::Tracker;
 use ksmith_core::table::read_table;
 use ksmith_core::tables::{ModuleRow, ModuleStatus, ProbeStatus, SizeStatus};
 use ksmith_probe::runtime::Runtime;
-use ksmith_probe::{PoolOutput, ProbeConfig, probe_programs_in};
+use ksmith_probe::{Job, PoolOutput, ProbeConfig, probe_programs_in};
 
 /// The commit this work started from: the runner before sizing.
 const BASE: &str = "b276674";
@@ -118,11 +118,11 @@ impl Run {
 }
 
 fn run(runtime: &Runtime, set: &[ModuleRow], cfg: &ProbeConfig, workers: usize) -> Run {
-    let refs: Vec<&ModuleRow> = set.iter().collect();
+    let jobs: Vec<Job<'_>> = set.iter().map(Job::own).collect();
     let t0 = Instant::now();
     let out = probe_programs_in(
         runtime,
-        &refs,
+        &jobs,
         cfg,
         workers,
         None,

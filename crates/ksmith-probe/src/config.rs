@@ -66,6 +66,9 @@ pub struct ProbeConfig {
     pub startup_timeout_s: f64,
     /// Seconds past `timeout_s` after which a silent worker is killed and replaced.
     pub watchdog_grace_s: f64,
+    /// Probe a class again with the arguments and input shapes a model of its repository built
+    /// and called it with (the model's `submodules`), and keep that row when it runs.
+    pub observed_configs: bool,
     /// Ask the teacher LLM for new `get_inputs`/`get_init_inputs` when the rules fail.
     pub llm_repair: bool,
     /// Cap on the tokens of the LLM's answer.
@@ -195,6 +198,7 @@ impl Default for ProbeConfig {
             max_processes: 64,
             startup_timeout_s: 120.0,
             watchdog_grace_s: 20.0,
+            observed_configs: true,
             llm_repair: false,
             llm_max_tokens: 2048,
             llm_temperature: 0.0,

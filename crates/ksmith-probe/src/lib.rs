@@ -16,6 +16,10 @@
 //!   enforced); this process never runs it.
 //! - The Python runner is compiled in ([`runtime`]), so the binary does not need the checkout.
 //!
+//! - A class that a model of its repository builds is probed a second time with the arguments
+//!   and input shapes that model gave it ([`observed`]); that row replaces the first when it
+//!   runs, and says so in its first repair step.
+//!
 //! Entry points: [`run`], [`run_with_chat`] (optional LLM repair), [`probe_programs`].
 #![deny(missing_docs)]
 
@@ -23,6 +27,7 @@ pub mod config;
 pub mod error;
 pub mod journal;
 pub mod llm_repair;
+pub mod observed;
 pub mod pool;
 pub mod protocol;
 pub mod ray;
@@ -51,7 +56,7 @@ pub use pool::PoolOutput;
 /// The stage's name.
 pub const STAGE: &str = "probe";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 3;
+pub const CODE_VERSION: u32 = 4;
 
 /// Probes `modules.parquet` into `probes.parquet` without LLM repair.
 pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {
@@ -148,6 +153,9 @@ fn probe_table(
     })?;
     tracker.finish();
     output.rows = reuse::merge(&todo, &previous, output.rows);
+    if cfg.observed_configs {
+        probe_observed(&todo, &mut output, cfg, workers, ctx, report, journal)?;
+    }
     for row in &output.rows {
         if row.status != ProbeStatus::Ok {
             report.drop_row(row.status.as_str());
@@ -173,6 +181,69 @@ fn probe_table(
     Ok(output)
 }
 
+/// Probes again, with the configuration a model of their repository gave them, the modules of
+/// `todo` that some row's `submodules` name ([`observed`]); a row that runs that way replaces
+/// the module's row, and every outcome is journaled and counted.
+fn probe_observed(
+    todo: &[&ModuleRow],
+    output: &mut PoolOutput,
+    cfg: &ProbeConfig,
+    workers: usize,
+    ctx: &StageContext,
+    report: &mut StageReport,
+    journal: &journal::Journal,
+) -> Result<(), Error> {
+    let plan = observed::plan(todo, &output.rows);
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let jobs: Vec<Job<'_>> = plan
+        .iter()
+        .map(|r| Job {
+            module: todo[r.index],
+            over: Some(r.config.clone()),
+        })
+        .collect();
+    let by_id: HashMap<&str, &observed::Reprobe> = plan
+        .iter()
+        .map(|r| (todo[r.index].id.as_str(), r))
+        .collect();
+    let rows = &output.rows;
+    let tracker = ctx.tracker("probe (observed configurations)", Some(jobs.len() as u64));
+    let runtime = runtime::Runtime::create()?;
+    let second = probe_programs_in(
+        &runtime,
+        &jobs,
+        cfg,
+        workers,
+        None,
+        &tracker,
+        &|row| match by_id.get(row.module_id.as_str()) {
+            Some(r) => journal.append(&observed::adopt(&rows[r.index], row.clone(), r)),
+            None => Ok(()),
+        },
+    )?;
+    tracker.finish();
+    for (r, row) in plan.iter().zip(second.rows) {
+        let merged = observed::adopt(&output.rows[r.index], row, r);
+        let used = observed::adopted(&merged);
+        report.count(
+            if used {
+                "observed_used"
+            } else {
+                "observed_not_run"
+            },
+            1,
+        );
+        output.rows[r.index] = merged;
+    }
+    output.workers_started += second.workers_started;
+    output.setup_cpu_ms += second.setup_cpu_ms;
+    output.runner_cpu_ms += second.runner_cpu_ms;
+    output.requeued += second.requeued;
+    Ok(())
+}
+
 /// Probes modules (each with a program) with `workers` worker processes; rows come back in
 /// the order of `modules`. An empty list returns at once without starting Python.
 pub fn probe_programs(
@@ -196,13 +267,33 @@ pub fn probe_programs_with(
     finished: pool::Finished<'_>,
 ) -> Result<PoolOutput, Error> {
     let runtime = runtime::Runtime::create()?;
-    probe_programs_in(&runtime, modules, cfg, workers, chat, tracker, finished)
+    let jobs: Vec<Job<'_>> = modules.iter().map(|&module| Job::own(module)).collect();
+    probe_programs_in(&runtime, &jobs, cfg, workers, chat, tracker, finished)
 }
 
-/// [`probe_programs_with`] with the runner of `runtime` (the benchmark's older runner).
+/// One module to probe.
+#[derive(Debug, Clone)]
+pub struct Job<'a> {
+    /// The module (it must have a program).
+    pub module: &'a ModuleRow,
+    /// Definitions of `get_init_inputs()` / `get_inputs()` that replace the program's own
+    /// (source); none: the program as it stands. The LLM repair is not asked about a job with
+    /// an override.
+    pub over: Option<String>,
+}
+
+impl<'a> Job<'a> {
+    /// The module's program as it stands.
+    pub fn own(module: &'a ModuleRow) -> Job<'a> {
+        Job { module, over: None }
+    }
+}
+
+/// [`probe_programs_with`] over `jobs`, with the runner of `runtime` (the benchmark's older
+/// runner).
 pub fn probe_programs_in(
     runtime: &runtime::Runtime,
-    modules: &[&ModuleRow],
+    jobs: &[Job<'_>],
     cfg: &ProbeConfig,
     workers: usize,
     chat: Option<&dyn ChatClient>,
@@ -210,7 +301,7 @@ pub fn probe_programs_in(
     finished: pool::Finished<'_>,
 ) -> Result<PoolOutput, Error> {
     cfg.validate()?;
-    if modules.is_empty() {
+    if jobs.is_empty() {
         return Ok(PoolOutput::default());
     }
     let configured = (!cfg.python.is_empty()).then(|| Path::new(&cfg.python));
@@ -224,10 +315,10 @@ pub fn probe_programs_in(
         startup_timeout: Duration::from_secs_f64(cfg.startup_timeout_s),
         sandbox: cfg.sandbox.clone(),
     };
-    let workers = workers.clamp(1, modules.len());
+    let workers = workers.clamp(1, jobs.len());
     if cfg.ray_address.is_empty() {
-        pool::probe_all(modules, cfg, &spec, workers, chat, tracker, finished)
+        pool::probe_all(jobs, cfg, &spec, workers, chat, tracker, finished)
     } else {
-        ray::probe_all(modules, cfg, &spec, workers, chat, tracker, finished)
+        ray::probe_all(jobs, cfg, &spec, workers, chat, tracker, finished)
     }
 }

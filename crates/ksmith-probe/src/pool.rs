@@ -15,6 +15,7 @@ use ksmith_core::chat::ChatClient;
 use ksmith_core::progress::Tracker;
 use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
 
+use crate::Job;
 use crate::config::ProbeConfig;
 use crate::error::Error;
 use crate::llm_repair;
@@ -109,10 +110,10 @@ pub(crate) fn cpu_us(ms: Option<f64>) -> u64 {
 /// Called with each row as soon as its module is done (from the worker's thread).
 pub type Finished<'a> = &'a (dyn Fn(&ProbeRow) -> Result<(), Error> + Sync);
 
-/// Probes `modules` (each must have a program) with `workers` worker processes, handing each
-/// row to `finished` when it is done.
+/// Probes the modules of `jobs` (each must have a program) with `workers` worker processes,
+/// handing each row to `finished` when it is done.
 pub fn probe_all(
-    modules: &[&ModuleRow],
+    jobs: &[Job<'_>],
     cfg: &ProbeConfig,
     spec: &WorkerSpec,
     workers: usize,
@@ -122,7 +123,7 @@ pub fn probe_all(
 ) -> Result<PoolOutput, Error> {
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
-    let results: Vec<Mutex<Option<ProbeRow>>> = modules.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<ProbeRow>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
     let shared = Shared::default();
     let llm_asked = AtomicUsize::new(0);
@@ -143,7 +144,8 @@ pub fn probe_all(
                         break;
                     }
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(module) = modules.get(i) else { break };
+                    let Some(job) = jobs.get(i) else { break };
+                    let module = job.module;
                     let program = module.program.as_deref().unwrap_or_default();
                     let mut row = match probe_one(
                         &mut worker,
@@ -151,7 +153,7 @@ pub fn probe_all(
                         module,
                         program,
                         cfg,
-                        None,
+                        job.over.clone(),
                         deadline,
                         &shared,
                         tracker,
@@ -165,7 +167,9 @@ pub fn probe_all(
                             break;
                         }
                     };
-                    if let (ProbeStatus::Failed, Some(chat)) = (row.status, chat) {
+                    // An override that does not run leaves the module's own row; the LLM is
+                    // asked about the module's own program only.
+                    if let (ProbeStatus::Failed, Some(chat), None) = (row.status, chat, &job.over) {
                         {
                             llm_asked.fetch_add(1, Ordering::SeqCst);
                             match llm_attempt(
@@ -216,11 +220,11 @@ pub fn probe_all(
     }
     let rows = results
         .into_iter()
-        .zip(modules)
-        .map(|(slot, module)| {
+        .zip(jobs)
+        .map(|(slot, job)| {
             slot.into_inner().ok().flatten().unwrap_or_else(|| {
                 rows::without_response(
-                    module,
+                    job.module,
                     ProbeStatus::Crashed,
                     RunnerFault::Internal,
                     "the module was not probed".into(),

@@ -171,4 +171,7 @@ pub struct Response {
     /// Estimated eager time on the reference GPU, ms.
     #[serde(default)]
     pub est_ms: Option<f64>,
+    /// The configurations the program gave its own classes (`observe.py`).
+    #[serde(default)]
+    pub submodules: Vec<ksmith_core::tables::SubmoduleConfig>,
 }

@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use ksmith_core::chat::ChatClient;
 use ksmith_core::progress::Tracker;
-use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus};
+use ksmith_core::tables::{ProbeRow, ProbeStatus};
 
+use crate::Job;
 use crate::config::ProbeConfig;
 use crate::error::Error;
 use crate::llm_repair;
@@ -36,9 +37,10 @@ enum Purpose {
     Llm(Box<ProbeRow>),
 }
 
-/// Probes `modules` on the Ray cluster of `cfg.ray_address`; rows come back in input order.
+/// Probes the modules of `jobs` on the Ray cluster of `cfg.ray_address`; rows come back in
+/// input order.
 pub fn probe_all(
-    modules: &[&ModuleRow],
+    jobs: &[Job<'_>],
     cfg: &ProbeConfig,
     spec: &WorkerSpec,
     workers: usize,
@@ -66,12 +68,14 @@ pub fn probe_all(
     // Silence longer than this while requests are out means the driver is stuck: a request
     // answers within its deadline, and a requeued one within a few more.
     let silence = deadline * (cfg.ray_requeue + 2) + Duration::from_secs(60);
-    let mut waiting: VecDeque<(usize, Option<String>, Purpose)> = (0..modules.len())
-        .map(|i| (i, None, Purpose::First))
+    let mut waiting: VecDeque<(usize, Option<String>, Purpose)> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| (i, job.over.clone(), Purpose::First))
         .collect();
     let mut out: HashMap<String, VecDeque<(usize, Purpose)>> = HashMap::new();
     let mut in_flight = 0usize;
-    let mut results: Vec<Option<ProbeRow>> = vec![None; modules.len()];
+    let mut results: Vec<Option<ProbeRow>> = vec![None; jobs.len()];
     let (mut llm_asked, mut llm_fixed) = (0u64, 0u64);
     let (mut setup_us, mut runner_us) = (0u64, 0u64);
     while in_flight > 0 || !waiting.is_empty() {
@@ -79,7 +83,7 @@ pub fn probe_all(
             let Some((i, over, purpose)) = waiting.pop_front() else {
                 break;
             };
-            let module = modules[i];
+            let module = jobs[i].module;
             let program = module.program.as_deref().unwrap_or_default();
             let request = request_for(module, program, cfg, over);
             driver
@@ -107,7 +111,7 @@ pub fn probe_all(
             )));
         };
         in_flight -= 1;
-        let module = modules[i];
+        let module = jobs[i].module;
         setup_us += cpu_us(response.setup_cpu_ms);
         runner_us += cpu_us(response.runner_cpu_ms);
         let row = match response.kind.as_str() {
@@ -122,7 +126,9 @@ pub fn probe_all(
             }
         };
         let row = match (purpose, chat) {
-            (Purpose::First, Some(chat)) if row.status == ProbeStatus::Failed => {
+            (Purpose::First, Some(chat))
+                if row.status == ProbeStatus::Failed && jobs[i].over.is_none() =>
+            {
                 llm_asked += 1;
                 let program = module.program.as_deref().unwrap_or_default();
                 match llm_repair::ask(program, &row, cfg, chat) {
@@ -149,11 +155,11 @@ pub fn probe_all(
     let (workers_started, requeued) = finish(&mut driver, silence).map_err(ray_error)?;
     let rows = results
         .into_iter()
-        .zip(modules)
-        .map(|(row, module)| {
+        .zip(jobs)
+        .map(|(row, job)| {
             row.unwrap_or_else(|| {
                 rows::without_response(
-                    module,
+                    job.module,
                     ProbeStatus::Crashed,
                     rows::RunnerFault::Internal,
                     "the module was not probed".into(),

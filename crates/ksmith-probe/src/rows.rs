@@ -60,6 +60,7 @@ pub fn from_response(module: &ModuleRow, r: Response) -> ProbeRow {
         }),
         aten_trace: if runs { r.aten_trace } else { Vec::new() },
         aten_calls: if runs { r.aten_calls } else { Vec::new() },
+        submodules: if runs { r.submodules } else { Vec::new() },
         attempt_log: r.attempt_log,
         size_status,
         size_reason_code: r.size_reason_code,

@@ -74,6 +74,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/sized_program.py"),
     ),
     (
+        "ksmith/probe/observe.py",
+        include_str!("../../../python/ksmith/probe/observe.py"),
+    ),
+    (
         "ksmith/probe/aten_calls.py",
         include_str!("../../../python/ksmith/probe/aten_calls.py"),
     ),

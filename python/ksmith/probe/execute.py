@@ -282,6 +282,8 @@ class Probe:
         self.init_form = "list"
         self.inputs_original_ok = False
         self.inputs_form = "list"
+        #: Why the program's own `get_init_inputs()` / `get_inputs()` failed, by name.
+        self.original_errors: dict[str, str] = {}
         self.last_success: tuple[list[Any], Any] | None = None
         #: The model and inputs of the last verification run (`aten_ops` runs them once more).
         self.fresh: tuple[Any, Any] | None = None
@@ -319,7 +321,8 @@ class Probe:
             self.init_original_ok = True
         except ProbeTimeout:
             raise
-        except Exception:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
+        except Exception as exc:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
+            self.original_errors["get_init_inputs"] = f"{type(exc).__name__}: {exc}"
             init = tuple(G.Arg(G.guess_for_name(n), n, True) for n in _required(self.init_params))
         forward: tuple[G.Arg, ...] = ()
         names = [p[0] for p in self.forward_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
@@ -337,7 +340,8 @@ class Probe:
             self.inputs_original_ok = True
         except ProbeTimeout:
             raise
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            self.original_errors["get_inputs"] = f"{type(exc).__name__}: {exc}"
             req = [n for n in _required(self.forward_params)]
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
@@ -835,6 +839,23 @@ def _judge_in_eval_mode(
     return None
 
 
+def _observe(text: str, seed: int, torch, result: dict[str, Any]) -> list[dict[str, str]]:
+    """The configurations the program gives its own classes (:mod:`.observe`), at its sizes (the
+    sized program's when it was sized: a U-Net's middle attention then sees the 4 x 4 tokens of a
+    32-pixel image, not the 1 x 1 of the probe's 8 pixels). What stops the observation (the time
+    limit included) leaves the verdict as it is and is said in the attempt log."""
+    from .observe import observe
+
+    try:
+        return observe(text, seed, torch)
+    except ProbeTimeout:
+        why = "the time limit"
+    except BaseException as exc:  # noqa: BLE001 - module code; the module's verdict stands
+        why = f"{type(exc).__name__}: {exc}"
+    result["attempt_log"] = list(result.get("attempt_log") or []) + [f"observe: stopped by {why}"[:MESSAGE_LIMIT]]
+    return []
+
+
 def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
     """Probes one program; returns the result fields of the protocol's response."""
     result = empty_result("failed")
@@ -880,6 +901,12 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             f = failure_of(exc, "define")
             status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
             return fail(f.exc_class, f"while defining the program: {f.message}", status)
+        if override:
+            # An override stands for arguments someone knows (a model's own, the LLM's): one
+            # that does not evaluate is that override's failure, never a cue to guess.
+            broken = [f"{n}() raised {e}" for n, e in probe.original_errors.items() if f"def {n}(" in override]
+            if broken:
+                return fail("InvalidOverride", "the override does not run: " + "; ".join(broken))
         state, steps, last = probe.search(initial)
         if state is not None:
             state, widened = probe.widen_indices(state)
@@ -965,6 +992,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             result["status"] = "nondeterministic" if random else "degenerate"
             result["error_class"] = "RandomForward" if random else "Degenerate"
             result["error_message"] = verdict[1]
+        result["submodules"] = _observe(emitted, probe.seed, torch, result)
         return result
     except ProbeTimeout:
         return fail("Timeout", "the module ran past its time limit", "timeout")

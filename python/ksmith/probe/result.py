@@ -34,4 +34,5 @@ def empty_result(status: str) -> dict[str, Any]:
         "param_bytes": None,
         "peak_bytes": None,
         "est_ms": None,
+        "submodules": [],
     }

@@ -43,6 +43,8 @@ STRUCTURE_WORDS = (
     "ratio",
     "reduction",
     "expan",
+    "mult",
+    "mem_kv",
     "factor",
     "scale",
     "patch",

@@ -24,7 +24,7 @@ pub use dedup::{DedupMethod, DedupPairRow, DedupRow};
 pub use grpo::{ENV_FILE, GrpoRow, GrpoSelection, env_path_in};
 pub use labels::SpeedLabels;
 pub use modules::{ModuleReason, ModuleRow, ModuleStatus};
-pub use probes::{OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus};
+pub use probes::{OpCount, ProbeRow, ProbeStatus, SizeReason, SizeStatus, SubmoduleConfig};
 pub use repos::{RepoReason, RepoRow, RepoStatus, SkipReason, SkippedFile, SourceKind};
 pub use sft::{SftKind, SftRow, Split};
 pub use steps::{EditFormat, EditOutcome, StepKind, StepRow, stored_text};

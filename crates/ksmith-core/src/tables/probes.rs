@@ -150,6 +150,26 @@ pub struct ProbeRow {
     /// `@bf16` for a first input that is not float32 (`python/ksmith/probe/aten_calls.py`
     /// defines the notation). Recorded on the sized program: what dedup and cluster compare.
     pub aten_calls: Vec<String>,
+    /// How the program built and called each class of its own (a part of the model: Swin's
+    /// `PatchMerging` inside `SwinTransformer`), at the sizes of `program`: the configurations the
+    /// probe stage gives those classes' own programs (`ksmith_probe::observed`). Empty for a
+    /// module that did not run or defines no other class.
+    #[serde(default)]
+    pub submodules: Vec<SubmoduleConfig>,
+}
+
+/// One class of a program as the program's model built and first called it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmoduleConfig {
+    /// The class's name in the program (as in its repository, for an inlined class).
+    pub class_name: String,
+    /// A `get_init_inputs()` returning the arguments it was built with (source).
+    pub init: String,
+    /// A `get_inputs()` returning tensors of the shapes and dtypes it was called on, and the
+    /// other arguments as they were (source).
+    pub inputs: String,
+    /// The same in one line: `PatchMerging((56, 56), 96) called on ([4, 3136, 96] float32)`.
+    pub summary: String,
 }
 
 /// An operator and how many times it was called.
@@ -196,11 +216,12 @@ impl ProbeRow {
             aten_ops: None,
             aten_trace: Vec::new(),
             aten_calls: Vec::new(),
+            submodules: Vec::new(),
         }
     }
 }
 
 impl Table for ProbeRow {
     const NAME: &'static str = "probes";
-    const SCHEMA_VERSION: u32 = 4;
+    const SCHEMA_VERSION: u32 = 5;
 }

@@ -2,6 +2,7 @@
 
 mod common;
 mod defaults;
+mod observed;
 mod ray;
 mod resume;
 mod sandbox;
