@@ -3,6 +3,7 @@ configurations the probe stage gives those classes' own programs (in-process).""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -137,7 +138,20 @@ def test_a_model_meta_cannot_run_is_observed_on_the_cpu():
 def test_a_module_argument_is_written_as_the_call_that_built_it():
     # The first Holder holds a torch module it cannot write; the second, one of the program's
     # classes, built with arguments it can.
-    assert by_class()["Holder"]["init"] == "def get_init_inputs():\n    return [Norm(16, 1e-05)]\n"
+    holder = by_class()["Holder"]
+    assert holder["init"] == "def get_init_inputs():\n    return [Norm(16, 1e-05)]\n"
+    # A program of Holder alone may not define Norm, and `inner` has no default to fall back on.
+    assert holder["needs"] == ["Norm"]
+    assert holder["init_without"] is None
+
+
+def test_arguments_that_name_the_programs_own_classes_have_a_plain_form():
+    seen = by_class()
+    # `norm=Norm` needs the program's Norm; without it, the parameter's default (nn.LayerNorm)
+    # is left out as any default is.
+    assert seen["Merge"]["needs"] == ["Norm"]
+    assert seen["Merge"]["init_without"] == "def get_init_inputs():\n    return [(8, 8), 8]\n"
+    assert seen["Gate"]["needs"] == [] and seen["Gate"]["init_without"] is None
 
 
 def test_what_cannot_be_written_or_was_never_called_is_left_out():
@@ -179,3 +193,13 @@ def test_an_override_that_does_not_evaluate_fails_instead_of_being_guessed():
         result["error_message"]
         == "the override does not run: get_init_inputs() raised NameError: name 'Missing' is not defined"
     )
+
+
+def test_a_sized_program_is_observed_at_its_sizes_with_a_batch_of_two():
+    # The classes' own probes run the model's sizes on the CPU: the batch, which their sizing
+    # grows again, is cut to 2; the other sizes are the sized program's.
+    result = run_request({"program": PROGRAM, "seed": 0, "sizing": {}}, torch)
+    assert result["status"] == "ok", result["error_message"]
+    assert json.loads(result["sizes"])["batch_size"] > 2
+    merge = next(s for s in result["submodules"] if s["class_name"] == "Merge")
+    assert merge["summary"] == "Merge((8, 8), 8, Norm) called on ([2, 64, 8] float32)"

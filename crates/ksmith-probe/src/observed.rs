@@ -14,6 +14,9 @@
 //!   attempt log ([`NOT_RUN`]) when it was not; a row that says either is not planned again
 //!   (so reused and journaled rows are not probed a third time).
 //! - A module never takes a configuration from its own row.
+//! - A configuration that names a class or function of the model's program (`downsample=
+//!   PatchMerging`) which the module's own program does not define is used with those
+//!   arguments at their defaults (`SubmoduleConfig::init_without`), or not at all.
 
 use std::collections::HashMap;
 
@@ -64,20 +67,47 @@ pub fn plan(modules: &[&ModuleRow], rows: &[ProbeRow]) -> Vec<Reprobe> {
     }
     let mut out: Vec<Reprobe> = chosen
         .into_iter()
-        .map(|(index, (_, p, sub))| {
+        .filter_map(|(index, (_, p, sub))| {
             let parent = modules[p];
-            Reprobe {
+            let program = modules[index].program.as_deref().unwrap_or_default();
+            let missing: Vec<&str> = sub
+                .needs
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !defines(program, n))
+                .collect();
+            let (init, without) = if missing.is_empty() {
+                (sub.init.as_str(), String::new())
+            } else {
+                let init = sub.init_without.as_deref()?;
+                (init, format!(" (without {})", missing.join(", ")))
+            };
+            Some(Reprobe {
                 index,
-                config: format!("{}\n\n{}", sub.init.trim_end(), sub.inputs.trim_end()),
+                config: format!("{}\n\n{}", init.trim_end(), sub.inputs.trim_end()),
                 step: format!(
-                    "{STEP}{} in {} ({}:{})",
+                    "{STEP}{}{without} in {} ({}:{})",
                     sub.summary, parent.class_name, parent.path, parent.line
                 ),
-            }
+            })
         })
         .collect();
     out.sort_by_key(|r| r.index);
     out
+}
+
+/// Whether a program defines `name` at its top level (a class, a function or an assignment).
+fn defines(program: &str, name: &str) -> bool {
+    program.lines().any(|line| {
+        let rest = line
+            .strip_prefix("class ")
+            .or_else(|| line.strip_prefix("def "))
+            .unwrap_or(line);
+        rest.strip_prefix(name).is_some_and(|after| {
+            let after = after.trim_start();
+            after.starts_with('(') || after.starts_with(':') || after.starts_with('=')
+        })
+    })
 }
 
 /// The module a model's observed class is: its one `deps` entry of that name, in the model's
@@ -183,6 +213,8 @@ mod tests {
                 init: "def get_init_inputs():\n    return [(56, 56), 96]\n".into(),
                 inputs: "def get_inputs():\n    return [torch.rand([4, 3136, 96])]\n".into(),
                 summary: format!("{c}((56, 56), 96)"),
+                needs: Vec::new(),
+                init_without: None,
             })
             .collect();
         r
@@ -240,6 +272,50 @@ mod tests {
             "{}",
             plan[0].step
         );
+    }
+
+    #[test]
+    fn a_configuration_naming_what_the_class_lacks_goes_without_it_or_not_at_all() {
+        let mut child = module("a", "BasicLayer", &[]);
+        child.program =
+            Some("class Model(nn.Module):\n    pass\n\n\ndef window(x):\n    return x\n".into());
+        let model = module("m", "Swin", &["models/net.py::BasicLayer"]);
+        let mods = [&child, &model];
+        let mut rows = [
+            row(&child, ProbeStatus::Ok, &[]),
+            row(&model, ProbeStatus::Ok, &["BasicLayer"]),
+        ];
+        rows[1].submodules[0].init =
+            "def get_init_inputs():\n    return [96, PatchMerging, window]\n".into();
+        rows[1].submodules[0].needs = vec!["PatchMerging".into(), "window".into()];
+        rows[1].submodules[0].init_without =
+            Some("def get_init_inputs():\n    return [96]\n".into());
+        let plan_with = plan(&mods, &rows);
+        assert!(
+            plan_with[0]
+                .config
+                .starts_with("def get_init_inputs():\n    return [96]\n")
+        );
+        assert!(
+            plan_with[0].step.contains("(without PatchMerging) in Swin"),
+            "{}",
+            plan_with[0].step
+        );
+
+        child.program =
+            Some("class PatchMerging(nn.Module):\n    pass\n\ndef window(x):\n    pass\n".into());
+        let mods = [&child, &model];
+        let plan_all = plan(&mods, &rows);
+        assert!(
+            plan_all[0]
+                .config
+                .contains("return [96, PatchMerging, window]")
+        );
+
+        child.program = Some("class Model:\n    pass\n".into());
+        rows[1].submodules[0].init_without = None;
+        let mods = [&child, &model];
+        assert!(plan(&mods, &rows).is_empty());
     }
 
     #[test]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import linecache
 import re
 import time
@@ -839,19 +840,33 @@ def _judge_in_eval_mode(
     return None
 
 
-def _observe(text: str, seed: int, torch, result: dict[str, Any]) -> list[dict[str, str]]:
+#: The batch a sized program is observed at: the classes' own probes run the model's sizes on
+#: the CPU, and their sizing grows the batch again.
+OBSERVE_BATCH = 2
+
+
+def _observe(text: str, seed: int, torch, result: dict[str, Any]) -> list[dict[str, Any]]:
     """The configurations the program gives its own classes (:mod:`.observe`), at its sizes (the
     sized program's when it was sized: a U-Net's middle attention then sees the 4 x 4 tokens of a
-    32-pixel image, not the 1 x 1 of the probe's 8 pixels). What stops the observation (the time
-    limit included) leaves the verdict as it is and is said in the attempt log."""
+    32-pixel image, not the 1 x 1 of the probe's 8 pixels), the batch cut to
+    :data:`OBSERVE_BATCH` where it is larger (the whole batch where the cut one fails). What
+    stops the observation (the time limit included) leaves the verdict as it is and is said in
+    the attempt log."""
+    from ..shared.constants import set_constants
     from .observe import observe
 
-    try:
-        return observe(text, seed, torch)
-    except ProbeTimeout:
-        why = "the time limit"
-    except BaseException as exc:  # noqa: BLE001 - module code; the module's verdict stands
-        why = f"{type(exc).__name__}: {exc}"
+    texts = [text]
+    if json.loads(result.get("sizes") or "{}").get("batch_size", 0) > OBSERVE_BATCH:
+        texts.insert(0, set_constants(text, {"batch_size": OBSERVE_BATCH}))
+    why = ""
+    for candidate in texts:
+        try:
+            return observe(candidate, seed, torch)
+        except ProbeTimeout:
+            why = "the time limit"
+            break
+        except BaseException as exc:  # noqa: BLE001 - module code; the module's verdict stands
+            why = f"{type(exc).__name__}: {exc}"
     result["attempt_log"] = list(result.get("attempt_log") or []) + [f"observe: stopped by {why}"[:MESSAGE_LIMIT]]
     return []
 

@@ -72,6 +72,13 @@ class Writer:
         self.ns = ns
         self.torch = torch
         self.built = built
+        #: The names of the program's own classes and functions the sources written use.
+        self.needs: set[str] = set()
+
+    def _own(self, value, name: str) -> str:
+        if getattr(value, "__module__", None) == PROGRAM_MODULE:
+            self.needs.add(name)
+        return name
 
     def value(self, value, depth: int = 0) -> str:
         """Python source that gives ``value`` again in the program (tensors: a fresh draw of
@@ -95,19 +102,25 @@ class Writer:
         if isinstance(value, type) or inspect.isfunction(value) or inspect.isbuiltin(value):
             name = _namespace_name(value, self.ns)
             if name is not None:
-                return name
+                return self._own(value, name)
         if isinstance(value, torch.nn.Module) and depth < self.MAX_DEPTH:
             record = self.built.get(id(value))
             name = _namespace_name(type(value), self.ns)
             sig = _signature(type(value))
             if record is not None and record[0] is value and name is not None and sig is not None:
-                return f"{name}({', '.join(self.positional(sig, record[1], record[2], depth + 1))})"
+                args = self.positional(sig, record[1], record[2], depth + 1)
+                return f"{self._own(type(value), name)}({', '.join(args)})"
         raise _Unwritable(type(value).__name__)
 
-    def positional(self, sig: inspect.Signature, args: tuple, kwargs: dict, depth: int = 0) -> list[str]:
+    def positional(
+        self, sig: inspect.Signature, args: tuple, kwargs: dict, depth: int = 0, plain: bool = False
+    ) -> list[str]:
         """The sources of a call's arguments in positional form: bound to ``sig``, the ones
         equal to their defaults left out from the end; raises :class:`_Unwritable` when a
-        keyword-only argument differs from its default or an argument has no source form."""
+        keyword-only argument differs from its default or an argument has no source form.
+        ``plain``: an argument that needs one of the program's own classes or functions
+        (``downsample=PatchMerging``) takes its parameter's default instead (raises where it
+        has none), for a program that does not define them."""
         bound = sig.bind(*args, **kwargs)
         slots: list[tuple[inspect.Parameter, Any, bool]] = []  # parameter, value, given
         for p in sig.parameters.values():
@@ -120,6 +133,8 @@ class Writer:
                     slots.extend((p, v, True) for v in extra)
             elif given and (p.kind == p.VAR_KEYWORD or not _same(bound.arguments[p.name], p.default)):
                 raise _Unwritable(f"keyword-only argument {p.name}")
+        if plain:
+            slots = [self._plain(p, value, given, depth) for p, value, given in slots]
         needed = 0
         for i, (p, value, given) in enumerate(slots):
             if p.kind == p.VAR_POSITIONAL or (given and (p.default is p.empty or not _same(value, p.default))):
@@ -130,6 +145,21 @@ class Writer:
                 raise _Unwritable(f"no value for {p.name}")
             out.append(self.value(value, depth))
         return out
+
+    def _plain(self, p: inspect.Parameter, value, given: bool, depth: int) -> tuple[inspect.Parameter, Any, bool]:
+        outer, self.needs = self.needs, set()
+        try:
+            self.value(value, depth)
+            own = bool(self.needs)
+        except _Unwritable:
+            own = False  # said when the argument is written
+        finally:
+            self.needs = outer
+        if not own:
+            return p, value, given
+        if p.kind == p.VAR_POSITIONAL or p.default is p.empty:
+            raise _Unwritable(f"{p.name} needs the program's own definitions")
+        return p, p.default, False
 
 
 def _tensor_guess(t, torch) -> G.TensorGuess:
@@ -162,11 +192,14 @@ def _signature(fn) -> inspect.Signature | None:
         return None
 
 
-def observe(text: str, seed: int, torch) -> list[dict[str, str]]:
+def observe(text: str, seed: int, torch) -> list[dict[str, Any]]:
     """For each class the program defines (other than ``Model``) whose instance the model's
     forward calls, the configuration of the first such call whose arguments can all be
-    written: ``{"class_name", "init", "inputs", "summary"}``, where ``init`` and ``inputs`` are
-    the sources of a ``get_init_inputs()`` and a ``get_inputs()``. Classes whose arguments have
+    written: ``{"class_name", "init", "inputs", "summary", "needs", "init_without"}``, where
+    ``init`` and ``inputs`` are the sources of a ``get_init_inputs()`` and a ``get_inputs()``,
+    ``needs`` the program's own classes and functions ``init`` uses by name, and
+    ``init_without`` the ``get_init_inputs()`` with the arguments that use them at their
+    defaults (None when one has no default), for a class whose program lacks them. Classes whose arguments have
     no source form in every recorded call are left out. Raises what the program raises."""
     ns = exec_program(text, "<ksmith-observed-program>")
     model_cls = ns["Model"]
@@ -250,7 +283,7 @@ def _build_and_call(ns: dict[str, Any], classes: list[type], seed: int, torch, d
     return built, called
 
 
-def _written(writer: Writer, cls: type, module, args: tuple, kwargs: dict) -> dict[str, str] | None:
+def _written(writer: Writer, cls: type, module, args: tuple, kwargs: dict) -> dict[str, Any] | None:
     """One call of a module of ``cls`` as the sources of ``get_init_inputs()`` and
     ``get_inputs()`` (None when some argument has no source form)."""
     record = writer.built.get(id(module))
@@ -258,17 +291,33 @@ def _written(writer: Writer, cls: type, module, args: tuple, kwargs: dict) -> di
     forward_sig = _signature(module.forward)
     if record is None or record[0] is not module or init_sig is None or forward_sig is None:
         return None
+    writer.needs = set()
     try:
         init = writer.positional(init_sig, record[1], record[2])
+        needs = sorted(writer.needs)
         call = writer.positional(forward_sig, args, kwargs)
     except (_Unwritable, TypeError):
         return None
+    if writer.needs.difference(needs):
+        return None  # an input that is one of the program's classes: rare, and never plain
+    without = None
+    if needs:
+        try:
+            without = (
+                "def get_init_inputs():\n    return ["
+                + ", ".join(writer.positional(init_sig, record[1], record[2], plain=True))
+                + "]\n"
+            )
+        except (_Unwritable, TypeError):
+            without = None
     shapes = ", ".join(_short(a, writer.torch) for a in args)
     return {
         "class_name": cls.__name__,
         "init": "def get_init_inputs():\n    return [" + ", ".join(init) + "]\n",
         "inputs": "def get_inputs():\n    return [" + ", ".join(call) + "]\n",
         "summary": f"{cls.__name__}({', '.join(init)}) called on ({shapes})",
+        "needs": needs,
+        "init_without": without,
     }
 
 

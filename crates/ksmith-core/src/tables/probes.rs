@@ -170,6 +170,14 @@ pub struct SubmoduleConfig {
     pub inputs: String,
     /// The same in one line: `PatchMerging((56, 56), 96) called on ([4, 3136, 96] float32)`.
     pub summary: String,
+    /// The program's own classes and functions `init` names (`PatchMerging` passed for
+    /// `downsample`): the class's own program may not define them.
+    #[serde(default)]
+    pub needs: Vec<String>,
+    /// `init` with the arguments that name them at their parameters' defaults; none when one
+    /// has no default (or nothing is needed).
+    #[serde(default)]
+    pub init_without: Option<String>,
 }
 
 /// An operator and how many times it was called.
