@@ -36,8 +36,11 @@ pub(crate) struct CallArg {
     /// is the one the enclosing class is built with.
     pub(crate) passes: Option<String>,
     /// When the value is a call of a class (`transformer=TwoWayTransformer(depth=2,
-    /// embedding_dim=prompt_embed_dim)`) whose arguments are all known: that call, with its
-    /// arguments folded like the site's own (`value` is then its source with the folded values).
+    /// embedding_dim=prompt_embed_dim)`, `PreNorm(dim, LinearAttention(dim))`) whose arguments
+    /// are each known, or pass on a parameter of the enclosing `__init__`, or are such a call
+    /// themselves: that call, with its arguments folded like the site's own. `value` is its
+    /// source with the folded values once all of them are known ([`Ctor::complete`]), `None`
+    /// until then.
     pub(crate) ctor: Option<Ctor>,
     /// The classes it passes uncalled, as bare names the calling file binds
     /// (`downsample=PatchMerging`, `PatchMerging if last else None`): a class-valued parameter
@@ -48,6 +51,18 @@ pub(crate) struct CallArg {
 }
 
 impl CallArg {
+    /// Whether its value is unknown here but may be given by the value the enclosing class is
+    /// built with: it passes on a parameter of the enclosing `__init__`, or it is a constructor
+    /// call with such an argument.
+    pub(crate) fn waits(&self) -> bool {
+        self.value.is_none()
+            && (self.passes.is_some()
+                || self
+                    .ctor
+                    .as_ref()
+                    .is_some_and(|c| c.args.iter().any(CallArg::waits)))
+    }
+
     /// Makes a constructor-call value unknown (its class cannot be resolved, or the program
     /// cannot have it): the argument is then guessed like any unknown one.
     pub(crate) fn forget_ctor(&mut self) {
@@ -58,18 +73,24 @@ impl CallArg {
     }
 }
 
-/// A constructor call passed as an argument, every argument of it known.
+/// A constructor call passed as an argument, every argument of it known or waiting for the
+/// value the enclosing class is built with ([`CallArg::waits`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ctor {
     /// The called class, a bare name as the calling file binds it.
     pub(crate) callee: String,
-    /// Its arguments, each with a value.
+    /// Its arguments.
     pub(crate) args: Vec<CallArg>,
     /// The repository class it builds, once extract has resolved the name ((file, statement)).
     pub(crate) class: Option<(usize, usize)>,
 }
 
 impl Ctor {
+    /// Whether every argument's value is known.
+    pub(crate) fn complete(&self) -> bool {
+        self.args.iter().all(|a| a.value.is_some())
+    }
+
     /// The call's source with the folded argument values, each class called by the name
     /// `name_of` gives it (the name it has in the emitted program).
     pub(crate) fn render(&self, name_of: &dyn Fn(&Ctor) -> String) -> String {
@@ -494,9 +515,9 @@ fn arguments(list: Node<'_>, src: &str, scope: &Scope, depth: u32) -> (Vec<CallA
             .then(|| constructor(value_node, src, scope, depth + 1))
             .flatten()
         {
-            let value = made.render(&|c| c.callee.clone());
+            let value = made.complete().then(|| made.render(&|c| c.callee.clone()));
             ctor = Some(made);
-            (Some(value), None)
+            (value, None)
         } else {
             match consts::eval(value_node, src, env) {
                 Some(v) => (
@@ -519,8 +540,9 @@ fn arguments(list: Node<'_>, src: &str, scope: &Scope, depth: u32) -> (Vec<CallA
     (args, open)
 }
 
-/// `node` as a constructor call: a bare capitalized name called with arguments that are all
-/// known (no `*args`/`**kwargs`).
+/// `node` as a constructor call: a bare capitalized name called with arguments (no
+/// `*args`/`**kwargs`) that are each known or wait for the enclosing class's values
+/// ([`CallArg::waits`]).
 fn constructor(node: Node<'_>, src: &str, scope: &Scope, depth: u32) -> Option<Ctor> {
     let k = Kinds::get();
     if node.kind() != "call" {
@@ -536,7 +558,7 @@ fn constructor(node: Node<'_>, src: &str, scope: &Scope, depth: u32) -> Option<C
         return None;
     }
     let (args, open) = arguments(list, src, scope, depth);
-    (!open && args.iter().all(|a| a.value.is_some())).then(|| Ctor {
+    (!open && args.iter().all(|a| a.value.is_some() || a.waits())).then(|| Ctor {
         callee: callee.to_string(),
         args,
         class: None,

@@ -1,7 +1,8 @@
 //! The repository's calls that build a class, their arguments resolved as far as the
 //! repository says: constructor calls passed as arguments bound to the repository classes they
 //! build, arguments that pass on a parameter of the enclosing class's `__init__` given the
-//! value that class is built with (up to [`PASS_DEPTH`] classes up), and the calls of a
+//! value that class is built with (up to [`PASS_DEPTH`] classes up; inside such constructor
+//! calls too: `PreNorm(dim, LinearAttention(dim))`), and the calls of a
 //! class-valued parameter (`downsample(input_resolution, dim=dim)` in `BasicLayer.__init__`)
 //! that a call site binds to the class (`BasicLayer(..., downsample=PatchMerging)`) or whose
 //! default it is (`def __init__(self, ..., block_fn=Block)`).
@@ -122,16 +123,16 @@ fn with_ctors(repo: &Repo, fi: usize, site: &CallSite) -> CallSite {
 }
 
 /// Whether an argument of `site` passes on a parameter of the enclosing `__init__` whose value
-/// is not known yet.
+/// is not known yet, itself or inside a constructor call ([`crate::calls::CallArg::waits`]).
 fn passes_unknown(site: &CallSite) -> bool {
-    site.args
-        .iter()
-        .any(|a| a.value.is_none() && a.passes.is_some())
+    site.args.iter().any(|a| a.waits())
 }
 
 /// Gives the arguments of `site` (in file `fi`) that pass on a parameter of the enclosing
 /// class's `__init__` the values `outer` (a call site of that class, with its path) builds the
-/// class with, where they are not guesses.
+/// class with, where they are not guesses; so too the arguments of the constructor calls it
+/// passes (`PreNorm(dim, LinearAttention(dim))`), whose value is then the call once every
+/// argument of it is known (the provenance lists the parameters it took, in order).
 fn fill_passed(repo: &Repo, fi: usize, site: &mut CallSite, outer: Option<(&str, &CallSite)>) {
     let Some(outer_name) = repo.class_name_at(fi, site.stmt) else {
         return;
@@ -139,13 +140,49 @@ fn fill_passed(repo: &Repo, fi: usize, site: &mut CallSite, outer: Option<(&str,
     let facts = repo.class_facts(fi, site.stmt);
     let known = guess::sited_init_args(&facts, outer);
     for arg in site.args.iter_mut().filter(|a| a.value.is_none()) {
-        let Some(p) = &arg.passes else { continue };
-        if let Some(a) = known.iter().find(|a| &a.name == p && !a.guessed) {
-            arg.value = Some(a.value.clone());
-            arg.via = Some(format!("{p} of {outer_name}: {}", a.source));
-            arg.ctor = a.ctor.clone();
+        if let Some(p) = &arg.passes {
+            if let Some(a) = known.iter().find(|a| &a.name == p && !a.guessed) {
+                arg.value = Some(a.value.clone());
+                arg.via = Some(format!("{p} of {outer_name}: {}", a.source));
+                arg.ctor = a.ctor.clone();
+            }
+        } else if let Some(ctor) = arg.ctor.as_mut() {
+            let mut vias = Vec::new();
+            if fill_ctor(ctor, &known, outer_name, &mut vias) {
+                arg.value = Some(ctor.render(&|c| c.callee.clone()));
+                arg.via = Some(vias.join("; "));
+            }
         }
     }
+}
+
+/// Gives the arguments of `ctor` (a constructor call in the `__init__` of the class
+/// `outer_name`), and those of the constructor calls among them, that pass on a parameter of
+/// that `__init__` its value in `known`, where it is not a guess; each parameter taken is added
+/// to `vias` once (`dim of Stage: call path:line`). True when every argument is then known.
+fn fill_ctor(
+    ctor: &mut Ctor,
+    known: &[guess::InitArg],
+    outer_name: &str,
+    vias: &mut Vec<String>,
+) -> bool {
+    for arg in ctor.args.iter_mut().filter(|a| a.value.is_none()) {
+        if let Some(p) = &arg.passes {
+            if let Some(a) = known.iter().find(|a| &a.name == p && !a.guessed) {
+                arg.value = Some(a.value.clone());
+                arg.ctor = a.ctor.clone();
+                let via = format!("{p} of {outer_name}: {}", a.source);
+                if !vias.contains(&via) {
+                    vias.push(via);
+                }
+            }
+        } else if let Some(inner) = arg.ctor.as_mut()
+            && fill_ctor(inner, known, outer_name, vias)
+        {
+            arg.value = Some(inner.render(&|c| c.callee.clone()));
+        }
+    }
+    ctor.complete()
 }
 
 /// The calls that build the class at `node` through a class-valued parameter: a call site of a

@@ -111,7 +111,10 @@ pub struct ModuleRow {
     /// value is the default of the enclosing function's parameter `p`; `call path:line via
     /// p= of A at :line` when that call is `A.__init__` calling its parameter `p`, which a call
     /// site of `A` at that line binds to the class, `via p=B, a default of A` when the class is
-    /// that parameter's default), `name=value: default` (an optional
+    /// that parameter's default; a value that is a constructor call of a repository class,
+    /// `fn=LinearAttention(128, heads=4): call path:line (dim of Block: call path2:line2;
+    /// heads of Block: ...)`, lists the parameters of the enclosing class its arguments took,
+    /// and the program defines that class), `name=value: default` (an optional
     /// parameter's own default, filling a gap), `name=value: guess`, or `name=value: guess
     /// (why)` when the call passes an argument that is not constant.
     #[serde(default)]

@@ -8,5 +8,6 @@ mod hostile;
 mod imports;
 mod members;
 mod module_args;
+mod module_instances;
 mod snapshots;
 mod stage;
