@@ -55,7 +55,7 @@ from .child_common import (
     as_list,
     clone_all,
     enter_sandbox,
-    error_text,
+    failure_text,
     hardware,
     to_device,
 )
@@ -466,7 +466,7 @@ def main(d: str, secret: bytes) -> int:
         ch.send(messages.ReferenceFailed(str(e)))
         return 3
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported
-        ch.send(messages.ReferenceFailed(error_text(e)))
+        ch.send(messages.ReferenceFailed(failure_text(e)))
         return 3
     ch.send(messages.JudgeReady())
     while True:
@@ -476,5 +476,5 @@ def main(d: str, secret: bytes) -> int:
         try:
             ch.send(judge.judge(json.loads(line)))
         except BaseException as e:  # noqa: BLE001 - the worker answers an internal error
-            ch.send(messages.ReferenceFailed("the judge failed: " + error_text(e)))
+            ch.send(messages.ReferenceFailed("the judge failed: " + failure_text(e)))
             return 3
