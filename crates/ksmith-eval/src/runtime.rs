@@ -121,6 +121,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/idle.py"),
     ),
     (
+        "ksmith/evaluator/result_file.py",
+        include_str!("../../../python/ksmith/evaluator/result_file.py"),
+    ),
+    (
         "ksmith/evaluator/shapes.py",
         include_str!("../../../python/ksmith/evaluator/shapes.py"),
     ),
