@@ -33,6 +33,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/child_common.py"),
     ),
     (
+        "ksmith/evaluator/capacity.py",
+        include_str!("../../../python/ksmith/evaluator/capacity.py"),
+    ),
+    (
         "ksmith/evaluator/compare.py",
         include_str!("../../../python/ksmith/evaluator/compare.py"),
     ),

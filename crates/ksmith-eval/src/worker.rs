@@ -170,13 +170,22 @@ impl WorkerProcess {
         {
             let pending = pending.clone();
             let alive = alive.clone();
+            let label = label.clone();
             std::thread::spawn(move || {
                 for line in lines {
                     let Ok(line) = line else { break };
                     if line.trim().is_empty() {
                         continue;
                     }
-                    let (id, reply) = match protocol::parse(&line) {
+                    let msg = protocol::parse(&line);
+                    if let Ok(protocol::Incoming {
+                        notice: Some(notice),
+                        ..
+                    }) = &msg
+                    {
+                        eprintln!("warning: evaluator device {label}: {notice}");
+                    }
+                    let (id, reply) = match msg {
                         Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
                             ("result", Some(r), _) => (
                                 msg.id,

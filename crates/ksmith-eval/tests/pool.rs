@@ -396,3 +396,37 @@ fn a_backend_the_worker_cannot_run_is_refused_without_losing_the_worker_or_its_d
         "{counters:?}"
     );
 }
+
+/// A candidate that rewrites its harness to hand the judge a result file no honest harness
+/// writes: its own verdict (`sandbox_escape`), not a judge failure that replaced the worker and
+/// took the device out of the pool (it did, twice in a row, and then every other device too).
+#[test]
+fn a_crafted_result_file_is_the_candidates_verdict_and_the_device_stays() {
+    let cfg = EvalConfig {
+        static_checks: false, // the runtime layer alone: the static checks refuse `import sys`
+        ..cpu_config(1)
+    };
+    let pool = WorkerPool::start(&cfg).unwrap();
+    let pid = pool.worker_pids()[0];
+    let r = pool
+        .evaluate(&request(
+            "tasks/elementwise.py",
+            "adversarial/crafted_result_file.py",
+        ))
+        .unwrap();
+    assert_eq!(
+        (r.status, r.hack),
+        (EvalStatus::Hacked, Some(HackKind::SandboxEscape)),
+        "{}",
+        r.error_log
+    );
+    assert!(
+        r.error_log.contains("not written by the harness"),
+        "{}",
+        r.error_log
+    );
+    assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
+}
