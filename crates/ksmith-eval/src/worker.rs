@@ -38,6 +38,9 @@ pub enum Answer {
     /// GPU is missing; the message names what): the worker and its device are sound and keep
     /// serving other requests.
     BackendUnavailable(String),
+    /// The worker answered that the evaluation failed on its side (`internal`: the message says
+    /// what) after its GPU passed its check: the worker lives, and its other evaluations go on.
+    Internal(String),
 }
 
 type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Answer>>>>;
@@ -196,6 +199,9 @@ impl WorkerProcess {
                             }
                             ("error", _, Some(e)) if e.kind == "backend_unavailable" => {
                                 (msg.id, Answer::BackendUnavailable(e.message))
+                            }
+                            ("error", _, Some(e)) if e.kind == "internal" => {
+                                (msg.id, Answer::Internal(e.message))
                             }
                             ("error", _, Some(e)) => (
                                 msg.id,
