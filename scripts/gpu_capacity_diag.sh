@@ -97,7 +97,7 @@ fi
     for f in "$work"/mem*/logs/*.log; do
         [[ -e "$f" ]] || continue
         echo "$(basename "$f"): $(grep -c capacity_retry "$f") capacity retries"
-        grep -h -E 'ran out of GPU memory|OutOfMemoryError|out of memory|Traceback|Error' "$f" | cut -c1-400 | head -20
+        grep -h -E 'ran out of GPU memory|waits for the GPU|OutOfMemoryError|out of memory|Traceback|Error' "$f" | cut -c1-400 | head -20
     done
 } >"$out/summary.md"
 tar -C "$work" -czf "$out/logs.tar.gz" --exclude='work' --exclude='tasks' --exclude='rt-*' . 2>/dev/null

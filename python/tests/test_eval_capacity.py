@@ -1,7 +1,8 @@
 """A GPU that runs out of memory while evaluations share it is capacity, not a failing device
 (`capacity`): the worker's admission (limits, retries before new evaluations, the last attempt
-alone), the evaluator's retry of an attempt that ran out, and a candidate that fakes CUDA's
-out-of-memory error while another evaluation shares the worker (its own verdict, once alone)."""
+alone, the wait for memory of `gpu_memory` against a fake reading), the evaluator's retry of an
+attempt that ran out, and a candidate that fakes CUDA's out-of-memory error while another
+evaluation shares the worker (its own verdict, once alone)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from ksmith.confine import Policy
 from ksmith.evaluator.capacity import ATTEMPTS, Admission, Attempt, DeviceBusy, out_of_memory
 from ksmith.evaluator.evaluate import DeviceEvaluator
+from ksmith.evaluator.gpu_memory import DeviceMemory, MemoryGate, parse_smi
 from ksmith.evaluator.worker import with_notice
 
 UNCONFINED = Policy(require=False)
@@ -60,11 +62,11 @@ def test_cuda_out_of_memory_is_told_from_other_failures(text, oom):
 def test_running_out_is_capacity_only_beside_other_evaluations():
     adm = Admission()
     adm.check(None, "the judge", OOM)  # outside an admitted evaluation: the old path
-    adm.check(Attempt(0, False, 1), "the judge", OOM)  # alone all along
-    adm.check(Attempt(2, True, 5), "the judge", OOM)  # the last attempt, alone
-    adm.check(Attempt(0, False, 5), "the judge", "KeyError: 'runs'")  # not memory
+    adm.check(Attempt(0, False, 1, 0.0), "the judge", OOM)  # alone all along
+    adm.check(Attempt(2, True, 5, 0.0), "the judge", OOM)  # the last attempt, alone
+    adm.check(Attempt(0, False, 5, 0.0), "the judge", "KeyError: 'runs'")  # not memory
     with pytest.raises(DeviceBusy) as busy:
-        adm.check(Attempt(0, False, 5), "the judge", "the judge failed: " + OOM + "\nTraceback ...\n" + OOM)
+        adm.check(Attempt(0, False, 5, 0.0), "the judge", "the judge failed: " + OOM + "\nTraceback ...\n" + OOM)
     assert busy.value.crowd == 5
     assert str(busy.value).startswith("the judge ran out of GPU memory with 5 evaluations at once: ")
     assert "Tried to allocate 2.00 GiB" in str(busy.value)
@@ -195,3 +197,75 @@ def test_a_candidate_that_fakes_running_out_beside_another_gets_its_own_verdict_
     assert ev.admission.retries == 1 and ev.admission.limit == 1
     notice = ev.admission.take_notice()
     assert notice is not None and notice.startswith("the candidate's harness ran out of GPU memory with 2 evaluations")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_more_fits_by_the_guess_then_by_what_evaluations_were_seen_to_hold():
+    clock = Clock()
+    reading = {"v": (10_000.0, 100_000.0)}
+    gate = MemoryGate(lambda: reading["v"], 2048.0, clock, growing_s=30.0)
+    assert gate.fits([]) and gate.idle_mb == 10_000.0  # none runs: what others hold
+    # one starting (growing): the guess counts for it and for the new one; 95 % of the total is usable
+    clock.now = 1.0
+    reading["v"] = (90_000.0, 100_000.0)
+    assert gate.fits([0.0])  # 5000 MiB left >= 2 x 2048
+    reading["v"] = (93_000.0, 100_000.0)
+    assert not gate.fits([0.0]) and not gate.observed
+    assert "2000 MiB free" in gate.short and "about 2048 MiB (guessed)" in gate.short
+    # four settled evaluations hold 3000 MiB each above the idle 10000: observed
+    clock.now = 100.0
+    reading["v"] = (22_000.0, 100_000.0)
+    assert gate.fits([0.0, 1.0, 2.0, 3.0])
+    assert gate.observed and gate.per_evaluation_mb == pytest.approx(3000.0)
+    # later readings are smoothed in, each once
+    reading["v"] = (30_000.0, 100_000.0)
+    gate.fits([10.0, 11.0, 12.0, 13.0])
+    gate.fits([10.0, 11.0, 12.0, 13.0])
+    assert gate.per_evaluation_mb == pytest.approx(0.8 * 3000 + 0.2 * 5000)
+    # while more than a fifth are still starting, a sample says nothing of one evaluation
+    before = gate.per_evaluation_mb
+    reading["v"] = (90_000.0, 100_000.0)
+    assert not gate.fits([10.0, 11.0, 12.0, 99.0])  # 5000 left < 3400 x 2
+    assert gate.per_evaluation_mb == before
+    # unknown memory: no check
+    assert MemoryGate(lambda: None, 2048.0, clock).fits([0.0])
+
+
+def test_memory_is_read_at_most_every_half_second_and_parsed():
+    clock = Clock()
+    reads = []
+    memory = DeviceMemory(lambda: reads.append(1) or (1.0, 2.0), clock)
+    memory()
+    clock.now = 0.4
+    memory()
+    assert len(reads) == 1
+    clock.now = 0.6
+    assert memory() == (1.0, 2.0) and len(reads) == 2
+    assert parse_smi("70000, 143771") == (70000.0, 143771.0)
+    assert parse_smi("") is None and parse_smi("[N/A], 143771") is None and parse_smi("1, 0") is None
+
+
+def test_an_evaluation_waits_for_memory_and_starts_when_it_frees():
+    reading = {"v": (10_000.0, 100_000.0)}
+    adm = Admission(memory=MemoryGate(lambda: reading["v"], 2048.0))
+    first = adm.slot(0)
+    reading["v"] = (99_000.0, 100_000.0)  # full: the first still starts (nothing of ours runs)
+    first.__enter__()
+    order: list[str] = []
+    second = _admitted_after(adm, 0, order, "second")
+    time.sleep(0.8)
+    assert order == []  # no room for another in memory
+    notice = adm.take_notice()
+    assert notice is not None and notice.startswith("an evaluation waits for the GPU's memory: ")
+    reading["v"] = (20_000.0, 100_000.0)  # freed (by another process): no notification needed
+    second.join(5)
+    assert order == ["second"]
+    first.__exit__(None, None, None)
+    assert adm.take_notice() is None  # said once

@@ -125,6 +125,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/idle.py"),
     ),
     (
+        "ksmith/evaluator/gpu_memory.py",
+        include_str!("../../../python/ksmith/evaluator/gpu_memory.py"),
+    ),
+    (
         "ksmith/evaluator/result_file.py",
         include_str!("../../../python/ksmith/evaluator/result_file.py"),
     ),

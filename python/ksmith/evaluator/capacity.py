@@ -15,8 +15,10 @@ that shared the worker with other evaluations at any time (`Attempt.crowd` > 1),
 again. Its attempts (`Admission.slot`):
 
 1. the first, admitted while fewer than the worker's limit run (no limit at first: the pool
-   bounds it by `inflight_per_worker`);
-2. after running out, once more under the lowered limit, before any new evaluation;
+   bounds it by `inflight_per_worker`) and, on a GPU, while one more fits in its free memory
+   (`gpu_memory`: an estimate of what one evaluation holds, first guessed, then observed);
+2. after running out, once more under the lowered limit and the memory check, before any new
+   evaluation;
 3. then alone: once no other evaluation runs, with none admitted beside it. Alone, running out
    is no longer capacity: the failure is answered as any other (the candidate's verdict, a
    broken task, the judge's error).
@@ -24,8 +26,8 @@ again. Its attempts (`Admission.slot`):
 Each `DeviceBusy` lowers the limit to 3/4 of the evaluations that ran beside the attempt
 (`Admission.ran_out`); after every `RECOVER_AFTER` evaluations that end without running out,
 the limit rises by one, and goes once it reaches the most the worker ever ran at once. The first
-time, a notice (one line) says so; the worker passes it to the pool with its answer, and the
-pool prints it once (`worker`).
+time, a notice (one line) says so, and the first time an evaluation waits for memory another
+does; the worker passes each to the pool with an answer, and the pool prints it (`worker`).
 
 A candidate can fake the error (its harness's text is its own) or exhaust the GPU's memory on
 purpose. Either costs throughput, never the device and never another evaluation's verdict: its
@@ -40,6 +42,8 @@ import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterator
+
+from .gpu_memory import SAMPLE_S, MemoryGate
 
 #: CUDA's out-of-memory errors as PyTorch, Triton and the driver word them.
 OUT_OF_MEMORY = re.compile(
@@ -71,9 +75,11 @@ class DeviceBusy(Exception):
 class Attempt:
     """One attempt of an evaluation, admitted by `Admission.slot`."""
 
-    def __init__(self, number: int, alone: bool, running: int):
+    def __init__(self, number: int, alone: bool, running: int, admitted_at: float):
         self.number = number
         self.alone = alone
+        #: When it was admitted (the memory gate's clock).
+        self.admitted_at = admitted_at
         #: The most evaluations that ran at once (this one included) while it ran.
         self.crowd = running
 
@@ -81,8 +87,14 @@ class Attempt:
 class Admission:
     """The worker's admission of evaluations (see the module doc). Thread-safe."""
 
-    def __init__(self, notice: Callable[[str], None] | None = None, recover_after: int = RECOVER_AFTER):
-        """`notice`: hears each lowering of the limit, one line (the worker's log)."""
+    def __init__(
+        self,
+        notice: Callable[[str], None] | None = None,
+        recover_after: int = RECOVER_AFTER,
+        memory: MemoryGate | None = None,
+    ):
+        """`notice`: hears each lowering of the limit and each notice, one line (the worker's
+        log); `memory`: whether one more evaluation fits in the GPU's memory (none: no check)."""
         self._cond = threading.Condition()
         self._active: set[Attempt] = set()
         self._retrying = 0
@@ -91,9 +103,10 @@ class Admission:
         self._recover_after = recover_after
         self._since = 0
         self._notice = notice
-        #: The first lowering's line until the pool is given it; whether it was made.
-        self._first_notice: str | None = None
-        self._lowered = False
+        self._memory = memory
+        #: Notices the pool has not been given yet, and the kinds given so far (each once).
+        self._notices: list[str] = []
+        self._noticed: set[str] = set()
         #: Evaluations admitted at once at most (None: no limit of its own).
         self.limit: int | None = None
         #: The most evaluations that ever ran at once.
@@ -115,9 +128,12 @@ class Admission:
             else:
                 retry = number > 0
                 self._retrying += int(retry)
-                self._cond.wait_for(lambda: self._room(retry))
+                # memory frees without a notification: looked at again every reading
+                while not self._cond.wait_for(lambda: self._room(retry), timeout=SAMPLE_S):
+                    pass
                 self._retrying -= int(retry)
-            attempt = Attempt(number, alone, len(self._active) + 1)
+            now = self._memory.clock() if self._memory is not None else 0.0
+            attempt = Attempt(number, alone, len(self._active) + 1, now)
             self._active.add(attempt)
             running = len(self._active)
             self.peak = max(self.peak, running)
@@ -137,7 +153,20 @@ class Admission:
             return False
         if not retry and self._retrying:
             return False
-        return self.limit is None or len(self._active) < self.limit
+        if self.limit is not None and len(self._active) >= self.limit:
+            return False
+        if self._memory is None or self._memory.fits([a.admitted_at for a in self._active]):
+            return True
+        self._say("memory", f"an evaluation waits for the GPU's memory: {self._memory.short} (gpu_memory)")
+        return False
+
+    def _say(self, kind: str, text: str) -> None:
+        """Keeps `text` for the pool, the first time of its `kind` (under the lock)."""
+        if kind not in self._noticed:
+            self._noticed.add(kind)
+            self._notices.append(text)
+            if self._notice is not None:
+                self._notice(text)
 
     def check(self, attempt: Attempt | None, what: str, text: str) -> None:
         """Raises `DeviceBusy` when `text`, the failure of `what` (a child of `attempt`), is CUDA's
@@ -161,11 +190,9 @@ class Admission:
                 f"{self._recover_after} that do not run out), and runs the ones that ran out again (first before new "
                 "ones, the last time alone): the GPU's memory, not a failure of the device"
             )
-            if not self._lowered:
-                self._lowered = True
-                self._first_notice = text
-        if self._notice is not None:
-            self._notice(text)
+            if "lowered" in self._noticed and self._notice is not None:
+                self._notice(text)  # the worker's log hears every lowering, the pool the first
+            self._say("lowered", text)
 
     def ended(self) -> None:
         """An evaluation ended without running out: the lowered limit recovers (module doc)."""
@@ -181,7 +208,6 @@ class Admission:
                 self._cond.notify_all()
 
     def take_notice(self) -> str | None:
-        """The first lowering's line, once (the pool prints it)."""
+        """The next notice the pool has not been given (each kind once), or None."""
         with self._cond:
-            text, self._first_notice = self._first_notice, None
-            return text
+            return self._notices.pop(0) if self._notices else None

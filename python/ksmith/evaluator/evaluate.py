@@ -19,7 +19,8 @@ same inputs, computed there and then. One file is in flight at a time, so memory
 by one trial. The verdict is decided from the judge's findings and the instruments' report
 (`decide`, whose docstring has the order).
 
-Many evaluations run at once, each admitted by the worker (`capacity`): a child that runs out of
+Many evaluations run at once, each admitted by the worker (`capacity`; on a GPU while one more
+fits in its free memory, `gpu_memory`): a child that runs out of
 GPU memory while its evaluation shares the worker with others (a judge, the task's reference, a
 candidate's harness) raises `DeviceBusy`, and the evaluation is run again (under a lowered limit,
 then alone), never answered with the failure; alone, the failure is answered as any other.
@@ -93,6 +94,7 @@ from .backend import Backend, CandidateFailed, Prepared
 from .capacity import ATTEMPTS, Admission, Attempt, DeviceBusy
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
+from .gpu_memory import CONTEXT_MB, DeviceMemory, MemoryGate, parse_smi
 from .idle import DRAIN_BOUND_S, IdleProbe
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .timing import another_process, combine, in_process_speedup, per_process, settings
@@ -303,8 +305,15 @@ class DeviceEvaluator:
             self.idle_probe = IdleProbe(self.server_env, DRAIN_BOUND_S)
             self.idle_probe.start()  # in the background: no timing waits for its start
         self.gate = gate or GpuGate(self.cuda, self.idle_probe)
-        #: How many evaluations run at once, lowered when the GPU runs out of memory (`capacity`).
-        self.admission = Admission(lambda text: print(f"ksmith evaluator: {text}", file=sys.stderr, flush=True))
+        #: How many evaluations run at once: on a GPU while one more fits in its memory
+        #: (`gpu_memory`), and fewer after it ran out (`capacity`).
+        memory = None
+        if self.cuda:
+            reading = DeviceMemory(lambda: parse_smi(_gpu_query("memory.used,memory.total")))
+            memory = MemoryGate(reading, 2 * CONTEXT_MB + float(self.opts["timing"]["buffer_mb"]))
+        self.admission = Admission(
+            lambda text: print(f"ksmith evaluator: {text}", file=sys.stderr, flush=True), memory=memory
+        )
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
