@@ -65,6 +65,14 @@ def test_running_out_is_capacity_only_beside_other_evaluations():
     adm.check(Attempt(0, False, 1, 0.0), "the judge", OOM)  # alone all along
     adm.check(Attempt(2, True, 5, 0.0), "the judge", OOM)  # the last attempt, alone
     adm.check(Attempt(0, False, 5, 0.0), "the judge", "KeyError: 'runs'")  # not memory
+    # an allocation as large as the GPU: a size computed wrong, which no wait makes fit
+    huge = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2048.00 GiB. GPU 0 has a total capacity "
+        "of 139.80 GiB of which 120.00 GiB is free."
+    )
+    adm.check(Attempt(0, False, 5, 0.0), "the candidate's harness", huge)
+    with pytest.raises(DeviceBusy):
+        adm.check(Attempt(0, False, 5, 0.0), "the candidate's harness", huge.replace("2048.00 GiB", "512.00 MiB"))
     with pytest.raises(DeviceBusy) as busy:
         adm.check(Attempt(0, False, 5, 0.0), "the judge", "the judge failed: " + OOM + "\nTraceback ...\n" + OOM)
     assert busy.value.crowd == 5

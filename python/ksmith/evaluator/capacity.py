@@ -11,8 +11,9 @@ earn).
 
 So a child's failure whose text is a GPU out-of-memory error (`out_of_memory`), in an attempt
 that shared the worker with other evaluations at any time (`Attempt.crowd` > 1), raises
-`DeviceBusy` instead (`Admission.check`): the evaluation is not answered, the worker runs it
-again. Its attempts (`Admission.slot`):
+`DeviceBusy` instead (`Admission.check`), unless the allocation that failed is as large as the
+whole GPU (`larger_than_the_gpu`: a size computed wrong, which no wait makes fit): the evaluation
+is not answered, the worker runs it again. Its attempts (`Admission.slot`):
 
 1. the first, admitted while fewer than the worker's limit run (no limit at first: the pool
    bounds it by `inflight_per_worker`) and, on a GPU, while one more fits in its free memory
@@ -49,6 +50,9 @@ from .gpu_memory import SAMPLE_S, MemoryGate
 OUT_OF_MEMORY = re.compile(
     r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
 )
+#: PyTorch's words for the allocation that failed and the GPU's size, in GiB or MiB.
+TRIED = re.compile(r"Tried to allocate ([0-9.]+) (GiB|MiB)")
+TOTAL = re.compile(r"total capacity of ([0-9.]+) (GiB|MiB)")
 #: The attempts of an evaluation: the first, one retry, then one alone.
 ATTEMPTS = 3
 #: Evaluations ending without running out after which the lowered limit rises by one.
@@ -60,6 +64,22 @@ LOWERED = 0.75
 def out_of_memory(text: str) -> bool:
     """Whether a child's failure `text` is CUDA's out-of-memory error."""
     return bool(OUT_OF_MEMORY.search(text))
+
+
+def _mib(match: re.Match[str] | None) -> float | None:
+    if match is None:
+        return None
+    try:
+        return float(match.group(1)) * (1024.0 if match.group(2) == "GiB" else 1.0)
+    except ValueError:
+        return None
+
+
+def larger_than_the_gpu(text: str) -> bool:
+    """Whether the allocation that failed (PyTorch's message) is as large as the whole GPU: no
+    wait makes it fit, so it is the program's failure, not capacity (a size computed wrong)."""
+    tried, total = _mib(TRIED.search(text)), _mib(TOTAL.search(text))
+    return tried is not None and total is not None and tried >= total
 
 
 class DeviceBusy(Exception):
@@ -172,6 +192,8 @@ class Admission:
         """Raises `DeviceBusy` when `text`, the failure of `what` (a child of `attempt`), is CUDA's
         out-of-memory error and the attempt shared the worker (see the module doc)."""
         if attempt is None or attempt.alone or attempt.crowd <= 1 or not out_of_memory(text):
+            return
+        if larger_than_the_gpu(text):
             return
         line = next((ln.strip() for ln in text.splitlines() if OUT_OF_MEMORY.search(ln)), "")
         raise DeviceBusy(what, attempt.crowd, line[:300])
