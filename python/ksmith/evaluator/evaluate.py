@@ -20,10 +20,10 @@ by one trial. The verdict is decided from the judge's findings and the instrumen
 (`decide`, whose docstring has the order).
 
 Many evaluations run at once, each admitted by the worker (`capacity`; on a GPU while one more
-fits in its free memory, `gpu_memory`): a child that runs out of
-GPU memory while its evaluation shares the worker with others (a judge, the task's reference, a
-candidate's harness) raises `DeviceBusy`, and the evaluation is run again (under a lowered limit,
-then alone), never answered with the failure; alone, the failure is answered as any other.
+fits in its free memory, `gpu_memory`): a child that runs out of GPU memory while its evaluation
+shares the worker with others (a judge, the task's reference, a candidate's harness) raises
+`DeviceBusy`, and the evaluation is run again (under a lowered limit, then alone), never answered
+with the failure; alone, the failure is answered as any other.
 
 The judge reads each result file as the candidate's to forge (`result_file`): one that no honest
 harness writes is the candidate's `sandbox_escape`, never a failure of the judge.
@@ -133,7 +133,8 @@ CPU_REHEARSAL = {
 #: the time a timing, once it held the GPU, waited for the GPU work of the starts it stopped to
 #: drain; `undrained`: where that did not drain, the wait for those starts to end (both also in
 #: `gate_wait`). `admission`: the time the evaluation waited for the worker's admission
-#: (`capacity`: a limit lowered after the GPU ran out of memory, or a retry waiting to run alone).
+#: (`capacity`: a limit lowered after the GPU ran out of memory, the GPU's free memory,
+#: `gpu_memory`, or a retry waiting to run alone).
 PHASES = (
     "static_check",
     "reference",
