@@ -22,6 +22,8 @@
 #   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
 #   PAUSE_STARTS [true]: [eval] pause_starts_for_timing (false: a timing waits for starts to end)
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
+#   RUNTIME_DIR [""]: [eval] runtime_dir (where the pool's runtime folder goes, with the
+#     workers' logs: scripts/gpu_capacity_diag.sh copies them from there while the run lasts)
 #   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
 #     works, warned; only where bubblewrap cannot be set up)
 #   DEADLINE_S [520]: runs that would end past this many seconds from the start are skipped
@@ -143,6 +145,7 @@ require = ${SANDBOX_REQUIRE:-true}
 devices = [$devices]
 inflight_per_worker = $inflight
 pause_starts_for_timing = ${PAUSE_STARTS:-true}
+${RUNTIME_DIR:+runtime_dir = \"$RUNTIME_DIR\"}
 
 [teacher]
 max_retries = 1

@@ -132,8 +132,9 @@ def injected_medians(ev: DeviceEvaluator) -> dict[str, list[float]]:
     ev.cuda = True
     ref_timing, cand_process = ev._reference_timing, ev._candidate_process
 
-    def reference_timing(child, task_id, process, profile, start=False):
-        return dict(ref_timing(child, task_id, process, profile, start), median_ms=medians["reference"][process - 1])
+    def reference_timing(child, task_id, process, profile, start=False, attempt=None):
+        timing = ref_timing(child, task_id, process, profile, start, attempt)
+        return dict(timing, median_ms=medians["reference"][process - 1])
 
     def candidate_process(run, ref, cand):
         verdict = cand_process(run, ref, cand)

@@ -71,7 +71,8 @@ def test_worker_speaks_json_lines():
     by_id = {a.get("id"): a for a in answers}
     assert by_id["p"]["type"] == "pong"
     assert by_id["a"]["type"] == "result" and by_id["a"]["result"]["status"] == "compile_error"
-    assert set(by_id["a"]["profile"]) == {"static_check"}, by_id["a"]["profile"]
+    # the phases it went through: the worker's admission, then the static checks that refused it
+    assert set(by_id["a"]["profile"]) == {"admission", "static_check"}, by_id["a"]["profile"]
     assert by_id["b"]["type"] == "error" and by_id["b"]["error"]["kind"] == "broken_reference"
     assert "no inputs today" in by_id["b"]["error"]["message"] and by_id["b"]["error"]["task_id"] == "broken"
     assert by_id["c"]["error"]["kind"] == "bad_request"

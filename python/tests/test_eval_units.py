@@ -1026,3 +1026,22 @@ def test_waiting_for_the_gpu_gate_is_not_the_candidates_time():
     spent = Budget(0.0, "the judge's check (run_timeout_s)")
     with pytest.raises(ChildTimeout, match=r"the judge's check \(run_timeout_s\): no answer within 0 s in all"):
         spent.left()
+
+
+def test_a_trusted_childs_failure_leads_with_the_exception_line():
+    from ksmith.evaluator.child_common import failure_text, headline
+
+    def deep():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.\nGPU 0 has 1.5 GiB free.")
+
+    try:
+        deep()
+    except torch.OutOfMemoryError as e:
+        text = failure_text(e)
+        line = headline(e)
+    assert line == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 1.5 GiB free."
+    first, rest = text.split("\n", 1)
+    assert first == line
+    # the traceback follows, whole
+    assert rest.startswith("Traceback (most recent call last):") and "in deep" in rest
+    assert headline(ValueError("x" * 900)).endswith(" ...") and len(headline(ValueError("x" * 900))) < 520

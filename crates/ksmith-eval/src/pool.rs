@@ -22,8 +22,9 @@ const UNTRUSTED: &str = "eval: generated kernels";
 /// How long a worker may take to import torch and greet.
 const STARTUP: Duration = Duration::from_secs(180);
 
-/// How many times in a row a device's worker may fail a request (die, stop answering, answer an
-/// internal error) before the device is taken out; the worker is replaced in between.
+/// How many times in a row a device's worker may fail a request (die, stop answering) before the
+/// device is taken out; the worker is replaced in between. A request the worker answers with an
+/// internal error is tried as many times on the same worker, then answered with that error.
 const FAILURES_IN_A_ROW: u32 = 2;
 
 #[derive(Debug)]
@@ -38,7 +39,10 @@ struct Slot {
 /// each, [`Scheduler`]), so a task's reference facts are built on as few devices as possible. A worker that dies or stops
 /// answering is replaced; a device whose worker fails twice in a row, does not start, or whose
 /// check fails (the worker answers `device_failed`) is taken out of the pool and the request
-/// goes to another device. A request whose backend the worker cannot run (`backend_unavailable`,
+/// goes to another device. A request the worker answers with an internal error (its GPU passed
+/// its check) is tried once more on the same worker, whose other evaluations go on, and then
+/// answered with the error: the request fails, not the device (sent on, a request that fails
+/// every time would take every device out in turn). A request whose backend the worker cannot run (`backend_unavailable`,
 /// e.g. CUDA without nvcc) is answered `Unavailable` at once: worker and device stay.
 #[derive(Debug)]
 pub struct WorkerPool {
@@ -225,6 +229,7 @@ impl WorkerPool {
     fn on_device(&self, i: usize, request: &EvalRequest) -> Attempt<Result<EvalResult, EvalError>> {
         let timeout = Duration::from_secs_f64(self.cfg.request_timeout_s);
         let mut why = String::new();
+        let mut answered = false;
         for _attempt in 0..FAILURES_IN_A_ROW {
             let w = match self.worker(i) {
                 Ok(w) => w,
@@ -237,10 +242,16 @@ impl WorkerPool {
                 Answer::BackendUnavailable(m) => {
                     return Attempt::Answered(Err(EvalError::Unavailable(m)));
                 }
+                // the worker lives and its GPU passed its check: tried again on it
+                Answer::Internal(m) => {
+                    why = format!("worker error: {m}");
+                    answered = true;
+                }
                 Answer::Done(outcome, profile) => match *outcome {
                     Err(EvalError::Unavailable(m)) => {
                         self.discard(i, &w);
                         why = m;
+                        answered = false;
                     }
                     outcome => {
                         self.record(&profile);
@@ -248,6 +259,9 @@ impl WorkerPool {
                     }
                 },
             }
+        }
+        if answered {
+            return Attempt::Answered(Err(EvalError::Unavailable(why)));
         }
         Attempt::DeviceFailed(format!(
             "its worker failed {FAILURES_IN_A_ROW} times in a row (replaced in between); last: {why}"

@@ -55,6 +55,11 @@ pub struct Incoming {
     /// `python/ksmith/evaluator/profile.py`).
     #[serde(default)]
     pub profile: Option<std::collections::BTreeMap<String, f64>>,
+    /// One line for the user, sent once by a worker (with a result or an error): e.g. that its
+    /// GPU ran out of memory and it now runs fewer evaluations at once
+    /// (`python/ksmith/evaluator/capacity.py`).
+    #[serde(default)]
+    pub notice: Option<String>,
     /// The device (in `hello`).
     pub device: Option<String>,
     /// What the worker's sandbox set up and what it could not (in `hello`).
@@ -127,6 +132,7 @@ mod tests {
     fn parses_results_and_errors() {
         let line = r#"{"v":1,"type":"result","id":"7","result":{"status":"hacked","hack":"side_stream","error_log":"x","errors":[{"index":0,"max_abs":1.0,"mean_abs":0.5,"max_rel":1.0,"mean_rel":0.5}],"trials_passed":0,"trials":5,"candidate_timing":null,"reference_timing":null,"speedup":null,"warnings":[],"hardware":{"device":"cpu (triton interpreter)","driver":null,"torch":"2","triton":"3"},"elapsed_ms":12}}"#;
         let msg = parse(line).unwrap();
+        assert_eq!(msg.notice, None);
         let r = msg.result.unwrap();
         assert_eq!(r.hack, Some(ksmith_core::evaluation::HackKind::SideStream));
         let err = r#"{"v":1,"type":"error","id":"8","error":{"kind":"broken_reference","message":"boom","task_id":"t1"}}"#;
@@ -136,6 +142,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let noticed = r#"{"v":1,"type":"result","id":"7","result":{"status":"correct","hack":null,"error_log":"","errors":[],"trials_passed":1,"trials":1,"candidate_timing":null,"reference_timing":null,"speedup":null,"warnings":[],"hardware":{"device":"cpu","driver":null,"torch":"2","triton":"3"},"elapsed_ms":1},"notice":"the judge ran out of GPU memory"}"#;
+        assert_eq!(
+            parse(noticed).unwrap().notice.as_deref(),
+            Some("the judge ran out of GPU memory")
+        );
         let missing = r#"{"v":1,"type":"error","id":"9","error":{"kind":"backend_unavailable","message":"the CUDA backend is unavailable on this worker: missing nvcc","task_id":"t1"}}"#;
         match parse(missing).unwrap().error.unwrap().into_eval_error() {
             EvalError::Unavailable(m) => assert!(m.ends_with("missing nvcc"), "{m}"),

@@ -33,6 +33,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/evaluator/child_common.py"),
     ),
     (
+        "ksmith/evaluator/capacity.py",
+        include_str!("../../../python/ksmith/evaluator/capacity.py"),
+    ),
+    (
         "ksmith/evaluator/compare.py",
         include_str!("../../../python/ksmith/evaluator/compare.py"),
     ),
@@ -119,6 +123,14 @@ pub const SOURCES: &[(&str, &str)] = &[
     (
         "ksmith/evaluator/idle.py",
         include_str!("../../../python/ksmith/evaluator/idle.py"),
+    ),
+    (
+        "ksmith/evaluator/gpu_memory.py",
+        include_str!("../../../python/ksmith/evaluator/gpu_memory.py"),
+    ),
+    (
+        "ksmith/evaluator/result_file.py",
+        include_str!("../../../python/ksmith/evaluator/result_file.py"),
     ),
     (
         "ksmith/evaluator/shapes.py",

@@ -84,6 +84,30 @@ impl State {
     }
 }
 
+/// The first line of a failure's text, naming the exception: a text whose first line ends in
+/// Python's `Traceback (most recent call last):` (the exception's own line is the traceback's
+/// last) gets that last line in its place.
+pub fn headline(why: &str) -> String {
+    const TRACEBACK: &str = "Traceback (most recent call last):";
+    let first = why.lines().next().unwrap_or_default().trim_end();
+    let Some(before) = first.strip_suffix(TRACEBACK) else {
+        return first.to_string();
+    };
+    let last = why
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && *l != TRACEBACK)
+        .unwrap_or("(no exception line)");
+    format!("{before}{last}")
+}
+
+/// The lines of `why` after its first, each on a line of its own after `  | ` (nothing when it
+/// has one line): the whole text stays in the log below the one-line warning.
+fn detail(why: &str) -> String {
+    why.lines().skip(1).map(|l| format!("\n  | {l}")).collect()
+}
+
 /// How a request fared on the device it was given to.
 #[derive(Debug)]
 pub enum Attempt<T> {
@@ -193,12 +217,14 @@ impl Scheduler {
         if st.slots[i].usage.failed.is_some() {
             return false;
         }
-        st.slots[i].usage.failed = Some(why.to_string());
+        st.slots[i].usage.failed = Some(headline(why));
         let left = st.slots.iter().filter(|s| s.usage.failed.is_none()).count();
         eprintln!(
-            "warning: evaluator device {} taken out of the pool: {why}; its evaluations go to the \
-             other devices ({left} left)",
-            st.slots[i].usage.label
+            "warning: evaluator device {} taken out of the pool: {}; its evaluations go to the \
+             other devices ({left} left){}",
+            st.slots[i].usage.label,
+            headline(why),
+            detail(why)
         );
         drop(st);
         self.room.notify_all();
@@ -475,6 +501,36 @@ mod tests {
             err.contains("fake:0: device check failed on 0")
                 && err.contains("fake:1: device check failed on 1"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_failure_is_named_by_its_exception_on_one_line() {
+        let traceback = "worker error: RuntimeError: the judge failed: Traceback (most recent call last):\n  \
+             File \"reference_child.py\", line 477, in main\n    x = y\n\
+             torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n";
+        assert_eq!(
+            headline(traceback),
+            "worker error: RuntimeError: the judge failed: torch.OutOfMemoryError: CUDA out of \
+             memory. Tried to allocate 2.00 GiB"
+        );
+        // the worker's own text already leads with the exception: kept as it is
+        let led = "worker error: RuntimeError: the judge failed: torch.OutOfMemoryError: CUDA \
+             out of memory\nTraceback (most recent call last):\n  File \"x.py\"\n\
+             torch.OutOfMemoryError: CUDA out of memory";
+        assert_eq!(
+            headline(led),
+            "worker error: RuntimeError: the judge failed: torch.OutOfMemoryError: CUDA out of memory"
+        );
+        assert_eq!(headline("sticky CUDA error"), "sticky CUDA error");
+        assert_eq!(detail("one line"), "");
+        assert_eq!(detail("a\nb\nc"), "\n  | b\n  | c");
+        // the device's recorded reason is the headline
+        let s = Scheduler::new(labels(1), 1);
+        s.take_out(0, traceback);
+        assert_eq!(
+            s.usage().0[0].failed.as_deref(),
+            Some(headline(traceback).as_str())
         );
     }
 

@@ -38,6 +38,9 @@ pub enum Answer {
     /// GPU is missing; the message names what): the worker and its device are sound and keep
     /// serving other requests.
     BackendUnavailable(String),
+    /// The worker answered that the evaluation failed on its side (`internal`: the message says
+    /// what) after its GPU passed its check: the worker lives, and its other evaluations go on.
+    Internal(String),
 }
 
 type Pending = Arc<Mutex<HashMap<String, mpsc::Sender<Answer>>>>;
@@ -170,13 +173,22 @@ impl WorkerProcess {
         {
             let pending = pending.clone();
             let alive = alive.clone();
+            let label = label.clone();
             std::thread::spawn(move || {
                 for line in lines {
                     let Ok(line) = line else { break };
                     if line.trim().is_empty() {
                         continue;
                     }
-                    let (id, reply) = match protocol::parse(&line) {
+                    let msg = protocol::parse(&line);
+                    if let Ok(protocol::Incoming {
+                        notice: Some(notice),
+                        ..
+                    }) = &msg
+                    {
+                        eprintln!("warning: evaluator device {label}: {notice}");
+                    }
+                    let (id, reply) = match msg {
                         Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
                             ("result", Some(r), _) => (
                                 msg.id,
@@ -187,6 +199,9 @@ impl WorkerProcess {
                             }
                             ("error", _, Some(e)) if e.kind == "backend_unavailable" => {
                                 (msg.id, Answer::BackendUnavailable(e.message))
+                            }
+                            ("error", _, Some(e)) if e.kind == "internal" => {
+                                (msg.id, Answer::Internal(e.message))
                             }
                             ("error", _, Some(e)) => (
                                 msg.id,

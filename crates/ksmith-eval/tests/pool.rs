@@ -396,3 +396,71 @@ fn a_backend_the_worker_cannot_run_is_refused_without_losing_the_worker_or_its_d
         "{counters:?}"
     );
 }
+
+/// A candidate that rewrites its harness to hand the judge a result file no honest harness
+/// writes: its own verdict (`sandbox_escape`), not a judge failure that replaced the worker and
+/// took the device out of the pool (it did, twice in a row, and then every other device too).
+#[test]
+fn a_crafted_result_file_is_the_candidates_verdict_and_the_device_stays() {
+    let cfg = EvalConfig {
+        static_checks: false, // the runtime layer alone: the static checks refuse `import sys`
+        ..cpu_config(1)
+    };
+    let pool = WorkerPool::start(&cfg).unwrap();
+    let pid = pool.worker_pids()[0];
+    let r = pool
+        .evaluate(&request(
+            "tasks/elementwise.py",
+            "adversarial/crafted_result_file.py",
+        ))
+        .unwrap();
+    assert_eq!(
+        (r.status, r.hack),
+        (EvalStatus::Hacked, Some(HackKind::SandboxEscape)),
+        "{}",
+        r.error_log
+    );
+    assert!(
+        r.error_log.contains("not written by the harness"),
+        "{}",
+        r.error_log
+    );
+    assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
+}
+
+/// A request the worker answers with an internal error (here a reference that fails in the judge
+/// only) is tried again on the same worker and then answered with that error: the worker is not
+/// replaced (its other evaluations go on) and the device stays in the pool (sent on, the request
+/// would have taken every device out in turn).
+#[test]
+fn an_internal_error_fails_the_request_not_the_worker_or_its_device() {
+    let pool = WorkerPool::start(&cpu_config(1)).unwrap();
+    let pid = pool.worker_pids()[0];
+    match pool.evaluate(&request("tasks/fails_in_judge.py", "honest/elementwise.py")) {
+        Err(EvalError::Unavailable(m)) => {
+            assert!(
+                m.starts_with("worker error: RuntimeError: the judge did not start: "),
+                "{m}"
+            );
+            assert!(
+                m.lines()
+                    .next()
+                    .unwrap()
+                    .contains("RuntimeError: this reference refuses to judge"),
+                "the first line names the exception: {m}"
+            );
+        }
+        other => panic!("expected the worker's error, got {other:?}"),
+    }
+    let r = pool
+        .evaluate(&request("tasks/elementwise.py", "honest/elementwise.py"))
+        .unwrap();
+    assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
+    assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
+}

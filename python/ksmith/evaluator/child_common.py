@@ -108,6 +108,20 @@ def error_text(exc: BaseException, limit: int = 6000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
+def headline(exc: BaseException, limit: int = 500) -> str:
+    """The exception's own line (``torch.OutOfMemoryError: CUDA out of memory. ...``), on one
+    line: what a message that is cut to its first line must still say."""
+    text = " ".join(traceback.format_exception_only(type(exc), exc)[-1].split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def failure_text(exc: BaseException) -> str:
+    """`headline` first, then `error_text`: a trusted child's failure as the worker passes it on
+    (a warning that keeps one line names the exception, not ``Traceback (most recent call
+    last):``)."""
+    return headline(exc) + "\n" + error_text(exc)
+
+
 def hardware(device: str) -> dict[str, Any]:
     """The device, driver, CUDA, torch and triton versions as the protocol's `Hardware` (the
     worker adds the timing settings)."""

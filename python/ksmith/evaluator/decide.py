@@ -5,7 +5,8 @@ the judge compared on the device, see `reference_child`).
 once every correctness call is judged; `after_timing` judges the timed calls the worker picked
 (their digests, see `digest`) and the timing itself. The order (the first that applies):
 
-1. per file as it comes: the candidate mutated its inputs where the reference does not ->
+1. per file as it comes: a file no honest harness writes (`result_file`) -> `sandbox_escape`;
+   the candidate mutated its inputs where the reference does not ->
    `input_mutation`; outputs that cannot be compared (count, type, shape, dtype) -> `incorrect`;
    an output aliasing an input or parameter where the reference's does not -> `output_aliasing`
    (at a hidden size set too; a picked timed call that changed its inputs -> `input_mutation`,
@@ -82,6 +83,9 @@ class Findings:
 
 def early(kind: str, j: messages.Judged) -> Verdict | None:
     """The verdict one judged file decides on its own (step 1 of the module doc)."""
+    if j.forged:
+        why = f"{j.label}: the harness's result file was not written by the harness: {j.structure}"
+        return Verdict("hacked", "sandbox_escape", why)
     if kind == "timed":
         if j.mutated and not j.ref_mutated:
             return Verdict(

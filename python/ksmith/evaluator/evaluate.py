@@ -19,6 +19,15 @@ same inputs, computed there and then. One file is in flight at a time, so memory
 by one trial. The verdict is decided from the judge's findings and the instruments' report
 (`decide`, whose docstring has the order).
 
+Many evaluations run at once, each admitted by the worker (`capacity`; on a GPU while one more
+fits in its free memory, `gpu_memory`): a child that runs out of GPU memory while its evaluation
+shares the worker with others (a judge, the task's reference, a candidate's harness) raises
+`DeviceBusy`, and the evaluation is run again (under a lowered limit, then alone), never answered
+with the failure; alone, the failure is answered as any other.
+
+The judge reads each result file as the candidate's to forge (`result_file`): one that no honest
+harness writes is the candidate's `sandbox_escape`, never a failure of the judge.
+
 Before those: the static checks (`static_check`, when on), then a compile error, a harness
 violation (timer patch, precision switch, thread, lazy output, an escape the audit hook saw), a
 crash, a timeout, a forged line on the harness's channel (`sandbox_escape`).
@@ -82,8 +91,10 @@ from ..confine.policy import SandboxError as SandboxRefused
 from ..confine.policy import refusal
 from . import backends, compare, compile_baseline, decide, health, messages, shapes, speed_of_light
 from .backend import Backend, CandidateFailed, Prepared
+from .capacity import ATTEMPTS, Admission, Attempt, DeviceBusy
 from .forkserver import ForkServer, ForkServerDied
 from .gate import GpuGate
+from .gpu_memory import CONTEXT_MB, DeviceMemory, MemoryGate, parse_smi
 from .idle import DRAIN_BOUND_S, IdleProbe
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
 from .timing import another_process, combine, in_process_speedup, per_process, settings
@@ -121,7 +132,9 @@ CPU_REHEARSAL = {
 #: for another candidate's timing (`gate`), also counted in the phase that was paused. `drain`:
 #: the time a timing, once it held the GPU, waited for the GPU work of the starts it stopped to
 #: drain; `undrained`: where that did not drain, the wait for those starts to end (both also in
-#: `gate_wait`).
+#: `gate_wait`). `admission`: the time the evaluation waited for the worker's admission
+#: (`capacity`: a limit lowered after the GPU ran out of memory, the GPU's free memory,
+#: `gpu_memory`, or a retry waiting to run alone).
 PHASES = (
     "static_check",
     "reference",
@@ -136,6 +149,7 @@ PHASES = (
     "paused",
     "drain",
     "undrained",
+    "admission",
 )
 
 
@@ -292,6 +306,15 @@ class DeviceEvaluator:
             self.idle_probe = IdleProbe(self.server_env, DRAIN_BOUND_S)
             self.idle_probe.start()  # in the background: no timing waits for its start
         self.gate = gate or GpuGate(self.cuda, self.idle_probe)
+        #: How many evaluations run at once: on a GPU while one more fits in its memory
+        #: (`gpu_memory`), and fewer after it ran out (`capacity`).
+        memory = None
+        if self.cuda:
+            reading = DeviceMemory(lambda: parse_smi(_gpu_query("memory.used,memory.total")))
+            memory = MemoryGate(reading, 2 * CONTEXT_MB + float(self.opts["timing"]["buffer_mb"]))
+        self.admission = Admission(
+            lambda text: print(f"ksmith evaluator: {text}", file=sys.stderr, flush=True), memory=memory
+        )
         self.default_hardware = {
             "device": "cpu (triton interpreter)",
             "driver": None,
@@ -410,10 +433,12 @@ class DeviceEvaluator:
         source: str,
         alt_sizes: list[dict[str, int]] | None = None,
         profile: Profile | None = None,
+        attempt: Attempt | None = None,
     ) -> TaskFacts:
         """The facts of a task, built once (see the module doc); `BrokenReference` when the task
         cannot be evaluated (remembered). The build's waits for the GPU's gate go to `profile`'s
-        `gate_wait`."""
+        `gate_wait`. `DeviceBusy` (nothing remembered) when a child of the build ran out of GPU
+        memory while `attempt` shared the worker (`capacity`)."""
         profile = Profile() if profile is None else profile
         recorded = bool(alt_sizes)
         sets = alt_sizes if alt_sizes else shapes.derive(source)
@@ -433,7 +458,7 @@ class DeviceEvaluator:
                     self.tasks.move_to_end(key)
                     return self.tasks[key]
             try:
-                facts = self._build(key, task_id, source, sets, recorded, profile)
+                facts = self._build(key, task_id, source, sets, recorded, profile, attempt)
             except BrokenReference as e:
                 self.remember_broken(key, e)
                 raise
@@ -452,7 +477,14 @@ class DeviceEvaluator:
                 self.broken.popitem(last=False)
 
     def _build(
-        self, key: str, task_id: str, source: str, sets: list[dict[str, int]], recorded: bool, profile: Profile
+        self,
+        key: str,
+        task_id: str,
+        source: str,
+        sets: list[dict[str, int]],
+        recorded: bool,
+        profile: Profile,
+        attempt: Attempt | None,
     ) -> TaskFacts:
         o = self.opts
         seed = int(o["seed"]) if o["seed"] is not None else secrets.randbelow(2**31 - 1)
@@ -469,15 +501,16 @@ class DeviceEvaluator:
                 child.command("start")
                 msg = _sandboxed(child.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
             if isinstance(msg, messages.ReferenceFailed):
+                self.admission.check(attempt, "the task's reference", msg.message)
                 raise BrokenReference(task_id, _trim(msg.message + "\n" + child.log_tail(), o["log_limit"]))
             if not isinstance(msg, messages.BuildDone):
                 raise BrokenReference(task_id, f"unexpected message {msg.TYPE}")
             build = msg
-            stats = [self._reference_timing(child, task_id, 1, profile)]
+            stats = [self._reference_timing(child, task_id, 1, profile, attempt=attempt)]
         while another_process([t["median_ms"] for t in stats], self.timing, self.cuda):
             config = self._config(seed, mode="time")
             with self._reference_child(task_id, config, source, profile) as child:
-                stats.append(self._reference_timing(child, task_id, len(stats) + 1, profile, start=True))
+                stats.append(self._reference_timing(child, task_id, len(stats) + 1, profile, True, attempt))
         warnings = [f"hidden shapes: {why}" for why in build.dropped]
         if not build.size_sets:
             origin = "recorded" if recorded else "derived from the task's module-level size constants"
@@ -495,27 +528,33 @@ class DeviceEvaluator:
             build.dtype,
             str(o["sol_tf32"]),
         )
-        compiled = self._compile_baseline(task_id, seed, source, profile)
+        compiled = self._compile_baseline(task_id, seed, source, profile, attempt)
         return TaskFacts(
             key=key, seed=seed, build=build, timing=combine(stats), warnings=warnings, light=light, compiled=compiled
         )
 
-    def _compile_baseline(self, task_id: str, seed: int, source: str, profile: Profile) -> dict[str, Any]:
+    def _compile_baseline(
+        self, task_id: str, seed: int, source: str, profile: Profile, attempt: Attempt | None
+    ) -> dict[str, Any]:
         """The task's `torch.compile` baseline, measured in a confined reference child of its own
         (see `compile_baseline`), or why there is none: ``off``, ``cpu``, or what stopped it (the
         compile raised, its outputs differ from eager, it passed `compile_baseline_timeout_s`, the
-        child failed). Never raises for the task."""
+        child failed). Never raises for the task; `DeviceBusy` when it ran out of GPU memory
+        while `attempt` shared the worker (not kept as the task's reason)."""
         o = self.opts
         mode = str(o["compile_baseline"])
         if mode == "off":
             return compile_baseline.unmeasured(mode, 'off (compile_baseline = "off")')
         if not self.cuda:
             return compile_baseline.unmeasured(mode, "cpu")
-        return self._measure_compiled(task_id, seed, source, mode, profile)
+        return self._measure_compiled(task_id, seed, source, mode, profile, attempt)
 
-    def _measure_compiled(self, task_id: str, seed: int, source: str, mode: str, profile: Profile) -> dict[str, Any]:
+    def _measure_compiled(
+        self, task_id: str, seed: int, source: str, mode: str, profile: Profile, attempt: Attempt | None = None
+    ) -> dict[str, Any]:
         """The compile baseline's child run (compile, check, time; on the CPU a rehearsal whose
-        times say nothing), or the reason it gave none."""
+        times say nothing), or the reason it gave none; `DeviceBusy` as `_compile_baseline`
+        says."""
         o = self.opts
         limit = float(o["compile_baseline_timeout_s"])
         config = self._config(seed, mode="compiled", compile_baseline=mode)
@@ -532,6 +571,7 @@ class DeviceEvaluator:
                         )
                 if not isinstance(msg, messages.BaselineCompiled):
                     why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+                    self.admission.check(attempt, "the task's compile baseline", why)
                     return compile_baseline.unmeasured(mode, "torch.compile failed: " + _trim(why, 600))
                 # the child's own clock ran while another candidate's timing stopped it
                 compile_s = max(0.0, msg.compile_s - (child.paused_s() - paused_before))
@@ -546,6 +586,7 @@ class DeviceEvaluator:
                     msg = child.receive(o["timing_timeout_s"])
                 if not isinstance(msg, messages.Timed):
                     why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+                    self.admission.check(attempt, "the task's compile baseline", why)
                     return compile_baseline.unmeasured(mode, "timing the compiled reference failed: " + _trim(why, 600))
                 return compile_baseline.measured(mode, compile_s, msg.timing)
         except BrokenReference as e:
@@ -574,11 +615,18 @@ class DeviceEvaluator:
                     profile.add("paused", child.paused_s())
 
     def _reference_timing(
-        self, child: Child, task_id: str, process: int, profile: Profile, start: bool = False
+        self,
+        child: Child,
+        task_id: str,
+        process: int,
+        profile: Profile,
+        start: bool = False,
+        attempt: Attempt | None = None,
     ) -> dict[str, Any]:
         """The reference's timing in its `process`-th process (`child`; told to `start` first
         when it is a fresh time-mode child; its start and its preparation for timing under the
-        gate's `starting` mode): on `go`, with the GPU held alone."""
+        gate's `starting` mode): on `go`, with the GPU held alone. `DeviceBusy` when it ran out of
+        GPU memory while `attempt` shared the worker (`capacity`)."""
         o = self.opts
         with profile.gated(self.gate.starting(child)):
             if start:
@@ -591,6 +639,7 @@ class DeviceEvaluator:
         if isinstance(msg, messages.Timed):
             return msg.timing
         why = msg.message if isinstance(msg, messages.ReferenceFailed) else f"unexpected message {msg.TYPE}"
+        self.admission.check(attempt, "the task's reference", why)
         raise BrokenReference(task_id, f"timing the reference failed (timing process {process}): {why}")
 
     # -- candidate -------------------------------------------------------------------------
@@ -598,12 +647,32 @@ class DeviceEvaluator:
         return self.evaluate_profiled(request)[0]
 
     def evaluate_profiled(self, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
-        """The result of `request` and where its time went (seconds by phase, `PHASES`)."""
+        """The result of `request` and where its time went (seconds by phase, `PHASES`; an
+        attempt that ran out of GPU memory beside others is run again, see `capacity`, and its
+        time stays in the phases)."""
         t0 = time.monotonic()
         profile = Profile()
-        res = self._evaluate(request, profile)
-        res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
-        return res, {k: round(v, 4) for k, v in profile.items()}
+        for number in range(ATTEMPTS):
+            try:
+                with self._admitted(number, profile) as attempt:
+                    res = self._evaluate(request, profile, attempt)
+            except DeviceBusy as busy:
+                self.admission.ran_out(busy)
+                self._trace("capacity_retry", attempt=number, crowd=busy.crowd)
+                continue
+            self.admission.ended()
+            res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
+            return res, {k: round(v, 4) for k, v in profile.items()}
+        raise RuntimeError(f"an evaluation ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
+
+    @contextlib.contextmanager
+    def _admitted(self, number: int, profile: Profile) -> Iterator[Attempt]:
+        """Attempt `number` of an evaluation, admitted by the worker (`capacity`); the wait is
+        `profile`'s `admission`."""
+        start = time.monotonic()
+        with self.admission.slot(number) as attempt:
+            profile.add("admission", time.monotonic() - start)
+            yield attempt
 
     def device_failure(self) -> str | None:
         """Why this evaluator's GPU fails its check (`health`), or None (always on the CPU)."""
@@ -636,7 +705,7 @@ class DeviceEvaluator:
         if os.environ.get("KSMITH_EVAL_TRACE"):
             print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
 
-    def _evaluate(self, req: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    def _evaluate(self, req: dict[str, Any], profile: Profile, attempt: Attempt | None = None) -> dict[str, Any]:
         task_id, candidate = req["task_id"], req["candidate"]
         backend = self.backend(req.get("backend") or backends.DEFAULT)
         backend.check_available()
@@ -664,9 +733,9 @@ class DeviceEvaluator:
         except CandidateFailed as e:
             return self._result(e.status, e.hack, e.message, warnings=warnings)
         with profile.phase("reference"):
-            facts = self.reference(task_id, reference, alt, profile)
+            facts = self.reference(task_id, reference, alt, profile, attempt)
         measure = bool(req.get("measure", True)) and self.cuda
-        run = Run(self, task_id, facts, measure, warnings, backend, prepared, profile)
+        run = Run(self, task_id, facts, measure, warnings, backend, prepared, profile, attempt)
         while run.another():
             verdict = self._candidate_process(run, reference, candidate)
             if verdict is not None:
@@ -744,9 +813,13 @@ class Run:
         backend: Backend,
         prepared: Prepared,
         profile: Profile | None = None,
+        attempt: Attempt | None = None,
     ):
-        """`backend`: the candidate's; `prepared`: what its compile step gave the harness."""
+        """`backend`: the candidate's; `prepared`: what its compile step gave the harness;
+        `attempt`: the worker's admission of this attempt (`capacity`: a child that runs out of GPU
+        memory while it shares the worker raises `DeviceBusy`)."""
         self.ev = ev
+        self.attempt = attempt
         self.backend = backend
         self.prepared = prepared
         #: Where the evaluation's time goes (`PHASES`).
@@ -838,6 +911,7 @@ class Run:
             judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
+            self.busy("the judge", getattr(msg, "message", ""))
             raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
         self.judge_ready = True
 
@@ -859,6 +933,7 @@ class Run:
             judge.command(json.dumps(request))
             msg = judge.receive(self.o["run_timeout_s"])
         if isinstance(msg, messages.ReferenceFailed):
+            self.busy("the judge", msg.message)
             raise RuntimeError(msg.message)
         if not isinstance(msg, messages.Judged):
             raise RuntimeError(f"unexpected message from the judge: {msg.TYPE}")
@@ -918,6 +993,7 @@ class Run:
                 self.ev.remember_broken(self.facts.key, broken)
                 raise broken
             if isinstance(msg, messages.CompileFailed):
+                self.busy("the candidate's harness", msg.message)
                 return self.result("compile_error", log=msg.message + "\n" + child.log_tail())
             if isinstance(msg, (messages.Violation, messages.RunFailed)):
                 return self.harness_failed(msg, child)
@@ -935,6 +1011,7 @@ class Run:
                         return self.verdict(early)
                     continue
                 if isinstance(msg, messages.ItemFailed):
+                    self.busy("the candidate's harness", msg.message)
                     self.findings.add("hidden", msg)
                     continue
                 if isinstance(msg, messages.CorrectnessDone):
@@ -955,10 +1032,16 @@ class Run:
             return self.timed(child, judge, dc, dj)
         return None
 
+    def busy(self, what: str, text: str) -> None:
+        """`DeviceBusy` when `text`, the failure of `what`, is running out of GPU memory while this
+        attempt shared the worker (`capacity`)."""
+        self.ev.admission.check(self.attempt, what, text)
+
     def harness_failed(self, msg: messages.Message, child: Child) -> dict[str, Any]:
         if isinstance(msg, messages.Violation):
             return self.result("hacked", msg.hack, msg.message)
         if isinstance(msg, messages.RunFailed):
+            self.busy("the candidate's harness", msg.message)
             return self.result("runtime_error", log=msg.message + "\n" + child.log_tail())
         return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
 

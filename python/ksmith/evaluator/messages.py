@@ -253,6 +253,9 @@ class Judged(Message):
     ref_alias: list[bool]
     equals_trial: int | None = None
     low_precision: dict[str, Any] | None = None
+    #: The file (or the request naming it) is not what an honest harness writes
+    #: (`result_file`): `structure` says why.
+    forged: bool = False
 
 
 @dataclasses.dataclass

@@ -18,7 +18,9 @@ Worker -> client, per request, in completion order (many may be in flight):
     {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal"
                                                       |"device_failed"|"backend_unavailable",
                                               "message":"...","task_id":"..."}}
-    (`profile`, optional: where the evaluation's time went, `evaluate.PHASES`; `device_failed`: the
+    (`profile`, optional: where the evaluation's time went, `evaluate.PHASES`; `notice`, optional on
+    either: one line the client prints once, e.g. that the GPU ran out of memory and the worker now
+    runs fewer evaluations at once, see `capacity`; `device_failed`: the
     worker's GPU failed its check after the request went wrong, see `health`: the request was not
     evaluated and the client sends it to another device; `backend_unavailable`: the request's
     backend cannot run on this worker, e.g. no nvcc; the message names what is missing)

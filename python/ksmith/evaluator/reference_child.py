@@ -29,7 +29,9 @@ outside the gate, so no child's start disturbs a timing.
   the size sets' models when asked for them) and compares, on the device, each result file the
   worker hands it (`messages.ResultReady`) with the reference's outputs for that trial, computed
   there and then: one trial's tensors at a time, so its memory is bounded by one input set and
-  the outputs. For a failing file it also says whether the outputs equal another trial's
+  the outputs. The file is the candidate's to forge: it is read and checked on the host first
+  (`result_file`), and one that no honest harness writes is answered as forged (the candidate's
+  verdict, never a failure of the judge). For a failing file it also says whether the outputs equal another trial's
   reference outputs and whether a lower-precision computation (float16, bfloat16, TF32 on a GPU)
   explains them. For the digests of a candidate's timed calls (`digest`) it writes each picked
   call's fresh inputs from its seed, runs the reference, reduces its outputs and the inputs with
@@ -49,13 +51,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..shared.outputs import close, same_values
-from . import compare, compile_baseline, digest, messages
+from . import compare, compile_baseline, digest, messages, result_file
 from .child_common import (
     Channel,
     as_list,
     clone_all,
     enter_sandbox,
-    error_text,
+    failure_text,
     hardware,
     to_device,
 )
@@ -342,21 +344,27 @@ class Judge:
         if req.get("rows") is not None:
             return self.timed(req)
         path = os.path.join(self.d, os.path.basename(req["file"]))
-        got = torch.load(path, weights_only=True)
-        os.unlink(path)
+        try:
+            got = result_file.correctness(path)
+        finally:
+            os.unlink(path)
+        if req["size_set"] is not None:
+            result_file.index(req["size_set"], len(self.cfg["size_sets"]), "size set")
+        trial = result_file.index(req["trial"], int(self.cfg["trials"]) + 1, "trial")
         ref = self.reference(req["size_set"])
-        t = ref.run(int(req["trial"]))
-        runs = [to_device(r, self.device) for r in got["runs"]]
-        cand = runs[0]
-        mutated = bool(got.get("mutated"))
-        alias = [bool(a) for a in got.get("alias") or []]
-        structure = compare.structure_error(cand, t["outputs"])
+        t = ref.run(trial)
+        mutated = got["mutated"]
+        alias = got["alias"]
+        # compared on the host first: nothing of another structure (size) reaches the device
+        structure = next((e for e in (compare.structure_error(r, t["outputs"]) for r in got["runs"]) if e), None)
         base = dict(label=req["label"], mutated=mutated, ref_mutated=t["mutated"], alias=alias, ref_alias=t["alias"])
         if structure:
             return messages.Judged(structure=structure, ok=False, errors=[], repeat_ok=None, **base)
+        runs = [to_device(r, self.device) for r in got["runs"]]
+        cand = runs[0]
         tol, rel = self.cfg["tolerances"], self.cfg["relative_error"]
         ok, stats = compare.output_errors(cand, t["outputs"], tol, rel)
-        repeat_ok = got.get("repeat_ok")
+        repeat_ok = got["repeat_ok"]
         if req.get("repeat") and len(runs) > 1:
             repeat_ok = compare.matches(runs[1], cand, tol, rel)
         verdict = messages.Judged(structure=None, ok=ok, errors=stats, repeat_ok=repeat_ok, **base)
@@ -372,8 +380,10 @@ class Judge:
         written from its seed, whether the call left them as they were, the reference's outputs
         and whether the digests agree (`digest`)."""
         path = os.path.join(self.d, os.path.basename(req["file"]))
-        got = torch.load(path, weights_only=True)
-        os.unlink(path)
+        try:
+            got = result_file.timed(path, req["rows"])
+        finally:
+            os.unlink(path)
         ref = self.reference(None)
         template = ref.run(0)
         base: dict[str, Any] = dict(label=req["label"], ref_alias=template["alias"], alias=[], repeat_ok=None)
@@ -437,6 +447,23 @@ class Judge:
         return None
 
 
+def forged(request: dict[str, Any], why: str) -> messages.Judged:
+    """The judge's answer to a result file (or a request for one) that no honest harness writes
+    (`result_file.Refused`): a forged result, the candidate's verdict."""
+    return messages.Judged(
+        label=str(request.get("label")),
+        structure=why,
+        ok=False,
+        errors=[],
+        repeat_ok=None,
+        mutated=False,
+        ref_mutated=False,
+        alias=[],
+        ref_alias=[],
+        forged=True,
+    )
+
+
 def main(d: str, secret: bytes) -> int:
     """The child's entry point (called in a process forked from the fork server)."""
     ch = Channel(secret)
@@ -466,15 +493,18 @@ def main(d: str, secret: bytes) -> int:
         ch.send(messages.ReferenceFailed(str(e)))
         return 3
     except BaseException as e:  # noqa: BLE001 - every failure of the task is reported
-        ch.send(messages.ReferenceFailed(error_text(e)))
+        ch.send(messages.ReferenceFailed(failure_text(e)))
         return 3
     ch.send(messages.JudgeReady())
     while True:
         line = ch.wait_command()
         if line == "stop":
             return 0
+        request = json.loads(line)
         try:
-            ch.send(judge.judge(json.loads(line)))
+            ch.send(judge.judge(request))
+        except result_file.Refused as e:
+            ch.send(forged(request, str(e)))
         except BaseException as e:  # noqa: BLE001 - the worker answers an internal error
-            ch.send(messages.ReferenceFailed("the judge failed: " + error_text(e)))
+            ch.send(messages.ReferenceFailed("the judge failed: " + failure_text(e)))
             return 3

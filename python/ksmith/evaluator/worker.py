@@ -4,7 +4,9 @@ The protocol channel is a private duplicate of the original stdout; descriptor 1
 stderr so no stray print (of a library, or of Triton) can corrupt it. Candidates never run in
 this process: each runs in its own child (see `sandbox`), so this process never initializes
 CUDA either. Requests are served concurrently, one thread each; results are written as they
-complete.
+complete. An evaluation whose child ran out of GPU memory beside others is run again by the
+evaluator (`capacity`), never answered as an error; the first time the worker lowers how many it
+runs at once, its next answer carries a `notice` the pool prints.
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ def answer(evaluator: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return {"type": "result", "id": rid, "result": result, "profile": profile}
 
 
+def with_notice(evaluator: DeviceEvaluator, reply: dict[str, Any]) -> dict[str, Any]:
+    """`reply` with the evaluator's notice, when it has one to give (once: the GPU ran out of
+    memory and the worker now runs fewer evaluations at once, `capacity`); the pool prints it."""
+    notice = evaluator.admission.take_notice()
+    return {**reply, "notice": notice} if notice else reply
+
+
 def run_worker(device: str, options: dict[str, Any] | None) -> int:
     out_fd = os.dup(1)
     os.dup2(2, 1)
@@ -98,7 +107,7 @@ def run_worker(device: str, options: dict[str, Any] | None) -> int:
     threads: list[threading.Thread] = []
 
     def serve(msg: dict[str, Any]) -> None:
-        send(answer(evaluator, msg))
+        send(with_notice(evaluator, answer(evaluator, msg)))
 
     try:
         for line in sys.stdin:
