@@ -25,8 +25,12 @@ import threading
 import time
 from collections.abc import Callable
 
-#: MiB of one CUDA context of a child (PyTorch's kernels loaded): the first guess's unit.
-CONTEXT_MB = 512.0
+#: MiB a child holds on the GPU before a task's tensors (its CUDA context with PyTorch's kernels
+#: loaded, the allocator's first blocks): the first guess's unit. Measured on an H200 with the
+#: bench's tasks (docs/bench/multi-gpu.md, fifth session): judges held 1622 MiB (median),
+#: harnesses 3358 MiB, so an evaluation about 5 GiB; the guess (two of these and the timing
+#: buffers) stays below that, and the observed figure replaces it.
+CONTEXT_MB = 1600.0
 #: Seconds after its admission during which an evaluation's memory is taken to be growing.
 GROWING_S = 30.0
 #: The share of running evaluations that must be settled for a sample to be an observation.
