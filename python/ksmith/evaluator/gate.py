@@ -21,7 +21,8 @@ when the timing's turn comes, every such child is stopped (SIGSTOP to its proces
 timing runs, and they are continued (SIGCONT) when it ends. A stopped process issues no GPU
 work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
 `idle.IdleProbe`) waits until the GPU is idle of them. When it does not go idle within its bound
-(a long or endless kernel of a stopped child), the stopped starts are continued and the timing
+(a long or endless kernel of a stopped child), or a child does not show as stopped within
+`STOP_WAIT_S` (a thread inside a driver call), the stopped starts are continued and the timing
 waits for them to end, as without pausing. A stopped child's time limits do not run while it is
 stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), while the probe
 is not available (starting, or failed a while ago), or for a start registered
@@ -52,7 +53,7 @@ class Pausable(Protocol):
 
     def pause(self) -> None: ...
 
-    def settle(self, deadline: float) -> None: ...
+    def settle(self, deadline: float) -> bool: ...
 
     def resume(self) -> None: ...
 
@@ -158,11 +159,13 @@ class GpuGate:
             for child in paused.values():
                 child.pause()
             settled = start + STOP_WAIT_S
-            for child in paused.values():
-                child.settle(settled)
+            # every child is asked (each waits until the same deadline), not only up to the first
+            # that did not stop in time
+            stopped = all([child.settle(settled) for child in paused.values()])
             if paused and self.drain is not None:
-                drained = self.drain.wait()
-                if waited is not None:
+                # a child that did not stop may go on issuing work: the timing waits for its start
+                drained = stopped and self.drain.wait()
+                if waited is not None and stopped:
                     waited("drain", time.monotonic() - start)
                 if not drained:
                     for child in paused.values():

@@ -206,11 +206,13 @@ class Child:
                 self._signal(signal.SIGSTOP)
                 self._paused_since = time.monotonic()
 
-    def settle(self, deadline: float) -> None:
+    def settle(self, deadline: float) -> bool:
         """Waits until every thread of a paused child shows as stopped (or `deadline`, monotonic
-        seconds), so that it issues no GPU work afterwards."""
-        if self._paused_since is not None:
-            _wait_stopped(self.pid, deadline)
+        seconds), so that it issues no GPU work afterwards; whether it did (True for a child that
+        is not paused or has ended: it issues nothing)."""
+        if self._paused_since is None or self._ended.is_set():
+            return True
+        return _wait_stopped(self.pid, deadline) or self._ended.is_set()
 
     def resume(self) -> None:
         """Continues a group `pause` stopped (SIGCONT; nothing is signalled once the child ended:
