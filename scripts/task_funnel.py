@@ -145,8 +145,17 @@ def main() -> None:
                 fate = "task" if in_task else "sized, not a task" if sized else f"size:{p['size_status']}"
         if whole:
             whole_lists[m["repo"]].append(f"{m['class_name']} ({m['path']}: {fate})")
-    cols = ["classes", "programs", "runnable", "sized", "tasks", "whole", "whole_runnable_sized", "whole_tasks"]
-    cols.append("observed")
+    cols = [
+        "classes",
+        "programs",
+        "runnable",
+        "sized",
+        "tasks",
+        "whole",
+        "whole_runnable_sized",
+        "whole_tasks",
+        "observed",
+    ]
     print("| repository | " + " | ".join(cols) + " | args from call sites | args from call sites or observed |")
     print("|" + "---|" * (len(cols) + 3))
     total: defaultdict[str, int] = defaultdict(int)

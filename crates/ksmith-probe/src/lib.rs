@@ -148,13 +148,25 @@ fn probe_table(
     } else {
         cfg.workers
     };
-    let mut output = probe_programs_with(&fresh, cfg, workers, chat, &tracker, &|row| {
+    // One runner folder serves both rounds.
+    let runtime = runtime::Runtime::create()?;
+    let jobs: Vec<Job<'_>> = fresh.iter().map(|&module| Job::own(module)).collect();
+    let mut output = probe_programs_in(&runtime, &jobs, cfg, workers, chat, &tracker, &|row| {
         journal.append(row)
     })?;
     tracker.finish();
     output.rows = reuse::merge(&todo, &previous, output.rows);
     if cfg.observed_configs {
-        probe_observed(&todo, &mut output, cfg, workers, ctx, report, journal)?;
+        probe_observed(
+            &runtime,
+            &todo,
+            &mut output,
+            cfg,
+            workers,
+            ctx,
+            report,
+            journal,
+        )?;
     }
     for row in &output.rows {
         if row.status != ProbeStatus::Ok {
@@ -184,7 +196,9 @@ fn probe_table(
 /// Probes again, with the configuration a model of their repository gave them, the modules of
 /// `todo` that some row's `submodules` name ([`observed`]); a row that runs that way replaces
 /// the module's row, and every outcome is journaled and counted.
+#[allow(clippy::too_many_arguments)]
 fn probe_observed(
+    runtime: &runtime::Runtime,
     todo: &[&ModuleRow],
     output: &mut PoolOutput,
     cfg: &ProbeConfig,
@@ -210,9 +224,8 @@ fn probe_observed(
         .collect();
     let rows = &output.rows;
     let tracker = ctx.tracker("probe (observed configurations)", Some(jobs.len() as u64));
-    let runtime = runtime::Runtime::create()?;
     let second = probe_programs_in(
-        &runtime,
+        runtime,
         &jobs,
         cfg,
         workers,
