@@ -30,7 +30,7 @@
 #     (said in the output), the most telling first: latency 0 on 1 GPU and on all, then the
 #     other latencies on all, then the rest.
 # Outputs: OUTDIR/bench.md (the tables, rewritten after every run), OUTDIR/runs/<gpus>gpu-<lat>/
-# (meta.json, smi.log, rollout.log, work/).
+# (meta.json, smi.log, cpu.log: the host's /proc/stat cpu line, rollout.log, work/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-${OUT:-/tmp/ksmith-multi-gpu-bench}}"
@@ -162,6 +162,7 @@ JSON
     "$bin" import-tasks --from "$tasks" --config "$run/bench.toml" --workdir "$run/work" >"$run/import.log" 2>&1
     (while :; do
         echo "$(date +%s.%N) $(nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits | tr '\n' ';')"
+        echo "$(date +%s.%N) $(head -1 /proc/stat)" >>"$run/cpu.log"
         sleep 0.5
     done) >"$run/smi.log" 2>/dev/null &
     smi_pid=$!

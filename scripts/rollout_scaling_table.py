@@ -18,8 +18,9 @@ that window is shorter than `STEADY_MIN_S`).
 
 Timing quality, per run: what a busy GPU gate does to the figures (a start stopped beside a
 timing, `gate`): the timed candidates' coefficient of variation, the share measured again
-(noisy or a slow minority) and left noisy, `timing_anomaly` verdicts, and, between builds (labels)
-that timed the same program of the same task, how far their speedups differ.
+(noisy or a slow minority) and left noisy, the timed candidates with a measurement whose slow
+calls the reference beside them showed alike (`timing.interfered`), `timing_anomaly` verdicts,
+and, between builds (labels) that timed the same program of the same task, how far their speedups differ.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def load(run: str) -> dict[str, Any]:
     first = int(meta.get("first_gpu", 0))
     gpus = range(first, first + int(meta["gpus"]))
     out["smi"] = smi_shares(os.path.join(run, "smi.log"), w0, w1, gpus)
+    out["cpu"] = cpu_busy(os.path.join(run, "cpu.log"), w0, w1)
     s0 = max(w0, steady_start(steps, w1))
     out["steady_s"] = w1 - s0
     if w1 - s0 >= STEADY_MIN_S:
@@ -117,6 +119,28 @@ def smi_shares(path: str, w0: float, w1: float, gpus: range) -> list[tuple[float
     ]
 
 
+def cpu_busy(path: str, w0: float, w1: float) -> float:
+    """The host's CPU busy share in the window: from `cpu.log` (lines `<epoch seconds> cpu <user>
+    <nice> <system> <idle> <iowait> ...`, /proc/stat's first line), the time not idle or waiting
+    on I/O over all time between the first and the last sample inside the window (NaN with fewer
+    than two)."""
+    inside: list[list[int]] = []
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            try:
+                t, ticks = float(parts[0]), [int(x) for x in parts[2:]]
+            except (ValueError, IndexError):
+                continue
+            if w0 <= t <= w1 and len(ticks) >= 5:
+                inside.append(ticks)
+    if len(inside) < 2:
+        return float("nan")
+    delta = [b - a for a, b in zip(inside[0], inside[-1], strict=False)]
+    total = sum(delta)
+    return (total - delta[3] - delta[4]) / total if total > 0 else float("nan")
+
+
 def quantile(xs: list[float], q: float) -> float:
     """The `q` quantile of `xs` (nearest rank; NaN when empty)."""
     if not xs:
@@ -127,9 +151,10 @@ def quantile(xs: list[float], q: float) -> float:
 
 def timing_quality(steps: list[dict[str, Any]]) -> dict[str, float]:
     """Over the steps whose evaluation was timed: how many, their candidates' median and 90th
-    percentile CV, the shares measured more than once and left noisy, and the `timing_anomaly`
-    verdicts among all judged steps."""
-    cvs, again, noisy, anomalies = [], 0, 0, 0
+    percentile CV, the shares measured more than once, left noisy, and with a measurement whose slow
+    calls the reference beside it showed alike (`interfered`), and the `timing_anomaly` verdicts
+    among all judged steps."""
+    cvs, again, noisy, shared, anomalies = [], 0, 0, 0, 0
     for s in steps:
         result = json.loads(s["eval_json"]) if s.get("eval_json") else {}
         anomalies += result.get("hack") == "timing_anomaly"
@@ -139,6 +164,7 @@ def timing_quality(steps: list[dict[str, Any]]) -> dict[str, float]:
         cvs.append(float(t.get("cv", float("nan"))))
         again += len(t.get("rounds", [])) > 1
         noisy += bool(t.get("noisy"))
+        shared += any(r.get("interfered") for r in t.get("rounds", []))
     n = len(cvs)
     return {
         "timed": n,
@@ -146,6 +172,7 @@ def timing_quality(steps: list[dict[str, Any]]) -> dict[str, float]:
         "cv_p90": quantile(cvs, 0.9),
         "remeasured": again / n if n else float("nan"),
         "noisy": noisy / n if n else float("nan"),
+        "interfered": shared,
         "anomalies": anomalies,
     }
 
@@ -192,8 +219,9 @@ def main(runs: list[str]) -> int:
         " x 1 GPU (steps) | GPU busy (nvidia-smi mean util; share of samples > 0) |"
         " pool: busy share per device | pool: idle without work s per device | devices failed |"
         " steady window s | steady steps/min | steady candidates/min | steady x 1 GPU | steady GPU busy |"
+        " host CPU busy |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d in data:
         m, c = d["meta"], d["counters"]
         gpus = int(m["gpus"])
@@ -216,6 +244,7 @@ def main(runs: list[str]) -> int:
             f" {fmt(d.get('candidates_per_min', float('nan')))} | {fmt(ratio, '.2f')} | {smi} | {busy} | {idle} |"
             f" {c.get('eval_devices_failed', '-')} | {fmt(d.get('steady_s', nan), '.0f')} | {fmt(steady)} |"
             f" {fmt(d.get('steady_candidates_per_min', nan))} | {fmt(steady_ratio, '.2f')} | {steady_smi or '-'} |"
+            f" {fmt(d.get('cpu', nan) * 100, '.0f')}% |"
         )
     print()
     print("Where the time went, mean seconds per evaluation (the evaluator's phases; gate_wait is also")
@@ -237,14 +266,15 @@ def main(runs: list[str]) -> int:
     print()
     print("Timing quality (timed candidates' CV; shares measured again and left noisy; timing_anomaly verdicts):")
     print()
-    print("| build | GPUs | latency | timed | CV median | CV p90 | re-measured | noisy | timing_anomaly |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| build | GPUs | latency | timed | CV median | CV p90 | re-measured | noisy | interfered | timing_anomaly |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for d in data:
         m, t = d["meta"], d["timing"]
         print(
             f"| {m.get('label', '') or '-'} | {m['gpus']} | {m['latency']} | {t['timed']} |"
             f" {fmt(t['cv_median'] * 100, '.2f')}% | {fmt(t['cv_p90'] * 100, '.2f')}% |"
-            f" {fmt(t['remeasured'] * 100, '.0f')}% | {fmt(t['noisy'] * 100, '.0f')}% | {t['anomalies']} |"
+            f" {fmt(t['remeasured'] * 100, '.0f')}% | {fmt(t['noisy'] * 100, '.0f')}% | {t['interfered']} |"
+            f" {t['anomalies']} |"
         )
     gaps = speedup_gaps(data)
     if gaps:

@@ -62,11 +62,29 @@ def test_a_task_still_on_its_first_step_leaves_no_steady_window(tmp_path):
     assert "steady_steps_per_min" not in d
 
 
+def test_host_cpu_busy_is_the_share_not_idle_between_the_windows_samples(tmp_path):
+    mod = load_script()
+    # /proc/stat's cpu line: user nice system idle iowait irq softirq ...; samples at 5, 10, 20 s
+    # and 200 s, the window 0-120 s: from the sample at 5 s to the one at 20 s, 30 + 10 busy
+    # ticks (user, system, irq) against 50 idle and 10 iowait.
+    lines = [
+        "5.0 cpu 100 0 50 500 10 0 0 0 0 0",
+        "10.0 cpu 110 0 55 520 15 0 0 0 0 0",
+        "20.0 cpu 130 0 55 550 20 5 5 0 0 0",
+        "200.0 cpu 999 0 999 999 99 0 0 0 0 0",
+        "garbage",
+    ]
+    (tmp_path / "cpu.log").write_text("\n".join(lines) + "\n")
+    assert mod.cpu_busy(str(tmp_path / "cpu.log"), 0, 120) == (30 + 5 + 5 + 5) / (30 + 5 + 50 + 10 + 5 + 5)
+    assert mod.cpu_busy(str(tmp_path / "cpu.log"), 100, 300) != mod.cpu_busy(str(tmp_path / "cpu.log"), 100, 300)
+    assert mod.cpu_busy(str(tmp_path / "missing.log"), 0, 120) != 0.0
+
+
 def test_timing_quality_and_speedup_gaps_between_builds(tmp_path):
     mod = load_script()
 
-    def result(cv, rounds=1, noisy=False, hack=None):
-        timing = {"cv": cv, "rounds": [{}] * rounds, "noisy": noisy}
+    def result(cv, rounds=1, noisy=False, hack=None, interfered=False):
+        timing = {"cv": cv, "rounds": [{}] * (rounds - 1) + [{"interfered": interfered}], "noisy": noisy}
         return json.dumps({"hack": hack, "candidate_timing": timing if hack is None else None})
 
     def run(path, label, rows):
@@ -87,7 +105,7 @@ def test_timing_quality_and_speedup_gaps_between_builds(tmp_path):
             ("t1", "p1", 2.0, result(0.01)),
             ("t1", "p2", 1.0, result(0.02)),
             ("t2", "p1", 4.0, result(0.03)),
-            ("t2", "p3", 1.5, result(0.20, rounds=3, noisy=True)),
+            ("t2", "p3", 1.5, result(0.20, rounds=3, noisy=True, interfered=True)),
             ("t3", "p9", None, result(0.0, hack="timing_anomaly")),
         ],
     )
@@ -99,7 +117,7 @@ def test_timing_quality_and_speedup_gaps_between_builds(tmp_path):
     )
     a, b = mod.load(str(tmp_path / "a")), mod.load(str(tmp_path / "b"))
     q = a["timing"]
-    assert q["timed"] == 4 and q["anomalies"] == 1
+    assert q["timed"] == 4 and q["anomalies"] == 1 and q["interfered"] == 1
     assert q["remeasured"] == 0.25 and q["noisy"] == 0.25
     assert q["cv_median"] == 0.03 and q["cv_p90"] == 0.20
     # pairs (t1, p1): 2.0 / 2.2 -> 9.1 % apart; (t2, p1): 0 %; t3's programs differ: not a pair

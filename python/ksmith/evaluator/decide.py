@@ -216,6 +216,11 @@ def after_timing(f: Findings, timing: dict[str, Any]) -> Verdict | None:
         seen = "; then ".join(
             f"{a['count']} calls ({a['share']:.0%}) took {a['slow_median_ms']:.4f} ms against a median of "
             f"{a['median_ms']:.4f} ms"
+            + (
+                f" (the reference beside it: {a['reference_share']:.0%} slow)"
+                if a.get("reference_share") is not None
+                else ""
+            )
             for a in anomaly
         )
         return Verdict(

@@ -1102,6 +1102,14 @@ class Run:
                 "timed with direct calls from an idle GPU to a device-wide sync (CUDA events), paying its own "
                 f"launches, {against}: {why}"
             )
+        shared = [r for r in timed.timing.get("rounds", []) if r.get("interfered")]
+        if shared:
+            self.warn(
+                f"{len(shared)} of {len(timed.timing['rounds'])} measurements showed slow calls that the reference "
+                "beside the candidate showed alike (candidate / reference slow: "
+                + ", ".join(f"{r['slow_share']:.0%} / {r['reference_slow_share']:.0%}" for r in shared)
+                + "): interference from outside the candidate, measured again"
+            )
         if timed.timing.get("noisy"):
             self.warn(
                 "the timing stayed noisy after re-measuring (CV "
