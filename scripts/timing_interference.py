@@ -10,7 +10,11 @@ do one thing at a time to the same GPU:
 - `create`: the same processes, kept alive once started (creation without teardown);
 - `teardown`: 24 such processes started before the window, then killed one every 0.3 s in it;
 - `stopped`: 8 processes with a context and 3 GiB each, stopped (SIGSTOP) before the window;
-- `smi`: `nvidia-smi --query-gpu=...` run every 0.1 s (what admission and samplers spawn).
+- `smi`: `nvidia-smi --query-gpu=...` run every 0.1 s (what admission and samplers spawn);
+- `busy_small`, `busy_large`: a process that keeps launching kernels the whole window (small ones
+  of a few microseconds, or large ones of about a millisecond): a child that escaped the gate's
+  stop. The candidate's speedup over the reference beside it (`ratio`, the two medians of one
+  measurement) shows what that does to a figure.
 
 For every measurement it reports whether the candidate's samples show a slow minority
 (`timing.slow_minority`, what makes `timing_anomaly`), whether the companion's do, and the share
@@ -44,6 +48,15 @@ ALLOC = (
     "time.sleep(float(sys.argv[1]))\n"
 )
 SPIN = "while True: pass\n"
+#: A process that keeps the GPU busy the whole window (what a child that escaped the gate's stop
+#: could do): kernels of about `argv[1]` elements, back to back.
+BUSY = (
+    "import torch,sys\n"
+    "x=torch.empty(int(sys.argv[1]),device='cuda');print('ready',flush=True)\n"
+    "while True:\n"
+    "    for _ in range(100): x.mul_(1.0000001)\n"
+    "    torch.cuda.synchronize()\n"
+)
 
 
 def spawn(code: str, *args: str) -> subprocess.Popen[str]:
@@ -91,6 +104,9 @@ class Background:
                 os.killpg(p.pid, signal.SIGSTOP)
         elif n == "teardown":
             self.procs = [spawn(ALLOC, "3600") for _ in range(24)]
+            ready(self.procs)
+        elif n in ("busy_small", "busy_large"):
+            self.procs = [spawn(BUSY, str(2**16 if n == "busy_small" else 2**28))]
             ready(self.procs)
         elif n in ("churn", "create"):
             self.pending = [spawn(ALLOC, "0" if n == "churn" else "3600") for _ in range(4)]
@@ -141,7 +157,7 @@ def condition(name: str) -> Iterator[Background]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0, help="measuring time per condition")
-    ap.add_argument("--conditions", default="quiet,cpu,churn,create,teardown,stopped,smi,quiet")
+    ap.add_argument("--conditions", default="quiet,cpu,churn,create,teardown,stopped,smi,busy_small,busy_large,quiet")
     ap.add_argument("--elements", type=int, default=4 * 2**20, help="elements of each fp16 input")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -192,6 +208,7 @@ def main() -> None:
                         "cand_slow": slow_share(c),
                         "ref_slow": slow_share(r),
                         "cand_max_ms": max(c),
+                        "ratio": st["reference_in_process"]["median_ms"] / st["median_ms"],
                     }
                 )
         agg = {
@@ -204,13 +221,16 @@ def main() -> None:
             "ref_slow_mean": statistics.fmean(r["ref_slow"] for r in rows),
             "median_ms": statistics.median(r["median_ms"] for r in rows),
             "cand_max_ms": max(r["cand_max_ms"] for r in rows),
+            "ratio": statistics.median(r["ratio"] for r in rows),
+            "ratio_spread": max(r["ratio"] for r in rows) / min(r["ratio"] for r in rows) - 1,
             "rows": rows,
         }
         report.append(agg)
         print(
             f"{name:9} meas {agg['measurements']:4}  cand minority {agg['cand_minority']:3}  ref minority "
             f"{agg['ref_minority']:3}  both {agg['both']:3}  slow share cand {agg['cand_slow_mean']:.3%} ref "
-            f"{agg['ref_slow_mean']:.3%}  median {agg['median_ms']:.4f} ms  max {agg['cand_max_ms']:.3f} ms",
+            f"{agg['ref_slow_mean']:.3%}  median {agg['median_ms']:.4f} ms  max {agg['cand_max_ms']:.3f} ms  "
+            f"ref/cand {agg['ratio']:.4f} (spread {agg['ratio_spread']:.2%})",
             flush=True,
         )
     with open(args.out, "w") as f:
