@@ -16,7 +16,8 @@ do one thing at a time to the same GPU:
   stop. The candidate's speedup over the reference beside it (`ratio`, the two medians of one
   measurement) shows what that does to a figure.
 
-For every measurement it reports whether the candidate's samples show a slow minority
+With `--direct` the candidate is timed by direct calls (a candidate whose graph cannot be
+captured). For every measurement it reports whether the candidate's samples show a slow minority
 (`timing.slow_minority`, what makes `timing_anomaly`), whether the companion's do, and the share
 of slow samples of each, so what an interferer does to an honest kernel, and whether the
 reference beside it sees the same, can be read side by side:
@@ -159,6 +160,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="measuring time per condition")
     ap.add_argument("--conditions", default="quiet,cpu,churn,create,teardown,stopped,smi,busy_small,busy_large,quiet")
     ap.add_argument("--elements", type=int, default=4 * 2**20, help="elements of each fp16 input")
+    ap.add_argument("--direct", action="store_true", help="time the candidate with direct calls, not graphs")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -180,6 +182,7 @@ def main() -> None:
     ref_graphs, err2 = timer.capture_all([ref(s) for s in sets])
     assert graphs and ref_graphs, (err, err2)
     companion = timing.Companion([g.replay for g in ref_graphs])
+    timed = [] if args.direct else graphs
 
     def prepare(row: Any, s: int) -> None:
         sets[s][0].normal_()
@@ -195,7 +198,7 @@ def main() -> None:
             end = time.monotonic() + args.seconds
             while time.monotonic() < end:
                 bg.tick()
-                st = timer.measure([], graphs, None, prepare, observe, companion)
+                st = timer.measure([cand(x) for x in sets], timed, None, prepare, observe, companion)
                 c = st["samples_ms"]
                 r = st["reference_in_process"]["samples_ms"]
                 rows.append(

@@ -10,6 +10,7 @@ _sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), 
 
 import json  # noqa: E402
 import math  # noqa: E402
+import types  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -610,18 +611,27 @@ def test_a_noisy_measurement_is_measured_again_and_the_least_noisy_kept(monkeypa
     assert len(stats["rounds"]) == 1 and not stats["noisy"]
 
 
+def _replays(call):
+    """`call` as the replay of a captured graph (what `Timer.capture_all` returns)."""
+    return [types.SimpleNamespace(replay=call)]
+
+
 def test_a_slow_minority_seen_again_is_an_anomaly(monkeypatch):
     fast = [1.0] * 90
     minority = [1.0] * 90 + [5.0] * 10  # one call in ten five times slower: trimmed away, CV small
     assert timing.trimmed_stats(minority)["cv"] < 0.01
     timer, call, hooks = _scripted_timer(monkeypatch, [minority, minority])
-    stats = timer.settle([call], [], **hooks)
+    stats = timer.settle([call], _replays(call), **hooks)
     assert len(stats["anomaly"]) == 2 and stats["anomaly"][0]["share"] == pytest.approx(0.1)
     assert stats["anomaly"][0]["slow_median_ms"] == 5.0 and stats["median_ms"] == 1.0
     # once, then not again: the re-measurement stands
     timer, call, hooks = _scripted_timer(monkeypatch, [minority, fast + [1.0] * 10])
-    stats = timer.settle([call], [], **hooks)
+    stats = timer.settle([call], _replays(call), **hooks)
     assert "anomaly" not in stats and len(stats["rounds"]) == 2 and stats["rounds"][0]["slow_share"] == 0.1
+    # timed by direct calls, the host's jitter is in every call's time: not judged
+    timer, call, hooks = _scripted_timer(monkeypatch, [minority] * 3)
+    stats = timer.settle([call], [], **hooks)
+    assert stats["method"] == "cuda_event" and "anomaly" not in stats and len(stats["rounds"]) == 1
     # a few slow calls (host jitter), or slow ones barely above the median, are no anomaly
     assert timing.slow_minority([1.0] * 97 + [5.0] * 3) is None
     assert timing.slow_minority([0.01] * 80 + [0.02] * 20) is None, "under ANOMALY_FLOOR_MS above the median"
@@ -635,17 +645,17 @@ def test_a_slow_minority_the_reference_beside_shares_is_interference_not_an_anom
     minority = [1.0] * 90 + [5.0] * 10
     alike = [1.0] * 92 + [5.0] * 8
     timer, call, hooks = _scripted_timer(monkeypatch, [minority] * 3, beside=[alike] * 3)
-    stats = timer.settle([call], [], **hooks)
+    stats = timer.settle([call], _replays(call), **hooks)
     assert "anomaly" not in stats and len(stats["rounds"]) == 1 + timing.REMEASURE, "measured again, as noisy"
     assert all(r["interfered"] and r["reference_slow_share"] == pytest.approx(0.08) for r in stats["rounds"])
     # once shared, then the candidate's alone: still no two unexplained rounds in a row
     fast_ref = [1.0] * 100
     timer, call, hooks = _scripted_timer(monkeypatch, [minority] * 3, beside=[alike, fast_ref, alike])
-    assert "anomaly" not in timer.settle([call], [], **hooks)
+    assert "anomaly" not in timer.settle([call], _replays(call), **hooks)
     # the candidate's slow calls while the reference beside it stays fast: an anomaly, with the evidence
     barely = [1.0] * 97 + [5.0] * 3  # 3 %, under INTERFERENCE_RATIO of the candidate's 10 %
     timer, call, hooks = _scripted_timer(monkeypatch, [minority] * 2, beside=[fast_ref, barely])
-    stats = timer.settle([call], [], **hooks)
+    stats = timer.settle([call], _replays(call), **hooks)
     assert [a["reference_share"] for a in stats["anomaly"]] == pytest.approx([0.0, 0.03])
     assert not any(r["interfered"] for r in stats["rounds"])
 
