@@ -6,14 +6,14 @@
 Connects to a Ray cluster (`--address auto` on a node of the trainers' cluster, or `--local` to
 start a private one-node cluster), creates one `EvaluatorActor` per GPU of the cluster (each
 pinned to its GPU by Ray through `CUDA_VISIBLE_DEVICES`), or `--cpu-actors` Triton-interpreter
-actors on a cluster without GPUs, and serves `POST /v1/evaluate`, `POST /v1/preflight` and
-`GET /v1/health` with the same protocol as `python -m ksmith.evaluator serve`. ksmith points at
-it with `[eval] remote_url` and needs nothing else. Each actor runs its evaluator worker inside the sandbox launcher, as the
-local pool does (`ksmith.evaluator.launched`); on a node without the whole sandbox the actor
-refuses to start (the error says what is missing and how to fix it) unless `--allow-unconfined`.
-Each request goes to an idle actor (one candidate per GPU at a time, so
-timings are not disturbed); an actor that dies is restarted by Ray and the request in flight gets
-an error answer, never a made-up verdict.
+actors on a cluster without GPUs, and serves `POST /v1/evaluate`, `POST /v1/preflight` and `GET
+/v1/health` with the same protocol as `python -m ksmith.evaluator serve`. ksmith points at it
+with `[eval] remote_url` and needs nothing else. Each actor runs its evaluator worker inside the
+sandbox launcher, as the local pool does (`ksmith.evaluator.launched`); on a node without the
+whole sandbox the actor refuses to start (the error says what is missing and how to fix it)
+unless `--allow-unconfined`. Each request goes to an idle actor (one candidate per GPU at a
+time, so timings are not disturbed); an actor that dies is restarted by Ray and the request in
+flight gets an error answer, never a made-up verdict.
 
 Prints one JSON line `{"listening": URL, "actors": N, "devices": [...]}` once it serves.
 """
