@@ -317,7 +317,7 @@ impl Evaluator for WorkerPool {
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
         let what = format!("the evaluation of a candidate of task {}", request.task_id);
         match self.dispatch(Ask::Evaluate, request, &what)? {
-            Reply::Evaluated(r) => Ok(r),
+            Reply::Evaluated(r) => Ok(*r),
             other => Err(mismatched(&request.task_id, "an evaluation", &other)),
         }
     }

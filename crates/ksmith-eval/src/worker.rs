@@ -29,7 +29,7 @@ pub type Profile = BTreeMap<String, f64>;
 #[derive(Debug)]
 pub enum Reply {
     /// The result of an evaluation.
-    Evaluated(EvalResult),
+    Evaluated(Box<EvalResult>),
     /// What a preflight gave.
     Preflighted(Preflight),
 }
@@ -222,7 +222,7 @@ impl WorkerProcess {
                                 ("result", Some(r), _, _) => (
                                     msg.id,
                                     Answer::Done(
-                                        Box::new(Ok(Reply::Evaluated(r))),
+                                        Box::new(Ok(Reply::Evaluated(Box::new(r)))),
                                         msg.profile.unwrap_or_default(),
                                     ),
                                 ),
