@@ -35,7 +35,9 @@ table = pq.read_table(source)
 rows = [r for r in table.to_pylist() if not repo or r["repo"] == repo]
 if not rows:
     sys.exit(f"{source}: no task of repository {repo!r}")
-pq.write_table(table.from_pylist(rows, schema=table.schema).replace_schema_metadata(table.schema.metadata), target)
+# ksmith's table metadata (name, schema version, fingerprint) is the file's key-value metadata
+meta = {k: v for k, v in pq.read_metadata(source).metadata.items() if k != b"ARROW:schema"}
+pq.write_table(table.from_pylist(rows, schema=table.schema).replace_schema_metadata(meta), target, compression="zstd")
 print(f"{len(rows)} task(s) of {repo or 'every repository'} from {source}")
 PY
 
@@ -53,6 +55,10 @@ t0=$(date +%s)
 status=0
 "$bin" rollout --config "$out/preflight.toml" --workdir "$work" || status=$?
 echo "rollout: exit $status, wall time $(( $(date +%s) - t0 )) s"
+if [[ ! -f "$work/steps.parquet" ]]; then
+    echo "FAIL: the rollout wrote no steps.parquet (see its error above)" >&2
+    exit 1
+fi
 "$bin" select --config "$out/preflight.toml" --workdir "$work" || echo "select: exit $?"
 
 "$KSMITH_PYTHON" - "$work" <<'PY'
