@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::config::SourceSpec;
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator};
+use ksmith_core::evaluation::{
+    EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Preflight,
+};
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::UP_TO_DATE;
 use ksmith_core::table::{Table, read_fingerprint};
@@ -75,6 +77,11 @@ impl Evaluator for ScriptedEvaluator {
             speed_of_light: None,
             compile_baseline: None,
         })
+    }
+
+    /// Every reference runs.
+    fn preflight(&self, _request: &EvalRequest) -> Result<Preflight, EvalError> {
+        Ok(Preflight::default())
     }
 }
 

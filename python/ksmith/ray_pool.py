@@ -6,14 +6,14 @@
 Connects to a Ray cluster (`--address auto` on a node of the trainers' cluster, or `--local` to
 start a private one-node cluster), creates one `EvaluatorActor` per GPU of the cluster (each
 pinned to its GPU by Ray through `CUDA_VISIBLE_DEVICES`), or `--cpu-actors` Triton-interpreter
-actors on a cluster without GPUs, and serves `POST /v1/evaluate` and `GET /v1/health` with the
-same protocol as `python -m ksmith.evaluator serve`. ksmith points at it with `[eval] remote_url`
-and needs nothing else. Each actor runs its evaluator worker inside the sandbox launcher, as the
-local pool does (`ksmith.evaluator.launched`); on a node without the whole sandbox the actor
-refuses to start (the error says what is missing and how to fix it) unless `--allow-unconfined`.
-Each request goes to an idle actor (one candidate per GPU at a time, so
-timings are not disturbed); an actor that dies is restarted by Ray and the request in flight gets
-an error answer, never a made-up verdict.
+actors on a cluster without GPUs, and serves `POST /v1/evaluate`, `POST /v1/preflight` and `GET
+/v1/health` with the same protocol as `python -m ksmith.evaluator serve`. ksmith points at it
+with `[eval] remote_url` and needs nothing else. Each actor runs its evaluator worker inside the
+sandbox launcher, as the local pool does (`ksmith.evaluator.launched`); on a node without the
+whole sandbox the actor refuses to start (the error says what is missing and how to fix it)
+unless `--allow-unconfined`. Each request goes to an idle actor (one candidate per GPU at a
+time, so timings are not disturbed); an actor that dies is restarted by Ray and the request in
+flight gets an error answer, never a made-up verdict.
 
 Prints one JSON line `{"listening": URL, "actors": N, "devices": [...]}` once it serves.
 """
@@ -57,6 +57,14 @@ def _actor_class(ray):
             except BrokenReference as e:
                 return {"broken_reference": {"message": e.message, "task_id": e.task_id}}
 
+        def preflight(self, request: dict) -> dict:
+            from ksmith.evaluator.evaluate import BrokenReference
+
+            try:
+                return {"result": self.evaluator.preflight(request)}
+            except BrokenReference as e:
+                return {"broken_reference": {"message": e.message, "task_id": e.task_id}}
+
     return EvaluatorActor
 
 
@@ -71,11 +79,18 @@ class ActorPool:
             self.idle.put(a)
 
     def evaluate(self, request: dict) -> dict:
+        return self._on_idle_actor("evaluate", request)
+
+    def preflight(self, request: dict) -> dict:
+        """The task's reference built on an idle actor's device (the protocol's `preflight`)."""
+        return self._on_idle_actor("preflight", request)
+
+    def _on_idle_actor(self, method: str, request: dict) -> dict:
         from ksmith.evaluator.evaluate import BrokenReference
 
         actor = self.idle.get()
         try:
-            answer = self.ray.get(actor.evaluate.remote(request))
+            answer = self.ray.get(getattr(actor, method).remote(request))
         finally:
             self.idle.put(actor)
         if "broken_reference" in answer:
@@ -141,7 +156,7 @@ def main(argv=None) -> int:
                 raise
             print(REFUSAL + text.rsplit(REFUSAL, 1)[1].splitlines()[0], file=sys.stderr, flush=True)
             return EXIT_UNAVAILABLE
-        server = serve_with(a.host, a.port, pool.evaluate, pool.health)
+        server = serve_with(a.host, a.port, pool.evaluate, pool.preflight, pool.health)
         devices = sorted({w["device"] for w in pool.health()["workers"]})
         listening = f"http://{a.host}:{server.server_address[1]}"
         print(json.dumps({"listening": listening, "actors": len(pool.actors), "devices": devices}), flush=True)

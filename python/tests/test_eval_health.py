@@ -42,6 +42,11 @@ class FakeGpuEvaluator:
             raise self.outcome
         return self.outcome, {"compile": 1.5}
 
+    def preflight_profiled(self, req: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return {"task_id": req["task_id"], "reference_ms": 1.0, "warnings": []}, {"reference": 0.5}
+
     def device_failure(self) -> str | None:
         self.checks += 1
         return self.failure
@@ -82,6 +87,29 @@ def test_a_timeout_is_checked_and_other_verdicts_are_not():
     assert answer(ok, msg()) == expected
     wrong = FakeGpuEvaluator({"status": "incorrect"}, "never asked")
     assert answer(wrong, msg())["type"] == "result" and wrong.checks == 0
+
+
+def preflight() -> dict[str, Any]:
+    return {"type": "preflight", "id": "9", "request": {"task_id": "t", "reference": "x = 1\n"}}
+
+
+def test_a_reference_that_fails_its_preflight_on_a_sound_gpu_is_the_tasks_and_on_a_failing_one_the_devices():
+    cpu_tensor = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices"
+    sound = FakeGpuEvaluator(BrokenReference("t", cpu_tensor), None)
+    out = answer(sound, preflight())
+    assert out["error"]["kind"] == "broken_reference" and out["error"]["message"] == cpu_tensor and sound.checks == 1
+    failing = FakeGpuEvaluator(BrokenReference("t", "CUDA error: an illegal memory access"), "Xid 79")
+    out = answer(failing, preflight())
+    assert out["error"]["kind"] == "device_failed" and "Xid 79" in out["error"]["message"]
+    built = FakeGpuEvaluator({"status": "never read"}, "never asked")
+    out = answer(built, preflight())
+    assert out == {
+        "type": "preflighted",
+        "id": "9",
+        "reference": {"task_id": "t", "reference_ms": 1.0, "warnings": []},
+        "profile": {"reference": 0.5},
+    }
+    assert built.checks == 0
 
 
 def test_a_bad_request_is_not_a_device_failure():

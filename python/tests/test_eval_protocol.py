@@ -27,6 +27,7 @@ BROKEN_REFERENCE = (
     " raise RuntimeError('no inputs today')\ndef get_init_inputs():\n    return []\n"
 )
 HONEST = open(os.path.join(HERE, "candidates", "honest", "elementwise.py")).read()
+ELEMENTWISE = open(os.path.join(HERE, "candidates", "tasks", "elementwise.py")).read()
 CUDA = open(os.path.join(HERE, "candidates", "cuda", "honest", "add_relu_half.py")).read()
 
 
@@ -58,6 +59,9 @@ def test_worker_speaks_json_lines():
             {"v": 1, "type": "evaluate", "id": "c", "request": {"task_id": "t"}},
             {"v": 1, "type": "evaluate", "id": "d", "request": {**_request(CUDA), "backend": "cuda"}},
             {"v": 1, "type": "evaluate", "id": "e", "request": {**_request(HONEST), "backend": "tilelang"}},
+            {"v": 1, "type": "preflight", "id": "f", "request": {"task_id": "ok", "reference": ELEMENTWISE}},
+            {"v": 1, "type": "preflight", "id": "g", "request": {"task_id": "broken", "reference": BROKEN_REFERENCE}},
+            {"v": 1, "type": "preflight", "id": "h", "request": {"task_id": "t"}},
         ]
         for msg in lines:
             proc.stdin.write(json.dumps(msg) + "\n")
@@ -81,6 +85,13 @@ def test_worker_speaks_json_lines():
     assert "the CUDA backend is unavailable on this worker" in by_id["d"]["error"]["message"]
     assert "a CUDA GPU" in by_id["d"]["error"]["message"] and by_id["d"]["error"]["task_id"] == "t"
     assert by_id["e"]["error"]["kind"] == "bad_request" and "tilelang" in by_id["e"]["error"]["message"]
+    # a preflight builds the reference and runs it, no candidate needed; one that does not run is
+    # the task's, named as an evaluation names it
+    assert by_id["f"]["type"] == "preflighted" and by_id["f"]["reference"]["task_id"] == "ok", by_id["f"]
+    assert by_id["f"]["reference"]["reference_ms"] is None and "reference" in by_id["f"]["profile"]
+    assert by_id["g"]["type"] == "error" and by_id["g"]["error"]["kind"] == "broken_reference"
+    assert "no inputs today" in by_id["g"]["error"]["message"] and by_id["g"]["error"]["task_id"] == "broken"
+    assert by_id["h"]["error"]["kind"] == "bad_request" and "reference" in by_id["h"]["error"]["message"]
     protocol_errors = [a for a in answers if a["type"] == "error" and a["error"]["kind"] == "protocol"]
     assert len(protocol_errors) == 2 and any("version" in a["error"]["message"] for a in protocol_errors)
 
@@ -143,6 +154,14 @@ def test_http_endpoint_over_loopback():
         assert code == 400 and "version" in body["error"]["message"]
         code, body = _post(base + "/v1/evaluate", {"v": 1, "request": _request(HONEST, BROKEN_REFERENCE, "broken")})
         assert code == 422 and body["error"]["kind"] == "broken_reference"
+        code, body = _post(base + "/v1/preflight", {"v": 1, "request": {"task_id": "ok", "reference": ELEMENTWISE}})
+        assert code == 200 and body["reference"]["task_id"] == "ok", body
+        code, body = _post(base + "/v1/preflight", {"v": 1, "request": {"task_id": "b", "reference": BROKEN_REFERENCE}})
+        assert (
+            code == 422
+            and body["error"]["kind"] == "broken_reference"
+            and "no inputs today" in body["error"]["message"]
+        )
     finally:
         server.shutdown()
         evaluator.close()

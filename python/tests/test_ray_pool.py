@@ -61,9 +61,9 @@ def pool_url():
         os.killpg(proc.pid, 9)
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
+def _post(url: str, body: dict, route: str = "/v1/evaluate") -> tuple[int, dict]:
     req = urllib.request.Request(
-        url + "/v1/evaluate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        url + route, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
@@ -124,6 +124,20 @@ def test_broken_reference_is_a_422_not_a_verdict(pool_url):
         },
     )
     assert code == 422 and body["error"]["kind"] == "broken_reference", body
+
+
+def test_preflight_builds_the_reference_on_an_actor_or_names_why_it_does_not_run(pool_url):
+    task = "tasks/elementwise.py"
+    code, body = _post(pool_url, {"v": 1, "request": {"task_id": task, "reference": _read(task)}}, "/v1/preflight")
+    assert code == 200 and body["reference"]["task_id"] == task, body
+    broken = _read(task).replace(
+        "def forward(self, x, y):", "def forward(self, x, y):\n        raise ValueError('not here')"
+    )
+    assert broken != _read(task)
+    request = {"task_id": "broken-forward", "reference": broken}
+    code, body = _post(pool_url, {"v": 1, "request": request}, "/v1/preflight")
+    assert code == 422 and body["error"]["kind"] == "broken_reference", body
+    assert "ValueError: not here" in body["error"]["message"], body
 
 
 def test_wrong_protocol_version_is_refused(pool_url):

@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use ksmith_core::config::Config;
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 use ksmith_core::report::StageReport;
 use ksmith_core::stage::record_skip;
 use serde::Serialize;
@@ -266,6 +266,13 @@ impl Evaluator for LazyEvaluator {
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
         match self.started() {
             Ok(evaluator) => evaluator.evaluate(request),
+            Err(message) => Err(EvalError::Unavailable(message.clone())),
+        }
+    }
+
+    fn preflight(&self, request: &EvalRequest) -> Result<Preflight, EvalError> {
+        match self.started() {
+            Ok(evaluator) => evaluator.preflight(request),
             Err(message) => Err(EvalError::Unavailable(message.clone())),
         }
     }

@@ -219,6 +219,19 @@ pub struct EvalRequest {
     pub backend: Backend,
 }
 
+/// What building and running a task's reference on the evaluation device gave
+/// ([`Evaluator::preflight`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Preflight {
+    /// The reference's median time there, in milliseconds (none where nothing is timed: the
+    /// CPU).
+    #[serde(default)]
+    pub reference_ms: Option<f64>,
+    /// What the build warned about (hidden size sets dropped, a timing that stayed noisy).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
 /// One alternate size set: module-level integer constant names of a task's program and the
 /// values a candidate is also checked at (hidden shapes).
 pub type SizeSet = std::collections::BTreeMap<String, i64>;
@@ -435,6 +448,13 @@ pub enum EvalError {
 pub trait Evaluator: Send + Sync {
     /// Evaluates one candidate against its reference.
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError>;
+
+    /// Builds and runs the reference of `request` (its candidate is not read) on a device that
+    /// evaluates the task's candidates, as the task's first evaluation would, before anyone
+    /// writes a candidate for it. [`EvalError::BrokenReference`] when the reference does not
+    /// run there (the task's fault: no device is taken out for it); a device that fails on the
+    /// way is handled as it is for an evaluation (the request goes to another one).
+    fn preflight(&self, request: &EvalRequest) -> Result<Preflight, EvalError>;
 
     /// How many evaluations it runs at once (a local pool: its devices times the evaluations
     /// each takes at a time); callers keep at least this many in flight to keep it busy. 1 by

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 
 use crate::config::EvalConfig;
 use crate::devices::{self, Device};
@@ -14,7 +14,7 @@ use crate::error::EvalClientError;
 use crate::runtime::RuntimeDir;
 use crate::schedule::{Attempt, DeviceUse, Scheduler, usage_counters};
 use crate::spawner::Spawner;
-use crate::worker::{Answer, Profile, WorkerProcess};
+use crate::worker::{Answer, Ask, Profile, Reply, WorkerProcess};
 
 /// What the evaluator runs, as its sandbox's refusals and warnings name it.
 const UNTRUSTED: &str = "eval: generated kernels";
@@ -43,7 +43,9 @@ struct Slot {
 /// its check) is tried once more on the same worker, whose other evaluations go on, and then
 /// answered with the error: the request fails, not the device (sent on, a request that fails
 /// every time would take every device out in turn). A request whose backend the worker cannot run (`backend_unavailable`,
-/// e.g. CUDA without nvcc) is answered `Unavailable` at once: worker and device stay.
+/// e.g. CUDA without nvcc) is answered `Unavailable` at once: worker and device stay. A
+/// preflight ([`Evaluator::preflight`]) goes the same way: a reference that does not run on a
+/// device that passes its check is the task's `BrokenReference`, the device stays.
 #[derive(Debug)]
 pub struct WorkerPool {
     slots: Vec<Slot>,
@@ -56,6 +58,8 @@ pub struct WorkerPool {
     /// Seconds by phase summed over the answered evaluations (the workers' profiles and the
     /// queue), and how many evaluations sent a profile.
     phases: Mutex<(BTreeMap<String, f64>, u64)>,
+    /// The same of the answered preflights.
+    preflight_phases: Mutex<(BTreeMap<String, f64>, u64)>,
     /// Forks every worker from one pool-long thread (bubblewrap's die-with-parent follows the
     /// starting thread).
     spawner: Spawner,
@@ -96,6 +100,7 @@ impl WorkerPool {
             warned_sandbox: AtomicBool::new(false),
             restarts: AtomicU64::new(0),
             phases: Mutex::new((BTreeMap::new(), 0)),
+            preflight_phases: Mutex::new((BTreeMap::new(), 0)),
             spawner: Spawner::new().map_err(|source| EvalClientError::Io {
                 path: PathBuf::from("(the worker spawner thread)"),
                 source,
@@ -213,9 +218,12 @@ impl WorkerPool {
         }
     }
 
-    /// Adds one answered evaluation's profile.
-    fn record(&self, profile: &Profile) {
-        let mut phases = lock(&self.phases);
+    /// Adds one answered request's profile (`ask`: an evaluation's or a preflight's).
+    fn record(&self, ask: Ask, profile: &Profile) {
+        let mut phases = lock(match ask {
+            Ask::Evaluate => &self.phases,
+            Ask::Preflight => &self.preflight_phases,
+        });
         for (name, s) in profile {
             if s.is_finite() && *s >= 0.0 {
                 *phases.0.entry(name.clone()).or_default() += s;
@@ -224,9 +232,14 @@ impl WorkerPool {
         phases.1 += 1;
     }
 
-    /// The request on device `i`: its worker (re)started as needed and the request sent, once
-    /// more on a fresh worker when the first fails.
-    fn on_device(&self, i: usize, request: &EvalRequest) -> Attempt<Result<EvalResult, EvalError>> {
+    /// The request on device `i` (`ask`: what of it): its worker (re)started as needed and the
+    /// request sent, once more on a fresh worker when the first fails.
+    fn on_device(
+        &self,
+        i: usize,
+        ask: Ask,
+        request: &EvalRequest,
+    ) -> Attempt<Result<Reply, EvalError>> {
         let timeout = Duration::from_secs_f64(self.cfg.request_timeout_s);
         let mut why = String::new();
         let mut answered = false;
@@ -236,7 +249,7 @@ impl WorkerPool {
                 Err(e) => return Attempt::DeviceFailed(format!("its worker does not start: {e}")),
             };
             let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
-            match w.evaluate(id, request, timeout) {
+            match w.send(ask, id, request, timeout) {
                 Answer::DeviceFailed(m) => return Attempt::DeviceFailed(m),
                 // the machine lacks what the request's backend needs: not the worker's fault
                 Answer::BackendUnavailable(m) => {
@@ -254,7 +267,7 @@ impl WorkerPool {
                         answered = false;
                     }
                     outcome => {
-                        self.record(&profile);
+                        self.record(ask, &profile);
                         return Attempt::Answered(outcome);
                     }
                 },
@@ -267,23 +280,56 @@ impl WorkerPool {
             "its worker failed {FAILURES_IN_A_ROW} times in a row (replaced in between); last: {why}"
         ))
     }
-}
 
-impl Evaluator for WorkerPool {
-    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
-        // A request whose device fails is evaluated again on another one, until none is left.
-        let what = format!("the evaluation of a candidate of task {}", request.task_id);
+    /// `ask` of `request` on a device of the pool: a request whose device fails goes to
+    /// another one, until none is left (`what` names it in the warning).
+    fn dispatch(&self, ask: Ask, request: &EvalRequest, what: &str) -> Result<Reply, EvalError> {
         let (outcome, queued) = self
             .schedule
             .dispatch(
                 &request.task_id,
-                &what,
-                |i| self.on_device(i, request),
+                what,
+                |i| self.on_device(i, ask, request),
                 |i| self.retire(i),
             )
             .map_err(EvalError::Unavailable)?;
-        *lock(&self.phases).0.entry("queue".to_string()).or_default() += queued.as_secs_f64();
+        let phases = match ask {
+            Ask::Evaluate => &self.phases,
+            Ask::Preflight => &self.preflight_phases,
+        };
+        *lock(phases).0.entry("queue".to_string()).or_default() += queued.as_secs_f64();
         outcome
+    }
+}
+
+/// The error of a worker that answered a request with the answer to another kind of request.
+fn mismatched(task: &str, asked: &str, reply: &Reply) -> EvalError {
+    EvalError::Protocol(format!(
+        "task {task}: the worker answered {asked} with {}",
+        match reply {
+            Reply::Evaluated(_) => "an evaluation's result",
+            Reply::Preflighted(_) => "a preflight's",
+        }
+    ))
+}
+
+impl Evaluator for WorkerPool {
+    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
+        let what = format!("the evaluation of a candidate of task {}", request.task_id);
+        match self.dispatch(Ask::Evaluate, request, &what)? {
+            Reply::Evaluated(r) => Ok(*r),
+            other => Err(mismatched(&request.task_id, "an evaluation", &other)),
+        }
+    }
+
+    /// On the task's home device (which it becomes when the task has none), so its evaluations
+    /// find the reference's facts built there.
+    fn preflight(&self, request: &EvalRequest) -> Result<Preflight, EvalError> {
+        let what = format!("the preflight of the reference of task {}", request.task_id);
+        match self.dispatch(Ask::Preflight, request, &what)? {
+            Reply::Preflighted(p) => Ok(p),
+            other => Err(mismatched(&request.task_id, "a preflight", &other)),
+        }
     }
 
     fn capacity(&self) -> usize {
@@ -308,6 +354,14 @@ impl Evaluator for WorkerPool {
         out.push(("eval_profiled".to_string(), phases.1));
         for (name, s) in &phases.0 {
             out.push((format!("eval_phase_ms/{name}"), (s * 1000.0).round() as u64));
+        }
+        let preflights = lock(&self.preflight_phases);
+        out.push(("eval_preflights".to_string(), preflights.1));
+        for (name, s) in &preflights.0 {
+            out.push((
+                format!("eval_preflight_phase_ms/{name}"),
+                (s * 1000.0).round() as u64,
+            ));
         }
         out
     }

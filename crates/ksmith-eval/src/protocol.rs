@@ -1,7 +1,7 @@
 //! The JSON-lines protocol, version 1 (the Python side documents it in
 //! `python/ksmith/evaluator/protocol.py`).
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Preflight};
 use serde::{Deserialize, Serialize};
 
 /// The protocol version this client speaks.
@@ -12,13 +12,13 @@ pub use ksmith_core::versions::EVAL_PROTOCOL as VERSION;
 pub struct Outgoing<'a> {
     /// Always [`VERSION`].
     pub v: u32,
-    /// `evaluate`, `ping` or `shutdown`.
+    /// `evaluate`, `preflight`, `ping` or `shutdown`.
     #[serde(rename = "type")]
     pub kind: &'a str,
     /// The request id (echoed in the answer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// The evaluation request.
+    /// The evaluation request (of `evaluate` and `preflight`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<&'a EvalRequest>,
 }
@@ -42,13 +42,16 @@ pub struct ErrorBody {
 pub struct Incoming {
     /// The worker's protocol version.
     pub v: u32,
-    /// `hello`, `result`, `error` or `pong`.
+    /// `hello`, `result`, `preflighted`, `error` or `pong`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The request id.
     pub id: Option<String>,
     /// The result of `evaluate`.
     pub result: Option<EvalResult>,
+    /// What `preflight` gave.
+    #[serde(default)]
+    pub reference: Option<Preflight>,
     /// The error of a failed request.
     pub error: Option<ErrorBody>,
     /// Where the evaluation's time went, seconds by phase (with `result`; see

@@ -1,8 +1,9 @@
-//! [`RemoteEvaluator`]: the same protocol over HTTP (`POST {url}/v1/evaluate`).
+//! [`RemoteEvaluator`]: the same protocol over HTTP (`POST {url}/v1/evaluate`, and
+//! `POST {url}/v1/preflight` for a preflight).
 
 use std::time::Duration;
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 
 use crate::protocol::{self, ErrorBody};
 
@@ -24,9 +25,10 @@ struct Body<'a> {
 }
 
 #[derive(serde::Deserialize)]
-struct Answer {
+struct Answer<T> {
     v: u32,
-    result: Option<EvalResult>,
+    #[serde(alias = "reference")]
+    result: Option<T>,
     error: Option<ErrorBody>,
 }
 
@@ -40,14 +42,18 @@ impl RemoteEvaluator {
             .build()
             .into();
         RemoteEvaluator {
-            url: format!("{}/v1/evaluate", url.trim_end_matches('/')),
+            url: url.trim_end_matches('/').to_string(),
             agent,
         }
     }
-}
 
-impl Evaluator for RemoteEvaluator {
-    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
+    /// `request` posted to `route` (`evaluate` or `preflight`), and its answer's result.
+    fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        route: &str,
+        request: &EvalRequest,
+    ) -> Result<T, EvalError> {
+        let url = format!("{}/v1/{route}", self.url);
         let body = serde_json::to_string(&Body {
             v: protocol::VERSION,
             request,
@@ -55,28 +61,26 @@ impl Evaluator for RemoteEvaluator {
         .map_err(|e| EvalError::Protocol(format!("encoding the request: {e}")))?;
         let mut resp = self
             .agent
-            .post(&self.url)
+            .post(&url)
             .header("Content-Type", "application/json")
             .send(body.as_bytes())
-            .map_err(|e| EvalError::Unavailable(format!("{}: {e}", self.url)))?;
+            .map_err(|e| EvalError::Unavailable(format!("{url}: {e}")))?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()
             .with_config()
             .limit(MAX_BODY_BYTES)
             .read_to_string()
-            .map_err(|e| EvalError::Unavailable(format!("{}: HTTP {status}: {e}", self.url)))?;
-        let answer: Answer = serde_json::from_str(&text).map_err(|e| {
+            .map_err(|e| EvalError::Unavailable(format!("{url}: HTTP {status}: {e}")))?;
+        let answer: Answer<T> = serde_json::from_str(&text).map_err(|e| {
             EvalError::Protocol(format!(
-                "{}: HTTP {status}: undecodable answer ({e}): {}",
-                self.url,
+                "{url}: HTTP {status}: undecodable answer ({e}): {}",
                 text.chars().take(300).collect::<String>()
             ))
         })?;
         if answer.v != protocol::VERSION {
             return Err(EvalError::Protocol(format!(
-                "{} speaks protocol version {}, this client {}",
-                self.url,
+                "{url} speaks protocol version {}, this client {}",
                 answer.v,
                 protocol::VERSION
             )));
@@ -85,9 +89,18 @@ impl Evaluator for RemoteEvaluator {
             (Some(r), _) if status == 200 => Ok(r),
             (_, Some(e)) => Err(e.into_eval_error()),
             _ => Err(EvalError::Protocol(format!(
-                "{}: HTTP {status} without result or error",
-                self.url
+                "{url}: HTTP {status} without result or error"
             ))),
         }
+    }
+}
+
+impl Evaluator for RemoteEvaluator {
+    fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
+        self.post("evaluate", request)
+    }
+
+    fn preflight(&self, request: &EvalRequest) -> Result<Preflight, EvalError> {
+        self.post("preflight", request)
     }
 }

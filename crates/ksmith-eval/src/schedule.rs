@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 pub struct DeviceUse {
     /// Its name in logs and reports (`cuda:0`, `cpu#1`).
     pub label: String,
-    /// Evaluations it answered.
+    /// Requests it answered: evaluations, and the preflights of references.
     pub evaluations: u64,
     /// Time with at least one evaluation in flight.
     pub busy: Duration,

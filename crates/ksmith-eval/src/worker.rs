@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Preflight};
 
 use crate::config::EvalConfig;
 use crate::devices::Device;
@@ -25,12 +25,40 @@ use crate::spawner::Spawner;
 /// Seconds an evaluation spent in each phase, as the worker measured them.
 pub type Profile = BTreeMap<String, f64>;
 
+/// What a worker answered to a request ([`Ask`]).
+#[derive(Debug)]
+pub enum Reply {
+    /// The result of an evaluation.
+    Evaluated(Box<EvalResult>),
+    /// What a preflight gave.
+    Preflighted(Preflight),
+}
+
+/// What a request asks of the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Evaluate its candidate (`evaluate`).
+    Evaluate,
+    /// Build and run its reference only (`preflight`).
+    Preflight,
+}
+
+impl Ask {
+    /// The protocol's message type.
+    pub fn message_type(self) -> &'static str {
+        match self {
+            Ask::Evaluate => "evaluate",
+            Ask::Preflight => "preflight",
+        }
+    }
+}
+
 /// A worker's answer to one request.
 #[derive(Debug)]
 pub enum Answer {
-    /// A result or an error of the evaluation, with the worker's profile of it (empty when it
-    /// sent none).
-    Done(Box<Result<EvalResult, EvalError>>, Profile),
+    /// A result (an evaluation's or a preflight's) or an error, with the worker's profile of it
+    /// (empty when it sent none).
+    Done(Box<Result<Reply, EvalError>>, Profile),
     /// The worker's device failed its check after this request went wrong (the message says
     /// how): the request was not evaluated and may go to another device.
     DeviceFailed(String),
@@ -189,29 +217,41 @@ impl WorkerProcess {
                         eprintln!("warning: evaluator device {label}: {notice}");
                     }
                     let (id, reply) = match msg {
-                        Ok(msg) => match (msg.kind.as_str(), msg.result, msg.error) {
-                            ("result", Some(r), _) => (
-                                msg.id,
-                                Answer::Done(Box::new(Ok(r)), msg.profile.unwrap_or_default()),
-                            ),
-                            ("error", _, Some(e)) if e.kind == "device_failed" => {
-                                (msg.id, Answer::DeviceFailed(e.message))
-                            }
-                            ("error", _, Some(e)) if e.kind == "backend_unavailable" => {
-                                (msg.id, Answer::BackendUnavailable(e.message))
-                            }
-                            ("error", _, Some(e)) if e.kind == "internal" => {
-                                (msg.id, Answer::Internal(e.message))
-                            }
-                            ("error", _, Some(e)) => (
-                                msg.id,
-                                Answer::Done(
-                                    Box::new(Err(e.into_eval_error())),
-                                    msg.profile.unwrap_or_default(),
+                        Ok(msg) => {
+                            match (msg.kind.as_str(), msg.result, msg.reference, msg.error) {
+                                ("result", Some(r), _, _) => (
+                                    msg.id,
+                                    Answer::Done(
+                                        Box::new(Ok(Reply::Evaluated(Box::new(r)))),
+                                        msg.profile.unwrap_or_default(),
+                                    ),
                                 ),
-                            ),
-                            _ => continue,
-                        },
+                                ("preflighted", _, Some(p), _) => (
+                                    msg.id,
+                                    Answer::Done(
+                                        Box::new(Ok(Reply::Preflighted(p))),
+                                        msg.profile.unwrap_or_default(),
+                                    ),
+                                ),
+                                ("error", _, _, Some(e)) if e.kind == "device_failed" => {
+                                    (msg.id, Answer::DeviceFailed(e.message))
+                                }
+                                ("error", _, _, Some(e)) if e.kind == "backend_unavailable" => {
+                                    (msg.id, Answer::BackendUnavailable(e.message))
+                                }
+                                ("error", _, _, Some(e)) if e.kind == "internal" => {
+                                    (msg.id, Answer::Internal(e.message))
+                                }
+                                ("error", _, _, Some(e)) => (
+                                    msg.id,
+                                    Answer::Done(
+                                        Box::new(Err(e.into_eval_error())),
+                                        msg.profile.unwrap_or_default(),
+                                    ),
+                                ),
+                                _ => continue,
+                            }
+                        }
                         Err(_) => continue,
                     };
                     if let Some(id) = id
@@ -262,16 +302,16 @@ impl WorkerProcess {
         &self.device
     }
 
-    /// Sends one request and waits for its answer (up to `timeout`; past it, or when the
-    /// request cannot be written, an `Unavailable` error).
-    pub fn evaluate(&self, id: String, request: &EvalRequest, timeout: Duration) -> Answer {
+    /// Sends one request (`ask`: what of it) and waits for its answer (up to `timeout`; past
+    /// it, or when the request cannot be written, an `Unavailable` error).
+    pub fn send(&self, ask: Ask, id: String, request: &EvalRequest, timeout: Duration) -> Answer {
         let unavailable =
             |m: String| Answer::Done(Box::new(Err(EvalError::Unavailable(m))), Profile::new());
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id.clone(), tx);
         let msg = Outgoing {
             v: protocol::VERSION,
-            kind: "evaluate",
+            kind: ask.message_type(),
             id: Some(id.clone()),
             request: Some(request),
         };

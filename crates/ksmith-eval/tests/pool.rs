@@ -464,3 +464,78 @@ fn an_internal_error_fails_the_request_not_the_worker_or_its_device() {
         pool.report_counters().into_iter().collect();
     assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
 }
+
+/// A preflight builds the task's reference on the device its evaluations then go to (its home),
+/// and a reference that fails only on the evaluator's device (a CPU tensor made in `forward`;
+/// here the interpreter stands for the GPU) is the task's `BrokenReference`, naming the error:
+/// no device is taken out for it.
+#[test]
+fn a_preflight_builds_the_reference_where_the_task_is_evaluated_and_a_broken_one_keeps_the_device()
+{
+    let cfg = EvalConfig {
+        inflight_per_worker: Some(1),
+        ..cpu_config(2)
+    };
+    let pool = WorkerPool::start(&cfg).unwrap();
+    let healthy = request("tasks/elementwise.py", "garbage/wrong_values.py");
+    let built = pool.preflight(&healthy).unwrap();
+    assert_eq!(built.reference_ms, None, "nothing is timed on the CPU");
+    assert_eq!(
+        pool.evaluate(&healthy).unwrap().status,
+        EvalStatus::Incorrect
+    );
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    let on = |device: &str| counters[&format!("eval_device/{device}/evaluations")];
+    assert_eq!(
+        (on("cpu#0"), on("cpu#1")),
+        (2, 0),
+        "the preflight made the task's home: {counters:?}"
+    );
+    assert_eq!(counters["eval_preflights"], 1);
+    assert!(counters.contains_key("eval_preflight_phase_ms/reference"));
+
+    let swin = EvalRequest {
+        task_id: "swin-v2".into(),
+        ..request("tasks/cpu_tensor_in_forward.py", "honest/elementwise.py")
+    };
+    match pool.preflight(&swin) {
+        Err(EvalError::BrokenReference { task_id, message }) => {
+            assert_eq!(task_id, "swin-v2");
+            assert!(
+                message.starts_with("RuntimeError: Expected all tensors to be on the same device"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a broken reference, got {other:?}"),
+    }
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
+    assert_eq!(pool.restarts(), 0);
+}
+
+/// A GPU that fails under a preflight (here one that does not exist: its worker cannot start or
+/// its device check fails) is taken out and the preflight answered by the device left: the task
+/// is not refused (the worker's side, a reference failing on a GPU that then fails its check
+/// answered `device_failed`, is `python/tests/test_eval_health.py`'s). Skipped where a GPU 0
+/// exists.
+#[test]
+fn a_device_that_fails_during_a_preflight_is_taken_out_and_another_answers_it() {
+    if ksmith_eval::devices::count_gpus() > 0 {
+        eprintln!("skipped: this machine has a GPU 0");
+        return;
+    }
+    let cfg = EvalConfig {
+        devices: vec!["0".to_string(), "cpu".to_string()],
+        inflight_per_worker: Some(1),
+        ..cpu_config(1)
+    };
+    let pool = WorkerPool::start(&cfg).unwrap();
+    let built = pool.preflight(&request("tasks/elementwise.py", "garbage/wrong_values.py"));
+    assert!(built.is_ok(), "{built:?}");
+    let counters: std::collections::BTreeMap<String, u64> =
+        pool.report_counters().into_iter().collect();
+    assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
+    assert_eq!(counters["eval_device/cpu/evaluations"], 1);
+}

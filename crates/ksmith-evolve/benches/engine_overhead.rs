@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use ksmith_core::answer::apply_answer;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::evaluation::{
-    EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Hardware, Timing, TimingMethod,
+    EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Hardware, Preflight, Timing,
+    TimingMethod,
 };
 use ksmith_core::evolve_block::{BLOCK_END, BLOCK_START};
 use ksmith_evolve::RolloutConfig;
@@ -140,6 +141,11 @@ impl Evaluator for Eval {
         )));
         *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed();
         Ok(e)
+    }
+
+    /// Every reference runs (the bench drives steps, not the stage).
+    fn preflight(&self, _: &EvalRequest) -> Result<Preflight, EvalError> {
+        Ok(Preflight::default())
     }
 }
 

@@ -263,6 +263,20 @@ impl<'a> TaskRun<'a> {
         self
     }
 
+    /// The task's evaluation request without a candidate: its reference, alternate size sets,
+    /// backend and whether to time (each step's request with the step's candidate put in; as
+    /// it is, the request of the task's preflight, `Evaluator::preflight`).
+    pub fn reference_request(&self) -> EvalRequest {
+        EvalRequest {
+            task_id: self.state.task_id.clone(),
+            reference: self.reference.clone(),
+            candidate: String::new(),
+            measure: self.cfg.measure,
+            alt_sizes: self.alt_sizes.clone(),
+            backend: self.backend,
+        }
+    }
+
     /// The task's state.
     pub fn state(&self) -> &TaskState {
         &self.state
@@ -333,14 +347,7 @@ impl<'a> TaskRun<'a> {
             a,
             edit.program.as_deref(),
             program_id.as_deref(),
-            EvalRequest {
-                task_id: task_id.clone(),
-                reference: self.reference.clone(),
-                candidate: String::new(),
-                measure: self.cfg.measure,
-                alt_sizes: self.alt_sizes.clone(),
-                backend: self.backend,
-            },
+            self.reference_request(),
             evaluator,
         )?;
         let outcome = if duplicate {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 
 /// The tasks kept in flight and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,17 +108,24 @@ impl ChatClient for TimedTeacher<'_> {
     }
 }
 
-/// An evaluator whose requests are timed (the steps' wait for verdicts, queue included).
+/// An evaluator whose requests are timed (the steps' wait for verdicts, queue included; the
+/// tasks' preflights apart).
 pub struct TimedEvaluator<'a> {
     /// The evaluator.
     pub inner: &'a dyn Evaluator,
-    /// Time in its requests.
+    /// Time in its evaluations.
     pub clock: Clock,
+    /// Time in its preflights.
+    pub preflights: Clock,
 }
 
 impl Evaluator for TimedEvaluator<'_> {
     fn evaluate(&self, request: &EvalRequest) -> Result<EvalResult, EvalError> {
         self.clock.time(|| self.inner.evaluate(request))
+    }
+
+    fn preflight(&self, request: &EvalRequest) -> Result<Preflight, EvalError> {
+        self.preflights.time(|| self.inner.preflight(request))
     }
 
     fn capacity(&self) -> usize {

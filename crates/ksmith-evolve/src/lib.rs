@@ -28,6 +28,7 @@ pub mod error;
 pub mod features;
 pub mod in_flight;
 pub mod journal;
+pub mod preflight;
 pub mod prompt;
 pub mod seed;
 pub mod select;

@@ -21,6 +21,7 @@ use crate::engine::{StepAbort, TaskCounters, TaskRun, task_dir};
 use crate::error::Error;
 use crate::in_flight::{Clock, TimedEvaluator, TimedTeacher, in_flight};
 use crate::journal::read_journal;
+use crate::preflight::{Preflighted, Refusal, preflight};
 use crate::prompt::PromptSets;
 use crate::{CODE_VERSION, STAGE};
 
@@ -28,6 +29,8 @@ use crate::{CODE_VERSION, STAGE};
 #[derive(Debug)]
 enum Ending {
     Done,
+    /// Refused by its preflight, before any teacher call (this run or a recorded one).
+    Refused(Refusal),
     BrokenReference(String),
     NoHeadroom(String),
     Aborted(String),
@@ -92,8 +95,9 @@ impl RunCounters {
 /// How one task's rollout ended in the last process, with the reason when it did not finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnding {
-    /// `done`, `broken_reference`, `no_headroom`, `aborted`, `stopped_by_token_budget`,
-    /// `stopped_by_time_budget` or `failed`.
+    /// `done`, `refused_reference` (its reference does not run on the evaluation device: no
+    /// teacher call was made), `broken_reference`, `no_headroom`, `aborted`,
+    /// `stopped_by_token_budget`, `stopped_by_time_budget` or `failed`.
     pub ending: String,
     /// Why it did not finish (empty when done).
     pub reason: String,
@@ -144,6 +148,17 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
         new_tokens: 0,
         counters: TaskCounters::default(),
     };
+    match Refusal::load(&dir, &task.task_id) {
+        Ok(Some(refusal)) => {
+            out.ending = Ending::Refused(refusal);
+            return out;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            out.ending = Ending::Failed(e);
+            return out;
+        }
+    }
     let broken = dir.join("broken.json");
     if let Ok(text) = std::fs::read_to_string(&broken) {
         out.ending = Ending::BrokenReference(text);
@@ -187,6 +202,7 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
     out.replayed = u64::from(run.replayed);
     sh.tracker
         .inc(u64::from(run.state().steps_done.min(sh.cfg.iterations)));
+    let mut preflighted = false;
     while !run.finished() {
         if sh.cfg.token_budget > 0 && sh.tokens_used.load(Ordering::SeqCst) >= sh.cfg.token_budget {
             out.ending = Ending::BudgetSpent;
@@ -195,6 +211,23 @@ fn run_task(task: &TaskRow, sh: &Shared<'_>, notes: &Mutex<Vec<String>>) -> Task
         if sh.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             out.ending = Ending::TimeSpent;
             break;
+        }
+        // Before this process's first teacher call for the task: its reference on the device.
+        if !preflighted {
+            match preflight(sh.evaluator, &run.reference_request()) {
+                Preflighted::Ready => preflighted = true,
+                Preflighted::Refused(refusal) => {
+                    out.ending = match refusal.store(&dir) {
+                        Ok(()) => Ending::Refused(refusal),
+                        Err(e) => Ending::Failed(e),
+                    };
+                    break;
+                }
+                Preflighted::Unavailable(why) => {
+                    out.ending = Ending::Aborted(why);
+                    break;
+                }
+            }
         }
         match run.step(sh.teacher, sh.evaluator) {
             Ok(row) => {
@@ -315,6 +348,7 @@ pub fn run_with_identity(
             let evaluator = TimedEvaluator {
                 inner: evaluator,
                 clock: Clock::default(),
+                preflights: Clock::default(),
             };
             let flight = in_flight(
                 cfg.parallel_tasks,
@@ -358,6 +392,9 @@ pub fn run_with_identity(
                 .count("step_phase_calls/teacher_wait", teacher_calls);
             run.report.count("step_phase_ms/evaluation", eval_ms);
             run.report.count("step_phase_calls/evaluation", eval_calls);
+            let (preflight_ms, preflight_calls) = evaluator.preflights.read();
+            run.report.count("preflight_ms", preflight_ms);
+            run.report.count("preflight_calls", preflight_calls);
             for (name, n) in evaluator.report_counters() {
                 run.report.count(&name, n);
             }
@@ -489,6 +526,7 @@ fn collect_steps(
         };
         let record = match &o.ending {
             Ending::Done => ending("done", String::new()),
+            Ending::Refused(r) => ending("refused_reference", r.reason()),
             Ending::BrokenReference(m) => ending("broken_reference", m.clone()),
             Ending::NoHeadroom(m) => ending("no_headroom", m.clone()),
             Ending::BudgetSpent => ending(
@@ -505,6 +543,11 @@ fn collect_steps(
         ended.endings.insert(task.task_id.clone(), record);
         match o.ending {
             Ending::Done => report.count("tasks_done", 1),
+            Ending::Refused(r) => {
+                report.count("tasks_refused_reference", 1);
+                report.count(&format!("tasks_refused_reference/{}", r.error), 1);
+                ctx.warn(format!("task {}: {}", task.task_id, r.reason()));
+            }
             Ending::BrokenReference(m) => {
                 report.count("tasks_broken_reference", 1);
                 ctx.warn(format!(

@@ -665,6 +665,52 @@ class DeviceEvaluator:
             return res, {k: round(v, 4) for k, v in profile.items()}
         raise RuntimeError(f"an evaluation ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
 
+    def preflight(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.preflight_profiled(request)[0]
+
+    def preflight_profiled(self, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+        """Builds and runs the task's reference of `request` on this device as its first
+        evaluation would (the same facts, kept for the task's evaluations here; the candidate is
+        not read), before anyone writes a candidate for it: what it gives (the reference's median
+        time, the build's warnings) and where its time went; `BrokenReference` when it does not
+        run here (remembered, as in `reference`). Run again like an evaluation when it ran out of
+        GPU memory beside others (`capacity`)."""
+        t0 = time.monotonic()
+        profile = Profile()
+        task_id = request["task_id"]
+        for number in range(ATTEMPTS):
+            try:
+                with self._admitted(number, profile) as attempt:
+                    reference, alt, _ = self._task_here(request)
+                    with profile.phase("reference"):
+                        facts = self.reference(task_id, reference, alt, profile, attempt)
+            except DeviceBusy as busy:
+                self.admission.ran_out(busy)
+                self._trace("capacity_retry", attempt=number, crowd=busy.crowd)
+                continue
+            self.admission.ended()
+            built = {
+                "task_id": task_id,
+                "reference_ms": facts.timing.get("median_ms") if self.cuda else None,
+                "warnings": list(facts.warnings),
+                "elapsed_ms": int((time.monotonic() - t0) * 1000),
+            }
+            return built, {k: round(v, 4) for k, v in profile.items()}
+        raise RuntimeError(f"a preflight ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
+
+    def _task_here(self, req: dict[str, Any]) -> tuple[str, list[dict[str, int]] | None, dict[str, int] | None]:
+        """The reference of `req` as this device judges it, its hidden size sets, and the size
+        set it was rewritten to (or None): on the CPU, correctness only, at the task's smallest
+        recorded size set, not at the sizes chosen for a GPU (see `shapes`); the other sets stay
+        hidden ones."""
+        alt = shapes.parse_sets(req["alt_sizes"]) if req.get("alt_sizes") else None
+        reference = req["reference"]
+        if alt and not self.cuda:
+            primary, others = shapes.smallest(reference, alt)
+            if primary is not None:
+                return shapes.rewritten(reference, primary), others, primary
+        return reference, alt, None
+
     @contextlib.contextmanager
     def _admitted(self, number: int, profile: Profile) -> Iterator[Attempt]:
         """Attempt `number` of an evaluation, admitted by the worker (`capacity`); the wait is
@@ -716,17 +762,10 @@ class DeviceEvaluator:
             warnings = list(v.warnings)
             if v.status:
                 return self._result(v.status, v.hack, v.message, warnings=warnings)
-        alt = shapes.parse_sets(req["alt_sizes"]) if req.get("alt_sizes") else None
-        reference = req["reference"]
-        if alt and not self.cuda:
-            # Correctness only on the CPU: at the task's smallest recorded size set, not at the
-            # sizes chosen for a GPU (see `shapes`); the other sets stay hidden ones.
-            primary, others = shapes.smallest(reference, alt)
-            if primary is not None:
-                alt = others
-                reference = shapes.rewritten(reference, primary)
-                candidate = shapes.rewritten(candidate, primary)
-                warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
+        reference, alt, primary = self._task_here(req)
+        if primary is not None:
+            candidate = shapes.rewritten(candidate, primary)
+            warnings.append(f"judged on the CPU at the task's smallest size set {shapes.label(primary)}")
         try:
             with profile.phase("compile"):
                 prepared = backend.prepare(candidate)

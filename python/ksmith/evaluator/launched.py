@@ -214,9 +214,22 @@ class LaunchedWorker:
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
         """The worker's result for `request`; `BrokenReference` when the task's reference does
         not run, `WorkerError` when the worker failed."""
+        result: dict[str, Any] = self._ask("evaluate", request, "result")
+        return result
+
+    def preflight(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What building the task's reference of `request` on the worker's device gave (see the
+        protocol's `preflight`); `BrokenReference` when it does not run there, `WorkerError` when
+        the worker failed."""
+        built: dict[str, Any] = self._ask("preflight", request, "reference")
+        return built
+
+    def _ask(self, kind: str, request: dict[str, Any], field: str) -> Any:
+        """Sends a `kind` message with `request` and returns its answer's `field`; raises as
+        `evaluate` says."""
         rid = str(next(self._ids))
         answer: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=1)
-        line = protocol.encode({"type": "evaluate", "id": rid, "request": request})
+        line = protocol.encode({"type": kind, "id": rid, "request": request})
         with self._lock:
             self._pending[rid] = answer
             try:
@@ -234,9 +247,8 @@ class LaunchedWorker:
             raise WorkerError(f"the evaluator worker gave no answer within {self.request_timeout_s:.0f} s") from None
         if msg is None:
             raise WorkerError(f"the evaluator worker exited: {self.stderr_tail()}")
-        if msg.get("type") == "result":
-            result: dict[str, Any] = msg["result"]
-            return result
+        if msg.get("type") != "error" and field in msg:
+            return msg[field]
         error = msg.get("error") or {}
         if error.get("kind") == "broken_reference":
             from .evaluate import BrokenReference

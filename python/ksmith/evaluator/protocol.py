@@ -11,10 +11,16 @@ Client -> worker:
     (`alt_sizes`, optional: the task's recorded size sets, a list of {constant name: integer}; see
     `shapes`; `backend`, optional: the candidate's kernel language, `triton` (the default) or
     `cuda`, see `backends`)
+    {"v":1,"type":"preflight","id":"...","request":{task_id, reference, alt_sizes, backend}}
+    (the task's reference built and run on the worker's device as its first evaluation does,
+    the facts kept for its evaluations, before any candidate exists; `candidate` is not read)
     {"v":1,"type":"ping","id":"..."}                 -> {"v":1,"type":"pong","id":"..."}
     {"v":1,"type":"shutdown"}                        (or end of input): finish in-flight requests, exit
 Worker -> client, per request, in completion order (many may be in flight):
     {"v":1,"type":"result","id":"...","result":{EvalResult},"profile":{phase: seconds}}
+    {"v":1,"type":"preflighted","id":"...","reference":{task_id, reference_ms, warnings, elapsed_ms},
+     "profile":{phase: seconds}}                    (to `preflight`: the reference runs here;
+                                                     `reference_ms`: its median, null on the CPU)
     {"v":1,"type":"error","id":"...","error":{"kind":"broken_reference"|"bad_request"|"protocol"|"internal"
                                                       |"device_failed"|"backend_unavailable",
                                               "message":"...","task_id":"..."}}
@@ -25,7 +31,9 @@ Worker -> client, per request, in completion order (many may be in flight):
     evaluated and the client sends it to another device; `backend_unavailable`: the request's
     backend cannot run on this worker, e.g. no nvcc; the message names what is missing)
 HTTP (`serve` mode): POST /v1/evaluate with {"v":1,"request":{...}} answers 200 with
-{"v":1,"result":{...}} or 4xx/5xx with {"v":1,"error":{...}}; GET /v1/health answers the hello.
+{"v":1,"result":{...}} or 4xx/5xx with {"v":1,"error":{...}}; POST /v1/preflight with the same
+body answers 200 with {"v":1,"reference":{...}} or the same errors; GET /v1/health answers the
+hello.
 `EvalResult` is exactly the serde form of `ksmith_core::evaluation::EvalResult` (snake_case
 enums, non-finite floats sent as the largest double).
 """
@@ -39,6 +47,8 @@ from ..shared.versions import EVAL_PROTOCOL
 
 VERSION = EVAL_PROTOCOL
 REQUEST_FIELDS = ("task_id", "reference", "candidate")
+#: What a `preflight` request must hold (its candidate, when sent, is not read).
+PREFLIGHT_FIELDS = ("task_id", "reference")
 
 
 class ProtocolError(Exception):
@@ -58,11 +68,11 @@ def parse(line: str) -> dict[str, Any]:
     return msg
 
 
-def check_request(req: object) -> dict[str, Any]:
-    """Validates an evaluate request's body."""
+def check_request(req: object, candidate: bool = True) -> dict[str, Any]:
+    """Validates an evaluate request's body (a preflight's: `candidate` False, none needed)."""
     if not isinstance(req, dict):
         raise ProtocolError("`request` must be an object")
-    for f in REQUEST_FIELDS:
+    for f in REQUEST_FIELDS if candidate else PREFLIGHT_FIELDS:
         if not isinstance(req.get(f), str):
             raise ProtocolError(f"`request.{f}` must be a string")
     if "measure" in req and not isinstance(req["measure"], bool):

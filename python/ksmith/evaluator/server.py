@@ -24,18 +24,21 @@ def make_server(
     (sandbox `policy`: the launcher's by default; `ksmith.confine.SandboxError` when it requires
     what is missing)."""
     evaluator = DeviceEvaluator(device, options, policy=policy)
-    return serve_with(host, port, evaluator.evaluate, lambda: hello(device, evaluator)), evaluator
+    server = serve_with(host, port, evaluator.evaluate, evaluator.preflight, lambda: hello(device, evaluator))
+    return server, evaluator
 
 
 def serve_with(
     host: str,
     port: int,
     evaluate: Callable[[dict[str, Any]], dict[str, Any]],
+    preflight: Callable[[dict[str, Any]], dict[str, Any]],
     health: Callable[[], dict[str, Any]],
 ) -> ThreadingHTTPServer:
     """An HTTP server speaking the protocol in front of any `evaluate(request) -> result`
-    callable (a local `DeviceEvaluator`, or a pool of Ray actors); `health()` answers
-    `GET /v1/health`. `evaluate` may raise `BrokenReference` (HTTP 422)."""
+    callable (a local `DeviceEvaluator`, or a pool of Ray actors), with its
+    `preflight(request) -> reference` (`POST /v1/preflight`); `health()` answers
+    `GET /v1/health`. `evaluate` and `preflight` may raise `BrokenReference` (HTTP 422)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, code: int, body: dict[str, Any]) -> None:
@@ -59,7 +62,8 @@ def serve_with(
                 )
 
         def do_POST(self) -> None:  # noqa: N802
-            if self.path != "/v1/evaluate":
+            routes = {"/v1/evaluate": ("result", evaluate, True), "/v1/preflight": ("reference", preflight, False)}
+            if self.path not in routes:
                 self._answer(
                     404,
                     {
@@ -85,10 +89,10 @@ def serve_with(
                     raise protocol.ProtocolError(
                         f"protocol version {body.get('v') if isinstance(body, dict) else None!r} is not supported"
                     )
-                req = protocol.check_request(body.get("request"))
+                field, serve, candidate = routes[self.path]
+                req = protocol.check_request(body.get("request"), candidate=candidate)
                 task_id = req["task_id"]
-                result = evaluate(req)
-                self._answer(200, {"type": "result", "result": result})
+                self._answer(200, {"type": field, field: serve(req)})
             except (protocol.ProtocolError, ValueError) as e:
                 self._answer(400, {"type": "error", "error": error_body(protocol.ProtocolError(str(e)), task_id)})
             except BrokenReference as e:

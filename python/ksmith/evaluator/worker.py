@@ -52,16 +52,22 @@ def error_body(e: BaseException, task_id: str | None = None) -> dict[str, Any]:
 
 def answer(evaluator: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """The worker's answer to one `evaluate` message: its result with the evaluation's profile
-    (seconds by phase, `DeviceEvaluator.evaluate_profiled`), or its error. After an error or a
-    result that a failing GPU may cause, the device is checked (`health`): when it fails, the
-    answer is a `device_failed` error instead, so the pool takes the device out and evaluates
-    the request on another one."""
+    (seconds by phase, `DeviceEvaluator.evaluate_profiled`), or its error; to one `preflight`
+    message: what building the task's reference gave (`DeviceEvaluator.preflight_profiled`), or
+    its error. After an error or a result that a failing GPU may cause, the device is checked
+    (`health`): when it fails, the answer is a `device_failed` error instead, so the pool takes
+    the device out and sends the request to another one (a reference that fails on a sound GPU
+    stays the task's `broken_reference`)."""
     rid = msg.get("id")
     task_id = None
+    preflight = msg.get("type") == "preflight"
     try:
-        req = protocol.check_request(msg.get("request"))
+        req = protocol.check_request(msg.get("request"), candidate=not preflight)
         task_id = req["task_id"]
-        result, profile = evaluator.evaluate_profiled(req)
+        if preflight:
+            built, profile = evaluator.preflight_profiled(req)
+        else:
+            result, profile = evaluator.evaluate_profiled(req)
     except BaseException as e:  # noqa: BLE001 - every failure is answered
         body = error_body(e, task_id)
         if body["kind"] in ("internal", "broken_reference"):
@@ -71,6 +77,8 @@ def answer(evaluator: Any, msg: dict[str, Any]) -> dict[str, Any]:
                 message = f"{failed} (after: {after})"
                 body = {"kind": "device_failed", "message": message, "task_id": task_id}
         return {"type": "error", "id": rid, "error": body}
+    if preflight:
+        return {"type": "preflighted", "id": rid, "reference": built, "profile": profile}
     failed = health.after(evaluator, result)
     if failed:
         message = f"{failed} (after a candidate's {result.get('status')})"
@@ -123,7 +131,7 @@ def run_worker(device: str, options: dict[str, Any] | None) -> int:
                 break
             if kind == "ping":
                 send({"type": "pong", "id": msg.get("id")})
-            elif kind == "evaluate":
+            elif kind in ("evaluate", "preflight"):
                 t = threading.Thread(target=serve, args=(msg,), daemon=True)
                 t.start()
                 threads.append(t)

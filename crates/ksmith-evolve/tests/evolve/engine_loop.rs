@@ -427,6 +427,12 @@ impl ksmith_core::evaluation::Evaluator for SizeRecorder {
             .push((r.task_id.clone(), r.alt_sizes.clone()));
         self.inner.evaluate(r)
     }
+    fn preflight(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::Preflight, ksmith_core::evaluation::EvalError> {
+        self.inner.preflight(r)
+    }
 }
 
 #[test]
@@ -512,6 +518,12 @@ impl ksmith_core::evaluation::Evaluator for WithBaselines {
             why: None,
         });
         Ok(res)
+    }
+    fn preflight(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::Preflight, ksmith_core::evaluation::EvalError> {
+        self.0.preflight(r)
     }
 }
 
@@ -605,6 +617,12 @@ impl ksmith_core::evaluation::Evaluator for BackendRecorder {
             .unwrap()
             .push((r.task_id.clone(), r.backend));
         self.inner.evaluate(r)
+    }
+    fn preflight(
+        &self,
+        r: &ksmith_core::evaluation::EvalRequest,
+    ) -> Result<ksmith_core::evaluation::Preflight, ksmith_core::evaluation::EvalError> {
+        self.inner.preflight(r)
     }
 }
 

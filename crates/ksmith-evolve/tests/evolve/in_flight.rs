@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::*;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 use ksmith_core::report::StageReport;
 use ksmith_evolve::{RolloutConfig, run};
 
@@ -29,6 +29,10 @@ impl Evaluator for FakePool {
             .unwrap()
             .insert(std::thread::current().id());
         self.inner.evaluate(r)
+    }
+
+    fn preflight(&self, r: &EvalRequest) -> Result<Preflight, EvalError> {
+        self.inner.preflight(r)
     }
 
     fn capacity(&self) -> usize {

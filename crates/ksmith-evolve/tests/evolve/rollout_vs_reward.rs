@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use crate::support::*;
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::context::StageContext;
-use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator};
+use ksmith_core::evaluation::{EvalError, EvalRequest, EvalResult, Evaluator, Preflight};
 use ksmith_core::table::{Table, read_table};
 use ksmith_core::tables::{EditOutcome, StepRow};
 use ksmith_evolve::{RolloutConfig, run};
@@ -172,6 +172,10 @@ impl Evaluator for Recording {
     fn evaluate(&self, r: &EvalRequest) -> Result<EvalResult, EvalError> {
         self.candidates.lock().unwrap().insert(r.candidate.clone());
         self.inner.evaluate(r)
+    }
+
+    fn preflight(&self, r: &EvalRequest) -> Result<Preflight, EvalError> {
+        self.inner.preflight(r)
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ksmith_core::chat::{ChatClient, ChatError, ChatRequest, ChatResponse};
 use ksmith_core::evaluation::{
-    EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Hardware, OutputError,
+    EvalError, EvalRequest, EvalResult, EvalStatus, Evaluator, Hardware, OutputError, Preflight,
 };
 use ksmith_core::table::{Table, write_table};
 use ksmith_core::tables::{StepRow, TaskRow};
@@ -30,10 +30,16 @@ fn speed_of(code: &str) -> Option<f64> {
 }
 
 /// Evaluates by markers: no `@triton.jit` -> static_rejected, `BROKEN` -> compile_error,
-/// `WRONG` -> incorrect, `REFBROKEN` -> broken reference, otherwise correct at `SPEED`.
+/// `WRONG` -> incorrect, `REFBROKEN` -> broken reference (found by an evaluation only, as one
+/// whose inputs are not reproducible may be), otherwise correct at `SPEED`. Its preflight finds
+/// a reference with `DEVICEBROKEN` broken (as one that makes a CPU tensor in `forward` is on a
+/// GPU); while `device_down` is set it answers every preflight as an evaluator whose devices
+/// are all out.
 pub struct FakeEvaluator {
     pub delay: Duration,
     pub calls: AtomicU64,
+    pub preflights: AtomicU64,
+    pub device_down: std::sync::atomic::AtomicBool,
 }
 
 impl FakeEvaluator {
@@ -41,9 +47,14 @@ impl FakeEvaluator {
         FakeEvaluator {
             delay: Duration::ZERO,
             calls: AtomicU64::new(0),
+            preflights: AtomicU64::new(0),
+            device_down: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
+
+/// The message of a reference that makes a CPU tensor in `forward` on a GPU.
+pub const DEVICE_ERROR: &str = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!";
 
 pub fn result(status: EvalStatus, speedup: Option<f64>, log: &str) -> EvalResult {
     EvalResult {
@@ -78,6 +89,23 @@ pub fn result(status: EvalStatus, speedup: Option<f64>, log: &str) -> EvalResult
 }
 
 impl Evaluator for FakeEvaluator {
+    fn preflight(&self, r: &EvalRequest) -> Result<Preflight, EvalError> {
+        self.preflights.fetch_add(1, Ordering::SeqCst);
+        if self.device_down.load(Ordering::SeqCst) {
+            return Err(EvalError::Unavailable(
+                "every device of the evaluator pool was taken out (fake:0: the device check failed)"
+                    .into(),
+            ));
+        }
+        if r.reference.contains("DEVICEBROKEN") {
+            return Err(EvalError::BrokenReference {
+                task_id: r.task_id.clone(),
+                message: format!("{DEVICE_ERROR}\nTraceback (most recent call last):\n  ..."),
+            });
+        }
+        Ok(Preflight::default())
+    }
+
     fn evaluate(&self, r: &EvalRequest) -> Result<EvalResult, EvalError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if !self.delay.is_zero() {
