@@ -606,13 +606,13 @@ class Sizer:
         start = {k.name: k.base for k in knobs}
         ref = _metrics(base)
         target, work, device = self.target(knobs, text, start, ref)
+        if device == "meta":  # on the CPU, cpu_max_mflop holds the sizes before any bound
+            self.check_bounds(knobs, target, work)
         moderate, confirmed = self.confirm(knobs, text, start, ref)
         alternates = self.alternates(knobs, text, target, moderate)
         if len(alternates) < 2:
             raise Unsizable(SizeReason.FEW_ALTERNATES, f"only {len(alternates)} alternate size set(s) run")
         reached = self.targets.reached(work)
-        if device == "meta":  # on the CPU, cpu_max_mflop holds the sizes before any bound
-            self.check_bounds(knobs, target, work)
         out: dict[str, Any] = {
             "size_status": "sized" if reached else "below_target",
             "sized_program": K.set_constants(text, target),
