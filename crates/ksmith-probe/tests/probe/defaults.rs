@@ -18,7 +18,10 @@ fn the_default_request_is_the_runners_defaults_json() {
     let mut sent = serde_json::to_value(sent).unwrap();
     let sent = sent.as_object_mut().unwrap();
     // the module's own: where its arguments came from, and whether an observation overrides them
-    assert_eq!(sent["arg_sources"], serde_json::json!(["dim=64: call net.py:3"]));
+    assert_eq!(
+        sent["arg_sources"],
+        serde_json::json!(["dim=64: call net.py:3"])
+    );
     assert_eq!(sent["observed"], serde_json::Value::Bool(false));
     for own in ["v", "id", "program", "override", "arg_sources", "observed"] {
         sent.remove(own).unwrap();
