@@ -127,3 +127,28 @@ impl ClusterConfig {
             .map_err(|e| ClusterError::Config(format!("[cluster.embedder] {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_op_modules_are_tasks_only_with_single_op_tasks() {
+        let cfg = ClusterConfig::default();
+        assert!(cfg.may_be_task(None));
+        assert!(!cfg.may_be_task(Some("single_op:aten::convolution")));
+        assert!(!cfg.may_be_task(Some("no_compute")));
+        let single = ClusterConfig {
+            single_op_tasks: true,
+            ..Default::default()
+        };
+        assert!(single.may_be_task(Some("single_op:aten::addmm")));
+        assert!(!single.may_be_task(Some("wrapper_of_argument")));
+        let trivial = ClusterConfig {
+            trivial_tasks: true,
+            ..Default::default()
+        };
+        assert!(trivial.may_be_task(Some("no_compute")));
+        assert!(!trivial.may_be_task(Some("single_op:aten::addmm")));
+    }
+}
