@@ -66,7 +66,7 @@ def main() -> None:
     read = lambda name: pq.read_table(args.workdir / f"{name}.parquet").to_pylist()  # noqa: E731
     modules = {m["id"]: m for m in read("modules")}
     probes = {p["module_id"]: p for p in read("probes")}
-    observed = {}  # summary of an observed call -> its get_init_inputs()
+    observed: dict[str, str] = {}  # summary of an observed call -> its get_init_inputs()
     for p in probes.values():
         for sub in p["submodules"] or []:
             observed.setdefault(sub["summary"], sub["init"])
