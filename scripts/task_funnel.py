@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The funnel of a work directory, per repository: classes -> programs -> runnable -> sized ->
-tasks, whole-model classes and how many of them become tasks, the share of constructor
+tasks, the classes that are no task by policy (`too_small`: the probe's sizing reaches the work
+target only past `max_structural_scale` of the repository's sizes; `single_op`: the forward runs
+one compute operator, `[cluster] single_op_tasks`), each listed with its reason, whole-model
+classes and how many of them become tasks, the share of constructor
 arguments that come from the repository's own call sites, and the share that come from the
 repository either way: a call site, or a model of the repository that built the class when it ran
 (a probe row whose first repair step is `observed: ...`).
@@ -90,6 +93,8 @@ def main() -> None:
     modules = [m for m in table(args.workdir, "modules") if m["class_name"]]
     probes = {p["module_id"]: p for p in table(args.workdir, "probes")}
     tasks = {t["task_id"]: t for t in table(args.workdir, "tasks")}
+    clusters = {c["module_id"]: c for c in table(args.workdir, "clusters")}
+    policy: list[str] = []
     # Per repository: (file, class) -> (capitalized names it calls, submodules in __init__).
     facts: dict[str, dict[tuple[str, str], tuple[set[str], int]]] = defaultdict(dict)
     for name, repo in repos.items():
@@ -138,6 +143,13 @@ def main() -> None:
                 r["runnable"] += 1
                 sized = p["size_status"] in ("sized", "below_target")
                 r["sized"] += sized
+                if p["size_reason_code"] == "too_small":
+                    r["too_small"] += 1
+                    policy.append(f"too_small: {m['repo']} {m['class_name']} ({m['path']}): {p['size_reason']}")
+                trivial = (clusters.get(m["id"]) or {}).get("trivial") or ""
+                if trivial.startswith("single_op:") and m["id"] not in tasks:
+                    r["single_op"] += 1
+                    policy.append(f"single_op: {m['repo']} {m['class_name']} ({m['path']}): {trivial}")
                 r["whole_runnable_sized"] += whole and sized
                 in_task = m["id"] in tasks
                 r["tasks"] += in_task
@@ -151,6 +163,8 @@ def main() -> None:
         "runnable",
         "sized",
         "tasks",
+        "too_small",
+        "single_op",
         "whole",
         "whole_runnable_sized",
         "whole_tasks",
@@ -169,6 +183,9 @@ def main() -> None:
     print()
     for repo_name in sorted(whole_lists):
         print(f"whole models of {repo_name}: {', '.join(sorted(whole_lists[repo_name]))}")
+    print()
+    for line in sorted(policy):
+        print(f"no task by policy, {line}")
     print()
     for repo_name in sorted(reasons):
         top = sorted(reasons[repo_name].items(), key=lambda kv: -kv[1])[:8]

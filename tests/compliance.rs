@@ -188,9 +188,11 @@ fn cases() -> Vec<Case> {
             first_input: Some(("dedup.parquet", "dedup")),
             skips: true,
             run: |ctx, _| {
-                // Every module becomes a task, so that one module makes one task.
+                // Every module becomes a task, so that one module makes one task (the tiny
+                // corpus's one module is a single multiplication).
                 let cfg = ksmith_cluster::ClusterConfig {
                     tasks: "all".into(),
+                    single_op_tasks: true,
                     ..Default::default()
                 };
                 Ok(ksmith_cluster::run(&cfg, ctx)?)

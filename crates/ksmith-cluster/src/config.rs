@@ -41,6 +41,10 @@ pub struct ClusterConfig {
     /// Also make tasks of trivial modules: those that compute nothing (a view, a reshape, an
     /// identity) or mostly call a module given to their constructor (a residual wrapper).
     pub trivial_tasks: bool,
+    /// Also make tasks of modules whose forward runs a single compute operator (views,
+    /// permutes, dtype casts and copies aside: one strided convolution, one GEMM): a candidate
+    /// has nothing to fuse and at best calls the same library.
+    pub single_op_tasks: bool,
     /// Seed of the PCA start, the sample and the balanced order.
     pub seed: u64,
     /// Leave out the modules the probe could not size for the GPU (`size_status = unsizable`):
@@ -65,6 +69,7 @@ impl Default for ClusterConfig {
             balanced_per_cell: 100,
             tasks_per_problem: 1,
             trivial_tasks: false,
+            single_op_tasks: false,
             seed: 42,
             skip_unsized: true,
             embedder: EmbedderConfig::default(),
@@ -73,6 +78,17 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// Whether a module whose `trivial` reason is `trivial` may become a task (and a cluster's
+    /// center): a real one always, a single-operator one with `single_op_tasks`, any other
+    /// trivial one with `trivial_tasks`.
+    pub fn may_be_task(&self, trivial: Option<&str>) -> bool {
+        match trivial {
+            None => true,
+            Some(t) if t.starts_with(crate::family::SINGLE_OP) => self.single_op_tasks,
+            Some(_) => self.trivial_tasks,
+        }
+    }
+
     /// Checks the values (no I/O).
     pub fn validate(&self) -> Result<(), ClusterError> {
         let bad = |m: String| Err(ClusterError::Config(m));
@@ -109,5 +125,30 @@ impl ClusterConfig {
         self.embedder
             .validate()
             .map_err(|e| ClusterError::Config(format!("[cluster.embedder] {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_op_modules_are_tasks_only_with_single_op_tasks() {
+        let cfg = ClusterConfig::default();
+        assert!(cfg.may_be_task(None));
+        assert!(!cfg.may_be_task(Some("single_op:aten::convolution")));
+        assert!(!cfg.may_be_task(Some("no_compute")));
+        let single = ClusterConfig {
+            single_op_tasks: true,
+            ..Default::default()
+        };
+        assert!(single.may_be_task(Some("single_op:aten::addmm")));
+        assert!(!single.may_be_task(Some("wrapper_of_argument")));
+        let trivial = ClusterConfig {
+            trivial_tasks: true,
+            ..Default::default()
+        };
+        assert!(trivial.may_be_task(Some("no_compute")));
+        assert!(!trivial.may_be_task(Some("single_op:aten::addmm")));
     }
 }

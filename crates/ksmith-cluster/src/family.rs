@@ -34,8 +34,10 @@ use vocabulary::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Label {
     /// Why the module is not a task by default (`no_compute`: views, copies and data movement
-    /// only; `wrapper_of_argument`: it mostly calls a module given to its constructor); `None`
-    /// for a real task.
+    /// only; `wrapper_of_argument`: it mostly calls a module given to its constructor;
+    /// `single_op:<op>`: its forward runs one compute operator and no data movement or
+    /// padding, views, permutes, casts and copies aside, so a candidate has nothing to fuse:
+    /// [`SINGLE_OP`]); `None` for a real task.
     pub trivial: Option<String>,
     /// The family (one of [`FAMILIES`]).
     pub family: &'static str,
@@ -46,6 +48,10 @@ pub struct Label {
     /// The rule that decided it (e.g. `single_op:relu`, `heavy_layers:3`).
     pub level_rule: String,
 }
+
+/// How the `trivial` reason of a module whose forward runs one compute operator begins (the
+/// operator follows: `single_op:aten::convolution`); `[cluster] single_op_tasks` decides.
+pub const SINGLE_OP: &str = "single_op:";
 
 /// Labels a program given its class name in the repository.
 pub fn label(program: &str, class_name: &str) -> Label {
@@ -368,6 +374,11 @@ pub fn label_with_ops(program: &str, class_name: &str, aten: Option<&[OpCount]>)
         Some("no_compute".to_string())
     } else if compute <= 2 && wraps_an_argument(&p, &slice) {
         Some("wrapper_of_argument".to_string())
+    } else if compute == 1 && prof.count(Kind::Movement) + prof.count(Kind::Padding) == 0 {
+        // One compute call (one conv, one GEMM with its casts and views): at best the
+        // candidate calls the same library. Data movement (a concatenation, a gather, a pad)
+        // around it is a second operation to fuse.
+        Some(format!("{SINGLE_OP}{}", prof.distinct_compute[0]))
     } else {
         None
     };

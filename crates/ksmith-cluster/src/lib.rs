@@ -58,7 +58,7 @@ pub use ksmith_embed::contract::init_inputs_violation;
 /// The stage's name.
 pub const STAGE: &str = "cluster";
 /// Bumped whenever the output for the same input and config changes.
-pub const CODE_VERSION: u32 = 3;
+pub const CODE_VERSION: u32 = 4;
 
 /// One unique module to cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,7 +132,17 @@ pub fn cluster_units(
     clustering::l2_normalize(&mut reduced);
     let labels = clustering::cluster_labels(&reduced, &ids, cfg)?;
     let mut is_center = vec![false; units.len()];
-    let eligible: Vec<bool> = families.iter().map(|f| f.trivial.is_none()).collect();
+    // Trivial modules are no centers; single-operator ones are where they may be tasks.
+    let eligible: Vec<bool> = families
+        .iter()
+        .map(|f| {
+            f.trivial.is_none()
+                || f.trivial
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with(family::SINGLE_OP))
+                    && cfg.single_op_tasks
+        })
+        .collect();
     for (_, idx) in clustering::medoids(original.view(), &labels, &eligible, cfg.medoid_sample) {
         is_center[idx] = true;
     }

@@ -15,7 +15,7 @@ type CellMember = (bool, u64, usize);
 
 /// Selects tasks from clustered units (`rows` aligned with `units`), sorted by id. A module the
 /// `review` rejects is never one; trivial modules (`ClusterRow::trivial`) are left out unless
-/// `trivial_tasks`.
+/// `trivial_tasks` (`single_op_tasks` for single-operator ones, [`ClusterConfig::may_be_task`]).
 ///
 /// - `balanced`: up to `balanced_per_cell` modules per (family, level), centers first, then by
 ///   a seeded hash of the id (`selected_as = "balanced"`; `clusters.parquet` says which are
@@ -47,9 +47,8 @@ pub fn select(
         selected_as: how.to_string(),
         alt_sizes: units[i].alt_sizes.clone(),
     };
-    let candidate = |i: usize| {
-        (cfg.trivial_tasks || rows[i].trivial.is_none()) && !review.rejects(&units[i].id)
-    };
+    let candidate =
+        |i: usize| cfg.may_be_task(rows[i].trivial.as_deref()) && !review.rejects(&units[i].id);
     let order =
         |i: usize| -> CellMember { (!rows[i].is_center, mix(cfg.seed, hash_str(&units[i].id)), i) };
     let mut limited = || {

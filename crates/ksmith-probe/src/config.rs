@@ -121,6 +121,10 @@ pub struct SizingConfig {
     /// Seconds per program at most (within `timeout_s`; the probe's own result is kept when
     /// sizing runs out of time).
     pub budget_s: f64,
+    /// How many times a structural size (a width, channels) that came from the repository (a
+    /// call site, a default, a model's observed configuration) may grow; a class that reaches
+    /// the work target only past it is not sized (`too_small`). 0: no bound.
+    pub max_structural_scale: f64,
 }
 
 impl Default for SizingConfig {
@@ -140,6 +144,7 @@ impl Default for SizingConfig {
             cpu_max_mflop: number(d, "cpu_max_mflop"),
             max_trials: whole(d, "max_trials") as u32,
             budget_s: number(d, "budget_s"),
+            max_structural_scale: number(d, "max_structural_scale"),
         }
     }
 }
@@ -165,6 +170,13 @@ impl SizingConfig {
                     message: "must be a positive number".into(),
                 });
             }
+        }
+        let scale = self.max_structural_scale;
+        if !(scale.is_finite() && (scale == 0.0 || scale >= 1.0)) {
+            return Err(Error::Config {
+                key: "sizing.max_structural_scale",
+                message: format!("must be 0 (no bound) or at least 1, got {scale}"),
+            });
         }
         if self.aim_ms > self.max_ms {
             return Err(Error::Config {
@@ -345,7 +357,27 @@ mod tests {
                 },
                 "llm_temperature",
             ),
+            (
+                ProbeConfig {
+                    sizing: SizingConfig {
+                        max_structural_scale: 0.5,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "max_structural_scale",
+            ),
         ];
+        // 0 turns the bound off
+        ProbeConfig {
+            sizing: SizingConfig {
+                max_structural_scale: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
         for (cfg, key) in cases {
             let err = cfg.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{err}");

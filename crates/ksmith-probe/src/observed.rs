@@ -20,7 +20,9 @@
 
 use std::collections::HashMap;
 
-use ksmith_core::tables::{ModuleRow, ProbeRow, ProbeStatus, SizeStatus, SubmoduleConfig};
+use ksmith_core::tables::{
+    ModuleRow, ProbeRow, ProbeStatus, SizeReason, SizeStatus, SubmoduleConfig,
+};
 
 /// How a kept observed configuration's repair step begins.
 pub const STEP: &str = "observed: ";
@@ -143,15 +145,18 @@ pub fn adopted(row: &ProbeRow) -> bool {
 }
 
 /// The module's row once its observed configuration ran as `second`: `second` when it is `ok`
-/// and sized at least as well as `first` (`sized` before any other size status), with the
-/// observation as its first repair step; else `first` with a line in its attempt log saying
-/// why it was not kept. Attempts and CPU time add up either way.
+/// and sized at least as well as `first` (`sized` before any other size status), or `too_small`
+/// (at the sizes its repository builds it with, the class does no GPU-meaningful work: the
+/// first row's sizes grew from guesses), with the observation as its first repair step; else
+/// `first` with a line in its attempt log saying why it was not kept. Attempts and CPU time add
+/// up either way.
 pub fn adopt(first: &ProbeRow, mut second: ProbeRow, r: &Reprobe) -> ProbeRow {
     let attempts = first.attempts + second.attempts;
     let cpu_time_ms = first.cpu_time_ms + second.cpu_time_ms;
     let sized = |row: &ProbeRow| row.size_status == Some(SizeStatus::Sized);
+    let too_small = second.size_reason_code == Some(SizeReason::TooSmall);
     let better = second.status == ProbeStatus::Ok
-        && (first.status != ProbeStatus::Ok || sized(&second) || !sized(first));
+        && (first.status != ProbeStatus::Ok || sized(&second) || !sized(first) || too_small);
     if better {
         second.repair_steps.insert(0, r.step.clone());
         second.attempts = attempts;
@@ -373,6 +378,15 @@ mod tests {
             not.attempt_log
         );
         assert!(not.attempt_log[0].ends_with("(sized below_target)"));
+
+        // too small at the model's sizes: the first row grew guessed widths, the class is no task
+        second.size_status = Some(SizeStatus::Unsizable);
+        second.size_reason_code = Some(SizeReason::TooSmall);
+        let small = adopt(&first, second.clone(), &r);
+        assert!(adopted(&small));
+        assert_eq!(small.size_reason_code, Some(SizeReason::TooSmall));
+        second.size_reason_code = Some(SizeReason::Timeout);
+        assert!(!adopted(&adopt(&first, second.clone(), &r)));
 
         second.status = ProbeStatus::Failed;
         second.error_message = Some("forward: shape mismatch".into());

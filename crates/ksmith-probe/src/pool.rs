@@ -79,12 +79,14 @@ pub(crate) fn admit(
     Ok(())
 }
 
-/// The request for one module.
+/// The request for one module; `observed`: `over` is the configuration a model of the
+/// repository gave the class (`observed`), not the LLM's answer.
 pub fn request_for(
     module: &ModuleRow,
     program: &str,
     cfg: &ProbeConfig,
     over: Option<String>,
+    observed: bool,
 ) -> Request {
     Request {
         v: PROTOCOL_VERSION,
@@ -99,6 +101,8 @@ pub fn request_for(
         output_cap_bytes: cfg.output_cap_bytes,
         r#override: over,
         sizing: cfg.sizing.enabled.then(|| cfg.sizing.clone()),
+        arg_sources: module.arg_sources.clone(),
+        observed,
     }
 }
 
@@ -154,6 +158,7 @@ pub fn probe_all(
                         program,
                         cfg,
                         job.over.clone(),
+                        job.over.is_some(),
                         deadline,
                         &shared,
                         tracker,
@@ -252,6 +257,7 @@ fn probe_one(
     program: &str,
     cfg: &ProbeConfig,
     over: Option<String>,
+    observed: bool,
     deadline: Duration,
     shared: &Shared,
     tracker: &Tracker,
@@ -269,7 +275,7 @@ fn probe_one(
     let Some(w) = worker.as_mut() else {
         return Err(Error::Python("no worker".into()));
     };
-    let request = request_for(module, program, cfg, over);
+    let request = request_for(module, program, cfg, over, observed);
     Ok(match w.probe(&request, deadline) {
         Ok(response) => {
             shared
@@ -311,6 +317,7 @@ fn llm_attempt(
         program,
         cfg,
         Some(code),
+        false,
         deadline,
         shared,
         tracker,

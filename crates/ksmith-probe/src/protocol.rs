@@ -35,6 +35,14 @@ pub struct Request {
     pub r#override: Option<String>,
     /// The sizing step's targets (`[probe.sizing]`); none: no sizing.
     pub sizing: Option<crate::config::SizingConfig>,
+    /// Where each constructor argument of the program came from (`ModuleRow::arg_sources`,
+    /// `dim=64: call path:line`): sizing bounds the growth of the repository's sizes.
+    #[serde(default)]
+    pub arg_sources: Vec<String>,
+    /// The override is the configuration a model of the repository gave the class
+    /// ([`crate::observed`]): its arguments and input sizes are the repository's.
+    #[serde(default)]
+    pub observed: bool,
 }
 
 /// The worker's first line.

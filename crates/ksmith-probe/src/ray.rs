@@ -85,7 +85,8 @@ pub fn probe_all(
             };
             let module = jobs[i].module;
             let program = module.program.as_deref().unwrap_or_default();
-            let request = request_for(module, program, cfg, over);
+            let observed = matches!(purpose, Purpose::First) && jobs[i].over.is_some();
+            let request = request_for(module, program, cfg, over, observed);
             driver
                 .send(&request)
                 .map_err(|f| ray_error(failure_text(f)))?;

@@ -70,6 +70,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/slots.py"),
     ),
     (
+        "ksmith/probe/provenance.py",
+        include_str!("../../../python/ksmith/probe/provenance.py"),
+    ),
+    (
         "ksmith/probe/sized_program.py",
         include_str!("../../../python/ksmith/probe/sized_program.py"),
     ),

@@ -55,6 +55,7 @@ from .program import (
     render_guess,
     replace_functions,
 )
+from .provenance import OBSERVE_BATCH, Provenance
 from .result import empty_result
 from .rules import Failure, propose
 from .work import flatten_outputs
@@ -840,16 +841,11 @@ def _judge_in_eval_mode(
     return None
 
 
-#: The batch a sized program is observed at: the classes' own probes run the model's sizes on
-#: the CPU, and their sizing grows the batch again.
-OBSERVE_BATCH = 2
-
-
 def _observe(text: str, seed: int, torch, result: dict[str, Any]) -> list[dict[str, Any]]:
     """The configurations the program gives its own classes (:mod:`.observe`), at its sizes (the
     sized program's when it was sized: a U-Net's middle attention then sees the 4 x 4 tokens of a
     32-pixel image, not the 1 x 1 of the probe's 8 pixels), the batch cut to
-    :data:`OBSERVE_BATCH` where it is larger (the whole batch where the cut one fails). What
+    :data:`.provenance.OBSERVE_BATCH` where it is larger (the whole batch where the cut one fails). What
     stops the observation (the time limit included) leaves the verdict as it is and is said in
     the attempt log."""
     from ..shared.constants import set_constants
@@ -948,7 +944,9 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             # Sizing confirms its program by running it twice from scratch: that is the
             # verification when it succeeds; the program at the probe's sizes is verified only
             # when sizing does not succeed.
-            sized = size_program(probe, initial, state, emitted, request["sizing"], probe.last_attempt_s)
+            sized = size_program(
+                probe, initial, state, emitted, request["sizing"], probe.last_attempt_s, Provenance.of(request)
+            )
         confirmed = sized.pop("confirmed", None)
         program = sized.pop("sized_program", None)
         judged_text = sized.pop("confirmed_program", None)

@@ -27,7 +27,10 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
    ``aim_ms`` and its arithmetic or traffic alone half of it (launches aside: a whole model of
    hundreds of kernels is launch-bound at small sizes), staying under ``max_ms``,
    ``max_memory_mb`` and each role's cap; the choice is run on ``meta`` (nothing is computed or
-   allocated) and corrected from what it measured.
+   allocated) and corrected from what it measured. A structural size (a width, channels: the
+   ``channels``, ``features`` and ``value`` roles) whose value is the repository's
+   (:mod:`.provenance`: a call site, a default, a model's observed configuration) grows at most
+   ``max_structural_scale`` times; the batch, sequences and images grow to their role's cap.
 4. **Confirmation.** The rewritten program runs for real on the CPU, twice, at a moderate size
    (under ``confirm_mflop`` and ``confirm_mb``), from scratch as the evaluator would: it must
    run and give the same outputs.
@@ -38,8 +41,10 @@ after verification, works on the verified state (``init``, ``forward`` guesses):
 
 Outcome (``size_status``): ``sized`` (work target reached, at least two alternates),
 ``below_target`` (as large as the program allows, below the target), ``unsizable`` (the program
-stays as verified); ``size_reason_code`` (a :class:`SizeReason`) and ``size_reason`` (in words)
-say why.
+stays as verified; ``too_small`` among its reasons: the target is out of reach within
+``max_structural_scale`` of the repository's sizes, so no plausible size gives the class
+GPU-meaningful work); ``size_reason_code`` (a :class:`SizeReason`) and ``size_reason`` (in
+words) say why.
 Programs whose operators have no ``meta`` implementation are sized with the same search on the
 CPU, capped at ``cpu_max_mflop``.
 """
@@ -63,6 +68,7 @@ from . import DEFAULTS
 from . import guesses as G
 from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess
 from .loading import ProbeTimeout, exec_program, seed_all, split_init
+from .provenance import Provenance
 from .sized_program import NamedTensor, NamedValue, insert_constants, render_named, tensor_maker
 from .slots import ROLES, Slot, role_of_name, state_slots, structural_name, with_values
 from .work import BYTES_PER_S, FLOPS, HOST_US, LAUNCH_US, Work, flatten_outputs, make_mode, measure
@@ -78,6 +84,9 @@ DISCOVERY_TRIALS = 12
 MAX_SPLIT_DEPTH = 3
 #: The most batched inputs whose subsets are tried as the batch (`_batch_subsets`).
 MAX_BATCH_INPUTS = 5
+#: The roles of structural sizes, which grow at most ``max_structural_scale`` times from the
+#: repository's value.
+STRUCTURAL_ROLES = ("channels", "features", "value")
 
 
 class SizingTimeout(BaseException):
@@ -98,6 +107,7 @@ class SizeReason(enum.Enum):
     CONFIRM_FAILED = "confirm_failed"
     NONDETERMINISTIC = "nondeterministic"
     FEW_ALTERNATES = "few_alternates"
+    TOO_SMALL = "too_small"
     TIMEOUT = "timeout"
     ERROR = "error"
 
@@ -135,6 +145,8 @@ class Targets:
     cpu_max_mflop: float = _TARGETS["cpu_max_mflop"]
     max_trials: int = _TARGETS["max_trials"]
     budget_s: float = _TARGETS["budget_s"]
+    #: How many times a structural size of the repository's may grow (0: no bound).
+    max_structural_scale: float = _TARGETS["max_structural_scale"]
 
     @classmethod
     def from_request(cls, obj: dict[str, Any] | None) -> Targets:
@@ -166,12 +178,21 @@ class Knob:
     name: str = ""
     #: The largest size known to run, once a larger one failed.
     limit: int | None = None
+    #: The largest size it may grow to, for a structural size of the repository's
+    #: (:meth:`Sizer.bound_knobs`); None: its role's cap.
+    bound: int | None = None
 
     def typical(self) -> int:
         return ROLES[self.role][0]
 
+    def cap_of_role(self) -> int:
+        """The role's cap (at least the base), whatever the bound."""
+        return max(ROLES[self.role][1], self.base)
+
     def cap(self) -> int:
-        cap = max(ROLES[self.role][1], self.base)
+        cap = self.cap_of_role()
+        if self.bound is not None:
+            cap = min(cap, self.bound)
         return cap if self.limit is None else min(cap, self.limit)
 
 
@@ -225,8 +246,9 @@ class Sizer:
     repaired it (its ``last_work``: the measure of the successful attempt), ``state`` its
     working state, ``emitted`` the repaired text."""
 
-    def __init__(self, probe, initial, state, emitted: str, targets: Targets):
+    def __init__(self, probe, initial, state, emitted: str, targets: Targets, provenance: Provenance | None = None):
         self.probe = probe
+        self.provenance = provenance or Provenance()
         self.torch = probe.torch
         self.initial = initial
         self.state = state
@@ -351,7 +373,7 @@ class Sizer:
         """Finds the knobs of the verified state by trial (see the module doc). The first
         dimension of the inputs is tried as the batch first; where it is not one (an unbatched
         input, whose first dimension is channels), it joins the other sizes of its value."""
-        slots = state_slots(self.state)
+        slots = state_slots(self.state, self.provenance)
         knobs: list[Knob] = []
         batch: tuple[Slot, ...] = ()
         for group in _batch_groups(slots):
@@ -373,7 +395,10 @@ class Sizer:
                 batch = group
                 kept = tuple(s for s in _first_batch(slots) if s not in group)
         if not batch:
-            slots = [replace(s, role="channels") if s.role == "batch" else s for s in slots]
+            # no batch after all: a first dimension is channels, a vector's length its features
+            slots = [
+                replace(s, role="channels" if s.rank > 1 else "features") if s.role == "batch" else s for s in slots
+            ]
         stuck: list[tuple[Slot, ...]] = []
         for group in _value_groups([s for s in slots if s not in batch and s not in kept]):
             found = self._knobs_of(group, base)
@@ -574,12 +599,15 @@ class Sizer:
         knobs = [k for k in knobs if _grows(k)]
         if not knobs:
             raise Unsizable(SizeReason.NO_SIZE_KNOB, "no argument or input dimension changes the work")
+        self.bound_knobs(knobs)
         if not knobs[0].name:
             self.name_knobs(knobs)
         text = self.program_of(knobs)
         start = {k.name: k.base for k in knobs}
         ref = _metrics(base)
         target, work, device = self.target(knobs, text, start, ref)
+        if device == "meta":  # on the CPU, cpu_max_mflop holds the sizes before any bound
+            self.check_bounds(knobs, target, work)
         moderate, confirmed = self.confirm(knobs, text, start, ref)
         alternates = self.alternates(knobs, text, target, moderate)
         if len(alternates) < 2:
@@ -604,6 +632,35 @@ class Sizer:
             )
         out.update(work_fields(work))
         return out
+
+    def bound_knobs(self, knobs: list[Knob]) -> None:
+        """Bounds each structural knob holding a size of the repository's (a slot whose value
+        is, :mod:`.provenance`) to ``max_structural_scale`` times its value."""
+        factor = self.targets.max_structural_scale
+        if factor <= 0:
+            return
+        for k in knobs:
+            if k.role in STRUCTURAL_ROLES and any(s.repository for s in k.slots):
+                k.bound = max(k.base, int(k.base * factor))
+
+    def check_bounds(self, knobs: list[Knob], target: dict[str, int], work: Work) -> None:
+        """Raises ``too_small`` when a bounded knob is at its bound and the target sizes miss
+        the target that :meth:`target` accepts (the work target, and half of ``aim_ms`` with
+        half of that in work alone): the class does GPU-meaningful work only at sizes its
+        repository never uses (a 16-wide time embedding scaled a thousandfold)."""
+        held = [k for k in knobs if k.bound is not None and target[k.name] * 2 > k.bound and k.bound < k.cap_of_role()]
+        m = _metrics(work)
+        t = self.targets
+        if not held or (t.reached(work) and _aimed(m, t.aim_ms / 2)):
+            return
+        sizes = ", ".join(f"{k.name} {k.base} -> {target[k.name]}" for k in held)
+        raise Unsizable(
+            SizeReason.TOO_SMALL,
+            f"reaches {_work_ms(m) * 1e3:.3g} us of work and {_est_ms(m) * 1e3:.3g} us in eager mode at most "
+            f"({work.flops / 1e9:.3g} GFLOP, {work.bytes / 2**20:.3g} MB; the target is {t.min_gflop:g} GFLOP "
+            f"or {t.min_mb:g} MB and {t.aim_ms / 2 * 1e3:g} us) within {t.max_structural_scale:g}x of its "
+            f"repository's sizes ({sizes})",
+        )
 
     def target(self, knobs, text, start, ref):
         """The target sizes, checked on meta (on the CPU where meta cannot run the program): the
@@ -932,12 +989,21 @@ def _kept_multiple(v: int, d: int, num: int, den: int) -> int:
     return near if d <= near != v else v + d
 
 
-def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], attempt_s: float) -> dict[str, Any]:
+def size_program(
+    probe,
+    initial,
+    state,
+    emitted: str,
+    sizing: dict[str, Any],
+    attempt_s: float,
+    provenance: Provenance | None = None,
+) -> dict[str, Any]:
     """Sizes a repaired program within its time budget (``sizing["budget_s"]``, and what is left
     of the module's own limit once the time to verify it without sizing, about three times its
     last attempt ``attempt_s``, is set aside); returns the result fields, with ``confirmed``
     (outputs, model and forward ms of the confirming run) and ``confirmed_program`` (the program
-    at the sizes it confirmed) when it is sized. Never raises for the
+    at the sizes it confirmed) when it is sized; ``provenance`` says which sizes are the
+    repository's (none: all are the probe's). Never raises for the
     program's sake: whatever goes wrong makes the row ``unsizable`` with the reason."""
     import signal
 
@@ -949,7 +1015,7 @@ def size_program(probe, initial, state, emitted: str, sizing: dict[str, Any], at
     if budget < 0.5:
         out.update(_why(SizeReason.TIMEOUT, "no time left after the repair search"))
         return out
-    sizer = Sizer(probe, initial, state, emitted, replace(targets, budget_s=budget))
+    sizer = Sizer(probe, initial, state, emitted, replace(targets, budget_s=budget), provenance)
     previous = signal.getsignal(signal.SIGALRM)
 
     def on_alarm(signum, frame):

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess, ValueGuess, literal_value
+from .provenance import Provenance
 from .sized_program import NamedTensor, NamedValue
 
 #: Per role: (typical size, largest size). Growth brings the knob furthest below its typical
@@ -79,7 +80,8 @@ class Slot:
     """One integer the program exposes: a constructor or forward argument (``path`` ``()``), a
     dimension of a tensor input (``(d,)``) or of a tensor in a list input (``(item, d)``); or a
     module-level constant (``side`` ``"constant"``, ``name`` the constant). ``rank``: the rank
-    of the tensor a dimension belongs to."""
+    of the tensor a dimension belongs to; ``repository``: its value is the repository's
+    (:mod:`.provenance`), not the probe's."""
 
     side: str
     arg: int
@@ -88,6 +90,7 @@ class Slot:
     name: str | None
     role: str
     rank: int = 0
+    repository: bool = False
 
 
 def _tokens(name: str) -> list[str]:
@@ -148,34 +151,41 @@ def _int(guess) -> int | None:
     return None
 
 
-def state_slots(state) -> list[Slot]:
-    """The slots of a verified state."""
+def state_slots(state, provenance: Provenance | None = None) -> list[Slot]:
+    """The slots of a verified state, each marked with whether its value is the repository's
+    (``provenance``; none: every value is the probe's). Where every tensor input is a vector,
+    their lengths play the batch: one value per sample (a time embedding's time steps)."""
+    prov = provenance or Provenance()
     out: list[Slot] = []
     for i, a in enumerate(state[0]):
         v = _int(a.guess)
         if v is not None and v >= 2 and not structural_name(a.name):
-            out.append(Slot("init", i, (), v, a.name, role_of_name(a.name) if a.name else "value"))
+            role = role_of_name(a.name) if a.name else "value"
+            out.append(Slot("init", i, (), v, a.name, role, repository=prov.init_is_repository(i, a)))
     for j, a in enumerate(state[1]):
         g = a.guess
         if isinstance(g, TensorGuess):
-            out += _tensor_slots(j, (), g)
+            out += _tensor_slots(j, (), g, prov)
         elif isinstance(g, SeqGuess):
             for k, item in enumerate(g.items):
                 if isinstance(item, TensorGuess):
-                    out += _tensor_slots(j, (k,), item)
+                    out += _tensor_slots(j, (k,), item, prov)
         else:
             v = _int(g)
             if v is not None and v >= 2 and a.name and not structural_name(a.name):
                 out.append(Slot("input", j, (), v, a.name, role_of_name(a.name)))
+    dims = [s for s in out if s.side == "input" and s.path]
+    if dims and all(s.rank == 1 for s in dims):
+        out = [replace(s, role="batch") if s in dims else s for s in out]
     return out
 
 
-def _tensor_slots(j: int, prefix: tuple, g: TensorGuess) -> list[Slot]:
+def _tensor_slots(j: int, prefix: tuple, g: TensorGuess, prov: Provenance) -> list[Slot]:
     out = []
     for d, size in enumerate(g.shape):
         role = role_of_dim(g.rank, d, g.dtype)
         if size >= 2 or (role == "batch" and size >= 1):
-            out.append(Slot("input", j, prefix + (d,), size, None, role, g.rank))
+            out.append(Slot("input", j, prefix + (d,), size, None, role, g.rank, prov.dim_is_repository(g, d)))
     return out
 
 

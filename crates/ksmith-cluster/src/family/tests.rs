@@ -328,9 +328,9 @@ fn trivial_modules_are_marked_and_operators_missing_fall_back_to_static_rules() 
     let l = label_with_ops(wrapper, "Residual", Some(&ops(&[("add", 1)])));
     assert_eq!(l.trivial.as_deref(), Some("wrapper_of_argument"));
     let real = label_with_ops(
-        &module(&[], &["return torch.relu(x)"]),
+        &module(&[], &["return torch.relu(x) * x"]),
         "M",
-        Some(&ops(&[("relu", 1)])),
+        Some(&ops(&[("relu", 1), ("mul", 1)])),
     );
     assert_eq!(real.trivial, None);
     let fallback = label_with_ops(&module(&[], &["return torch.relu(x)"]), "M", None);
@@ -644,4 +644,49 @@ fn refinements_measured_on_real_modules() {
     }
     let identity = label_with_ops(&module(&[], &["return x"]), "Identity", Some(&[]));
     assert_eq!(identity.trivial.as_deref(), Some("no_compute"));
+}
+
+#[test]
+fn a_forward_of_one_compute_operator_is_single_op_and_views_permutes_casts_do_not_count() {
+    // SAM's PatchEmbed: one strided convolution and a permute
+    let conv = module(
+        &["self.proj = nn.Conv2d(3, 768, 16, stride=16)"],
+        &["return self.proj(x).permute(0, 2, 3, 1)"],
+    );
+    let l = label_with_ops(
+        &conv,
+        "PatchEmbed",
+        Some(&ops(&[("convolution", 1), ("permute", 1)])),
+    );
+    assert_eq!(l.trivial.as_deref(), Some("single_op:aten::convolution"));
+    // whisper's Linear: one GEMM with its weight cast to the input's dtype, and views
+    let linear = module(&[], &["return F.linear(x, self.weight.to(x.dtype))"]);
+    let l = label_with_ops(
+        &linear,
+        "Linear",
+        Some(&ops(&[
+            ("_to_copy", 1),
+            ("view", 1),
+            ("t", 1),
+            ("addmm", 1),
+            ("_unsafe_view", 1),
+            ("contiguous", 1),
+        ])),
+    );
+    assert_eq!(l.trivial.as_deref(), Some("single_op:aten::addmm"));
+    // a convolution and its activation is something to fuse
+    let conv_relu = module(
+        &["self.conv = nn.Conv2d(3, 64, 3)"],
+        &["return torch.relu(self.conv(x))"],
+    );
+    let l = label_with_ops(
+        &conv_relu,
+        "ConvReLU",
+        Some(&ops(&[("convolution", 1), ("relu", 1)])),
+    );
+    assert_eq!(l.trivial, None);
+    // a scale and a concatenation: two operations (the diffusion MPCat keeps its task)
+    let cat = module(&[], &["return torch.cat((x * 0.5, y), dim=1)"]);
+    let l = label_with_ops(&cat, "MPCat", Some(&ops(&[("mul", 1), ("cat", 1)])));
+    assert_eq!(l.trivial, None);
 }

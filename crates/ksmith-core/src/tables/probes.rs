@@ -65,6 +65,9 @@ crate::vocabulary! {
         Nondeterministic = "nondeterministic",
         /// Fewer than two alternate size sets run.
         FewAlternates = "few_alternates",
+        /// The work target is out of reach within `[probe.sizing] max_structural_scale` of
+        /// the repository's own sizes: no plausible size gives the class GPU-meaningful work.
+        TooSmall = "too_small",
         /// The step ran out of time.
         Timeout = "timeout",
         /// The sizing step itself failed (a bug; the words say where).

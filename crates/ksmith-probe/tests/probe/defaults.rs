@@ -12,10 +12,18 @@ use ksmith_probe::pool::request_for;
 /// defaults to, with nothing left over.
 #[test]
 fn the_default_request_is_the_runners_defaults_json() {
-    let sent = request_for(&module("m", "x".into()), "x", &ProbeConfig::default(), None);
+    let mut m = module("m", "x".into());
+    m.arg_sources = vec!["dim=64: call net.py:3".into()];
+    let sent = request_for(&m, "x", &ProbeConfig::default(), None, false);
     let mut sent = serde_json::to_value(sent).unwrap();
     let sent = sent.as_object_mut().unwrap();
-    for own in ["v", "id", "program", "override"] {
+    // the module's own: where its arguments came from, and whether an observation overrides them
+    assert_eq!(
+        sent["arg_sources"],
+        serde_json::json!(["dim=64: call net.py:3"])
+    );
+    assert_eq!(sent["observed"], serde_json::Value::Bool(false));
+    for own in ["v", "id", "program", "override", "arg_sources", "observed"] {
         sent.remove(own).unwrap();
     }
     let mut file: serde_json::Value = serde_json::from_str(RUNNER_DEFAULTS_JSON).unwrap();
