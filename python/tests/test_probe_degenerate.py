@@ -86,6 +86,26 @@ CASES = {
         "degenerate",
         "its output equals its input 0 within the evaluator's tolerance",
     ),
+    # Swin-V2's logit scale: a CPU scalar made inside forward, which clamp refuses beside CUDA
+    # tensors (all four Swin-V2 tasks failed so on an H200, and ran here).
+    "cpu_tensor_made_in_forward": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)\n        self.scale = nn.Parameter(torch.ones(dim))",
+            "        s = torch.clamp(self.scale, max=torch.log(torch.tensor(1. / 0.01))).exp()\n"
+            "        return self.fc(x) * s",
+        ),
+        "degenerate",
+        "aten.clamp.Tensor is given CPU tensors ([]) beside the model's",
+    ),
+    # A plain attribute is not moved by `.to(device)`.
+    "tensor_kept_outside_the_buffers": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)\n        self.mask = torch.ones(dim)",
+            "        return self.fc(x) * self.mask",
+        ),
+        "degenerate",
+        "aten.mul.Tensor is given CPU tensors ([8]) beside the model's",
+    ),
 }
 
 
@@ -112,8 +132,15 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
             "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-2 * torch.ones(dim))",
             "        return x + self.gamma * self.fc(x)",
         ),
+        # A CPU scalar as an operand of a binary operator is taken beside CUDA tensors.
+        ("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x) * torch.tensor(2.0) + torch.tensor(1.0)"),
+        # A buffer moves with the model; CPU indices index a device tensor.
+        (
+            "        self.register_buffer('mask', torch.ones(dim))\n        self.order = torch.arange(dim).flip(0)",
+            "        return x[:, self.order] * self.mask",
+        ),
     ],
-    ids=["linear", "batch_norm", "dropout_zero", "layer_scale_1e-2"],
+    ids=["linear", "batch_norm", "dropout_zero", "layer_scale_1e-2", "cpu_scalar_operand", "registered_buffer"],
 )
 def test_a_real_task_passes(init, forward):
     result = run_request({"program": program(init, forward)}, torch)

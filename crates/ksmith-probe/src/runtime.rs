@@ -82,6 +82,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../python/ksmith/probe/observe.py"),
     ),
     (
+        "ksmith/probe/host_tensors.py",
+        include_str!("../../../python/ksmith/probe/host_tensors.py"),
+    ),
+    (
         "ksmith/probe/aten_calls.py",
         include_str!("../../../python/ksmith/probe/aten_calls.py"),
     ),

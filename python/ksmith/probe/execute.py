@@ -16,7 +16,9 @@
 6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
    ``nondeterministic``; one that writes its own parameters, a constant output, one that does
    not depend on the inputs or equals one of them is ``degenerate``. A forward that writes or
-   draws only in training mode becomes a task built in eval mode (:mod:`.eval_mode`).
+   draws only in training mode becomes a task built in eval mode (:mod:`.eval_mode`). One that
+   runs here but that a GPU refuses (CPU tensors beside the device's, :mod:`.host_tensors`,
+   checked at the probe's sizes) is ``degenerate`` too (``HostTensor``).
 7. Record the ATen operators one more forward call dispatches (``aten_ops`` with counts,
    ``aten_trace`` in order, ``aten_calls`` the same calls with the attributes that decide their
    kernel, :mod:`.aten_calls`): what the module computes, for labels and dedup. ``aten_ops`` is
@@ -841,6 +843,24 @@ def _judge_in_eval_mode(
     return None
 
 
+def _check_host_tensors(text: str, seed: int, torch, result: dict[str, Any]) -> None:
+    """A program that runs here but whose forward a GPU refuses (:mod:`.host_tensors`: CPU
+    tensors beside the device's) is ``degenerate`` with that reason; where the check cannot run
+    on ``meta``, the verdict stands and the attempt log says so."""
+    from .host_tensors import check, describe
+
+    try:
+        found = check(text, seed, torch)
+    except ProbeTimeout:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - module code; the module's verdict stands
+        line = f"gpu device check: not run on meta ({type(exc).__name__}: {exc})"
+        result["attempt_log"] = list(result.get("attempt_log") or []) + [line[:MESSAGE_LIMIT]]
+        return
+    if found is not None:
+        result.update(describe(found[:MESSAGE_LIMIT]))
+
+
 def _observe(text: str, seed: int, torch, result: dict[str, Any]) -> list[dict[str, Any]]:
     """The configurations the program gives its own classes (:mod:`.observe`), at its sizes (the
     sized program's when it was sized: a U-Net's middle attention then sees the 4 x 4 tokens of a
@@ -937,6 +957,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             emitted = probe.emit(initial, state)
         except InitContractError as exc:
             return fail("InitContract", str(exc))
+        at_probe_sizes = emitted
         sized: dict[str, Any] = {}
         if request.get("sizing") is not None:
             from .sizing import size_program
@@ -1000,6 +1021,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             verdict = _judge_in_eval_mode(result, judged_text or emitted, verdict, probe.seed, torch)
         if verdict is None:
             result["status"] = "ok"
+            _check_host_tensors(at_probe_sizes, probe.seed, torch, result)
         else:
             random = verdict[0] == "random"
             result["status"] = "nondeterministic" if random else "degenerate"

@@ -23,7 +23,8 @@ crate::vocabulary! {
         Crashed = "crashed",
         /// It runs, but cannot be a task: its forward writes its own parameters or buffers, its
         /// output is constant or does not depend on its inputs (a candidate returning a constant
-        /// would pass); `error_message` says which.
+        /// would pass), or a GPU refuses its forward (CPU tensors beside the device's,
+        /// `error_class` `HostTensor`); `error_message` says which.
         Degenerate = "degenerate",
     }
 }
