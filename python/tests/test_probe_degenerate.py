@@ -48,6 +48,15 @@ CASES = {
         "nondeterministic",
         "draws random numbers",
     ),
+    # A draw that changes nothing at these sizes is still a draw (it does at the GPU's batch).
+    "rare_draw_in_both_modes": (
+        program(
+            "        self.fc = nn.Linear(dim, dim)",
+            "        keep = x.new_empty(x.shape[0], 1).bernoulli_(1.0)\n        return self.fc(x) * keep",
+        ),
+        "nondeterministic",
+        "the random generator moved during a call",
+    ),
     # Written in both modes: eval mode does not make it a task.
     "ema_update_in_forward": (
         program(
@@ -192,8 +201,17 @@ WEIGHT_NORMALIZED = program(
             ),
             "forward draws random numbers",
         ),
+        # Swin's stochastic depth: a rare draw, only in training mode (the two calls agree here)
+        (
+            program(
+                "        self.fc = nn.Linear(dim, dim)",
+                "        if self.training:\n            x = x * x.new_empty(x.shape[0], 1).bernoulli_(1.0)\n"
+                "        return self.fc(x)",
+            ),
+            "the random generator moved during a call",
+        ),
     ],
-    ids=["weight_write", "dropout"],
+    ids=["weight_write", "dropout", "rare_draw_in_training"],
 )
 def test_a_forward_that_writes_or_draws_only_in_training_mode_is_a_task_in_eval_mode(text, why):
     result = run_request({"program": text}, torch)
