@@ -48,15 +48,6 @@ CASES = {
         "nondeterministic",
         "draws random numbers",
     ),
-    # A draw that changes nothing at these sizes is still a draw (it does at the GPU's batch).
-    "rare_draw_in_both_modes": (
-        program(
-            "        self.fc = nn.Linear(dim, dim)",
-            "        keep = x.new_empty(x.shape[0], 1).bernoulli_(1.0)\n        return self.fc(x) * keep",
-        ),
-        "nondeterministic",
-        "the random generator moved during a call",
-    ),
     # Written in both modes: eval mode does not make it a task.
     "ema_update_in_forward": (
         program(
@@ -141,6 +132,12 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
             "        self.fc = nn.Linear(dim, dim)\n        self.gamma = nn.Parameter(1e-2 * torch.ones(dim))",
             "        return x + self.gamma * self.fc(x)",
         ),
+        # A draw in both modes that cannot change the output (a condition dropped with
+        # probability 0): a task as it is.
+        (
+            "        self.fc = nn.Linear(dim, dim)",
+            "        keep = x.new_empty(x.shape[0], 1).bernoulli_(1.0)\n        return self.fc(x) * keep",
+        ),
         # A CPU scalar as an operand of a binary operator is taken beside CUDA tensors.
         ("        self.fc = nn.Linear(dim, dim)", "        return self.fc(x) * torch.tensor(2.0) + torch.tensor(1.0)"),
         # A buffer moves with the model; CPU indices index a device tensor.
@@ -149,7 +146,15 @@ def test_a_program_that_cannot_be_a_task_gets_a_reason(name):
             "        return x[:, self.order] * self.mask",
         ),
     ],
-    ids=["linear", "batch_norm", "dropout_zero", "layer_scale_1e-2", "cpu_scalar_operand", "registered_buffer"],
+    ids=[
+        "linear",
+        "batch_norm",
+        "dropout_zero",
+        "layer_scale_1e-2",
+        "draw_that_changes_nothing",
+        "cpu_scalar_operand",
+        "registered_buffer",
+    ],
 )
 def test_a_real_task_passes(init, forward):
     result = run_request({"program": program(init, forward)}, torch)

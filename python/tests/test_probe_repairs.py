@@ -540,7 +540,7 @@ def test_a_dropout_probability_the_forward_draws_with_in_eval_mode_too_is_set_to
         self.null = nn.Parameter(torch.randn(dim))
 
     def forward(self, x):
-        keep = torch.rand(x.shape[0]) >= self.cond_drop_prob
+        keep = torch.rand(x.shape[0], device=x.device) >= self.cond_drop_prob
         return self.drop(self.proj(torch.where(keep[:, None], x, self.null)))
 """
     r = run_request({"program": program(cfg, "torch.rand([4, 4])", "4, 0.5, 0.1")}, torch)

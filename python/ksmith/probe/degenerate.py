@@ -122,6 +122,9 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
     """``(kind, reason)`` when the program cannot be a task (kind ``random``: its forward draws
     random numbers; ``writes``: it writes its own parameters or buffers; ``degenerate``: anything
     else above), None when it can. (The first two may go away in eval mode: :mod:`.eval_mode`.)
+    Kind ``drew``: nothing else is wrong, but the random generator moved during a call whose two
+    runs agreed: a task in eval mode where eval mode draws nothing, else a task as it is (a
+    draw that cannot change the output, such as a condition dropped with probability 0).
 
     Outputs, input draws and parameters are compared bitwise
     (:func:`~ksmith.shared.outputs.same_values`, the probe's own comparison). Raises
@@ -146,14 +149,6 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
                 "random",
                 "its forward draws random numbers: two calls on the same inputs give different outputs "
                 "(dropout or sampling active in training mode), which no candidate can match",
-            )
-        if not written and drew:
-            # A stochastic depth of 0.9 % keeps every sample of a small batch: the two calls
-            # agree here, and differ at the GPU's batch (a Swin block, refused on an H200).
-            return (
-                "random",
-                "its forward draws random numbers (the random generator moved during a call; the two calls "
-                "agreed only by chance at these sizes), which no candidate can match",
             )
         if written:
             shown = ", ".join(written[:4]) + (", ..." if len(written) > 4 else "")
@@ -189,4 +184,13 @@ def judge(text: str, seed: int, torch) -> tuple[str, str] | None:
                 "its output does not depend on its inputs (the same for two input draws): a candidate "
                 "returning a constant would pass",
             )
+    if drew:
+        # A stochastic depth of 0.9 % keeps every sample of a small batch: the two calls agree
+        # here and differ at the GPU's batch (a Swin block, refused on an H200). Whether the
+        # draw matters is eval mode's question (`execute._judge_in_eval_mode`).
+        return (
+            "drew",
+            "its forward draws random numbers (the random generator moved during a call; the two calls "
+            "agreed at these sizes)",
+        )
     return None

@@ -824,18 +824,21 @@ def _judge_in_eval_mode(
     from .eval_mode import in_eval_mode
 
     why = "writes its own weights" if verdict[0] == "writes" else "draws random numbers"
+    # a draw whose two calls agreed is a task as it is unless eval mode removes it
+    stands = None if verdict[0] == "drew" else verdict
     program = in_eval_mode(result["program"], why)
     again_text = in_eval_mode(judged, why)
     if program is None or again_text is None:
-        return verdict
+        return stands
     try:
         again = judge(again_text, seed, torch)
     except ProbeTimeout:
         raise
     except BaseException:  # noqa: BLE001 - module code: the training-mode verdict stands
-        return verdict
-    if again is not None:
-        return verdict
+        return stands
+    if again is not None and (again[0] != "drew" or verdict[0] == "drew"):
+        # (a draw in both modes that changed no output: the task as it is)
+        return stands
     result["program"] = program
     result["repair_steps"] = list(result.get("repair_steps") or []) + [
         f"eval mode: in training mode {verdict[1].split(':')[0].removeprefix('its ')}"
@@ -1017,7 +1020,7 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
         except BaseException as exc:  # noqa: BLE001
             f = failure_of(exc, "judge")
             return fail(f.exc_class, f"the verified program does not run again: {f.message}")
-        if verdict is not None and verdict[0] in ("random", "writes"):
+        if verdict is not None and verdict[0] in ("random", "writes", "drew"):
             verdict = _judge_in_eval_mode(result, judged_text or emitted, verdict, probe.seed, torch)
         if verdict is None:
             result["status"] = "ok"
