@@ -80,7 +80,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -652,18 +652,9 @@ class DeviceEvaluator:
         time stays in the phases)."""
         t0 = time.monotonic()
         profile = Profile()
-        for number in range(ATTEMPTS):
-            try:
-                with self._admitted(number, profile) as attempt:
-                    res = self._evaluate(request, profile, attempt)
-            except DeviceBusy as busy:
-                self.admission.ran_out(busy)
-                self._trace("capacity_retry", attempt=number, crowd=busy.crowd)
-                continue
-            self.admission.ended()
-            res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
-            return res, {k: round(v, 4) for k, v in profile.items()}
-        raise RuntimeError(f"an evaluation ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
+        res = self._retried("an evaluation", profile, lambda attempt: self._evaluate(request, profile, attempt))
+        res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
+        return res, {k: round(v, 4) for k, v in profile.items()}
 
     def preflight(self, request: dict[str, Any]) -> dict[str, Any]:
         return self.preflight_profiled(request)[0]
@@ -678,25 +669,35 @@ class DeviceEvaluator:
         t0 = time.monotonic()
         profile = Profile()
         task_id = request["task_id"]
+
+        def build(attempt: Attempt) -> dict[str, Any]:
+            reference, alt, _ = self._task_here(request)
+            with profile.phase("reference"):
+                facts = self.reference(task_id, reference, alt, profile, attempt)
+            return {
+                "task_id": task_id,
+                "reference_ms": facts.timing.get("median_ms") if self.cuda else None,
+                "warnings": list(facts.warnings),
+            }
+
+        built = self._retried("a preflight", profile, build)
+        built["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
+        return built, {k: round(v, 4) for k, v in profile.items()}
+
+    def _retried(self, what: str, profile: Profile, run: Callable[[Attempt], dict[str, Any]]) -> dict[str, Any]:
+        """`run(attempt)` admitted by the worker, and run again while it runs out of GPU memory
+        beside others (`capacity`): at most `ATTEMPTS` times, the last alone."""
         for number in range(ATTEMPTS):
             try:
                 with self._admitted(number, profile) as attempt:
-                    reference, alt, _ = self._task_here(request)
-                    with profile.phase("reference"):
-                        facts = self.reference(task_id, reference, alt, profile, attempt)
+                    res = run(attempt)
             except DeviceBusy as busy:
                 self.admission.ran_out(busy)
                 self._trace("capacity_retry", attempt=number, crowd=busy.crowd)
                 continue
             self.admission.ended()
-            built = {
-                "task_id": task_id,
-                "reference_ms": facts.timing.get("median_ms") if self.cuda else None,
-                "warnings": list(facts.warnings),
-                "elapsed_ms": int((time.monotonic() - t0) * 1000),
-            }
-            return built, {k: round(v, 4) for k, v in profile.items()}
-        raise RuntimeError(f"a preflight ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
+            return res
+        raise RuntimeError(f"{what} ran out of GPU memory in {ATTEMPTS} attempts, the last alone")
 
     def _task_here(self, req: dict[str, Any]) -> tuple[str, list[dict[str, int]] | None, dict[str, int] | None]:
         """The reference of `req` as this device judges it, its hidden size sets, and the size
