@@ -140,9 +140,7 @@ class Background:
 
 
 def slow_share(samples: list[float]) -> float:
-    med = statistics.median(samples)
-    slow = [x for x in samples if x >= med * timing.ANOMALY_FACTOR and x - med >= timing.ANOMALY_FLOOR_MS]
-    return len(slow) / len(samples)
+    return len(timing.slow_calls(samples)) / len(samples)
 
 
 @contextlib.contextmanager

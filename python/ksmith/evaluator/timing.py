@@ -409,12 +409,15 @@ class Timer:
             # direct calls carry the host's jitter: a slow minority there is not the candidate's
             judged = self.cuda and stats["method"] == "cuda_graph"
             stats["slow_minority"] = slow_minority(stats["samples_ms"]) if judged else None
+            stats["reference_slow_share"] = beside_slow_share(stats)
             stats["interfered"] = interfered(stats)
             rounds.append(stats)
             if not self.cuda:
                 break
             if len(rounds) >= 2 and all(r["slow_minority"] and not r["interfered"] for r in rounds[-2:]):
-                stats["anomaly"] = [dict(r["slow_minority"], reference_share=beside_slow_share(r)) for r in rounds[-2:]]
+                stats["anomaly"] = [
+                    dict(r["slow_minority"], reference_share=r["reference_slow_share"]) for r in rounds[-2:]
+                ]
                 break
             if noise(stats) <= limit and not stats["slow_minority"]:
                 break
@@ -429,7 +432,7 @@ class Timer:
                 "samples": r["samples"],
                 "reference_cv": (r.get("reference_in_process") or {}).get("cv"),
                 "slow_share": (r["slow_minority"] or {}).get("share", 0.0),
-                "reference_slow_share": beside_slow_share(r),
+                "reference_slow_share": r["reference_slow_share"],
                 "interfered": r["interfered"],
             }
             for r in rounds
@@ -517,12 +520,25 @@ def slow_minority(samples: list[float]) -> dict[str, Any] | None:
     module doc): their share, count and median, and the median of all; None otherwise."""
     if len(samples) < 2:
         return None
-    median = statistics.median(samples)
-    slow = [x for x in samples if x >= median * ANOMALY_FACTOR and x - median >= ANOMALY_FLOOR_MS]
+    slow = slow_calls(samples)
     share = len(slow) / len(samples)
     if share < ANOMALY_SHARE:
         return None
-    return {"share": share, "count": len(slow), "median_ms": median, "slow_median_ms": statistics.median(slow)}
+    return {
+        "share": share,
+        "count": len(slow),
+        "median_ms": statistics.median(samples),
+        "slow_median_ms": statistics.median(slow),
+    }
+
+
+def slow_calls(samples: list[float]) -> list[float]:
+    """The samples `ANOMALY_FACTOR` times their median or more and `ANOMALY_FLOOR_MS` above it
+    (none of an empty list)."""
+    if not samples:
+        return []
+    median = statistics.median(samples)
+    return [x for x in samples if x >= median * ANOMALY_FACTOR and x - median >= ANOMALY_FLOOR_MS]
 
 
 def beside_slow_share(stats: dict[str, Any]) -> float | None:
@@ -531,19 +547,18 @@ def beside_slow_share(stats: dict[str, Any]) -> float | None:
     beside = (stats.get("reference_in_process") or {}).get("samples_ms")
     if not beside:
         return None
-    median = statistics.median(beside)
-    slow = sum(1 for x in beside if x >= median * ANOMALY_FACTOR and x - median >= ANOMALY_FLOOR_MS)
-    return slow / len(beside)
+    return len(slow_calls(beside)) / len(beside)
 
 
 def interfered(stats: dict[str, Any]) -> bool:
     """Whether a measurement's slow minority is something else on the GPU or the host, not the
     candidate: the reference timed beside it (its samples interleaved with the candidate's, the
-    same flushes, fresh values and digests around them) was slowed alike, at least
-    `INTERFERENCE_RATIO` of the candidate's slow share. Such a measurement is measured again, as a
-    noisy one is, and never makes an anomaly (see the module doc)."""
+    same flushes, fresh values and digests around them) was slowed alike
+    (``reference_slow_share``, `beside_slow_share`), at least `INTERFERENCE_RATIO` of the
+    candidate's slow share. Such a measurement is measured again, as a noisy one is, and never
+    makes an anomaly (see the module doc)."""
     own = stats.get("slow_minority")
-    beside = beside_slow_share(stats)
+    beside = stats.get("reference_slow_share")
     return own is not None and beside is not None and beside >= float(own["share"]) * INTERFERENCE_RATIO
 
 
