@@ -1,6 +1,7 @@
 //! The worker pool and the remote evaluator against the real Python worker, in Triton's CPU
 //! interpreter (needs the ksmith Python environment: `make venv`).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -248,6 +249,21 @@ fn an_incomplete_sandbox_stops_the_pool_unless_the_config_opts_out() {
     assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
 }
 
+/// The pool's report counters by name.
+fn report(pool: &WorkerPool) -> BTreeMap<String, u64> {
+    pool.report_counters().into_iter().collect()
+}
+
+/// A GPU 0 (none on a machine without GPUs: its worker cannot start or its device check fails)
+/// and the CPU, one evaluation at a time each.
+fn missing_gpu_then_cpu() -> EvalConfig {
+    EvalConfig {
+        devices: vec!["0".to_string(), "cpu".to_string()],
+        inflight_per_worker: Some(1),
+        ..cpu_config(1)
+    }
+}
+
 /// Evaluates two wrong candidates at once on `pool` (two requests in flight); both `incorrect`.
 fn two_wrong_candidates_at_once(pool: &Arc<WorkerPool>) {
     let handles: Vec<_> = (0..2)
@@ -282,8 +298,7 @@ fn two_workers_share_the_work_and_account_for_it() {
         pool.describe()
     );
     two_wrong_candidates_at_once(&pool);
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     for device in ["cpu#0", "cpu#1"] {
         let get = |name: &str| counters[&format!("eval_device/{device}/{name}")];
         assert_eq!(get("evaluations"), 1, "{counters:?}");
@@ -349,15 +364,10 @@ fn a_failing_gpu_is_taken_out_and_its_work_evaluated_elsewhere() {
         eprintln!("skipped: this machine has a GPU 0");
         return;
     }
-    let cfg = EvalConfig {
-        devices: vec!["0".to_string(), "cpu".to_string()],
-        inflight_per_worker: Some(1),
-        ..cpu_config(1)
-    };
+    let cfg = missing_gpu_then_cpu();
     let pool = Arc::new(WorkerPool::start(&cfg).unwrap());
     two_wrong_candidates_at_once(&pool);
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
     assert_eq!(counters["eval_device/cuda:0/evaluations"], 0);
     assert_eq!(counters["eval_device/cpu/evaluations"], 2);
@@ -388,8 +398,7 @@ fn a_backend_the_worker_cannot_run_is_refused_without_losing_the_worker_or_its_d
         .unwrap();
     assert_eq!(r.status, EvalStatus::Incorrect);
     assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(
         counters.get("eval_devices_failed").copied().unwrap_or(0),
         0,
@@ -426,8 +435,7 @@ fn a_crafted_result_file_is_the_candidates_verdict_and_the_device_stays() {
         r.error_log
     );
     assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
 }
 
@@ -460,8 +468,7 @@ fn an_internal_error_fails_the_request_not_the_worker_or_its_device() {
         .unwrap();
     assert_eq!(r.status, EvalStatus::Correct, "{}", r.error_log);
     assert_eq!((pool.restarts(), pool.worker_pids()[0]), (0, pid));
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
 }
 
@@ -484,8 +491,7 @@ fn a_preflight_builds_the_reference_where_the_task_is_evaluated_and_a_broken_one
         pool.evaluate(&healthy).unwrap().status,
         EvalStatus::Incorrect
     );
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     let on = |device: &str| counters[&format!("eval_device/{device}/evaluations")];
     assert_eq!(
         (on("cpu#0"), on("cpu#1")),
@@ -509,8 +515,7 @@ fn a_preflight_builds_the_reference_where_the_task_is_evaluated_and_a_broken_one
         }
         other => panic!("expected a broken reference, got {other:?}"),
     }
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(counters["eval_devices_failed"], 0, "{counters:?}");
     assert_eq!(pool.restarts(), 0);
 }
@@ -526,16 +531,11 @@ fn a_device_that_fails_during_a_preflight_is_taken_out_and_another_answers_it() 
         eprintln!("skipped: this machine has a GPU 0");
         return;
     }
-    let cfg = EvalConfig {
-        devices: vec!["0".to_string(), "cpu".to_string()],
-        inflight_per_worker: Some(1),
-        ..cpu_config(1)
-    };
+    let cfg = missing_gpu_then_cpu();
     let pool = WorkerPool::start(&cfg).unwrap();
     let built = pool.preflight(&request("tasks/elementwise.py", "garbage/wrong_values.py"));
     assert!(built.is_ok(), "{built:?}");
-    let counters: std::collections::BTreeMap<String, u64> =
-        pool.report_counters().into_iter().collect();
+    let counters = report(&pool);
     assert_eq!(counters["eval_device/cuda:0/failed"], 1, "{counters:?}");
     assert_eq!(counters["eval_device/cpu/evaluations"], 1);
 }
