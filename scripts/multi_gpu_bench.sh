@@ -21,7 +21,14 @@
 #     measures that start unless the window begins after it)
 #   TEACHER_CONCURRENCY [16]: [teacher] max_concurrency
 #   PAUSE_STARTS [true]: [eval] pause_starts_for_timing (false: a timing waits for starts to end)
+#   PAUSE_CORRECTNESS [true]: [eval] pause_correctness_for_timing (false: each correctness call
+#     takes the gate)
+#   TRACE [""]: 1 traces the workers (KSMITH_EVAL_TRACE: every evaluation's phases, every hold
+#     of the GPU gate), keeps their logs in the run's folder (workers/) and writes
+#     scripts/gate_trace.py's tables of the steady window to OUTDIR/gate.md
 #   VARIANTS [16]: task variants per problem of data/gpu-tasks (48 tasks)
+#   TASK_SCALE [1]: the variants' first size constant (rows, or a square's side) times this
+#     (scripts/gpu_task_variants.py --scale)
 #   RUNTIME_DIR [""]: [eval] runtime_dir (where the pool's runtime folder goes, with the
 #     workers' logs: scripts/gpu_capacity_diag.sh copies them from there while the run lasts)
 #   SANDBOX_REQUIRE [true]: [sandbox] require (false runs the workers with what of the sandbox
@@ -30,7 +37,8 @@
 #     (said in the output), the most telling first: latency 0 on 1 GPU and on all, then the
 #     other latencies on all, then the rest.
 # Outputs: OUTDIR/bench.md (the tables, rewritten after every run), OUTDIR/runs/<gpus>gpu-<lat>/
-# (meta.json, smi.log, cpu.log: the host's /proc/stat cpu line, rollout.log, work/).
+# (meta.json, smi.log, cpu.log: the host's /proc/stat cpu line, rollout.log, work/; with TRACE,
+# workers/), OUTDIR/gate.md (with TRACE).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-${OUT:-/tmp/ksmith-multi-gpu-bench}}"
@@ -78,7 +86,7 @@ done
 tasks="$out/tasks"
 rm -rf "$tasks"
 "$KSMITH_PYTHON" "$here/scripts/gpu_task_variants.py" --from "$here/data/gpu-tasks" --to "$tasks" \
-    --per-task "${VARIANTS:-16}"
+    --per-task "${VARIANTS:-16}" --scale "${TASK_SCALE:-1}"
 
 # --- the scripted teacher (start, URL, stop); kept apart so it can move to a shared script ---
 teacher_pid=""
@@ -128,6 +136,14 @@ for entry in "${plan[@]}"; do
     run="$out/runs/${n}gpu-${lat}"
     rm -rf "$run"
     mkdir -p "$run"
+    runtime_dir="${RUNTIME_DIR:-}"
+    if [[ -n "${TRACE:-}" ]]; then
+        export KSMITH_EVAL_TRACE=1
+        mkdir -p "$run/workers"
+        if [[ -z "$runtime_dir" ]]; then
+            runtime_dir="$(mktemp -d /tmp/ksmith-bench-rt.XXXXXX)"
+        fi
+    fi
     devices=$(seq -s, "$first_gpu" $((first_gpu + n - 1)) | sed 's/\([0-9]*\)/"\1"/g')
     start_teacher "$lat" "$run"
     cat >"$run/bench.toml" <<TOML
@@ -145,7 +161,8 @@ require = ${SANDBOX_REQUIRE:-true}
 devices = [$devices]
 inflight_per_worker = $inflight
 pause_starts_for_timing = ${PAUSE_STARTS:-true}
-${RUNTIME_DIR:+runtime_dir = \"$RUNTIME_DIR\"}
+pause_correctness_for_timing = ${PAUSE_CORRECTNESS:-true}
+${runtime_dir:+runtime_dir = \"$runtime_dir\"}
 
 [teacher]
 max_retries = 1
@@ -160,6 +177,17 @@ TOML
 {"label": "${LABEL:-}", "gpus": $n, "first_gpu": $first_gpu, "latency": "$lat", "inflight": $inflight, "window_start_s": $warmup_s, "window_s": $run_s}
 JSON
     "$bin" import-tasks --from "$tasks" --config "$run/bench.toml" --workdir "$run/work" >"$run/import.log" 2>&1
+    keeper_pid=""
+    if [[ -n "${TRACE:-}" ]]; then
+        # the pool removes its runtime folder (and the workers' logs in it) when the run ends
+        (while :; do
+            for log in "$runtime_dir"/ksmith-eval-*/worker-*.log; do
+                [[ -f "$log" ]] && cp "$log" "$run/workers/"
+            done
+            sleep 2
+        done) &
+        keeper_pid=$!
+    fi
     (while :; do
         echo "$(date +%s.%N) $(nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits | tr '\n' ';')"
         echo "$(date +%s.%N) $(head -1 /proc/stat)" >>"$run/cpu.log"
@@ -174,8 +202,13 @@ JSON
     grep 'taken out of the pool' "$run/rollout.log" || true
     stop_smi
     stop_teacher
+    [[ -n "$keeper_pid" ]] && { kill "$keeper_pid" 2>/dev/null; wait "$keeper_pid" 2>/dev/null || true; }
     done_runs+=("$run")
     "$KSMITH_PYTHON" "$here/scripts/rollout_scaling_table.py" "${done_runs[@]}" >"$out/bench.md"
+    if [[ -n "${TRACE:-}" ]]; then
+        "$KSMITH_PYTHON" "$here/scripts/gate_trace.py" "${done_runs[@]}" >"$out/gate.md" ||
+            echo "  gate_trace.py failed (see $run/workers)"
+    fi
 done
 if [[ ${#done_runs[@]} -eq 0 ]]; then
     echo "multi_gpu_bench: no run fitted in DEADLINE_S=$deadline_s" >&2

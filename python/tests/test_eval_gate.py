@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from ksmith.confine import Policy  # noqa: E402
 from ksmith.evaluator import messages  # noqa: E402
 from ksmith.evaluator.evaluate import DeviceEvaluator  # noqa: E402
-from ksmith.evaluator.gate import GpuGate  # noqa: E402
+from ksmith.evaluator.gate import GpuGate, Together  # noqa: E402
 from ksmith.evaluator.sandbox import Child, ChildTimeout  # noqa: E402
 
 #: An evaluator made in this process, outside the sandbox launcher: only the per-child
@@ -60,6 +60,7 @@ class RecordingGate(GpuGate):
 
     def starting(self, child=None):  # type: ignore[no-untyped-def,override]
         assert child is not None, "every start is registered with its child (a timing pauses it)"
+        self.held.child = child
         return self._hold("starting", lambda: super(RecordingGate, self).starting(child))
 
     def exclusive(self, waited=None):  # type: ignore[no-untyped-def,override]
@@ -105,6 +106,82 @@ def test_every_first_command_is_sent_under_the_gate(evaluator, monkeypatch):
         elif text == "next" or text.startswith("{"):
             assert mode in ("shared", "starting"), (kind, text)
     assert sum(1 for _, text, mode in sent if text == "next" and mode == "shared") >= 2, sent
+
+
+class AlwaysIdle:
+    """A drain that finds the GPU idle at once: the gate pauses starts (as on a GPU)."""
+
+    def available(self) -> bool:
+        return True
+
+    def wait(self) -> bool:
+        return True
+
+
+def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatch):
+    # With 16 evaluations in flight a timing nearly always holds or waits for the GPU, and each of
+    # a process's gated correctness calls waited behind it: the calls run inside one start of the
+    # gate instead, harness and judge stopped together for another candidate's timing.
+    gate = RecordingGate()
+    gate.drain = AlwaysIdle()
+    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
+    ev.gate = gate
+    sent: list[tuple[str, str, str | None, object]] = []
+    command = Child.command
+
+    def recording(child, text):  # type: ignore[no-untyped-def]
+        held = gate.held.child if gate.mode() == "starting" else None
+        word = "{" if text.startswith("{") else text.split(" ")[0]
+        sent.append((os.path.basename(child.workdir).split("-")[0], word, gate.mode(), held))
+        command(child, text)
+
+    monkeypatch.setattr(Child, "command", recording)
+    try:
+        r = ev.evaluate(
+            {
+                "task_id": "gate/held",
+                "reference": read("tasks/elementwise.py"),
+                "candidate": read("honest/elementwise.py"),
+                "measure": False,
+            }
+        )
+    finally:
+        ev.close()
+    assert r["status"] == "correct", r["error_log"]
+    calls = [c for c in sent if c[0] in ("cand", "judge") and c[1] != "stop"]
+    first_next = next(i for i, (kind, text, _, _) in enumerate(calls) if kind == "cand" and text == "next")
+    correctness = [c for c in calls[first_next + 1 :] if c[1] != "go"]
+    # the timed calls' check (after the timing, the hold released) is one short call
+    *correctness, timed_check = correctness
+    assert timed_check[:3] == ("judge", "{", "shared"), timed_check
+    assert len([c for c in correctness if c[0] == "cand"]) >= 2 and any(c[0] == "judge" for c in correctness), calls
+    for kind, text, mode, held in correctness:
+        assert mode == "starting", (kind, text, mode)
+        assert isinstance(held, Together) and len(held.children) == 2, (kind, text, held)
+        assert {os.path.basename(c.workdir).split("-")[0] for c in held.children} == {"cand", "judge"}
+    assert [c[2] for c in calls if c[1] == "go"] == ["exclusive"], "the rehearsal of the timing holds the GPU alone"
+
+    # with the option off, each call takes the gate's shared mode again
+    sent.clear()
+    ev = DeviceEvaluator(
+        "cpu",
+        {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536, "pause_correctness_for_timing": False},
+        policy=UNCONFINED,
+    )
+    ev.gate = gate
+    try:
+        r = ev.evaluate(
+            {
+                "task_id": "gate/held",
+                "reference": read("tasks/elementwise.py"),
+                "candidate": read("honest/elementwise.py"),
+                "measure": False,
+            }
+        )
+    finally:
+        ev.close()
+    assert r["status"] == "correct", r["error_log"]
+    assert sum(1 for kind, text, mode, _ in sent if kind == "cand" and text == "next" and mode == "shared") >= 2, sent
 
 
 def test_a_reference_child_does_nothing_before_its_start(evaluator):

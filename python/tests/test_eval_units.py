@@ -761,6 +761,82 @@ def test_the_gpu_gate_lets_timing_run_alone():
         pass
 
 
+def test_a_timing_stops_a_held_pair_together_and_the_gate_traces_every_hold():
+    # a candidate's correctness calls are one start of the gate for its harness and its judge:
+    # another candidate's timing stops both and continues both; every hold is traced as it ends
+    import threading
+
+    from ksmith.evaluator.gate import GpuGate, Together
+
+    class Drain:
+        def available(self) -> bool:
+            return True
+
+        def wait(self) -> bool:
+            return True
+
+    log: list[str] = []
+
+    class Fake:
+        def __init__(self, name: str, stops: bool = True):
+            self.name = name
+            self.stops = stops
+
+        def pause(self) -> None:
+            log.append(f"{self.name} paused")
+
+        def settle(self, deadline: float) -> bool:
+            return self.stops
+
+        def resume(self) -> None:
+            log.append(f"{self.name} resumed")
+
+    holds: list[dict] = []
+    gate = GpuGate(True, Drain(), holds.append)
+    assert gate.pausing() and not GpuGate(True).pausing() and not GpuGate(False, Drain()).pausing()
+    started, release = threading.Event(), threading.Event()
+
+    def held() -> None:
+        with gate.starting(Together(Fake("harness"), Fake("judge"))):
+            started.set()
+            release.wait(5)
+
+    t = threading.Thread(target=held)
+    t.start()
+    assert started.wait(5)
+    with gate.exclusive():
+        log.append("timing")
+    release.set()
+    t.join(5)
+    with gate.shared():
+        pass
+    assert log == ["harness paused", "judge paused", "timing", "harness resumed", "judge resumed"], log
+    assert [h["mode"] for h in holds] == ["exclusive", "starting", "shared"], holds
+    timing, start, short = holds
+    assert timing["paused"] == 1 and timing["stopped"] and timing["drained"], timing
+    assert 0 <= timing["ready_s"] <= timing["hold_s"] and timing["wait_s"] >= 0, timing
+    assert start["pausable"] and not short["pausable"], holds
+    assert start["t"] <= timing["t"] <= start["t"] + start["hold_s"], "the timing ran inside the start's hold"
+    # a pair is stopped only when both are
+    assert not Together(Fake("a"), Fake("b", stops=False)).settle(0.0)
+
+
+def test_a_budget_does_not_count_the_time_its_child_was_stopped():
+    import time
+
+    from ksmith.evaluator.evaluate import Budget
+    from ksmith.evaluator.sandbox import ChildTimeout
+
+    stopped = [0.0]
+    budget = Budget(0.3, "the correctness calls", lambda: stopped[0])
+    time.sleep(0.4)
+    stopped[0] = 0.35  # stopped for another candidate's timing most of that time
+    assert budget.left() > 0
+    time.sleep(0.3)
+    with pytest.raises(ChildTimeout, match="the correctness calls: no answer within 0 s"):
+        budget.left()
+
+
 def test_short_gpu_calls_go_on_while_a_timing_waits_for_a_start():
     # A timing waiting for a long start (a reference build, a candidate's first call) used to
     # stop every correctness call behind it for the whole start: the GPUs of the 2-H100 bench

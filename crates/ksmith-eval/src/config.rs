@@ -38,6 +38,7 @@ struct WorkerDefaults {
     compile_baseline: String,
     compile_baseline_timeout_s: f64,
     pause_starts_for_timing: bool,
+    pause_correctness_for_timing: bool,
     max_cached_tasks: u32,
     hidden_shapes: u32,
     memory_budget_mb: u64,
@@ -195,6 +196,10 @@ pub struct EvalConfig {
     /// Stop (SIGSTOP) the children that are starting on a GPU while a timing holds it, and
     /// continue them after it, instead of making the timing wait for their starts to end.
     pub pause_starts_for_timing: bool,
+    /// Hold a candidate's correctness calls as one such start (its harness and judge stopped
+    /// together for another candidate's timing) instead of taking the gate for every call; only
+    /// where starts are paused.
+    pub pause_correctness_for_timing: bool,
     /// Tasks whose reference facts (fingerprints, output shapes, size sets, timing; no tensor)
     /// each worker keeps.
     pub max_cached_tasks: u32,
@@ -271,6 +276,7 @@ impl Default for EvalConfig {
             compile_baseline: d.compile_baseline.clone(),
             compile_baseline_timeout_s: d.compile_baseline_timeout_s,
             pause_starts_for_timing: d.pause_starts_for_timing,
+            pause_correctness_for_timing: d.pause_correctness_for_timing,
             max_cached_tasks: d.max_cached_tasks,
             hidden_shapes: d.hidden_shapes,
             memory_budget_mb: d.memory_budget_mb,
@@ -490,6 +496,7 @@ impl EvalConfig {
             "compile_baseline": self.compile_baseline,
             "compile_baseline_timeout_s": self.compile_baseline_timeout_s,
             "pause_starts_for_timing": self.pause_starts_for_timing,
+            "pause_correctness_for_timing": self.pause_correctness_for_timing,
             "max_cached_tasks": self.max_cached_tasks,
             "hidden_shapes": self.hidden_shapes,
             "memory_budget_mb": self.memory_budget_mb,

@@ -93,7 +93,7 @@ from . import backends, compare, compile_baseline, decide, health, messages, sha
 from .backend import Backend, CandidateFailed, Prepared
 from .capacity import ATTEMPTS, Admission, Attempt, DeviceBusy
 from .forkserver import ForkServer, ForkServerDied
-from .gate import GpuGate
+from .gate import GpuGate, Together
 from .gpu_memory import CONTEXT_MB, DeviceMemory, MemoryGate, parse_smi
 from .idle import DRAIN_BOUND_S, IdleProbe
 from .sandbox import Child, ChildDied, ChildForged, ChildTimeout, child_env, server_env
@@ -305,7 +305,9 @@ class DeviceEvaluator:
         if gate is None and self.cuda and self.opts["pause_starts_for_timing"]:
             self.idle_probe = IdleProbe(self.server_env, DRAIN_BOUND_S)
             self.idle_probe.start()  # in the background: no timing waits for its start
-        self.gate = gate or GpuGate(self.cuda, self.idle_probe)
+        self.gate = gate or GpuGate(
+            self.cuda, self.idle_probe, (lambda hold: self._trace("gate", **hold)) if _tracing() else None
+        )
         #: How many evaluations run at once: on a GPU while one more fits in its memory
         #: (`gpu_memory`), and fewer after it ran out (`capacity`).
         memory = None
@@ -654,7 +656,9 @@ class DeviceEvaluator:
         profile = Profile()
         res = self._retried("an evaluation", profile, lambda attempt: self._evaluate(request, profile, attempt))
         res["elapsed_ms"] = int((time.monotonic() - t0) * 1000)
-        return res, {k: round(v, 4) for k, v in profile.items()}
+        phases = {k: round(v, 4) for k, v in profile.items()}
+        self._trace("evaluation", t=round(t0, 4), status=res["status"], phases=phases)
+        return res, phases
 
     def preflight(self, request: dict[str, Any]) -> dict[str, Any]:
         return self.preflight_profiled(request)[0]
@@ -749,7 +753,8 @@ class DeviceEvaluator:
         return base
 
     def _trace(self, what: str, **kw: Any) -> None:
-        if os.environ.get("KSMITH_EVAL_TRACE"):
+        """One line of the worker's trace on its log (`KSMITH_EVAL_TRACE`)."""
+        if _tracing():
             print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
 
     def _evaluate(self, req: dict[str, Any], profile: Profile, attempt: Attempt | None = None) -> dict[str, Any]:
@@ -820,20 +825,24 @@ class DeviceEvaluator:
 
 
 class Budget:
-    """Seconds a child has for a series of answers, waits for the GPU's gate excluded: the gate
-    is held by other candidates, so its wait must not turn into this candidate's timeout."""
+    """Seconds a child has for a series of answers, waits for the GPU's gate and the time it was
+    stopped for another candidate's timing excluded: the gate is held by other candidates, so
+    neither must turn into this candidate's timeout."""
 
-    def __init__(self, seconds: float, what: str):
+    def __init__(self, seconds: float, what: str, paused: Callable[[], float] = lambda: 0.0):
+        """`paused`: the seconds the child has been stopped so far (`Child.paused_s`)."""
         self.seconds = float(seconds)
         self.what = what
         self.deadline = time.monotonic() + self.seconds
+        self.paused = paused
+        self.paused_before = paused()
 
     def extend(self, seconds: float) -> None:
         self.deadline += seconds
 
     def left(self) -> float:
         """The seconds left; raises `ChildTimeout` naming the budget once none is."""
-        left = self.deadline - time.monotonic()
+        left = self.deadline + (self.paused() - self.paused_before) - time.monotonic()
         if left <= 0:
             raise ChildTimeout(f"{self.what}: no answer within {self.seconds:.0f} s in all")
         return left
@@ -880,6 +889,9 @@ class Run:
         #: The first process's findings, which the result reports (every correctness call).
         self.reported = self.findings
         self.judge_ready = False
+        #: Whether the current process's correctness calls run inside one pausable hold of the
+        #: gate (`correctness_hold`), so that each call does not take the gate again.
+        self.held = False
         #: The last judged file: its kind and the judge's finding.
         self.last: tuple[str, messages.Judged] | None = None
 
@@ -947,7 +959,7 @@ class Run:
         time: the judge has its own time limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge), self.profile.gated(self.ev.gate.starting(judge)):
+        with _judge_failures(judge), self.profile.gated(self._gate(self.ev.gate.starting, judge)):
             judge.command("start")
             msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
@@ -990,7 +1002,7 @@ class Run:
         if not isinstance(msg, messages.Ready):
             return msg
         waited = time.monotonic()
-        with self.profile.gated(self.ev.gate.shared()):
+        with self.profile.gated(self._gate(self.ev.gate.shared)):
             budget.extend(time.monotonic() - waited)
             child.command("next")
             msg = child.receive(budget.left())
@@ -998,7 +1010,7 @@ class Run:
             self.hand_over(dc, dj, msg)
             self.judge_started(judge)
             waited = time.monotonic()
-            with self.profile.gated(self.ev.gate.shared()):
+            with self.profile.gated(self._gate(self.ev.gate.shared)):
                 budget.extend(time.monotonic() - waited)
                 finding = self.judge(judge, msg)
             self.findings.add(msg.kind, finding)
@@ -1041,22 +1053,23 @@ class Run:
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
                 self.warn("weights: seeded")
-            budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)")
-            while True:
-                with self.profile.phase("correctness"):
-                    msg = self.next_file(child, judge, dc, dj, budget)
-                if isinstance(msg, messages.ResultReady) and self.last:
-                    early = decide.early(*self.last)
-                    if early:
-                        return self.verdict(early)
-                    continue
-                if isinstance(msg, messages.ItemFailed):
-                    self.busy("the candidate's harness", msg.message)
-                    self.findings.add("hidden", msg)
-                    continue
-                if isinstance(msg, messages.CorrectnessDone):
-                    break
-                return self.harness_failed(msg, child)
+            with self.correctness_hold(child, judge):
+                budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)", child.paused_s)
+                while True:
+                    with self.profile.phase("correctness"):
+                        msg = self.next_file(child, judge, dc, dj, budget)
+                    if isinstance(msg, messages.ResultReady) and self.last:
+                        early = decide.early(*self.last)
+                        if early:
+                            return self.verdict(early)
+                        continue
+                    if isinstance(msg, messages.ItemFailed):
+                        self.busy("the candidate's harness", msg.message)
+                        self.findings.add("hidden", msg)
+                        continue
+                    if isinstance(msg, messages.CorrectnessDone):
+                        break
+                    return self.harness_failed(msg, child)
         except ChildForged as e:
             return self.result("hacked", "sandbox_escape", str(e))
         except ChildTimeout as e:
@@ -1071,6 +1084,32 @@ class Run:
         if self.steer:
             return self.timed(child, judge, dc, dj)
         return None
+
+    @contextlib.contextmanager
+    def correctness_hold(self, child: Child, judge: Child) -> Iterator[None]:
+        """The correctness calls of one process, held as one pausable start of the gate (harness
+        and judge stopped together for another candidate's timing) where the gate pauses starts
+        and `pause_correctness_for_timing` is on; else each call takes the gate's shared mode in
+        turn (`next_file`). With 16 evaluations in flight a timing nearly always holds or waits for
+        the GPU, so every one of a process's 20-30 gated calls waited behind it."""
+        if not (self.o["pause_correctness_for_timing"] and self.ev.gate.pausing()):
+            yield
+            return
+        asked = time.monotonic()
+        with self.profile.gated(self.ev.gate.starting(Together(child, judge))):
+            self.profile.add("correctness", time.monotonic() - asked)
+            self.held = True
+            try:
+                yield
+            finally:
+                self.held = False
+
+    def _gate(
+        self, mode: Callable[..., contextlib.AbstractContextManager[None]], *child: Child
+    ) -> contextlib.AbstractContextManager[None]:
+        """`mode` of the gate (`shared`, or `starting` with its child), or nothing inside the
+        process's correctness hold (`correctness_hold`), which already holds the gate for it."""
+        return contextlib.nullcontext() if self.held else mode(*child)
 
     def busy(self, what: str, text: str) -> None:
         """`DeviceBusy` when `text`, the failure of `what`, is running out of GPU memory while this
@@ -1178,6 +1217,12 @@ def _judge_failures(judge: Child) -> Iterator[None]:
         yield
     except (ChildDied, ChildTimeout, ChildForged) as e:
         raise RuntimeError(f"the judge (the reference's child) failed: {e}\n{judge.log_tail()}") from None
+
+
+def _tracing() -> bool:
+    """Whether the worker traces its evaluations and the GPU gate's holds on its log (one JSON
+    line each; `scripts/gate_trace.py` reads them)."""
+    return bool(os.environ.get("KSMITH_EVAL_TRACE"))
 
 
 def _remove(folders: list[str]) -> None:

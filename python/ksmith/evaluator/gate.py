@@ -11,7 +11,9 @@ one of three modes:
   waits for them to end.
 - `starting`: a child's start (CUDA's start, a reference built and run, the candidate's first
   call with its compilation, a `torch.compile`): seconds long and mostly CPU work, but it may touch
-  the GPU at any point. Many at once.
+  the GPU at any point. Many at once. A candidate's correctness calls (its harness and its judge,
+  `Together`) are held the same way when `pause_correctness_for_timing` is on, instead of one
+  `shared` hold per call: each such hold waited behind the timings queued before it.
 
 A timing and the starts. Waiting for every start to end (seconds each, and with 16 evaluations
 in flight there is nearly always one) made a convoy: the timing waited, new starts waited for the
@@ -40,7 +42,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 #: Longest a timing waits for the children it stopped to show as stopped (a thread inside a
 #: driver call stops only when the call returns).
@@ -58,6 +60,34 @@ class Pausable(Protocol):
     def resume(self) -> None: ...
 
 
+class Together:
+    """Several children paused as one (a candidate's harness and its judge during the correctness
+    calls): each is stopped, waited for and continued in turn."""
+
+    def __init__(self, *children: Pausable):
+        self.children = children
+
+    def pause(self) -> None:
+        for child in self.children:
+            child.pause()
+
+    def settle(self, deadline: float) -> bool:
+        return all([child.settle(deadline) for child in self.children])
+
+    def resume(self) -> None:
+        for child in self.children:
+            child.resume()
+
+
+#: Hears every hold of the gate once it ends (`GpuGate.trace`): a dict with ``mode`` (shared,
+#: starting, exclusive), ``t`` (monotonic seconds when it was admitted), ``wait_s`` and ``hold_s``;
+#: a start says whether it was ``pausable``; an exclusive hold also has ``ready_s`` (of its hold,
+#: the time before the timing began: the starts stopped, their GPU work drained), ``paused`` (the
+#: starts it stopped), ``stopped`` (whether they all showed as stopped in time) and ``drained``
+#: (whether their GPU work drained).
+Trace = Callable[[dict[str, Any]], None]
+
+
 class Drain(Protocol):
     """Waits until the GPU is idle of stopped children's queued work (`idle.IdleProbe`)."""
 
@@ -69,12 +99,13 @@ class Drain(Protocol):
 class GpuGate:
     """A readers-writer lock with writer preference and two kinds of readers (see the module doc)."""
 
-    def __init__(self, enabled: bool, drain: Drain | None = None):
+    def __init__(self, enabled: bool, drain: Drain | None = None, trace: Trace | None = None):
         """`drain`: waits until the GPU is idle of stopped children's queued work, and says
         whether it went idle; without it (or while it is not available), starts are waited for,
-        never paused."""
+        never paused. `trace` hears every hold as it ends (`Trace`)."""
         self.enabled = enabled
         self.drain = drain
+        self.trace = trace
         #: Whether the waiting timing pauses starts (the drain was available when it came).
         self._pausing = False
         self._cond = threading.Condition()
@@ -88,6 +119,10 @@ class GpuGate:
         #: candidates (the bench reports it per candidate).
         self.exclusive_s = 0.0
         self.exclusive_n = 0
+
+    def pausing(self) -> bool:
+        """Whether a timing stops the starts registered with a child instead of waiting for them."""
+        return self.enabled and self.drain is not None
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -120,12 +155,14 @@ class GpuGate:
             return self._waiting == 0 or (not starting and self._blocking_starts() > 0)
 
         token = object()
+        asked = time.monotonic()
         with self._cond:
             self._cond.wait_for(admitted)
             self._shared += 1
             self._starting += int(starting)
             if child is not None:
                 self._pausable[id(token)] = child
+        admitted_at = time.monotonic()
         try:
             yield
         finally:
@@ -134,6 +171,16 @@ class GpuGate:
                 self._starting -= int(starting)
                 self._pausable.pop(id(token), None)
                 self._cond.notify_all()
+            if self.trace is not None:
+                self.trace(
+                    {
+                        "mode": "starting" if starting else "shared",
+                        "pausable": child is not None,
+                        "t": round(admitted_at, 4),
+                        "wait_s": round(admitted_at - asked, 4),
+                        "hold_s": round(time.monotonic() - admitted_at, 4),
+                    }
+                )
 
     @contextlib.contextmanager
     def exclusive(self, waited: Callable[[str, float], None] | None = None) -> Iterator[None]:
@@ -144,6 +191,8 @@ class GpuGate:
             yield
             return
         pausing = self.drain is not None and self.drain.available()
+        asked = time.monotonic()
+        stopped = drained = True
         with self._cond:
             self._waiting += 1
             self._pausing = pausing
@@ -154,7 +203,8 @@ class GpuGate:
             self._waiting -= 1
             self._exclusive = True
             paused = dict(self._pausable) if pausing else {}
-        start = time.monotonic()
+        counted = len(paused)
+        start = ready = time.monotonic()
         try:
             for child in paused.values():
                 child.pause()
@@ -176,12 +226,27 @@ class GpuGate:
                     paused = {}
                     if waited is not None:
                         waited("undrained", time.monotonic() - t0)
+            ready = time.monotonic()
             yield
         finally:
             for child in paused.values():
                 child.resume()
+            end = time.monotonic()
             with self._cond:
-                self.exclusive_s += time.monotonic() - start
+                self.exclusive_s += end - start
                 self.exclusive_n += 1
                 self._exclusive = False
                 self._cond.notify_all()
+            if self.trace is not None:
+                self.trace(
+                    {
+                        "mode": "exclusive",
+                        "t": round(start, 4),
+                        "wait_s": round(start - asked, 4),
+                        "hold_s": round(end - start, 4),
+                        "ready_s": round(ready - start, 4),
+                        "paused": counted,
+                        "stopped": stopped,
+                        "drained": drained,
+                    }
+                )
