@@ -15,7 +15,9 @@ tables use, counted from the first evaluation instead of the first step):
   new start and short call waits), their mean wait, and those whose stopped starts did not stop
   or drain in time;
 - the short calls and the starts: how many, their mean wait and hold, and the mean number of
-  starts held at once.
+  starts held at once;
+- inside a timing's hold, the harness's mean seconds taking its samples and writing their
+  result file after them (the rest of the hold: CUDA-graph capture, stopping the starts).
 
 Prints markdown tables.
 """
@@ -92,6 +94,13 @@ def summarize(lines: list[dict[str, Any]], warmup_s: float, window_s: float) -> 
     shared = [x for x in holds if x["mode"] == "shared" and lo <= x["t"] < hi]
     starts = [x for x in holds if x["mode"] == "starting"]
     all_excl = [x for x in holds if x["mode"] == "exclusive"]
+    timed = [
+        x["phases"]
+        for x in lines
+        if x["trace"] == "timing_done"
+        and lo <= x.get("now", lo - 1) < hi
+        and {"samples", "timing"} <= set(x.get("phases") or {})
+    ]
 
     def mean(xs: list[dict[str, Any]], key: str) -> float:
         return statistics.fmean(x[key] for x in xs) if xs else 0.0
@@ -117,6 +126,8 @@ def summarize(lines: list[dict[str, Any]], warmup_s: float, window_s: float) -> 
         "starts": sum(1 for x in starts if lo <= x["t"] < hi),
         "start_wait": mean([x for x in starts if lo <= x["t"] < hi], "wait_s"),
         "starts_at_once": sum(clipped(x["t"], x["t"] + x["hold_s"], lo, hi) for x in starts) / span,
+        "samples_s": statistics.fmean(p["samples"] - p["capture"] for p in timed) if timed else None,
+        "save_s": statistics.fmean(p["timing"] - p["samples"] for p in timed) if timed else None,
     }
 
 
@@ -157,6 +168,12 @@ def main(argv: list[str]) -> int:
             f"| {s['shared_wait']:.2f} | {s['shared_hold']:.3f} | {s['starts']} | {s['start_wait']:.2f} "
             f"| {s['starts_at_once']:.1f} |"
         )
+    print("\nInside a timing's hold, the harness's mean seconds (the rest of the hold: capture, stopping):\n")
+    print("| run, worker | timing hold s | samples s | result file s |")
+    print("|---|---|---|---|")
+    for name, s in rows:
+        if s["samples_s"] is not None:
+            print(f"| {name} | {s['timing_hold']:.3f} | {s['samples_s']:.3f} | {s['save_s']:.3f} |")
     print("\nMean seconds per evaluation started in the window, by phase:\n")
     print("| run, worker | " + " | ".join(PHASES) + " |")
     print("|" + "---|" * (len(PHASES) + 1))

@@ -40,6 +40,9 @@ def test_shares_of_the_steady_window(tmp_path):
         gate("shared", 121.0, 1.5, 0.01, pausable=False),
         gate("starting", 115.0, 0.0, 10.0, pausable=True),
         gate("starting", 150.0, 0.5, 20.0, pausable=True),
+        {"trace": "timing_done", "now": 121.0, "phases": {"profile": 5.0, "capture": 5.5, "samples": 5.9, "timing": 6.0}},
+        {"trace": "timing_done", "now": 142.0, "phases": {"profile": 5.0, "capture": 5.3, "samples": 5.9, "timing": 6.2}},
+        {"trace": "timing_done", "now": 105.0, "phases": {"profile": 5.0, "capture": 5.3, "samples": 9.9, "timing": 10.2}},
     ]
     log = tmp_path / "workers" / "worker-0-cuda0.log"
     log.parent.mkdir()
@@ -58,6 +61,8 @@ def test_shares_of_the_steady_window(tmp_path):
     assert s["not_stopped"] == 1 and s["not_drained"] == 0
     assert s["shared"] == 1 and s["shared_wait"] == pytest.approx(1.5)
     assert s["starts"] == 2 and s["starts_at_once"] == pytest.approx(20 / 50)
+    # the harness's own marks inside the two timings of the window (not the one before it)
+    assert s["samples_s"] == pytest.approx(0.5) and s["save_s"] == pytest.approx(0.2)
     assert mod.main([str(tmp_path)]) == 0
 
 

@@ -565,6 +565,7 @@ class Harness:
             fns = [timed(static, holder) for static, holder in zip(sets, holders)]
             timer = self.timer or Timer(cfg, self.device)
             graphs, capture_error = timer.capture_all(fns)
+            self.mark("capture")
             self.check("capture")
             stream = None
             if self.cuda and not graphs:
@@ -580,6 +581,7 @@ class Harness:
                     )
             calls = TimedCalls(self, sets, holders)
             stats = timer.settle(fns, graphs, rng, calls.prepare, calls.observe, self.companion(sets))
+            self.mark("samples")
             if self.reference_beside() and "reference_in_process" not in stats:
                 stats["reference_in_process_error"] = self.reference_error
             self.check("timing")

@@ -755,7 +755,7 @@ class DeviceEvaluator:
     def _trace(self, what: str, **kw: Any) -> None:
         """One line of the worker's trace on its log (`KSMITH_EVAL_TRACE`)."""
         if _tracing():
-            print(json.dumps({"trace": what, **kw}), file=sys.stderr, flush=True)
+            print(json.dumps({"trace": what, "now": round(time.monotonic(), 4), **kw}), file=sys.stderr, flush=True)
 
     def _evaluate(self, req: dict[str, Any], profile: Profile, attempt: Attempt | None = None) -> dict[str, Any]:
         task_id, candidate = req["task_id"], req["candidate"]
@@ -1136,7 +1136,7 @@ class Run:
             with self.profile.gated(self.ev.gate.exclusive(self.profile.add)), self.profile.phase("timing"):
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])
-            self.ev._trace("timing_done", process=self.processes, type=msg.TYPE)
+            self.ev._trace("timing_done", process=self.processes, type=msg.TYPE, phases=getattr(msg, "phases", None))
             if not isinstance(msg, messages.Timed) or not msg.table:
                 return self.harness_failed(msg, child)
             timed = msg
