@@ -821,6 +821,82 @@ def test_a_timing_stops_a_held_pair_together_and_the_gate_traces_every_hold():
     assert not Together(Fake("a"), Fake("b", stops=False)).settle(0.0)
 
 
+def test_a_child_that_does_not_stop_is_waited_for_alone():
+    # On an H200 a timing whose one stopped child did not show as stopped continued all 14 it had
+    # stopped and waited for their correctness holds to end: 21 s with the GPU held. A child
+    # gets a second chance to stop; one that still does not is continued and its start waited
+    # for, the others staying stopped until the timing ends.
+    import threading
+    import time
+
+    from ksmith.evaluator.gate import GpuGate
+
+    log: list[str] = []
+    drains: list[str] = []
+
+    class Drain:
+        def available(self) -> bool:
+            return True
+
+        def wait(self) -> bool:
+            drains.append("drain")
+            return True
+
+    class Fake:
+        def __init__(self, name: str, stops_at: int):
+            self.name = name
+            self.stops_at = stops_at  # the settle call that finds it stopped (0: never)
+            self.asked = 0
+
+        def pause(self) -> None:
+            log.append(f"{self.name} paused")
+
+        def settle(self, deadline: float) -> bool:
+            self.asked += 1
+            return self.asked == self.stops_at
+
+        def resume(self) -> None:
+            log.append(f"{self.name} resumed")
+
+    holds: list[dict] = []
+    gate = GpuGate(True, Drain(), holds.append)
+    children = [Fake("quick", 1), Fake("late", 2), Fake("stuck", 0)]
+    started = [threading.Event() for _ in children]
+    release = [threading.Event() for _ in children]
+
+    def start(i: int) -> None:
+        with gate.starting(children[i]):
+            started[i].set()
+            release[i].wait(5)
+            log.append(f"{children[i].name} ended")
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for e in started:
+        assert e.wait(5)
+    waits: list[str] = []
+
+    def timing() -> None:
+        with gate.exclusive(lambda what, seconds: waits.append(what)):
+            log.append("timing")
+
+    x = threading.Thread(target=timing)
+    x.start()
+    time.sleep(0.2)
+    assert log == ["quick paused", "late paused", "stuck paused", "stuck resumed"], log
+    release[2].set()  # the stuck child's start ends
+    x.join(5)
+    assert not x.is_alive()
+    assert log[4:] == ["stuck ended", "timing", "quick resumed", "late resumed"], log
+    assert drains == ["drain"] and waits == ["undrained", "drain"], (drains, waits)
+    assert holds[-1]["late"] == 1 and holds[-1]["stragglers"] == 1 and not holds[-1]["stopped"], holds[-1]
+    for e in release:
+        e.set()
+    for t in threads:
+        t.join(5)
+
+
 def test_a_budget_does_not_count_the_time_its_child_was_stopped():
     import time
 
@@ -1146,6 +1222,7 @@ def test_waiting_for_the_gpu_gate_is_not_the_candidates_time():
     run = object.__new__(Run)
     run.ev = Ev()
     run.profile = Profile()
+    run.held = False  # each call takes the gate (no correctness hold: the gate does not pause)
     held = threading.Event()
 
     def timing():

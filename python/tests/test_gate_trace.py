@@ -29,6 +29,11 @@ def timing(t, wait_s, hold_s, ready_s, stopped=True, drained=True):
     return gate("exclusive", t, wait_s, hold_s, ready_s=ready_s, paused=3, stopped=stopped, drained=drained)
 
 
+def timed(now, **marks):
+    """A harness's timing as the worker traces it (its marks: seconds since the harness started)."""
+    return {"trace": "timing_done", "now": now, "phases": {"profile": 5.0, **marks}}
+
+
 def test_shares_of_the_steady_window(tmp_path):
     mod = load_script()
     lines = [
@@ -40,9 +45,9 @@ def test_shares_of_the_steady_window(tmp_path):
         gate("shared", 121.0, 1.5, 0.01, pausable=False),
         gate("starting", 115.0, 0.0, 10.0, pausable=True),
         gate("starting", 150.0, 0.5, 20.0, pausable=True),
-        {"trace": "timing_done", "now": 121.0, "phases": {"profile": 5.0, "capture": 5.5, "samples": 5.9, "timing": 6.0}},
-        {"trace": "timing_done", "now": 142.0, "phases": {"profile": 5.0, "capture": 5.3, "samples": 5.9, "timing": 6.2}},
-        {"trace": "timing_done", "now": 105.0, "phases": {"profile": 5.0, "capture": 5.3, "samples": 9.9, "timing": 10.2}},
+        timed(121.0, capture=5.5, samples=5.9, timing=6.0),
+        timed(142.0, capture=5.3, samples=5.9, timing=6.2),
+        timed(105.0, capture=5.3, samples=9.9, timing=10.2),
     ]
     log = tmp_path / "workers" / "worker-0-cuda0.log"
     log.parent.mkdir()

@@ -755,7 +755,9 @@ class DeviceEvaluator:
     def _trace(self, what: str, **kw: Any) -> None:
         """One line of the worker's trace on its log (`KSMITH_EVAL_TRACE`)."""
         if _tracing():
-            print(json.dumps({"trace": what, "now": round(time.monotonic(), 4), **kw}), file=sys.stderr, flush=True)
+            # one write per line: the worker's threads trace at once
+            sys.stderr.write(json.dumps({"trace": what, "now": round(time.monotonic(), 4), **kw}) + "\n")
+            sys.stderr.flush()
 
     def _evaluate(self, req: dict[str, Any], profile: Profile, attempt: Attempt | None = None) -> dict[str, Any]:
         task_id, candidate = req["task_id"], req["candidate"]

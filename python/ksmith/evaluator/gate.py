@@ -45,8 +45,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 #: Longest a timing waits for the children it stopped to show as stopped (a thread inside a
-#: driver call stops only when the call returns).
+#: driver call stops only when the call returns) ...
 STOP_WAIT_S = 0.5
+#: ... and then for those that did not, before it continues them and waits for their starts to
+#: end (a correctness hold lasts seconds: on an H200 one such wait held the GPU for 21 s while
+#: every start it had stopped was continued and waited for).
+STRAGGLER_WAIT_S = 1.5
 
 
 class Pausable(Protocol):
@@ -83,8 +87,9 @@ class Together:
 #: starting, exclusive), ``t`` (monotonic seconds when it was admitted), ``wait_s`` and ``hold_s``;
 #: a start says whether it was ``pausable``; an exclusive hold also has ``ready_s`` (of its hold,
 #: the time before the timing began: the starts stopped, their GPU work drained), ``paused`` (the
-#: starts it stopped), ``stopped`` (whether they all showed as stopped in time) and ``drained``
-#: (whether their GPU work drained).
+#: starts it stopped), ``stopped`` (whether they all showed as stopped in time), ``late`` (those
+#: that stopped only in the second chance), ``stragglers`` (those that did not: continued and
+#: waited for) and ``drained`` (whether their GPU work drained).
 Trace = Callable[[dict[str, Any]], None]
 
 
@@ -205,19 +210,41 @@ class GpuGate:
             paused = dict(self._pausable) if pausing else {}
         counted = len(paused)
         start = ready = time.monotonic()
+        late = stragglers = 0
+        #: seconds waited for the starts of children that did not stop
+        undrained = 0.0
         try:
             for child in paused.values():
                 child.pause()
-            settled = start + STOP_WAIT_S
             # every child is asked (each waits until the same deadline), not only up to the first
-            # that did not stop in time
-            stopped = all([child.settle(settled) for child in paused.values()])
+            # that did not stop in time; one that did not (a thread inside a driver call stops when
+            # the call returns) is given a second, longer chance
+            settled = start + STOP_WAIT_S
+            slow = [key for key, child in paused.items() if not child.settle(settled)]
+            if slow:
+                again = time.monotonic() + STRAGGLER_WAIT_S
+                still = [key for key in slow if not paused[key].settle(again)]
+                late, stragglers = len(slow) - len(still), len(still)
+                if still:
+                    # it may go on issuing GPU work: it is continued and the timing waits for its
+                    # start to end, the others staying stopped
+                    for key in still:
+                        paused.pop(key).resume()
+                    t0 = time.monotonic()
+                    with self._cond:
+                        self._cond.wait_for(lambda: not (set(still) & self._pausable.keys()))
+                    undrained = time.monotonic() - t0
+                    if waited is not None:
+                        waited("undrained", undrained)
+            stopped = not stragglers
             if paused and self.drain is not None:
-                # a child that did not stop may go on issuing work: the timing waits for its start
-                drained = stopped and self.drain.wait()
-                if waited is not None and stopped:
-                    waited("drain", time.monotonic() - start)
+                drained = self.drain.wait()
+                if waited is not None:
+                    # stopping the children and draining their GPU work
+                    waited("drain", time.monotonic() - start - undrained)
                 if not drained:
+                    # their GPU work did not drain in time (a long kernel): the timing waits for
+                    # their starts to end
                     for child in paused.values():
                         child.resume()
                     t0 = time.monotonic()
@@ -247,6 +274,8 @@ class GpuGate:
                         "ready_s": round(ready - start, 4),
                         "paused": counted,
                         "stopped": stopped,
+                        "late": late,
+                        "stragglers": stragglers,
                         "drained": drained,
                     }
                 )
