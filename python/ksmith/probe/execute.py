@@ -46,6 +46,7 @@ from typing import Any
 from ..shared.outputs import same_values
 from . import DEFAULTS
 from . import guesses as G
+from .config_args import ConfigFieldError, collapse, expand, init_annotations, provenance_step
 from .loading import ProbeTimeout, exec_program, rng_state, seed_all, set_rng_state, split_init
 from .program import (
     InitContractError,
@@ -283,6 +284,11 @@ class Probe:
         self.init_params: list[tuple[str, str, Any]] | None = None
         self.forward_params: list[tuple[str, str, Any]] | None = None
         self.init_original_ok = False
+        #: `get_init_inputs()` is written anew even when no repair changes it (a configuration
+        #: object the program did not build, :meth:`with_configs`).
+        self.init_rewrite = False
+        #: Where each field of a configuration object came from (first repair steps).
+        self.config_steps: list[str] = []
         self.init_form = "list"
         self.inputs_original_ok = False
         self.inputs_form = "list"
@@ -314,9 +320,10 @@ class Probe:
         self.forward_params = _params(model.forward)
         seed_all(self.seed, torch)
         init: tuple[G.Arg, ...] = ()
+        given: list[Any] = []
         try:
             raw = ns["get_init_inputs"]()
-            args = split_init(raw)
+            args = given = split_init(raw)
             slots = [p[0] for p in self.init_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
             init = tuple(
                 G.Arg(G.guess_of_value(v, (i,), torch), slots[i] if i < len(slots) else None, False)
@@ -328,6 +335,7 @@ class Probe:
         except Exception as exc:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
             self.original_errors["get_init_inputs"] = f"{type(exc).__name__}: {exc}"
             init = tuple(G.Arg(G.guess_for_name(n), n, True) for n in _required(self.init_params))
+        init = self.with_configs(init, given)
         forward: tuple[G.Arg, ...] = ()
         names = [p[0] for p in self.forward_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
         try:
@@ -349,6 +357,18 @@ class Probe:
             req = [n for n in _required(self.forward_params)]
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
+
+    def with_configs(self, init: tuple[G.Arg, ...], given: list[Any]) -> tuple[G.Arg, ...]:
+        """``init`` with each configuration object a parameter is annotated with as its fields
+        (:mod:`.config_args`; raises :class:`.config_args.ConfigFieldError` for a field the probe
+        cannot fill); where the program did not build that object, ``get_init_inputs()`` is
+        written anew, and every field's source is a first step."""
+        expanded = expand(init, init_annotations(self.ns["Model"]), given, self.ns, self.torch)
+        if expanded != init:
+            self.config_steps = provenance_step(expanded)
+            built = [a for a in collapse(expanded) if isinstance(a.guess, G.ConfigGuess)]
+            self.init_rewrite = any(f.within and f.within.source != "given" for a in built for f in a.guess.fields)
+        return expanded
 
     def declared_sides(self, state):
         """``state`` with each image input the extractor guessed (4-D, every dimension the
@@ -441,6 +461,7 @@ class Probe:
         # The original functions are always called (when they work), so an attempt
         # consumes the random generator exactly like the program run as it stands.
         orig = self._original("get_init_inputs", self.init_original_ok)
+        init = collapse(init)
         args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
         kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
         phases.append("init")
@@ -564,12 +585,14 @@ class Probe:
         for generation in range(max(1, self.restarts)):
             if generation == 0:
                 start = self.documented_shapes(initial)
-                first = ["inputs shaped as the forward's docstring states"] if start != initial else []
+                first = self.config_steps + (
+                    ["inputs shaped as the forward's docstring states"] if start != initial else []
+                )
                 start, declared = self.declared_sides(start)
                 first += [declared] if declared else []
             else:
                 start = self.restart_state(initial, generation)
-                first = [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
+                first = self.config_steps + [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
@@ -695,7 +718,7 @@ class Probe:
         ``force``), each argument written by ``render``."""
         new_defs = {}
         keep = []
-        if state[0] != initial[0] or not self.init_original_ok or "init" in force:
+        if state[0] != initial[0] or not self.init_original_ok or self.init_rewrite or "init" in force:
             src, reads = init_source(state[0], self.init_params, render)
             new_defs["get_init_inputs"] = src
             if reads:
@@ -931,6 +954,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             raise
         except LookupError as exc:
             return fail("NoModelClass", str(exc))
+        except ConfigFieldError as exc:
+            return fail("ConfigField", str(exc))
         except BaseException as exc:  # noqa: BLE001 - SystemExit in module code is data too
             f = failure_of(exc, "define")
             status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
