@@ -17,8 +17,9 @@ layer counts 1, flags ``False``, probabilities 0, and distinct sizes. Distinct, 
 repair rules find the argument an error is about by the number it shows (``assertion 2 == 6``):
 ten sizes all 4 make every error point at all of them. Widths (``*_state``, ``*_dim``, ...)
 are multiples of 16, so the guessed head count divides them; other sizes are small even
-numbers that are none of those. A field the probe cannot fill (no default, and a type that is
-not a simple value: a module, a tensor) is :class:`ConfigFieldError`, naming class and field.
+numbers that are none of those, nor the inputs' default size (their batch). A field the
+probe cannot fill (no default, and a type that is not a simple value: a module, a tensor) is
+:class:`ConfigFieldError`, naming class and field.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ConfigFieldError(ValueError):
 
 
 def _type_name(annotation) -> str:
+    if isinstance(annotation, typing.ForwardRef):
+        annotation = annotation.__forward_arg__
     if isinstance(annotation, str):
         return annotation.replace("typing.", "").replace(" ", "")
     if annotation is inspect.Parameter.empty or annotation is dataclasses.MISSING:
@@ -83,7 +86,8 @@ FACTORY = object()
 
 def config_fields(cls) -> list[Field] | None:
     """The fields of ``cls`` when it is a configuration class: a dataclass, a NamedTuple, or a
-    plain class whose ``__init__`` takes only simple values by name; None otherwise."""
+    plain class whose ``__init__`` takes only simple values by name (each annotated with a
+    simple type or defaulting to a literal); None otherwise."""
     if dataclasses.is_dataclass(cls):
         out = []
         for f in dataclasses.fields(cls):
@@ -100,7 +104,8 @@ def config_fields(cls) -> list[Field] | None:
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         hints = getattr(cls, "__annotations__", {})
         defaults = getattr(cls, "_field_defaults", {})
-        return [Field(n, hints.get(n, inspect.Parameter.empty), defaults.get(n, dataclasses.MISSING)) for n in cls._fields]
+        empty, missing = inspect.Parameter.empty, dataclasses.MISSING
+        return [Field(n, hints.get(n, empty), defaults.get(n, missing)) for n in cls._fields]
     if not isinstance(cls, type) or cls.__init__ is object.__init__:
         return None
     try:
@@ -114,6 +119,8 @@ def config_fields(cls) -> list[Field] | None:
         default = dataclasses.MISSING if p.default is p.empty else p.default
         if not _simple(p.annotation) or (default is not dataclasses.MISSING and not G.is_literal(default)):
             return None
+        if p.annotation is p.empty and default is dataclasses.MISSING:
+            return None  # nothing says it is a simple value
         out.append(Field(p.name, p.annotation, default))
     return out
 
@@ -132,9 +139,9 @@ def config_class(annotation, namespace: dict[str, Any], torch) -> type | None:
 
 
 def _sizes(taken: set[int], width: bool) -> Iterator[int]:
-    """Distinct guessed sizes: multiples of 16 for widths, else even numbers from 4 that are
+    """Distinct guessed sizes: multiples of 16 for widths, else even numbers from 6 that are
     not multiples of 8; none already ``taken``."""
-    n = 16 if width else 4
+    n = 16 if width else 6
     while True:
         if n not in taken and (width or n % 8):
             taken.add(n)
@@ -179,7 +186,7 @@ def _guess(field: Field, taken: set[int], cls_name: str):
 def _field_args(cls, fields: list[Field], given, within: tuple[str, bool]) -> tuple[G.Arg, ...]:
     param, keyword = within
     out: list[tuple[Field, Any, str]] = []
-    taken = {HEADS, LAYERS}
+    taken = {HEADS, LAYERS, G.DEFAULT_SIZE}  # (the default size is the inputs' batch)
     for f in fields:
         value = getattr(given, f.name, dataclasses.MISSING) if given is not None else dataclasses.MISSING
         if value is not dataclasses.MISSING and G.is_literal(value):

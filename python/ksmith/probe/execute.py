@@ -624,6 +624,41 @@ class Probe:
                     frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
         return self.give_up()
 
+    def draw_uninitialized(self, state):
+        """``state`` run on the program rewritten so that parameters its constructor leaves
+        uninitialized (:mod:`.uninitialized`: a checkpoint fills them in the repository) are
+        drawn, when there are such and the rewritten program still runs with none left;
+        ``(state, step)``, step None when the program stays as it is."""
+        from .uninitialized import drawn, uninitialized
+
+        torch = self.torch
+        try:
+            names = uninitialized(lambda: self.build(state)[0], torch)
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - module code: verification says what fails
+            return state, None
+        text = drawn(self.text) if names else None
+        if text is None:
+            return state, None
+        kept = (self.text, self.ns)
+        self.text, self.ns = text, exec_program(text)
+        self._pristine.clear()
+        ok, _ = self.attempt(state)
+        try:
+            left = uninitialized(lambda: self.build(state)[0], torch) if ok else names
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001
+            left = names
+        if left:
+            self.text, self.ns = kept
+            self._pristine.clear()
+            self.attempt(state)  # put the successful attempt back (emission and sizing read it)
+            return state, None
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return state, f"uninitialized parameters drawn with torch.randn ({shown}: a checkpoint fills them in)"
+
     def widen_indices(self, state):
         """``state`` with its drawn integer inputs ranging over the vocabulary of the model's
         smallest embedding table, when that still runs (an embedding fed two distinct indices
@@ -968,6 +1003,9 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
                 return fail("InvalidOverride", "the override does not run: " + "; ".join(broken))
         state, steps, last = probe.search(initial)
         if state is not None:
+            state, filled = probe.draw_uninitialized(state)
+            steps = steps + [filled] if filled else steps
+            text = probe.text
             state, widened = probe.widen_indices(state)
             steps = steps + [widened] if widened else steps
             state, settled = probe.settle_sampling(state)
