@@ -2,7 +2,8 @@
 
 1. ``exec`` the program text in a fresh namespace.
 2. Build the first guesses from its own ``get_init_inputs()`` / ``get_inputs()`` (or from the
-   signatures of ``Model.__init__`` / ``Model.forward`` when those fail).
+   signatures of ``Model.__init__`` / ``Model.forward`` when those fail); a parameter annotated
+   with a configuration class of the program becomes that class's fields (:mod:`.config_args`).
 3. Search: instantiate ``Model`` and call ``forward`` under ``torch.no_grad()``; on failure ask
    :mod:`.rules` for fixes and try them depth-first, never the same state twice, at most
    ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
@@ -10,7 +11,8 @@
    and no attempt starts once the search has used its CPU budget (``repair_budget_s``: models
    with huge default configurations take seconds per attempt), scaled up for a model whose
    first attempt alone takes a large part of it (:func:`repair_budget`).
-4. Write the guesses that worked back into the program text (:mod:`.program`).
+4. Write the guesses that worked back into the program text (:mod:`.program`); parameters the
+   constructor leaves uninitialized are drawn instead (:mod:`.uninitialized`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
 6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
