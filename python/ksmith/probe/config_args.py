@@ -13,11 +13,12 @@ KernelBench's ``Model(*get_init_inputs())``).
 A field's value is the object's own where the program's ``get_init_inputs()`` already built one
 (a call site of the repository), else the class's default where it has a literal one (a field
 whose default is not a literal is left to the class), else a guess by name: head counts 8,
-layer counts 1, flags ``False``, probabilities 0, and distinct sizes. Distinct, because the
+layer counts 1, a vocabulary of 1000, flags ``False``, probabilities 0, and distinct sizes. Distinct, because the
 repair rules find the argument an error is about by the number it shows (``assertion 2 == 6``):
 ten sizes all 4 make every error point at all of them. Widths (``*_state``, ``*_dim``, ...)
-are multiples of 16, so the guessed head count divides them; other sizes are small even
-numbers that are none of those, nor the inputs' default size (their batch). A field the
+are multiples of 16, so the guessed head count divides them; other sizes are twice an odd
+number (6, 10, 14, ...): none of those, nor the inputs' default size (their batch), nor twice
+another. A field the
 probe cannot fill (no default, and a type that is not a simple value: a module, a tensor) is
 :class:`ConfigFieldError`, naming class and field.
 """
@@ -39,6 +40,9 @@ WIDTH_WORDS = ("state", "dim", "width", "hidden", "embd", "embed", "model", "cha
 #: The guessed head count (the extractor's too) and layer count.
 HEADS = 8
 LAYERS = 1
+#: The guessed vocabulary: a small real one (sizing does not grow a vocabulary, and a model's
+#: output projection onto it is a large part of its work: Whisper's is 51865 wide).
+VOCAB = 1000
 
 
 class ConfigFieldError(ValueError):
@@ -139,14 +143,15 @@ def config_class(annotation, namespace: dict[str, Any], torch) -> type | None:
 
 
 def _sizes(taken: set[int], width: bool) -> Iterator[int]:
-    """Distinct guessed sizes: multiples of 16 for widths, else even numbers from 6 that are
-    not multiples of 8; none already ``taken``."""
+    """Distinct guessed sizes: multiples of 16 for widths, else 6, 10, 14, ... (twice an odd
+    number: none a multiple of another's double, which sizing would take for one size tied to
+    another, nor of the head count); none already ``taken``."""
     n = 16 if width else 6
     while True:
-        if n not in taken and (width or n % 8):
+        if n not in taken:
             taken.add(n)
             yield n
-        n += 16 if width else 2
+        n += 16 if width else 4
 
 
 def _is_width(name: str) -> bool:
@@ -178,6 +183,9 @@ def _guess(field: Field, taken: set[int], cls_name: str):
         return G.ValueGuess(HEADS)
     if any(w in low for w in ("layer", "depth", "block", "stage")):
         return G.ValueGuess(LAYERS)
+    if "vocab" in low and VOCAB not in taken:
+        taken.add(VOCAB)
+        return G.ValueGuess(VOCAB)
     if isinstance(by_name, G.ValueGuess) and type(by_name.value) is int and by_name.value != G.DEFAULT_SIZE:
         return by_name  # stride, groups, padding, kernel: the usual guesses
     return G.ValueGuess(next(_sizes(taken, _is_width(field.name))))
