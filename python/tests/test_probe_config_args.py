@@ -186,3 +186,17 @@ def test_a_field_is_the_repositorys_while_it_holds_its_default():
     assert not prov.init_is_repository(0, width)  # a guess
     assert prov.init_is_repository(1, depth)  # the class's default
     assert not prov.init_is_repository(1, G.set_guess(fields, 1, G.ValueGuess(5))[1])  # repaired
+
+
+def test_an_object_a_call_site_built_is_taken_apart_and_its_fields_are_the_repositorys():
+    ns = exec_program(HEADER + "@dataclass\nclass D:\n    width: int\n    depth: int = 3\n")
+    given = [ns["D"](width=64, depth=5)]
+    fields = expand((G.Arg(G.OrigGuess((0,), "D"), "d"),), {"d": ns["D"]}, given, ns, torch)
+    assert [(f.name, G.literal_value(f.guess), f.within.source) for f in fields] == [
+        ("width", 64, "given"),
+        ("depth", 5, "given"),
+    ]
+    prov = Provenance.of({"arg_sources": ["d=D(width=64, depth=5): call net.py:22"]})
+    assert all(prov.init_is_repository(i, f) for i, f in enumerate(fields))
+    guessed = Provenance.of({"arg_sources": ["d=[4, 4]: guess"]})
+    assert not any(guessed.init_is_repository(i, f) for i, f in enumerate(fields))
