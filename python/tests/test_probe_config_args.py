@@ -200,3 +200,6 @@ def test_an_object_a_call_site_built_is_taken_apart_and_its_fields_are_the_repos
     assert all(prov.init_is_repository(i, f) for i, f in enumerate(fields))
     guessed = Provenance.of({"arg_sources": ["d=[4, 4]: guess"]})
     assert not any(guessed.init_is_repository(i, f) for i, f in enumerate(fields))
+    # a field with no literal form (a dtype) keeps the object whole, as the program built it
+    whole = (G.Arg(G.OrigGuess((0,), "D"), "d"),)
+    assert expand(whole, {"d": ns["D"]}, [ns["D"](width=torch.float16)], ns, torch) == whole

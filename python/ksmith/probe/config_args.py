@@ -229,8 +229,8 @@ def expand(
     """``init`` with each argument for a parameter annotated with a configuration class of the
     program replaced by that class's fields (:func:`collapse` undoes it). ``annotations``: the
     constructor's, by parameter (:func:`init_annotations`); ``given``: the values the program's
-    ``get_init_inputs()`` returned, by position (an instance of the class is taken apart;
-    anything else is replaced)."""
+    ``get_init_inputs()`` returned, by position (an instance of the class is taken apart, unless
+    a field holds a value with no literal form; anything else is replaced)."""
     out: list[G.Arg] = []
     for i, a in enumerate(init):
         cls = config_class(annotations.get(a.name or "", None), namespace, torch) if a.name else None
@@ -240,6 +240,9 @@ def expand(
         fields = config_fields(cls) or []
         value = given[i] if i < len(given) else None
         instance = value if isinstance(value, cls) else None
+        if instance is not None and not all(G.is_literal(getattr(instance, f.name, None)) for f in fields):
+            out.append(a)  # a field that has no literal form: the object stays whole, as built
+            continue
         args = _field_args(cls, fields, instance, (a.name or "", a.keyword))
         # a class whose every field makes itself is called bare
         out.extend(args or (G.Arg(G.ConfigGuess(cls.__name__, ()), a.name, a.keyword),))
