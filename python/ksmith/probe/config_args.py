@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import guesses as G
@@ -110,12 +110,14 @@ def config_fields(cls) -> list[Field] | None:
         defaults = getattr(cls, "_field_defaults", {})
         empty, missing = inspect.Parameter.empty, dataclasses.MISSING
         return [Field(n, hints.get(n, empty), defaults.get(n, missing)) for n in cls._fields]
-    if not isinstance(cls, type) or cls.__init__ is object.__init__:
+    if not isinstance(cls, type):
         return None
     try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        params = list(inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
         return None
+    if not params:
+        return None  # (one built with no argument is a rule's: `rules._config_object`)
     out = []
     for p in params:
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
@@ -249,7 +251,7 @@ def expand(
     return tuple(out)
 
 
-def collapse(init: tuple[G.Arg, ...]) -> tuple[G.Arg, ...]:
+def collapse(init: Sequence[G.Arg]) -> tuple[G.Arg, ...]:
     """``init`` with each run of fields of one configuration object made the one argument that
     builds it (:class:`.guesses.ConfigGuess`)."""
     out: list[G.Arg] = []

@@ -465,7 +465,7 @@ class Probe:
         orig = self._original("get_init_inputs", self.init_original_ok)
         init = collapse(init)
         args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
-        kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
+        kwargs = {str(a.name): G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
         phases.append("init")
         model = self._construct(init, args, kwargs) if reuse else self.ns["Model"](*args, **kwargs)
         phases.append("inputs")

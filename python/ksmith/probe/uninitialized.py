@@ -29,24 +29,23 @@ def uninitialized(build: Callable[[], Any], torch) -> list[str]:
     from torch.utils import deterministic
 
     was = torch.are_deterministic_algorithms_enabled()
-    fill = deterministic.fill_uninitialized_memory
+    fill = deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     try:
         torch.use_deterministic_algorithms(True)
-        deterministic.fill_uninitialized_memory = True
+        deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
         model = build()
     finally:
         torch.use_deterministic_algorithms(was)
-        deterministic.fill_uninitialized_memory = fill
+        deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
     named = list(model.named_parameters()) + list(model.named_buffers())
     return [
         name for name, t in named if t.is_floating_point() and t.numel() > 0 and bool(torch.isnan(t.detach()).all())
     ]
 
 
-def _allocating(node: ast.expr) -> bool:
+def _allocating(node: ast.Call) -> bool:
     return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
+        isinstance(node.func, ast.Attribute)
         and node.func.attr in ALLOCATING
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "torch"
@@ -68,8 +67,9 @@ def drawn(text: str) -> str | None:
         return None
     spans = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _is_parameter(node) and node.args and _allocating(node.args[0]):
-            func = node.args[0].func
+        first = node.args[0] if isinstance(node, ast.Call) and _is_parameter(node) and node.args else None
+        if isinstance(first, ast.Call) and _allocating(first):
+            func = first.func
             spans.append((func.lineno, func.col_offset, func.end_lineno, func.end_col_offset))
     if not spans:
         return None
