@@ -200,7 +200,7 @@ pub(crate) fn sited_init_args(facts: &ClassFacts, site: Option<(&str, &CallSite)
 
 /// True for the text of a simple literal: a signed number, `True`, `False`, `None`, a plain
 /// string.
-fn is_literal_text(t: &str) -> bool {
+pub(crate) fn is_literal_text(t: &str) -> bool {
     let t = t.trim();
     matches!(t, "True" | "False" | "None")
         || t.trim_start_matches('-').parse::<f64>().is_ok()

@@ -101,4 +101,4 @@ pub use stage::{module_order, run};
 pub const STAGE: &str = "extract";
 
 /// Bumped whenever the output for the same input changes.
-pub const CODE_VERSION: u32 = 6;
+pub const CODE_VERSION: u32 = 7;

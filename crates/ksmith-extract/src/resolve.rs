@@ -6,8 +6,11 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::builtins::is_builtin;
 use crate::calls::CallSite;
+use crate::guess::is_literal_text;
 use crate::imports::{Binding, ImportKinds, Target, is_allowed};
-use crate::index::{ClassInfo, FileIndex, Method, Param, Stmt, StmtKind, module_components};
+use crate::index::{
+    ClassInfo, FileIndex, Method, Param, ParamKind, Stmt, StmtKind, module_components,
+};
 use crate::names::{Guard, NestedImport};
 use crate::sites::ClassUses;
 
@@ -198,6 +201,22 @@ pub(crate) struct ClassFacts {
     pub(crate) mentions: Vec<&'static str>,
     /// Declared abstract through `metaclass=ABCMeta` or an `ABC` base.
     pub(crate) abstract_class: bool,
+}
+
+/// An annotation of a simple value: a number, a flag, a string, or a tuple or list of them
+/// (`Optional` of one too).
+fn is_simple_type(annotation: &str) -> bool {
+    let t: String = annotation.chars().filter(|c| !c.is_whitespace()).collect();
+    let t = t.trim_start_matches("typing.");
+    let t = t
+        .strip_prefix("Optional[")
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(t);
+    let head = t.split(['[', '|']).next().unwrap_or("");
+    matches!(
+        head,
+        "int" | "float" | "bool" | "str" | "tuple" | "list" | "Tuple" | "List" | "Sequence"
+    )
 }
 
 /// torch.nn classes that are modules without a `forward`.
@@ -740,6 +759,41 @@ impl Repo {
             StmtKind::Class(info) => Some(info),
             _ => None,
         }
+    }
+
+    /// True when the class at (`file`, `stmt`) holds configuration values that a call site may
+    /// build as a constructor argument (`Whisper(ModelDimensions(n_mels=80, ...))`): not a
+    /// module, and a `@dataclass`, a `NamedTuple`, or a class whose own `__init__` takes only
+    /// simple values (each annotated with a simple type or defaulting to a literal). The probe
+    /// takes such an object apart into its fields (`config_args.py`).
+    pub(crate) fn is_config_class(&self, file: usize, stmt: usize) -> bool {
+        let Some(info) = self.class_at(file, stmt) else {
+            return false;
+        };
+        if self.is_nn_module(file, stmt) {
+            return false;
+        }
+        let at = &self.files[file].stmts[stmt];
+        let text = self.files[file].source.get(at.start..at.end).unwrap_or("");
+        let dataclass = text
+            .lines()
+            .take_while(|l| l.trim_start().starts_with('@'))
+            .any(|l| l.contains("dataclass"));
+        let named_tuple = info
+            .bases
+            .iter()
+            .flatten()
+            .any(|b| b == "NamedTuple" || b.ends_with(".NamedTuple"));
+        dataclass
+            || named_tuple
+            || info.init.as_ref().is_some_and(|init| {
+                !init.params.is_empty()
+                    && init.params.iter().all(|p| {
+                        matches!(p.kind, ParamKind::Positional | ParamKind::KeywordOnly)
+                            && (p.annotation.as_deref().is_some_and(is_simple_type)
+                                || p.default.as_deref().is_some_and(is_literal_text))
+                    })
+            })
     }
 
     /// True when the class at (`file`, `stmt`) derives from `torch.nn.Module`, directly, through

@@ -64,15 +64,15 @@ pub(crate) fn resolved(repo: &Repo, node: NodeId) -> Vec<(String, CallSite)> {
 }
 
 /// Resolves the class of a constructor call passed as an argument (and of those among its
-/// own arguments) as seen from statement `stmt` of file `fi`; false when one is not an
-/// `nn.Module` class of the repository.
+/// own arguments) as seen from statement `stmt` of file `fi`; false when one is neither an
+/// `nn.Module` class nor a configuration class ([`Repo::is_config_class`]) of the repository.
 fn resolve_ctor(repo: &Repo, fi: usize, stmt: usize, ctor: &mut Ctor) -> bool {
     let class = match repo.lookup(fi, stmt, &ctor.callee, false) {
         Found::Def { file, stmt: s, .. } => (file, s),
         Found::Itself => (fi, stmt),
         _ => return false,
     };
-    if !repo.is_nn_module(class.0, class.1) {
+    if !repo.is_nn_module(class.0, class.1) && !repo.is_config_class(class.0, class.1) {
         return false;
     }
     ctor.class = Some(class);

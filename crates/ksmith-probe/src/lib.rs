@@ -56,7 +56,7 @@ pub use pool::PoolOutput;
 /// The stage's name.
 pub const STAGE: &str = "probe";
 /// Bumped when the output for the same input changes.
-pub const CODE_VERSION: u32 = 8;
+pub const CODE_VERSION: u32 = 9;
 
 /// Probes `modules.parquet` into `probes.parquet` without LLM repair.
 pub fn run(cfg: &ProbeConfig, ctx: &StageContext) -> Result<StageReport, Error> {

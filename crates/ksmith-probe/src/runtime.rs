@@ -105,6 +105,14 @@ pub const FILES: &[(&str, &str)] = &[
         "ksmith/probe/doc_shapes.py",
         include_str!("../../../python/ksmith/probe/doc_shapes.py"),
     ),
+    (
+        "ksmith/probe/config_args.py",
+        include_str!("../../../python/ksmith/probe/config_args.py"),
+    ),
+    (
+        "ksmith/probe/uninitialized.py",
+        include_str!("../../../python/ksmith/probe/uninitialized.py"),
+    ),
 ];
 
 /// The Ray driver (`python -m ksmith.probe_ray`): it runs outside the sandbox, decides nothing

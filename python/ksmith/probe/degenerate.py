@@ -55,7 +55,8 @@ def _clone(values: list[Any], torch) -> list[Any]:
 
 
 def _state(model, torch) -> dict[str, Any]:
-    """A copy of the parameters and buffers a forward must leave alone."""
+    """A copy of the parameters and buffers a forward must leave alone (a sparse one dense:
+    Whisper's ``alignment_heads``; sparse tensors have no bitwise comparison)."""
     norm = torch.nn.modules.batchnorm._NormBase
     skip = {
         f"{name}.{stat}" if name else stat
@@ -66,7 +67,8 @@ def _state(model, torch) -> dict[str, Any]:
     out = {}
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
         if name not in skip:
-            out[name] = t.detach().clone()
+            t = t.detach()
+            out[name] = (t if t.layout == torch.strided else t.to_dense()).clone()
     return out
 
 

@@ -2,7 +2,8 @@
 
 1. ``exec`` the program text in a fresh namespace.
 2. Build the first guesses from its own ``get_init_inputs()`` / ``get_inputs()`` (or from the
-   signatures of ``Model.__init__`` / ``Model.forward`` when those fail).
+   signatures of ``Model.__init__`` / ``Model.forward`` when those fail); a parameter annotated
+   with a configuration class of the program becomes that class's fields (:mod:`.config_args`).
 3. Search: instantiate ``Model`` and call ``forward`` under ``torch.no_grad()``; on failure ask
    :mod:`.rules` for fixes and try them depth-first, never the same state twice, at most
    ``max_steps`` runs per generation; generation 1 and 2 restart with every tensor input 2-D
@@ -10,7 +11,8 @@
    and no attempt starts once the search has used its CPU budget (``repair_budget_s``: models
    with huge default configurations take seconds per attempt), scaled up for a model whose
    first attempt alone takes a large part of it (:func:`repair_budget`).
-4. Write the guesses that worked back into the program text (:mod:`.program`).
+4. Write the guesses that worked back into the program text (:mod:`.program`); parameters the
+   constructor leaves uninitialized are drawn instead (:mod:`.uninitialized`).
 5. Verify: run the emitted program from scratch (a fresh ``exec`` of the new text), twice with
    the same seed; different outputs mean ``nondeterministic``.
 6. Judge whether it can be a task (:mod:`.degenerate`): a forward that draws random numbers is
@@ -46,6 +48,7 @@ from typing import Any
 from ..shared.outputs import same_values
 from . import DEFAULTS
 from . import guesses as G
+from .config_args import ConfigFieldError, collapse, expand, init_annotations, provenance_step
 from .loading import ProbeTimeout, exec_program, rng_state, seed_all, set_rng_state, split_init
 from .program import (
     InitContractError,
@@ -283,6 +286,11 @@ class Probe:
         self.init_params: list[tuple[str, str, Any]] | None = None
         self.forward_params: list[tuple[str, str, Any]] | None = None
         self.init_original_ok = False
+        #: `get_init_inputs()` is written anew even when no repair changes it (a configuration
+        #: object the program did not build, :meth:`with_configs`).
+        self.init_rewrite = False
+        #: Where each field of a configuration object came from (first repair steps).
+        self.config_steps: list[str] = []
         self.init_form = "list"
         self.inputs_original_ok = False
         self.inputs_form = "list"
@@ -314,9 +322,10 @@ class Probe:
         self.forward_params = _params(model.forward)
         seed_all(self.seed, torch)
         init: tuple[G.Arg, ...] = ()
+        given: list[Any] = []
         try:
             raw = ns["get_init_inputs"]()
-            args = split_init(raw)
+            args = given = split_init(raw)
             slots = [p[0] for p in self.init_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
             init = tuple(
                 G.Arg(G.guess_of_value(v, (i,), torch), slots[i] if i < len(slots) else None, False)
@@ -328,6 +337,7 @@ class Probe:
         except Exception as exc:  # noqa: BLE001 - a broken get_init_inputs is guessed from the signature
             self.original_errors["get_init_inputs"] = f"{type(exc).__name__}: {exc}"
             init = tuple(G.Arg(G.guess_for_name(n), n, True) for n in _required(self.init_params))
+        init = self.with_configs(init, given)
         forward: tuple[G.Arg, ...] = ()
         names = [p[0] for p in self.forward_params or [] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
         try:
@@ -349,6 +359,18 @@ class Probe:
             req = [n for n in _required(self.forward_params)]
             forward = tuple(G.Arg(G.default_tensor(), n) for n in req)
         return (init, forward)
+
+    def with_configs(self, init: tuple[G.Arg, ...], given: list[Any]) -> tuple[G.Arg, ...]:
+        """``init`` with each configuration object a parameter is annotated with as its fields
+        (:mod:`.config_args`; raises :class:`.config_args.ConfigFieldError` for a field the probe
+        cannot fill); where the program did not build that object, ``get_init_inputs()`` is
+        written anew, and every field's source is a first step."""
+        expanded = expand(init, init_annotations(self.ns["Model"]), given, self.ns, self.torch)
+        if expanded != init:
+            self.config_steps = provenance_step(expanded)
+            built = [a for a in collapse(expanded) if isinstance(a.guess, G.ConfigGuess)]
+            self.init_rewrite = any(f.within and f.within.source != "given" for a in built for f in a.guess.fields)
+        return expanded
 
     def declared_sides(self, state):
         """``state`` with each image input the extractor guessed (4-D, every dimension the
@@ -441,8 +463,9 @@ class Probe:
         # The original functions are always called (when they work), so an attempt
         # consumes the random generator exactly like the program run as it stands.
         orig = self._original("get_init_inputs", self.init_original_ok)
+        init = collapse(init)
         args = [G.materialize(a.guess, torch, self.ns, orig) for a in init if not a.keyword]
-        kwargs = {a.name: G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
+        kwargs = {str(a.name): G.materialize(a.guess, torch, self.ns, orig) for a in init if a.keyword}
         phases.append("init")
         model = self._construct(init, args, kwargs) if reuse else self.ns["Model"](*args, **kwargs)
         phases.append("inputs")
@@ -564,12 +587,14 @@ class Probe:
         for generation in range(max(1, self.restarts)):
             if generation == 0:
                 start = self.documented_shapes(initial)
-                first = ["inputs shaped as the forward's docstring states"] if start != initial else []
+                first = self.config_steps + (
+                    ["inputs shaped as the forward's docstring states"] if start != initial else []
+                )
                 start, declared = self.declared_sides(start)
                 first += [declared] if declared else []
             else:
                 start = self.restart_state(initial, generation)
-                first = [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
+                first = self.config_steps + [f"restart {generation}: tensor inputs {2 + generation - 1}-D"]
             frontier: list[list[tuple[Any, list[str], tuple[tuple[str, int], ...]]]] = [[(start, first, ())]]
             budget = self.max_steps
             while frontier and budget > 0:
@@ -600,6 +625,41 @@ class Probe:
                 if proposed and not diverging(trail):
                     frontier.append([(f.state, steps + [f.step], trail) for f in proposed])
         return self.give_up()
+
+    def draw_uninitialized(self, state):
+        """``state`` run on the program rewritten so that parameters its constructor leaves
+        uninitialized (:mod:`.uninitialized`: a checkpoint fills them in the repository) are
+        drawn, when there are such and the rewritten program still runs with none left;
+        ``(state, step)``, step None when the program stays as it is."""
+        from .uninitialized import drawn, uninitialized
+
+        torch = self.torch
+        try:
+            names = uninitialized(lambda: self.build(state)[0], torch)
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - module code: verification says what fails
+            return state, None
+        text = drawn(self.text) if names else None
+        if text is None:
+            return state, None
+        kept = (self.text, self.ns)
+        self.text, self.ns = text, exec_program(text)
+        self._pristine.clear()
+        ok, _ = self.attempt(state)
+        try:
+            left = uninitialized(lambda: self.build(state)[0], torch) if ok else names
+        except ProbeTimeout:
+            raise
+        except Exception:  # noqa: BLE001
+            left = names
+        if left:
+            self.text, self.ns = kept
+            self._pristine.clear()
+            self.attempt(state)  # put the successful attempt back (emission and sizing read it)
+            return state, None
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return state, f"uninitialized parameters drawn with torch.randn ({shown}: a checkpoint fills them in)"
 
     def widen_indices(self, state):
         """``state`` with its drawn integer inputs ranging over the vocabulary of the model's
@@ -695,7 +755,7 @@ class Probe:
         ``force``), each argument written by ``render``."""
         new_defs = {}
         keep = []
-        if state[0] != initial[0] or not self.init_original_ok or "init" in force:
+        if state[0] != initial[0] or not self.init_original_ok or self.init_rewrite or "init" in force:
             src, reads = init_source(state[0], self.init_params, render)
             new_defs["get_init_inputs"] = src
             if reads:
@@ -931,6 +991,8 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
             raise
         except LookupError as exc:
             return fail("NoModelClass", str(exc))
+        except ConfigFieldError as exc:
+            return fail("ConfigField", str(exc))
         except BaseException as exc:  # noqa: BLE001 - SystemExit in module code is data too
             f = failure_of(exc, "define")
             status = "oom" if OOM_RE.search(f.message) or f.exc_class == "MemoryError" else "failed"
@@ -943,6 +1005,9 @@ def run_request(request: dict[str, Any], torch) -> dict[str, Any]:
                 return fail("InvalidOverride", "the override does not run: " + "; ".join(broken))
         state, steps, last = probe.search(initial)
         if state is not None:
+            state, filled = probe.draw_uninitialized(state)
+            steps = steps + [filled] if filled else steps
+            text = probe.text
             state, widened = probe.widen_indices(state)
             steps = steps + [widened] if widened else steps
             state, settled = probe.settle_sampling(state)

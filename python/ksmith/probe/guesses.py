@@ -85,12 +85,38 @@ class OrigGuess:
 
 
 @dataclass(frozen=True)
+class FieldOf:
+    """What makes a constructor argument a field of a configuration object (:mod:`.config_args`):
+    the constructor parameter the object is passed for, whether by name, the class the program
+    defines for it, where the field's value came from (``default``: the class's; ``given``: the
+    object the program's ``get_init_inputs()`` built; ``guess``: the probe's, by name) and that
+    first value (the field is the repository's while it holds it)."""
+
+    param: str
+    keyword: bool
+    cls: str
+    source: str
+    first: Any
+
+
+@dataclass(frozen=True)
 class Arg:
-    """One argument: its guess, its parameter name (or None) and whether it is passed by name."""
+    """One argument: its guess, its parameter name (or None) and whether it is passed by name;
+    ``within``: it is a field of the configuration object passed for a constructor parameter
+    (the search changes fields as arguments; :func:`.config_args.collapse` builds the object)."""
 
     guess: Any
     name: str | None = None
     keyword: bool = False
+    within: FieldOf | None = None
+
+
+@dataclass(frozen=True)
+class ConfigGuess:
+    """A configuration object: the program's class ``cls`` called with its fields by name."""
+
+    cls: str
+    fields: tuple[Arg, ...]
 
 
 def set_guess(args: tuple[Arg, ...], index: int, guess) -> tuple[Arg, ...]:
@@ -184,18 +210,19 @@ def guess_of_value(value, path: Path, torch):
             return TensorGuess(shape, dtype, None)
         return TensorGuess(shape, dtype, path)
     if is_literal(value):
-        return ValueGuess(_freeze(value), path)
+        return ValueGuess(freeze(value), path)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
         items = tuple(guess_of_value(v, path + (i,), torch) for i, v in enumerate(value))
         return SeqGuess(items, "tuple" if isinstance(value, tuple) else "list")
     return OrigGuess(path, type(value).__name__)
 
 
-def _freeze(value):
+def freeze(value):
+    """A literal value in the hashable form a :class:`ValueGuess` holds (lists marked)."""
     if isinstance(value, list):
-        return ("__list__",) + tuple(_freeze(v) for v in value)
+        return ("__list__",) + tuple(freeze(v) for v in value)
     if isinstance(value, tuple):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 
@@ -247,6 +274,9 @@ def materialize(guess, torch, namespace, original):
         return tuple(items) if guess.kind == "tuple" else items
     if isinstance(guess, OrigGuess):
         return lookup(original, guess.orig)
+    if isinstance(guess, ConfigGuess):
+        fields = {str(f.name): materialize(f.guess, torch, namespace, original) for f in guess.fields}
+        return namespace[guess.cls](**fields)
     raise TypeError(f"unknown guess {guess!r}")
 
 
@@ -288,7 +318,14 @@ def source_of(guess, original_name: str) -> str:
         return f"[{inner}]"
     if isinstance(guess, OrigGuess):
         return original_name + "".join(f"[{k!r}]" for k in guess.orig)
+    if isinstance(guess, ConfigGuess):
+        return config_source(guess, lambda f: source_of(f.guess, original_name))
     raise TypeError(f"unknown guess {guess!r}")
+
+
+def config_source(guess: ConfigGuess, field_source) -> str:
+    """``Cls(name=value, ...)``, each field's value written by ``field_source`` (an Arg -> str)."""
+    return f"{guess.cls}(" + ", ".join(f"{f.name}={field_source(f)}" for f in guess.fields) + ")"
 
 
 def uses_original(guess) -> bool:
@@ -299,6 +336,8 @@ def uses_original(guess) -> bool:
         return True
     if isinstance(guess, SeqGuess):
         return any(uses_original(g) for g in guess.items)
+    if isinstance(guess, ConfigGuess):
+        return any(uses_original(f.guess) for f in guess.fields)
     return False
 
 
@@ -314,4 +353,6 @@ def describe(guess) -> str:
         return guess.kind + "(" + ", ".join(describe(g) for g in guess.items) + ")"
     if isinstance(guess, OrigGuess):
         return f"<original {guess.type_name}>"
+    if isinstance(guess, ConfigGuess):
+        return config_source(guess, lambda f: describe(f.guess))
     return repr(guess)

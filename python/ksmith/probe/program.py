@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Sequence
 
-from .guesses import Arg, source_of, uses_original
+from .config_args import collapse
+from .guesses import Arg, ConfigGuess, config_source, source_of, uses_original
 
 ORIGINAL_PREFIX = "_ksmith_original_"
 
@@ -106,8 +107,11 @@ def init_source(
     ``Model(*get_init_inputs())`` expects), keyword arguments put in position using the
     constructor's signature ``params`` (name, kind, default); raises
     :class:`InitContractError` when one cannot be (a keyword-only parameter, or one absorbed by
-    ``**kwargs``). ``render`` writes each argument.
+    ``**kwargs``). ``render`` writes each argument; the fields of a configuration object
+    (:mod:`.config_args`) are written as the call that builds it, each field by ``render``.
     """
+    init = collapse(init)
+    render = _with_configs(render)
     reads = any(render(a)[1] for a in init)
     body = []
     if reads:
@@ -123,6 +127,19 @@ def init_source(
         )
     body.append("    return [" + ", ".join(items) + "]")
     return "def get_init_inputs():\n" + "\n".join(body) + "\n", reads
+
+
+def _with_configs(render: Render) -> Render:
+    """``render``, writing a configuration object as ``Cls(field=..., ...)``."""
+
+    def written(arg: Arg) -> tuple[str, bool]:
+        if not isinstance(arg.guess, ConfigGuess):
+            return render(arg)
+        fields = [render(f) for f in arg.guess.fields]
+        by_field = dict(zip((id(f) for f in arg.guess.fields), fields))
+        return config_source(arg.guess, lambda f: by_field[id(f)][0]), any(r for _, r in fields)
+
+    return written
 
 
 def _as_positional(positional, keywords, params, render: Render) -> list[str] | None:

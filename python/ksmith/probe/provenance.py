@@ -44,7 +44,14 @@ class Provenance:
 
     def init_is_repository(self, index: int, arg: Arg) -> bool:
         """Whether constructor argument ``index`` still holds the repository's value: untouched
-        by the repair search, and a model's, a call site's or a default."""
+        by the repair search, and a model's, a call site's or a default. A field of a
+        configuration object (:mod:`.config_args`) is the repository's while it holds its first
+        value and that was the class's default or the object a call site built."""
+        field = arg.within
+        if field is not None:
+            if arg.guess != field.first or field.source == "guess":
+                return False
+            return self.observed or field.source == "default" or self.kinds.get(field.param) in REPOSITORY_KINDS
         if not isinstance(arg.guess, ValueGuess) or arg.guess.orig is None:
             return False
         if self.observed:

@@ -327,9 +327,14 @@ def _not_enough_to_unpack(m: re.Match, f: Failure, s: State) -> list[Fix]:
 
 
 def _too_many_to_unpack(m: re.Match, f: Failure, s: State) -> list[Fix]:
+    """Too many values to unpack from a shape: an input of a higher rank gets the rank wanted,
+    integer indices one less first (an embedding adds the feature dimension: Whisper's decoder
+    unpacks ``[batch, tokens, width]`` from 2-D tokens beside a 3-D float input)."""
     want = int(m.group(1))
-    fixes = _rerank(s, f, [want], f"unpack {want} values", lambda g: g.rank > want)
-    fixes += _set_dim(s, f, 0, None, want, f"unpack {want} values")
+    why = f"unpack {want} values"
+    fixes = _rerank(s, f, [want - 1], f"{why}, an index embedded", lambda g: g.dtype in INT_DTYPES and g.rank >= want)
+    fixes += _rerank(s, f, [want], why, lambda g: g.rank > want)
+    fixes += _set_dim(s, f, 0, None, want, why)
     return fixes
 
 

@@ -66,7 +66,7 @@ from ..shared import constants as K
 from ..shared.outputs import same_values
 from . import DEFAULTS
 from . import guesses as G
-from .guesses import FLOAT_DTYPES, SeqGuess, TensorGuess
+from .guesses import FLOAT_DTYPES, INT_DTYPES, SeqGuess, TensorGuess
 from .loading import ProbeTimeout, exec_program, seed_all, split_init
 from .provenance import Provenance
 from .sized_program import NamedTensor, NamedValue, insert_constants, render_named, tensor_maker
@@ -329,8 +329,9 @@ class Sizer:
 
     def _switch_to_meta_via_cpu(self, run) -> bool:
         """After a run on meta failed on a meta tensor's value: True when ``run()`` (the same
-        run again) works with models built on the CPU and moved to meta, which stays on."""
-        if self.meta_via_cpu or "meta tensor" not in self.last_error:
+        run again) works with models built on the CPU and moved to meta, which stays on (an
+        operator with no meta kernel says "Meta tensors": Whisper's ``to_sparse``)."""
+        if self.meta_via_cpu or "meta tensor" not in self.last_error.lower():
             return False
         self.meta_via_cpu = True
         if run() is None:
@@ -933,6 +934,8 @@ def _make_of(g: TensorGuess, originals, torch) -> str:
             pass
     if g.dtype in FLOAT_DTYPES:
         return "rand"
+    if g.dtype in INT_DTYPES:
+        return f"randint:0:{g.high}"  # indices over the range the probe drew them from
     return "ones"
 
 

@@ -130,3 +130,37 @@ fn an_argument_class_that_makes_the_program_too_large_is_guessed() {
             .contains("class Transformer")
     );
 }
+
+/// A model built from a configuration dataclass, as Whisper's `Whisper(dims: ModelDimensions)`;
+/// its `__main__` block builds it with literal values.
+const CONFIGURED: &str = "import torch\nimport torch.nn as nn\nfrom dataclasses import dataclass\n\n\n@dataclass\nclass Dims:\n    width: int\n    depth: int = 2\n\n\nclass Net(nn.Module):\n    def __init__(self, dims: Dims):\n        super().__init__()\n        self.layers = nn.Sequential(*[nn.Linear(dims.width, dims.width) for _ in range(dims.depth)])\n\n    def forward(self, x):\n        return self.layers(x)\n\n\nif __name__ == \"__main__\":\n    net = Net(Dims(width=64, depth=3))\n";
+
+/// `Net(Dims(width=64, depth=3))` at a call site is a configuration object the repository
+/// gives: that call in `get_init_inputs()` (the probe takes it apart into its fields), the
+/// dataclass inlined.
+#[test]
+fn a_configuration_object_at_a_call_site_is_that_call() {
+    let rows = extract(&[("net.py", CONFIGURED)]);
+    let net = row(&rows, "Net");
+    assert_eq!(
+        net.arg_sources,
+        vec!["dims=Dims(width=64, depth=3): call net.py:22"]
+    );
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("@dataclass\nclass Dims:\n"), "{p}");
+    // (the guessed input is the probe's to repair: 4 wide against a width of 64)
+    assert!(p.ends_with("return [Dims(width=64, depth=3)]\n"), "{p}");
+}
+
+/// A configuration class of another file that the model names only in an annotation is
+/// inlined all the same (the probe builds it from its fields).
+#[test]
+fn a_configuration_class_named_only_in_an_annotation_is_inlined() {
+    let (dims, net) = CONFIGURED.split_at(CONFIGURED.find("class Net").unwrap());
+    let net = net.split("\n\nif __name__").next().unwrap();
+    let net = format!("import torch\nimport torch.nn as nn\nfrom dims import Dims\n\n\n{net}\n");
+    let rows = extract(&[("dims.py", dims), ("net.py", &net)]);
+    let p = ok_program(&rows, "Net");
+    assert!(p.contains("@dataclass\nclass Dims:\n"), "{p}");
+    assert_eq!(row(&rows, "Net").arg_sources, vec!["dims=[4, 4]: guess"]);
+}
