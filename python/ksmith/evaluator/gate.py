@@ -22,9 +22,11 @@ start whose child can be stopped (`Pausable`: the worker's `sandbox.Child`) is *
 when the timing's turn comes, every such child is stopped (SIGSTOP to its process group), the
 timing runs, and they are continued (SIGCONT) when it ends. A stopped process issues no GPU
 work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
-`idle.IdleProbe`) waits until the GPU is idle of them. When it does not go idle within its bound
-(a long or endless kernel of a stopped child), or a child does not show as stopped within
-`STOP_WAIT_S` (a thread inside a driver call), the stopped starts are continued and the timing
+`idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
+within `STOP_WAIT_S` (a thread inside a driver call stops when the call returns) is given
+`STRAGGLER_WAIT_S` more; one that still does not is continued and the timing waits for its start
+to end, the others staying stopped. When their work does not go idle within the probe's bound (a
+long or endless kernel of a stopped child), the stopped starts are continued and the timing
 waits for them to end, as without pausing. A stopped child's time limits do not run while it is
 stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), while the probe
 is not available (starting, or failed a while ago), or for a start registered
