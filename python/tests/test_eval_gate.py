@@ -124,8 +124,25 @@ def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatc
     # gate instead, harness and judge stopped together for another candidate's timing.
     gate = RecordingGate()
     gate.drain = AlwaysIdle()
-    ev = DeviceEvaluator("cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536}, policy=UNCONFINED)
-    ev.gate = gate
+
+    def evaluate_honest(**options) -> None:  # type: ignore[no-untyped-def]
+        ev = DeviceEvaluator(
+            "cpu", {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536, **options}, policy=UNCONFINED
+        )
+        ev.gate = gate
+        try:
+            r = ev.evaluate(
+                {
+                    "task_id": "gate/held",
+                    "reference": read("tasks/elementwise.py"),
+                    "candidate": read("honest/elementwise.py"),
+                    "measure": False,
+                }
+            )
+        finally:
+            ev.close()
+        assert r["status"] == "correct", r["error_log"]
+
     sent: list[tuple[str, str, str | None, object]] = []
     command = Child.command
 
@@ -136,18 +153,7 @@ def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatc
         command(child, text)
 
     monkeypatch.setattr(Child, "command", recording)
-    try:
-        r = ev.evaluate(
-            {
-                "task_id": "gate/held",
-                "reference": read("tasks/elementwise.py"),
-                "candidate": read("honest/elementwise.py"),
-                "measure": False,
-            }
-        )
-    finally:
-        ev.close()
-    assert r["status"] == "correct", r["error_log"]
+    evaluate_honest()
     calls = [c for c in sent if c[0] in ("cand", "judge") and c[1] != "stop"]
     first_next = next(i for i, (kind, text, _, _) in enumerate(calls) if kind == "cand" and text == "next")
     correctness = [c for c in calls[first_next + 1 :] if c[1] != "go"]
@@ -163,24 +169,7 @@ def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatc
 
     # with the option off, each call takes the gate's shared mode again
     sent.clear()
-    ev = DeviceEvaluator(
-        "cpu",
-        {"trials": 2, "run_timeout_s": 30, "memory_limit_mb": 1536, "pause_correctness_for_timing": False},
-        policy=UNCONFINED,
-    )
-    ev.gate = gate
-    try:
-        r = ev.evaluate(
-            {
-                "task_id": "gate/held",
-                "reference": read("tasks/elementwise.py"),
-                "candidate": read("honest/elementwise.py"),
-                "measure": False,
-            }
-        )
-    finally:
-        ev.close()
-    assert r["status"] == "correct", r["error_log"]
+    evaluate_honest(pause_correctness_for_timing=False)
     assert sum(1 for kind, text, mode, _ in sent if kind == "cand" and text == "next" and mode == "shared") >= 2, sent
 
 

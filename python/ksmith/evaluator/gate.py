@@ -189,6 +189,16 @@ class GpuGate:
                     }
                 )
 
+    def _continue_until_ended(self, children: dict[int, Pausable]) -> float:
+        """Continues `children` (stopped starts, by their holders' tokens) and waits until each
+        of their starts has ended; the seconds waited."""
+        for child in children.values():
+            child.resume()
+        t0 = time.monotonic()
+        with self._cond:
+            self._cond.wait_for(lambda: not (children.keys() & self._pausable.keys()))
+        return time.monotonic() - t0
+
     @contextlib.contextmanager
     def exclusive(self, waited: Callable[[str, float], None] | None = None) -> Iterator[None]:
         """The only holder: the running starts it can pause are stopped while it holds the GPU.
@@ -199,7 +209,7 @@ class GpuGate:
             return
         pausing = self.drain is not None and self.drain.available()
         asked = time.monotonic()
-        stopped = drained = True
+        drained = True
         with self._cond:
             self._waiting += 1
             self._pausing = pausing
@@ -230,15 +240,9 @@ class GpuGate:
                 if still:
                     # it may go on issuing GPU work: it is continued and the timing waits for its
                     # start to end, the others staying stopped
-                    for key in still:
-                        paused.pop(key).resume()
-                    t0 = time.monotonic()
-                    with self._cond:
-                        self._cond.wait_for(lambda: not (set(still) & self._pausable.keys()))
-                    undrained = time.monotonic() - t0
+                    undrained = self._continue_until_ended({key: paused.pop(key) for key in still})
                     if waited is not None:
                         waited("undrained", undrained)
-            stopped = not stragglers
             if paused and self.drain is not None:
                 drained = self.drain.wait()
                 if waited is not None:
@@ -247,14 +251,10 @@ class GpuGate:
                 if not drained:
                     # their GPU work did not drain in time (a long kernel): the timing waits for
                     # their starts to end
-                    for child in paused.values():
-                        child.resume()
-                    t0 = time.monotonic()
-                    with self._cond:
-                        self._cond.wait_for(lambda: not (paused.keys() & self._pausable.keys()))
+                    seconds = self._continue_until_ended(paused)
                     paused = {}
                     if waited is not None:
-                        waited("undrained", time.monotonic() - t0)
+                        waited("undrained", seconds)
             ready = time.monotonic()
             yield
         finally:
@@ -275,7 +275,7 @@ class GpuGate:
                         "hold_s": round(end - start, 4),
                         "ready_s": round(ready - start, 4),
                         "paused": counted,
-                        "stopped": stopped,
+                        "stopped": not stragglers,
                         "late": late,
                         "stragglers": stragglers,
                         "drained": drained,
