@@ -16,8 +16,10 @@ tables use, counted from the first evaluation instead of the first step):
   or drain in time;
 - the short calls and the starts: how many, their mean wait and hold, and the mean number of
   starts held at once;
-- inside a timing's hold, the harness's mean seconds taking its samples and writing their
-  result file after them (the rest of the hold: CUDA-graph capture, stopping the starts).
+- inside a timing's hold, the harness's mean seconds taking its samples (from its ``go``; from
+  its CUDA-graph capture in traces from before the capture left the hold) and writing their
+  result file after them (the rest of the hold: stopping the starts, the messages);
+- the timings that left the starts they stopped stopped for the timing waiting after them.
 
 Prints markdown tables.
 """
@@ -120,13 +122,14 @@ def summarize(lines: list[dict[str, Any]], warmup_s: float, window_s: float) -> 
         "paused_per_timing": mean(excl, "paused"),
         "not_stopped": sum(1 for x in excl if not x["stopped"]),
         "not_drained": sum(1 for x in excl if x["stopped"] and not x["drained"]),
+        "kept": sum(1 for x in excl if x.get("kept")),
         "shared": len(shared),
         "shared_wait": mean(shared, "wait_s"),
         "shared_hold": mean(shared, "hold_s"),
         "starts": sum(1 for x in starts if lo <= x["t"] < hi),
         "start_wait": mean([x for x in starts if lo <= x["t"] < hi], "wait_s"),
         "starts_at_once": sum(clipped(x["t"], x["t"] + x["hold_s"], lo, hi) for x in starts) / span,
-        "samples_s": statistics.fmean(p["samples"] - p["capture"] for p in timed) if timed else None,
+        "samples_s": statistics.fmean(p["samples"] - p.get("go", p["capture"]) for p in timed) if timed else None,
         "save_s": statistics.fmean(p["timing"] - p["samples"] for p in timed) if timed else None,
     }
 
@@ -156,19 +159,20 @@ def main(argv: list[str]) -> int:
     print(
         "| run, worker | window s | evals | evals/min | timings | held alone | of it before the timing "
         "| a timing holds or waits | timing: wait s | before s | hold s | starts stopped | not stopped "
-        "| not drained | short calls | wait s | hold s | starts | wait s | starts at once |"
+        "| not drained | kept stopped for the next | short calls | wait s | hold s | starts | wait s "
+        "| starts at once |"
     )
-    print("|" + "---|" * 20)
+    print("|" + "---|" * 21)
     for name, s in rows:
         print(
             f"| {name} | {s['window_s']:.0f} | {s['evals']} | {s['evals_per_min']:.1f} | {s['timings']} "
             f"| {s['held_alone']:.0%} | {s['before_timing']:.0%} | {s['timing_pending']:.0%} "
             f"| {s['timing_wait']:.2f} | {s['timing_ready']:.3f} | {s['timing_hold']:.2f} "
-            f"| {s['paused_per_timing']:.1f} | {s['not_stopped']} | {s['not_drained']} | {s['shared']} "
+            f"| {s['paused_per_timing']:.1f} | {s['not_stopped']} | {s['not_drained']} | {s['kept']} | {s['shared']} "
             f"| {s['shared_wait']:.2f} | {s['shared_hold']:.3f} | {s['starts']} | {s['start_wait']:.2f} "
             f"| {s['starts_at_once']:.1f} |"
         )
-    print("\nInside a timing's hold, the harness's mean seconds (the rest of the hold: capture, stopping):\n")
+    print("\nInside a timing's hold, the harness's mean seconds (the rest of the hold: stopping, messages):\n")
     print("| run, worker | timing hold s | samples s | result file s |")
     print("|---|---|---|---|")
     for name, s in rows:

@@ -83,7 +83,23 @@ def test_every_first_command_is_sent_under_the_gate(evaluator, monkeypatch):
         sent.append((os.path.basename(child.workdir).split("-")[0], text.split(" ")[0], evaluator.gate.mode()))
         command(child, text)
 
-    monkeypatch.setattr(Child, "command", recording)
+    # the harness's side, in order with the commands: what it answered
+    harness: list[tuple[str, str | None]] = []
+    receive = Child.receive
+
+    def received(child, timeout_s):  # type: ignore[no-untyped-def]
+        msg = receive(child, timeout_s)
+        if os.path.basename(child.workdir).startswith("cand"):
+            harness.append((msg.TYPE, None))
+        return msg
+
+    def recording_harness(child, text):  # type: ignore[no-untyped-def]
+        if os.path.basename(child.workdir).startswith("cand"):
+            harness.append((text.split(" ")[0], evaluator.gate.mode()))
+        recording(child, text)
+
+    monkeypatch.setattr(Child, "command", recording_harness)
+    monkeypatch.setattr(Child, "receive", received)
     r = evaluator.evaluate(
         {
             "task_id": "gate/elementwise",
@@ -93,6 +109,11 @@ def test_every_first_command_is_sent_under_the_gate(evaluator, monkeypatch):
         }
     )
     assert r["status"] == "correct", r["error_log"]
+    # the timing's CUDA graphs are captured on a `next` under the gate's shared mode, after the
+    # correctness calls: the timing's hold (`go`) covers its samples only
+    done = [m for m, _ in harness].index("correctness_done")
+    expected = [("ready", None), ("next", "shared"), ("ready_to_time", None), ("go", "exclusive")]
+    assert harness[done + 1 :][:4] == expected, harness
     first: dict[str, tuple[str, str | None]] = {}
     for kind, text, mode in sent:
         first.setdefault(kind, (text, mode))

@@ -897,6 +897,127 @@ def test_a_child_that_does_not_stop_is_waited_for_alone():
         t.join(5)
 
 
+def test_back_to_back_timings_keep_the_starts_stopped_between_them():
+    # Timings queue behind one another when many evaluations are in flight; continuing the starts
+    # a timing stopped, only for the next timing to stop them again at once, cost each timing
+    # its stop and settle (a start caught inside a driver call becomes a straggler). They stay
+    # stopped for a waiting timing that pauses starts, and are continued when the last ends,
+    # also those whose start ended meanwhile; a waiting timing that cannot pause gets them
+    # continued, as it waits for their starts to end.
+    import threading
+    import time
+
+    from ksmith.evaluator.gate import GpuGate
+
+    log: list[str] = []
+
+    class Drain:
+        def __init__(self) -> None:
+            self.up = True
+
+        def available(self) -> bool:
+            return self.up
+
+        def wait(self) -> bool:
+            return True
+
+    class Fake:
+        """Idempotent, as `sandbox.Child`: only a change is logged."""
+
+        def __init__(self, name: str):
+            self.name = name
+            self.stopped = False
+
+        def pause(self) -> None:
+            if not self.stopped:
+                log.append(f"{self.name} paused")
+            self.stopped = True
+
+        def settle(self, deadline: float) -> bool:
+            return self.stopped
+
+        def resume(self) -> None:
+            if self.stopped:
+                log.append(f"{self.name} resumed")
+            self.stopped = False
+
+    drain = Drain()
+    holds: list[dict] = []
+    gate = GpuGate(True, drain, holds.append)
+    children = [Fake("long"), Fake("short")]
+    started = [threading.Event() for _ in children]
+    release = [threading.Event() for _ in children]
+
+    def start(i: int) -> None:
+        with gate.starting(children[i]):
+            started[i].set()
+            release[i].wait(5)
+
+    starts = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+    for t in starts:
+        t.start()
+    for e in started:
+        assert e.wait(5)
+
+    def back_to_back(second_pauses: bool, after_first=lambda: None) -> None:  # type: ignore[no-untyped-def]
+        first_holds, go_on = threading.Event(), threading.Event()
+
+        def first() -> None:
+            with gate.exclusive():
+                log.append("A")
+                first_holds.set()
+                go_on.wait(5)
+
+        def second() -> None:
+            with gate.exclusive():
+                log.append("B")
+
+        a = threading.Thread(target=first)
+        a.start()
+        assert first_holds.wait(5)
+        drain.up = second_pauses
+        b = threading.Thread(target=second)
+        b.start()
+        deadline = time.monotonic() + 5
+        while gate._waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        go_on.set()
+        a.join(5)
+        after_first()
+        b.join(5)
+        assert not (a.is_alive() or b.is_alive())
+        drain.up = True
+
+    back_to_back(second_pauses=True)
+    assert log == ["long paused", "short paused", "A", "B", "long resumed", "short resumed"], log
+    assert [h["kept"] for h in holds] == [True, False] and holds[1]["paused"] == 2, holds
+
+    # a start that ended while kept stopped (a stopped child's process can still die) is
+    # continued at the end of the run of timings all the same
+    log.clear()
+    holds.clear()
+
+    def short_ends() -> None:
+        release[1].set()
+        starts[1].join(5)
+
+    back_to_back(second_pauses=True, after_first=short_ends)
+    assert log == ["long paused", "short paused", "A", "B", "long resumed", "short resumed"], log
+
+    # a waiting timing that cannot pause starts (its drain unavailable) finds them continued,
+    # and waits for their starts to end
+    log.clear()
+    holds.clear()
+
+    def long_ends() -> None:
+        release[0].set()
+        starts[0].join(5)
+
+    back_to_back(second_pauses=False, after_first=long_ends)
+    assert log == ["long paused", "A", "long resumed", "B"], log
+    assert [h["kept"] for h in holds if h["mode"] == "exclusive"] == [False, False], holds
+
+
 def test_a_budget_does_not_count_the_time_its_child_was_stopped():
     import time
 

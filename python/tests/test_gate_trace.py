@@ -25,8 +25,8 @@ def gate(mode, t, wait_s, hold_s, **kw):
     return {"trace": "gate", "mode": mode, "t": t, "wait_s": wait_s, "hold_s": hold_s, **kw}
 
 
-def timing(t, wait_s, hold_s, ready_s, stopped=True, drained=True):
-    return gate("exclusive", t, wait_s, hold_s, ready_s=ready_s, paused=3, stopped=stopped, drained=drained)
+def timing(t, wait_s, hold_s, ready_s, stopped=True, drained=True, kept=False):
+    return gate("exclusive", t, wait_s, hold_s, ready_s=ready_s, paused=3, stopped=stopped, drained=drained, kept=kept)
 
 
 def timed(now, **marks):
@@ -41,12 +41,13 @@ def test_shares_of_the_steady_window(tmp_path):
         {"trace": "evaluation", "t": 112.0, "status": "correct", "phases": {"correctness": 3.0, "gate_wait": 1.0}},
         {"trace": "evaluation", "t": 170.0, "status": "correct", "phases": {"correctness": 30.0}},
         timing(120.0, 2.0, 1.0, 0.2),
-        timing(140.0, 0.0, 2.0, 0.5, stopped=False),
+        timing(140.0, 0.0, 2.0, 0.5, stopped=False, kept=True),
         gate("shared", 121.0, 1.5, 0.01, pausable=False),
         gate("starting", 115.0, 0.0, 10.0, pausable=True),
         gate("starting", 150.0, 0.5, 20.0, pausable=True),
         timed(121.0, capture=5.5, samples=5.9, timing=6.0),
-        timed(142.0, capture=5.3, samples=5.9, timing=6.2),
+        # captured before the hold: its samples counted from the worker's ``go``
+        timed(142.0, capture=3.0, go=5.3, samples=5.9, timing=6.2),
         timed(105.0, capture=5.3, samples=9.9, timing=10.2),
     ]
     log = tmp_path / "workers" / "worker-0-cuda0.log"
@@ -63,7 +64,7 @@ def test_shares_of_the_steady_window(tmp_path):
     assert s["before_timing"] == pytest.approx(0.7 / 50)
     # a timing waited 118-120 and held 120-121, then held 140-142
     assert s["timing_pending"] == pytest.approx(5 / 50)
-    assert s["not_stopped"] == 1 and s["not_drained"] == 0
+    assert s["not_stopped"] == 1 and s["not_drained"] == 0 and s["kept"] == 1
     assert s["shared"] == 1 and s["shared_wait"] == pytest.approx(1.5)
     assert s["starts"] == 2 and s["starts_at_once"] == pytest.approx(20 / 50)
     # the harness's own marks inside the two timings of the window (not the one before it)

@@ -33,8 +33,10 @@ Then it runs its phases (`Harness.run`):
 4. `profile`: on a GPU, the share of GPU time of one call in the candidate's kernels (its
    backend's, see `backend.HarnessSide`: Triton's launched kernels; for CUDA its `__global__`
    kernels, whose launches are counted here);
-5. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): CUDA-graph capture
-   of every buffer set (see `timing`), the stream check when capture fails (the candidate is then
+5. `capture`: on the worker's ``next`` (under its gate, as a correctness call: capturing times
+   nothing), a CUDA graph of a call on every buffer set (see `timing`);
+6. `time`: on ``go SEED`` from the worker (which holds the GPU alone meanwhile): the stream check
+   when capture failed (the candidate is then
    timed with direct calls, paying its own launches, and the reference beside it still by its
    graphs), timing with a number of warm-up calls and samples drawn from SEED, each
    sample paired with one of the reference on the same set, and every sample alike
@@ -157,6 +159,11 @@ class Harness:
         # the reference timed beside the candidate (`capture_reference`)
         self.timer: Any = None
         self.sets: list[list[Any]] = []
+        # the timing's calls on each buffer set and their CUDA graphs (`capture`)
+        self.holders: list[dict[str, Any]] = []
+        self.fns: list[Callable[[], Any]] = []
+        self.graphs: list[Any] = []
+        self.capture_error = ""
         self.reference_graphs: list[Any] = []
         self.reference_model: Any = None
         self.reference_error = ""
@@ -541,17 +548,19 @@ class Harness:
             hardware=hardware(self.device),
         )
 
-    def time(self, seed: int) -> messages.Timed:
-        """Timing over the buffer sets, every sample alike (`TimedCalls`); the digests of the
-        timed calls in one result file, named in the answer."""
+    def capture(self) -> None:
+        """On the worker's ``next`` (under its gate, not alone: capturing times nothing): the
+        timing's buffer sets and their calls, and a CUDA graph of a call on each (see `timing`;
+        on the CPU, none). Done before the worker holds the GPU alone for `time`, whose hold
+        then covers the samples only."""
         from .timing import Timer, input_sets
 
+        self.wait_next("capture")
         shape = self.shapes[0]
-        rng = random.Random(seed)
-        cfg = self.cfg["timing"]
         try:
-            sets = self.sets or input_sets(cfg, shape.inputs[0], self.device)
-            holders: list[dict[str, Any]] = [{} for _ in sets]
+            self.timer = self.timer or Timer(self.cfg["timing"], self.device)
+            self.sets = self.sets or input_sets(self.cfg["timing"], shape.inputs[0], self.device)
+            self.holders = [{} for _ in self.sets]
 
             def timed(static: list[Any], holder: dict[str, Any]) -> Callable[[], Any]:
                 def fn() -> Any:
@@ -562,25 +571,37 @@ class Harness:
 
                 return fn
 
-            fns = [timed(static, holder) for static, holder in zip(sets, holders)]
-            timer = self.timer or Timer(cfg, self.device)
-            graphs, capture_error = timer.capture_all(fns)
+            self.fns = [timed(static, holder) for static, holder in zip(self.sets, self.holders)]
+            self.graphs, self.capture_error = self.timer.capture_all(self.fns)
             self.mark("capture")
             self.check("capture")
+        except Violation as v:
+            raise Stop(messages.Violation(v.hack, v.message)) from None
+        except BaseException as e:  # noqa: BLE001
+            raise self.failed(e, messages.RunFailed, "during the timing's capture: ") from None
+
+    def time(self, seed: int) -> messages.Timed:
+        """Timing over the buffer sets `capture` made, every sample alike (`TimedCalls`); the
+        digests of the timed calls in one result file, named in the answer."""
+        self.mark("go")
+        rng = random.Random(seed)
+        try:
             stream = None
-            if self.cuda and not graphs:
-                check = timer.stream_disagreement(fns[0])
+            if self.cuda and not self.graphs:
+                check = self.timer.stream_disagreement(self.fns[0])
                 stream = check.summary()
                 if check.escapes():
                     raise Violation(
                         "side_stream",
-                        f"CUDA-graph capture failed ({_first_line(capture_error)}) and the same direct call, timed to "
-                        f"the end of a device-wide sync, takes {check.escaped_ms:.3f} ms longer after its work on the "
-                        f"calling stream ({check.local_ms:.3f} ms) than a call that does nothing: work escapes the "
-                        "timed stream",
+                        f"CUDA-graph capture failed ({_first_line(self.capture_error)}) and the same direct "
+                        f"call, timed to the end of a device-wide sync, takes {check.escaped_ms:.3f} ms longer after "
+                        f"its work on the calling stream ({check.local_ms:.3f} ms) than a call that does nothing: "
+                        "work escapes the timed stream",
                     )
-            calls = TimedCalls(self, sets, holders)
-            stats = timer.settle(fns, graphs, rng, calls.prepare, calls.observe, self.companion(sets))
+            calls = TimedCalls(self, self.sets, self.holders)
+            stats = self.timer.settle(
+                self.fns, self.graphs, rng, calls.prepare, calls.observe, self.companion(self.sets)
+            )
             self.mark("samples")
             if self.reference_beside() and "reference_in_process" not in stats:
                 stats["reference_in_process_error"] = self.reference_error
@@ -596,7 +617,7 @@ class Harness:
         self.mark("timing")
         return messages.Timed(
             timing=stats,
-            capture_error=capture_error,
+            capture_error=self.capture_error,
             stream=stream,
             phases=dict(self.phases),
             table=name,
@@ -633,6 +654,7 @@ class Harness:
             self.ch.send(self.correctness())
             if not self.cfg.get("steer"):
                 return
+            self.capture()
             self.ch.send(messages.ReadyToTime())
             command = self.ch.wait_command().split(" ")
             if command[0] != "go":

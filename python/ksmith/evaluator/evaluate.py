@@ -123,9 +123,9 @@ CPU_REHEARSAL = {
 #: harness and the judge; the harness's start (confinement, the task's inputs prepared) up to its
 #: first GPU work; compile (the backend's build step before the harness, e.g. a CUDA candidate's
 #: extension or its cached build; then CUDA started, the candidate imported and its first call
-#: compiled);
-#: the correctness calls and their judging; the timing (the GPU held alone); the judge's check of
-#: the timed calls; ending the children. `gate_wait`: the time spent waiting for the GPU's gate
+#: compiled); the correctness calls and their judging, and the capture of the timing's CUDA
+#: graphs; the timing (the GPU held alone); the judge's check of the timed calls; ending the
+#: children. `gate_wait`: the time spent waiting for the GPU's gate
 #: (another candidate's timing, or the starts a timing waits for), also counted in the phase
 #: that waited (reference, compile, correctness, timing_check), except timing, which starts once
 #: it holds the GPU. `paused`: the time the evaluation's children spent stopped during a start
@@ -1072,20 +1072,28 @@ class Run:
                     if isinstance(msg, messages.CorrectnessDone):
                         break
                     return self.harness_failed(msg, child)
+                self.ev._trace("correctness_done", process=self.processes, phases=msg.phases)
+                trials = self.trials if first else 1
+                v = decide.after_correctness(
+                    self.findings, msg, float(self.facts.build.work), trials, o, self.backend.LABEL
+                )
+                if v:
+                    return self.verdict(v)
+                if not self.steer:
+                    return None
+                # the timing's CUDA graphs captured (GPU work that times nothing) in the same
+                # hold as the correctness calls, so the timing's hold covers its samples only
+                with self.profile.phase("correctness"):
+                    msg = self.next_file(child, judge, dc, dj, budget)
+                if not isinstance(msg, messages.ReadyToTime):
+                    return self.harness_failed(msg, child)
         except ChildForged as e:
             return self.result("hacked", "sandbox_escape", str(e))
         except ChildTimeout as e:
             return self.result("timeout", log=f"{e}\n{child.log_tail()}")
         except ChildDied as e:
             return self.result("runtime_error", log=f"{e}\n{e.log}")
-        self.ev._trace("correctness_done", process=self.processes, phases=msg.phases)
-        trials = self.trials if first else 1
-        v = decide.after_correctness(self.findings, msg, float(self.facts.build.work), trials, o, self.backend.LABEL)
-        if v:
-            return self.verdict(v)
-        if self.steer:
-            return self.timed(child, judge, dc, dj)
-        return None
+        return self.timed(child, judge, dc, dj)
 
     @contextlib.contextmanager
     def correctness_hold(self, child: Child, judge: Child) -> Iterator[None]:
@@ -1127,14 +1135,11 @@ class Run:
         return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
 
     def timed(self, child: Child, judge: Child, dc: str, dj: str) -> dict[str, Any] | None:
-        """Timing (the GPU alone) or the CPU's rehearsal, then the judge's check of the timed calls
-        picked afterwards: the verdict's result, or None (the timing appended to `stats`)."""
+        """Timing (the GPU alone; the harness has captured its graphs and waits for ``go``) or the
+        CPU's rehearsal, then the judge's check of the timed calls picked afterwards: the
+        verdict's result, or None (the timing appended to `stats`)."""
         o = self.o
         try:
-            with self.profile.phase("correctness"):
-                msg = child.receive(o["run_timeout_s"])
-            if not isinstance(msg, messages.ReadyToTime):
-                return self.harness_failed(msg, child)
             with self.profile.gated(self.ev.gate.exclusive(self.profile.add)), self.profile.phase("timing"):
                 child.command(f"go {secrets.randbits(62)}")
                 msg = child.receive(o["timing_timeout_s"])

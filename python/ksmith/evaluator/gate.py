@@ -20,7 +20,10 @@ in flight there is nearly always one) made a convoy: the timing waited, new star
 timing, and the GPU idled through the drain (GPUs 13-31 % busy, docs/bench/multi-gpu.md). So a
 start whose child can be stopped (`Pausable`: the worker's `sandbox.Child`) is *paused* instead:
 when the timing's turn comes, every such child is stopped (SIGSTOP to its process group), the
-timing runs, and they are continued (SIGCONT) when it ends. A stopped process issues no GPU
+timing runs, and they are continued (SIGCONT) when it ends, unless another timing that pauses
+starts waits: they stay stopped for it, and are continued when the last of such a run of timings
+ends (continued for a moment, they would be stopped again at once, and one caught inside a driver
+call would hold the next timing up as a straggler). A stopped process issues no GPU
 work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
 `idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
 within `STOP_WAIT_S` (a thread inside a driver call stops when the call returns) is given
@@ -91,7 +94,8 @@ class Together:
 #: the time before the timing began: the starts stopped, their GPU work drained), ``paused`` (the
 #: starts it stopped), ``stopped`` (whether they all showed as stopped in time), ``late`` (those
 #: that stopped only in the second chance), ``stragglers`` (those that did not: continued and
-#: waited for) and ``drained`` (whether their GPU work drained).
+#: waited for), ``drained`` (whether their GPU work drained) and ``kept`` (whether it left them
+#: stopped for the timing waiting after it).
 Trace = Callable[[dict[str, Any]], None]
 
 
@@ -122,6 +126,11 @@ class GpuGate:
         self._pausable: dict[int, Pausable] = {}
         self._exclusive = False
         self._waiting = 0
+        #: Of the waiting timings, those that pause starts (`exclusive`'s `pausing`).
+        self._waiting_pausing = 0
+        #: The children a timing that ended left stopped for the next (by holder token; their
+        #: starts may have ended meanwhile: they are continued at the end of the next).
+        self._kept: dict[int, Pausable] = {}
         #: Seconds the GPU was held alone (timing), and how many times: what serializes
         #: candidates (the bench reports it per candidate).
         self.exclusive_s = 0.0
@@ -212,14 +221,17 @@ class GpuGate:
         drained = True
         with self._cond:
             self._waiting += 1
+            self._waiting_pausing += int(pausing)
             self._pausing = pausing
             # every short call ended, and every start that cannot be paused
             self._cond.wait_for(
                 lambda: not self._exclusive and self._shared - (len(self._pausable) if pausing else 0) == 0
             )
             self._waiting -= 1
+            self._waiting_pausing -= int(pausing)
             self._exclusive = True
-            paused = dict(self._pausable) if pausing else {}
+            paused = {**self._kept, **self._pausable} if pausing else {}
+            self._kept = {}
         counted = len(paused)
         start = ready = time.monotonic()
         late = stragglers = 0
@@ -258,14 +270,20 @@ class GpuGate:
             ready = time.monotonic()
             yield
         finally:
-            for child in paused.values():
-                child.resume()
             end = time.monotonic()
             with self._cond:
+                # a timing that waits and pauses starts too would stop these children again at
+                # once: they stay stopped for it (it finds them stopped and drained)
+                kept = bool(paused) and self._waiting > 0 and self._waiting_pausing == self._waiting
+                if kept:
+                    self._kept = paused
                 self.exclusive_s += end - start
                 self.exclusive_n += 1
                 self._exclusive = False
                 self._cond.notify_all()
+            if not kept:
+                for child in paused.values():
+                    child.resume()
             if self.trace is not None:
                 self.trace(
                     {
@@ -279,5 +297,6 @@ class GpuGate:
                         "late": late,
                         "stragglers": stragglers,
                         "drained": drained,
+                        "kept": kept,
                     }
                 )
