@@ -21,9 +21,12 @@ timing, and the GPU idled through the drain (GPUs 13-31 % busy, docs/bench/multi
 start whose child can be stopped (`Pausable`: the worker's `sandbox.Child`) is *paused* instead:
 when the timing's turn comes, every such child is stopped (SIGSTOP to its process group), the
 timing runs, and they are continued (SIGCONT) when it ends, unless another timing that pauses
-starts waits: they stay stopped for it, and are continued when the last of such a run of timings
-ends (continued for a moment, they would be stopped again at once, and one caught inside a driver
-call would hold the next timing up as a straggler). A stopped process issues no GPU
+starts waits: those still starting stay stopped for it (continued for a moment, they would be
+stopped again at once, and one caught inside a driver call would hold the next timing up as a
+straggler), and are continued when the last of such a run of timings ends. One whose start
+ended while it was stopped (its answer came just before the stop) is continued when the next
+timing takes the GPU, before that timing begins: it may be the very child that timing times (on
+an H200 keeping it stopped left a timing waiting for its stopped child for good). A stopped process issues no GPU
 work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
 `idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
 within `STOP_WAIT_S` (a thread inside a driver call stops when the call returns) is given
@@ -128,8 +131,9 @@ class GpuGate:
         self._waiting = 0
         #: Of the waiting timings, those that pause starts (`exclusive`'s `pausing`).
         self._waiting_pausing = 0
-        #: The children a timing that ended left stopped for the next (by holder token; their
-        #: starts may have ended meanwhile: they are continued at the end of the next).
+        #: The children a timing that ended left stopped for the next (by holder token). One whose
+        #: start has ended meanwhile (its answer came just before the stop) is continued when the
+        #: next timing takes the GPU: it may be that timing's own child.
         self._kept: dict[int, Pausable] = {}
         #: Seconds the GPU was held alone (timing), and how many times: what serializes
         #: candidates (the bench reports it per candidate).
@@ -230,8 +234,11 @@ class GpuGate:
             self._waiting -= 1
             self._waiting_pausing -= int(pausing)
             self._exclusive = True
-            paused = {**self._kept, **self._pausable} if pausing else {}
+            paused = dict(self._pausable) if pausing else {}
+            ended = [child for key, child in self._kept.items() if key not in paused]
             self._kept = {}
+        for child in ended:
+            child.resume()
         counted = len(paused)
         start = ready = time.monotonic()
         late = stragglers = 0
@@ -273,17 +280,17 @@ class GpuGate:
             end = time.monotonic()
             with self._cond:
                 # a timing that waits and pauses starts too would stop these children again at
-                # once: they stay stopped for it (it finds them stopped and drained)
+                # once: those still starting stay stopped for it (it finds them stopped and drained)
                 kept = bool(paused) and self._waiting > 0 and self._waiting_pausing == self._waiting
                 if kept:
-                    self._kept = paused
+                    self._kept = {key: child for key, child in paused.items() if key in self._pausable}
+                    paused = {key: child for key, child in paused.items() if key not in self._kept}
                 self.exclusive_s += end - start
                 self.exclusive_n += 1
                 self._exclusive = False
                 self._cond.notify_all()
-            if not kept:
-                for child in paused.values():
-                    child.resume()
+            for child in paused.values():
+                child.resume()
             if self.trace is not None:
                 self.trace(
                     {
