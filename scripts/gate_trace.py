@@ -19,7 +19,9 @@ tables use, counted from the first evaluation instead of the first step):
 - inside a timing's hold, the harness's mean seconds taking its samples (from its ``go``; from
   its CUDA-graph capture in traces from before the capture left the hold) and writing their
   result file after them (the rest of the hold: stopping the starts, the messages);
-- the timings that left the starts they stopped stopped for the timing waiting after them.
+- the timings that left the starts they stopped stopped for the timing waiting after them;
+- the harness's own clock between its marks (`MARKS`, in order; stopped time included), over the
+  candidates timed in the window: where a candidate's time goes from its start to its samples.
 
 Prints markdown tables.
 """
@@ -46,6 +48,41 @@ PHASES = (
     "undrained",
     "admission",
 )
+
+
+#: The harness's marks in the order it makes them (`candidate_child.Harness.mark`): its imports,
+#: the worker's first ``next`` (the gate's start admitted), CUDA started, the reference's graphs
+#: captured, the inputs prepared, the candidate imported and compiled, the correctness calls and
+#: checks, the profile, the timing's capture, the worker's ``go`` (the GPU held alone), the
+#: samples and the result file.
+MARKS = (
+    "imports",
+    "started",
+    "cuda",
+    "reference graphs",
+    "prepare",
+    "import_candidate",
+    "compile",
+    "trials",
+    "checks",
+    "profile",
+    "capture",
+    "go",
+    "samples",
+    "timing",
+)
+
+
+def mark_steps(timed: list[dict[str, float]]) -> dict[str, float]:
+    """The mean seconds from each mark to the next one present (keyed ``a -> b``), over the
+    harnesses' marks `timed`."""
+    steps: dict[str, list[float]] = {}
+    for marks in timed:
+        present = [m for m in MARKS if m in marks]
+        for a, b in zip(present, present[1:]):
+            steps.setdefault(f"{a} -> {b}", []).append(marks[b] - marks[a])
+    order = {f"{a} -> {b}": i for i, (a, b) in enumerate((a, b) for a in MARKS for b in MARKS)}
+    return {k: statistics.fmean(v) for k, v in sorted(steps.items(), key=lambda kv: order[kv[0]])}
 
 
 def read_trace(path: str) -> list[dict[str, Any]]:
@@ -131,6 +168,7 @@ def summarize(lines: list[dict[str, Any]], warmup_s: float, window_s: float) -> 
         "starts_at_once": sum(clipped(x["t"], x["t"] + x["hold_s"], lo, hi) for x in starts) / span,
         "samples_s": statistics.fmean(p["samples"] - p.get("go", p["capture"]) for p in timed) if timed else None,
         "save_s": statistics.fmean(p["timing"] - p["samples"] for p in timed) if timed else None,
+        "marks": mark_steps(timed),
     }
 
 
@@ -178,6 +216,10 @@ def main(argv: list[str]) -> int:
     for name, s in rows:
         if s["samples_s"] is not None:
             print(f"| {name} | {s['timing_hold']:.3f} | {s['samples_s']:.3f} | {s['save_s']:.3f} |")
+    print("\nThe harness's clock between its marks, mean seconds over the candidates timed in the window:\n")
+    for name, s in rows:
+        if s["marks"]:
+            print(f"- {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["marks"].items()))
     print("\nMean seconds per evaluation started in the window, by phase:\n")
     print("| run, worker | " + " | ".join(PHASES) + " |")
     print("|" + "---|" * (len(PHASES) + 1))

@@ -47,7 +47,7 @@ def test_shares_of_the_steady_window(tmp_path):
         gate("starting", 150.0, 0.5, 20.0, pausable=True),
         timed(121.0, capture=5.5, samples=5.9, timing=6.0),
         # captured before the hold: its samples counted from the worker's ``go``
-        timed(142.0, capture=3.0, go=5.3, samples=5.9, timing=6.2),
+        timed(142.0, capture=5.1, go=5.3, samples=5.9, timing=6.2),
         timed(105.0, capture=5.3, samples=9.9, timing=10.2),
     ]
     log = tmp_path / "workers" / "worker-0-cuda0.log"
@@ -69,6 +69,17 @@ def test_shares_of_the_steady_window(tmp_path):
     assert s["starts"] == 2 and s["starts_at_once"] == pytest.approx(20 / 50)
     # the harness's own marks inside the two timings of the window (not the one before it)
     assert s["samples_s"] == pytest.approx(0.5) and s["save_s"] == pytest.approx(0.2)
+    # from each mark to the next present (profile is 5.0 in every harness's marks)
+    assert s["marks"] == pytest.approx(
+        {
+            "profile -> capture": 0.3,
+            "capture -> go": 0.2,
+            "capture -> samples": 0.4,
+            "go -> samples": 0.6,
+            "samples -> timing": 0.2,
+        }
+    )
+    assert list(s["marks"])[:2] == ["profile -> capture", "capture -> go"], "in the harness's order"
     assert mod.main([str(tmp_path)]) == 0
 
 

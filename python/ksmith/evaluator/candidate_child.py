@@ -269,8 +269,10 @@ class Harness:
         """Waits for the worker's ``next`` (sent under the GPU's shared gate), then starts CUDA
         and arms the thread watch (CUDA's own threads start first)."""
         self.wait_next("start")
+        self.mark("started")
         if self.cuda:
             torch.empty(1, device=self.device)
+        self.mark("cuda")
         self.threads.arm()
 
     def prepare(self) -> None:
