@@ -177,7 +177,10 @@ def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatc
     evaluate_honest()
     calls = [c for c in sent if c[0] in ("cand", "judge") and c[1] != "stop"]
     first_next = next(i for i, (kind, text, _, _) in enumerate(calls) if kind == "cand" and text == "next")
-    correctness = [c for c in calls[first_next + 1 :] if c[1] != "go"]
+    # the judge's start runs beside the harness's (`JudgeStart`): a start of its own, the judge its child
+    (judge_start,) = [c for c in calls if c[:2] == ("judge", "start")]
+    assert judge_start[2] == "starting" and not isinstance(judge_start[3], Together), judge_start
+    correctness = [c for c in calls[first_next + 1 :] if c[1] != "go" and c[:2] != ("judge", "start")]
     # the timed calls' check (after the timing, the hold released) is one short call
     *correctness, timed_check = correctness
     assert timed_check[:3] == ("judge", "{", "shared"), timed_check
@@ -192,6 +195,40 @@ def test_correctness_calls_are_one_pausable_hold_of_harness_and_judge(monkeypatc
     sent.clear()
     evaluate_honest(pause_correctness_for_timing=False)
     assert sum(1 for kind, text, mode, _ in sent if kind == "cand" and text == "next" and mode == "shared") >= 2, sent
+
+
+def test_the_judge_starts_beside_the_harness(evaluator, monkeypatch):
+    # A judge's start is mostly CUDA's start (5-8 s each with 16 evaluations on an H200); made
+    # after the harness had compiled, it added that to every evaluation. The judge is told to
+    # start while the harness starts: here the harness's answer that it compiled is held back
+    # until the judge's start was sent (or 20 s passed), which only a judge started beside the
+    # harness can satisfy.
+    judge_sent = threading.Event()
+    command, receive = Child.command, Child.receive
+
+    def recording(child, text):  # type: ignore[no-untyped-def]
+        if os.path.basename(child.workdir).startswith("judge") and text == "start":
+            judge_sent.set()
+        command(child, text)
+
+    def held_back(child, timeout_s):  # type: ignore[no-untyped-def]
+        msg = receive(child, timeout_s)
+        if isinstance(msg, messages.Compiled):
+            held_back.before = judge_sent.wait(20)  # type: ignore[attr-defined]
+        return msg
+
+    monkeypatch.setattr(Child, "command", recording)
+    monkeypatch.setattr(Child, "receive", held_back)
+    r = evaluator.evaluate(
+        {
+            "task_id": "gate/judge-beside",
+            "reference": read("tasks/elementwise.py"),
+            "candidate": read("honest/elementwise.py"),
+            "measure": False,
+        }
+    )
+    assert r["status"] == "correct", r["error_log"]
+    assert held_back.before, "the judge was told to start only after the harness compiled"  # type: ignore[attr-defined]
 
 
 def test_a_reference_child_does_nothing_before_its_start(evaluator):

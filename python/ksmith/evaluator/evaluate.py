@@ -823,7 +823,55 @@ class DeviceEvaluator:
                         run.backend.after_child(candidate, dc, prepared)
                     judge.command("stop")
                     judge.finish()
+                    if run.judge_start is not None:
+                        run.judge_start.end()
+                        run.judge_start = None
                     run.profile.add("paused", judge.paused_s())
+
+
+class JudgeStart:
+    """A judge's start (its CUDA context, the task's reference built: seconds, mostly CUDA's
+    start, which under 16 evaluations at once took 5-8 s on an H200) run in a thread of its own
+    beside the harness's start and compilation, instead of after them: under the gate's
+    `starting` mode with the judge as its pausable child, so that a timing stops it like any
+    start. Where the candidate is never judged (it does not compile), the start was for nothing
+    and the judge is ended as before (`end`)."""
+
+    def __init__(self, run: Run, judge: Child):
+        self.run = run
+        self.judge = judge
+        self.msg: messages.Message | None = None
+        self.error: BaseException | None = None
+        #: Seconds waited for the gate (added to the evaluation's profile by `result`).
+        self.gate_wait = 0.0
+        self.thread = threading.Thread(target=self._start, name="ksmith-judge-start", daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        o = self.run.o
+        asked = time.monotonic()
+        try:
+            with _judge_failures(self.judge), self.run.ev.gate.starting(self.judge):
+                self.gate_wait = time.monotonic() - asked
+                self.judge.command("start")
+                self.msg = _sandboxed(self.judge.receive(o["compile_timeout_s"] + o["run_timeout_s"]))
+        except BaseException as e:  # noqa: BLE001 - raised where the judge is needed (`result`)
+            self.error = e
+
+    def result(self) -> messages.Message:
+        """The judge's answer to its start, once it came (its failure raised here)."""
+        self.end()
+        self.run.profile.add("gate_wait", self.gate_wait)
+        if self.error is not None:
+            raise self.error
+        if self.msg is None:
+            raise RuntimeError("the judge's start ended without an answer")
+        return self.msg
+
+    def end(self) -> None:
+        """Waits for the thread (the judge ended or answered; a wait for the gate lasts at most
+        a timing's hold)."""
+        self.thread.join()
 
 
 class Budget:
@@ -891,6 +939,8 @@ class Run:
         #: The first process's findings, which the result reports (every correctness call).
         self.reported = self.findings
         self.judge_ready = False
+        #: The current process's judge starting beside its harness (`judge_begin`).
+        self.judge_start: JudgeStart | None = None
         #: Whether the current process's correctness calls run inside one pausable hold of the
         #: gate (`correctness_hold`), so that each call does not take the gate again.
         self.held = False
@@ -955,15 +1005,25 @@ class Run:
             raise ChildDied(f"the result file {name} cannot be read: {e}", "") from None
         os.unlink(src)
 
+    def judge_begin(self, judge: Child) -> None:
+        """Starts the judge beside the harness's own start (`JudgeStart`); `judge_started` waits
+        for it."""
+        self.judge_start = JudgeStart(self, judge)
+
     def judge_started(self, judge: Child) -> None:
-        """The first time, tells the judge to start (its CUDA context, the reference built) under
-        the GPU's shared gate and waits for it (the wait for the gate is not the candidate's
-        time: the judge has its own time limit)."""
+        """The first time, waits for the judge's start (`judge_begin`), or tells the judge to
+        start (its CUDA context, the reference built) under the GPU's `starting` mode and waits
+        for it (the wait for the gate is not the candidate's time: the judge has its own time
+        limit)."""
         if self.judge_ready:
             return
-        with _judge_failures(judge), self.profile.gated(self._gate(self.ev.gate.starting, judge)):
-            judge.command("start")
-            msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
+        if self.judge_start is not None:
+            start, self.judge_start = self.judge_start, None
+            msg = start.result()
+        else:
+            with _judge_failures(judge), self.profile.gated(self._gate(self.ev.gate.starting, judge)):
+                judge.command("start")
+                msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
         if not isinstance(msg, messages.JudgeReady):
             self.busy("the judge", getattr(msg, "message", ""))
             raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
@@ -1037,8 +1097,10 @@ class Run:
             with self.profile.phase("start"):
                 msg = _sandboxed(child.receive(o["compile_timeout_s"]))
             if isinstance(msg, messages.Ready):
-                # the harness's GPU work starts (CUDA, the task's inputs, the candidate built and
-                # compiled by a first call): a start, under the gate's `starting` mode
+                # the judge starts beside the harness (`JudgeStart`), whose GPU work starts now
+                # (CUDA, the task's inputs, the candidate built and compiled by a first call): a
+                # start, under the gate's `starting` mode
+                self.judge_begin(judge)
                 with self.profile.phase("compile"), self.profile.gated(self.ev.gate.starting(child)):
                     child.command("next")
                     msg = _sandboxed(child.receive(o["compile_timeout_s"]))
@@ -1055,6 +1117,11 @@ class Run:
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
                 self.warn("weights: seeded")
+            if self.judge_start is not None:
+                # before the correctness hold: waiting inside it for the judge's own start, which
+                # waits for the gate, would deadlock with a timing that waits for starts to end
+                with self.profile.phase("correctness"):
+                    self.judge_started(judge)
             with self.correctness_hold(child, judge):
                 budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)", child.paused_s)
                 while True:
