@@ -310,6 +310,64 @@ def test_a_paused_child_is_stopped_and_its_time_limit_waits_for_it(evaluator):
     assert child.paused_s() >= 2.9 and child._paused_since is None
 
 
+#: A process whose child leaves its session and process group (``setsid``), then counts in a file.
+ESCAPING_CHILD = """
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    os.write(w, b"%d\\n" % os.getpid())
+    n = 0
+    while True:
+        n += 1
+        with open(sys.argv[1], "w") as f:
+            f.write(str(n))
+        time.sleep(0.005)
+print(os.read(r, 64).decode().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_pause_stops_a_grandchild_that_left_the_process_group(tmp_path):
+    # A candidate's native code (a CUDA extension) can fork a process that calls setsid: the
+    # signal to the child's process group misses it, and it went on issuing GPU work beside
+    # another candidate's timing. The pause stops every process of the child's tree.
+    import signal
+    import subprocess
+    import sys
+
+    from ksmith.evaluator.sandbox import signal_tree, tree_stopped
+
+    counter = tmp_path / "count"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ESCAPING_CHILD, str(counter)], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        grandchild = int(proc.stdout.readline())
+        assert os.getpgid(grandchild) != proc.pid
+        os.killpg(proc.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert _state(grandchild) != "T", "the group's signal reaches it (the escape this test is about is gone)"
+        os.killpg(proc.pid, signal.SIGCONT)
+
+        signal_tree(proc.pid, signal.SIGSTOP)
+        assert tree_stopped(proc.pid, time.monotonic() + 5.0)
+        assert _state(proc.pid) == "T" and _state(grandchild) == "T"
+        before = counter.read_text()
+        time.sleep(0.2)
+        assert counter.read_text() == before, "a stopped grandchild writes nothing"
+
+        signal_tree(proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 5.0
+        while counter.read_text() == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert counter.read_text() != before, "continued with the rest of the tree"
+    finally:
+        signal_tree(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
 def test_a_childs_time_limit_still_runs_out_when_it_is_not_paused(evaluator):
     config = evaluator._config(1, mode="build", measure=True, size_sets=[], max_size_sets=0, memory_budget_mb=4096)
     with evaluator._reference_child("gate/limit", config, read("tasks/elementwise.py")) as child:

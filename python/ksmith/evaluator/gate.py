@@ -19,16 +19,16 @@ A timing and the starts. Waiting for every start to end (seconds each, and with 
 in flight there is nearly always one) made a convoy: the timing waited, new starts waited for the
 timing, and the GPU idled through the drain (GPUs 13-31 % busy, docs/bench/multi-gpu.md). So a
 start whose child can be stopped (`Pausable`: the worker's `sandbox.Child`) is *paused* instead:
-when the timing's turn comes, every such child is stopped (SIGSTOP to its process group), the
-timing runs, and they are continued (SIGCONT) when it ends, unless another timing that pauses
-starts waits: those still starting stay stopped for it (continued for a moment, they would be
-stopped again at once, and one caught inside a driver call would hold the next timing up as a
-straggler), and are continued when the last of such a run of timings ends. One whose start
-ended while it was stopped (its answer came just before the stop) is continued when the next
-timing takes the GPU, before that timing begins: it may be the very child that timing times (on
-an H200 keeping it stopped left a timing waiting for its stopped child for good). A stopped process issues no GPU
-work, but the kernels it had queued run on: before the timing begins, `drain` (the worker's
-`idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
+when the timing's turn comes, every such child is stopped (SIGSTOP to every process of its
+tree), the timing runs, and they are continued (SIGCONT) when it ends, unless another timing
+that pauses starts waits: those still starting stay stopped for it (continued for a moment, they
+would be stopped again at once, and one caught inside a driver call would hold the next timing
+up as a straggler), and are continued when the last of such a run of timings ends. One whose
+start ended while it was stopped (its answer came just before the stop) is continued when the
+next timing takes the GPU, before that timing begins: it may be the very child that timing times
+(on an H200, keeping it stopped left a timing waiting for its stopped child for good). A stopped
+process issues no GPU work, but the kernels it had queued run on: before the timing begins,
+`drain` (the worker's `idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
 within `STOP_WAIT_S` (a thread inside a driver call stops when the call returns) is given
 `STRAGGLER_WAIT_S` more; one that still does not is continued and the timing waits for its start
 to end, the others staying stopped. When their work does not go idle within the probe's bound (a

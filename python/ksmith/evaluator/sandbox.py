@@ -11,8 +11,10 @@ any program, is to confine itself with the `ksmith.confine.ChildSpec` the worker
 `config.json` (`child_common.enter_sandbox`): its own PID and network namespaces and `/proc`, its
 workspace as the only writable place, the other children's workspaces hidden, a `/dev` with the
 basic and the GPU nodes, its process limit, no capabilities, the child seccomp filter. A watchdog
-thread polls the resident memory of the child's process tree and kills the group past the limit;
-every wait has a deadline after which the group is killed (`timeout`).
+thread polls the resident memory of the child's process tree and kills the tree past the limit;
+every wait has a deadline after which the tree is killed (`timeout`). Stopping and continuing the
+child (the GPU gate's pause) and killing it signal every process of its tree, not its process group
+alone: a process of the tree that left the group (``setsid`` from native code) is reached too.
 
 The worker (and the fork server) are non-dumpable (`ksmith.confine.set_undumpable`), so a child
 running as the same user can neither ptrace them nor read their memory.
@@ -26,6 +28,7 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 from ..confine import passed_env
 from . import messages
@@ -80,10 +83,11 @@ def child_env(base: dict[str, str], workdir: str, extra: dict[str, str] | None =
     return env
 
 
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of `pid` and its descendants (outside the launcher's sandbox without
-    root, a confined child runs as the child of a small supervisor, `ksmith.confine.mirror`)."""
-    total = 0.0
+def _tree(pid: int) -> Iterator[int]:
+    """`pid` and its descendants, read from /proc's children lists as it goes (a process that
+    ended on the way is skipped). A child has a PID namespace of its own, so an orphan of its
+    tree is adopted by the namespace's first process and stays in the tree, whatever its
+    session or process group."""
     todo = [pid]
     seen = set()
     while todo:
@@ -91,35 +95,79 @@ def _tree_rss_mb(pid: int) -> float:
         if p in seen:
             continue
         seen.add(p)
+        yield p
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of `pid` and its descendants (outside the launcher's sandbox without
+    root, a confined child runs as the child of a small supervisor, `ksmith.confine.mirror`)."""
+    total = 0.0
+    for p in _tree(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1]) / 1024.0
                         break
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
         except (OSError, ValueError):
             continue
     return total
 
 
-def _wait_stopped(pid: int, deadline: float) -> bool:
-    """Whether every thread of `pid` showed as stopped (`T`) by `deadline` (monotonic seconds;
-    False too when the process is gone)."""
-    while True:
+def signal_tree(pid: int, sig: signal.Signals) -> None:
+    """`sig` to `pid`'s process group and to every process of its tree: a descendant that made a
+    session or group of its own (``setsid``) is out of reach of the group's signal, and kept
+    running its GPU work while the rest was stopped for another child's timing."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in _tree(pid):
         try:
-            states = []
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            return False
-        if all(st in ("T", "t", "Z", "X") for st in states):
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stopped(p: int) -> bool | None:
+    """Whether every thread of `p` shows as stopped (or a zombie); None when `p` is gone."""
+    try:
+        for tid in os.listdir(f"/proc/{p}/task"):
+            with open(f"/proc/{p}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+                    return False
+    except (OSError, IndexError):
+        return None
+    return True
+
+
+def tree_stopped(pid: int, deadline: float) -> bool:
+    """Whether every thread of every process of `pid`'s tree showed as stopped by `deadline`
+    (monotonic seconds; False too when `pid` is gone). A process still running meanwhile (one
+    forked as the stop went out, or outside the group) is sent SIGSTOP again."""
+    while True:
+        running = []
+        for p in _tree(pid):
+            state = _stopped(p)
+            if state is None and p == pid:
+                return False
+            if state is False:
+                running.append(p)
+        if not running:
             return True
         if time.monotonic() > deadline:
             return False
+        for p in running:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
         time.sleep(0.001)
 
 
@@ -199,28 +247,29 @@ class Child:
                     self.kill()
 
     def pause(self) -> None:
-        """Stops the child's process group (SIGSTOP; the GPU gate, for another child's timing).
-        A signal is delivered asynchronously: `settle` waits until it took effect."""
+        """Stops the child's process group and every process of its tree (SIGSTOP,
+        `signal_tree`; the GPU gate, for another child's timing). A signal is delivered
+        asynchronously: `settle` waits until it took effect."""
         with self._pause_lock:
             if self._paused_since is None and not self._ended.is_set():
-                self._signal(signal.SIGSTOP)
+                signal_tree(self.pid, signal.SIGSTOP)
                 self._paused_since = time.monotonic()
 
     def settle(self, deadline: float) -> bool:
-        """Waits until every thread of a paused child shows as stopped (or `deadline`, monotonic
-        seconds), so that it issues no GPU work afterwards; whether it did (True for a child that
-        is not paused or has ended: it issues nothing)."""
+        """Waits until every thread of every process of a paused child's tree shows as stopped
+        (or `deadline`, monotonic seconds), so that it issues no GPU work afterwards; whether it
+        did (True for a child that is not paused or has ended: it issues nothing)."""
         if self._paused_since is None or self._ended.is_set():
             return True
-        return _wait_stopped(self.pid, deadline) or self._ended.is_set()
+        return tree_stopped(self.pid, deadline) or self._ended.is_set()
 
     def resume(self) -> None:
-        """Continues a group `pause` stopped (SIGCONT; nothing is signalled once the child ended:
+        """Continues the tree `pause` stopped (SIGCONT; nothing is signalled once the child ended:
         its pid may be another process's by then)."""
         with self._pause_lock:
             if self._paused_since is not None:
                 if not self._ended.is_set():
-                    self._signal(signal.SIGCONT)
+                    signal_tree(self.pid, signal.SIGCONT)
                 self._paused_s += time.monotonic() - self._paused_since
                 self._paused_since = None
 
@@ -229,12 +278,6 @@ class Child:
         with self._pause_lock:
             now = time.monotonic() - self._paused_since if self._paused_since is not None else 0.0
             return self._paused_s + now
-
-    def _signal(self, sig: signal.Signals) -> None:
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def receive(self, timeout_s: float) -> messages.Message:
         """The next message; kills the child and raises on timeout, death or forgery. Time the
@@ -284,6 +327,12 @@ class Child:
             pass
 
     def kill(self) -> None:
+        """SIGKILL to the child's process group and, while the child runs, to every process of
+        its tree (`signal_tree`: also one that left the group); once it ended, to what is left
+        of its group only (its pid may be another process's by then)."""
+        if not self._ended.is_set():
+            signal_tree(self.pid, signal.SIGKILL)
+            return
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
