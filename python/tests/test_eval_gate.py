@@ -328,6 +328,14 @@ time.sleep(120)
 """
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        return _state(pid) not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def test_a_pause_stops_a_grandchild_that_left_the_process_group(tmp_path):
     # A candidate's native code (a CUDA extension) can fork a process that calls setsid: the
     # signal to the child's process group misses it, and it went on issuing GPU work beside
@@ -336,7 +344,7 @@ def test_a_pause_stops_a_grandchild_that_left_the_process_group(tmp_path):
     import subprocess
     import sys
 
-    from ksmith.evaluator.sandbox import signal_tree, tree_stopped
+    from ksmith.evaluator.sandbox import kill_tree, signal_tree, tree_stopped
 
     counter = tmp_path / "count"
     proc = subprocess.Popen(
@@ -363,9 +371,17 @@ def test_a_pause_stops_a_grandchild_that_left_the_process_group(tmp_path):
         while counter.read_text() == before and time.monotonic() < deadline:
             time.sleep(0.01)
         assert counter.read_text() != before, "continued with the rest of the tree"
-    finally:
-        signal_tree(proc.pid, signal.SIGKILL)
+        # and a kill reaches it too (killing the leader first would leave it to another parent)
+        kill_tree(proc.pid)
         proc.wait(10)
+        deadline = time.monotonic() + 5.0
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(grandchild), "the grandchild outlived the kill"
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.wait(10)
 
 
 def test_a_childs_time_limit_still_runs_out_when_it_is_not_paused(evaluator):

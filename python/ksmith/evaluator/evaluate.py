@@ -831,8 +831,8 @@ class DeviceEvaluator:
 
 class JudgeStart:
     """A judge's start (its CUDA context, the task's reference built: seconds, mostly CUDA's
-    start, which under 16 evaluations at once took 5-8 s on an H200) run in a thread of its own
-    beside the harness's start and compilation, instead of after them: under the gate's
+    start, which took a harness 8.5 s with 16 evaluations at once on an H200) run in a thread of
+    its own beside the harness's start and compilation, instead of after them: under the gate's
     `starting` mode with the judge as its pausable child, so that a timing stops it like any
     start. Where the candidate is never judged (it does not compile), the start was for nothing
     and the judge is ended as before (`end`)."""

@@ -83,6 +83,10 @@ def child_env(base: dict[str, str], workdir: str, extra: dict[str, str] | None =
     return env
 
 
+#: Longest `kill_tree` waits for the tree to show as stopped before it kills it.
+KILL_STOP_S = 0.5
+
+
 def _tree(pid: int) -> Iterator[int]:
     """`pid` and its descendants, read from /proc's children lists as it goes (a process that
     ended on the way is skipped). A child has a PID namespace of its own, so an orphan of its
@@ -123,16 +127,28 @@ def _tree_rss_mb(pid: int) -> float:
 def signal_tree(pid: int, sig: signal.Signals) -> None:
     """`sig` to `pid`'s process group and to every process of its tree: a descendant that made a
     session or group of its own (``setsid``) is out of reach of the group's signal, and kept
-    running its GPU work while the rest was stopped for another child's timing."""
+    running its GPU work while the rest was stopped for another child's timing. The tree is read
+    before any signal goes out (a process that dies first leaves its children to another parent,
+    out of the tree)."""
+    tree = list(_tree(pid))
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-    for p in _tree(pid):
+    for p in tree:
         try:
             os.kill(p, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL to `pid`'s process group and every process of its tree, stopped first (for at
+    most `KILL_STOP_S`) so that none forks, or leaves the tree by its parent's death, while they
+    are killed."""
+    signal_tree(pid, signal.SIGSTOP)
+    tree_stopped(pid, time.monotonic() + KILL_STOP_S)
+    signal_tree(pid, signal.SIGKILL)
 
 
 def _stopped(p: int) -> bool | None:
@@ -331,7 +347,7 @@ class Child:
         its tree (`signal_tree`: also one that left the group); once it ended, to what is left
         of its group only (its pid may be another process's by then)."""
         if not self._ended.is_set():
-            signal_tree(self.pid, signal.SIGKILL)
+            kill_tree(self.pid)
             return
         try:
             os.killpg(self.pid, signal.SIGKILL)
