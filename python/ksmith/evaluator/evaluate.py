@@ -938,7 +938,6 @@ class Run:
         self.findings = decide.Findings()
         #: The first process's findings, which the result reports (every correctness call).
         self.reported = self.findings
-        self.judge_ready = False
         #: The current process's judge starting beside its harness (`judge_begin`).
         self.judge_start: JudgeStart | None = None
         #: Whether the current process's correctness calls run inside one pausable hold of the
@@ -1011,23 +1010,15 @@ class Run:
         self.judge_start = JudgeStart(self, judge)
 
     def judge_started(self, judge: Child) -> None:
-        """The first time, waits for the judge's start (`judge_begin`), or tells the judge to
-        start (its CUDA context, the reference built) under the GPU's `starting` mode and waits
-        for it (the wait for the gate is not the candidate's time: the judge has its own time
-        limit)."""
-        if self.judge_ready:
-            return
-        if self.judge_start is not None:
-            start, self.judge_start = self.judge_start, None
-            msg = start.result()
-        else:
-            with _judge_failures(judge), self.profile.gated(self._gate(self.ev.gate.starting, judge)):
-                judge.command("start")
-                msg = _sandboxed(judge.receive(self.o["compile_timeout_s"] + self.o["run_timeout_s"]))
+        """Waits for the judge's start (`judge_begin`; begun now for a harness that skipped its
+        ``Ready``), once per process, before its first file (the wait for the gate is not the
+        candidate's time: the judge has its own time limit)."""
+        start = self.judge_start or JudgeStart(self, judge)
+        self.judge_start = None
+        msg = start.result()
         if not isinstance(msg, messages.JudgeReady):
             self.busy("the judge", getattr(msg, "message", ""))
             raise RuntimeError(f"the judge did not start: {getattr(msg, 'message', msg.TYPE)}")
-        self.judge_ready = True
 
     def judge(self, judge: Child, ready: messages.ResultReady) -> messages.Judged:
         """The judge's finding on one result file (handed over by `hand_over`)."""
@@ -1064,15 +1055,14 @@ class Run:
         if not isinstance(msg, messages.Ready):
             return msg
         waited = time.monotonic()
-        with self.profile.gated(self._gate(self.ev.gate.shared)):
+        with self.profile.gated(self._short_call()):
             budget.extend(time.monotonic() - waited)
             child.command("next")
             msg = child.receive(budget.left())
         if isinstance(msg, messages.ResultReady):
             self.hand_over(dc, dj, msg)
-            self.judge_started(judge)
             waited = time.monotonic()
-            with self.profile.gated(self._gate(self.ev.gate.shared)):
+            with self.profile.gated(self._short_call()):
                 budget.extend(time.monotonic() - waited)
                 finding = self.judge(judge, msg)
             self.findings.add(msg.kind, finding)
@@ -1091,7 +1081,6 @@ class Run:
         self.findings = decide.Findings()
         if first:
             self.reported = self.findings
-        self.judge_ready = False
         self.last = None
         try:
             with self.profile.phase("start"):
@@ -1117,11 +1106,10 @@ class Run:
                 return self.result("runtime_error", log=f"unexpected message from the harness: {msg.TYPE}")
             if msg.weights == "seeded":
                 self.warn("weights: seeded")
-            if self.judge_start is not None:
-                # before the correctness hold: waiting inside it for the judge's own start, which
-                # waits for the gate, would deadlock with a timing that waits for starts to end
-                with self.profile.phase("correctness"):
-                    self.judge_started(judge)
+            # before the correctness hold: waiting inside it for the judge's own start, which
+            # waits for the gate, would deadlock with a timing that waits for starts to end
+            with self.profile.phase("correctness"):
+                self.judge_started(judge)
             with self.correctness_hold(child, judge):
                 budget = Budget(o["run_timeout_s"], "the correctness calls (run_timeout_s)", child.paused_s)
                 while True:
@@ -1181,12 +1169,10 @@ class Run:
             finally:
                 self.held = False
 
-    def _gate(
-        self, mode: Callable[..., contextlib.AbstractContextManager[None]], *child: Child
-    ) -> contextlib.AbstractContextManager[None]:
-        """`mode` of the gate (`shared`, or `starting` with its child), or nothing inside the
-        process's correctness hold (`correctness_hold`), which already holds the gate for it."""
-        return contextlib.nullcontext() if self.held else mode(*child)
+    def _short_call(self) -> contextlib.AbstractContextManager[None]:
+        """The gate's `shared` mode for one correctness call, or nothing inside the process's
+        correctness hold (`correctness_hold`), which already holds the gate for it."""
+        return contextlib.nullcontext() if self.held else self.ev.gate.shared()
 
     def busy(self, what: str, text: str) -> None:
         """`DeviceBusy` when `text`, the failure of `what`, is running out of GPU memory while this
@@ -1216,7 +1202,6 @@ class Run:
             timed = msg
             ready = messages.ResultReady(kind="timed", label="timed calls", file=msg.table, size_set=None, trial=0)
             self.hand_over(dc, dj, ready)
-            self.judge_started(judge)
             request = {
                 "file": ready.file,
                 "label": ready.label,
