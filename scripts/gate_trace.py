@@ -76,13 +76,12 @@ MARKS = (
 def mark_steps(timed: list[dict[str, float]]) -> dict[str, float]:
     """The mean seconds from each mark to the next one present (keyed ``a -> b``), over the
     harnesses' marks `timed`."""
-    steps: dict[str, list[float]] = {}
+    steps: dict[tuple[int, int], list[float]] = {}
     for marks in timed:
-        present = [m for m in MARKS if m in marks]
+        present = [i for i, m in enumerate(MARKS) if m in marks]
         for a, b in zip(present, present[1:]):
-            steps.setdefault(f"{a} -> {b}", []).append(marks[b] - marks[a])
-    order = {f"{a} -> {b}": i for i, (a, b) in enumerate((a, b) for a in MARKS for b in MARKS)}
-    return {k: statistics.fmean(v) for k, v in sorted(steps.items(), key=lambda kv: order[kv[0]])}
+            steps.setdefault((a, b), []).append(marks[MARKS[b]] - marks[MARKS[a]])
+    return {f"{MARKS[a]} -> {MARKS[b]}": statistics.fmean(v) for (a, b), v in sorted(steps.items())}
 
 
 def read_trace(path: str) -> list[dict[str, Any]]:

@@ -958,7 +958,18 @@ def test_back_to_back_timings_keep_the_starts_stopped_between_them():
     for e in started:
         assert e.wait(5)
 
+    def ends(i: int):  # type: ignore[no-untyped-def]
+        """What makes start `i` end (its thread released and joined)."""
+
+        def end() -> None:
+            release[i].set()
+            starts[i].join(5)
+
+        return end
+
     def back_to_back(second_pauses: bool, while_first=lambda: None, after_first=lambda: None) -> None:  # type: ignore[no-untyped-def]
+        log.clear()
+        holds.clear()
         first_holds, go_on = threading.Event(), threading.Event()
 
         def first() -> None:
@@ -995,26 +1006,12 @@ def test_back_to_back_timings_keep_the_starts_stopped_between_them():
     # a start that ended while stopped (its answer came just before the stop; here the start the
     # second timing's own child made) is continued before the next timing begins: on an H200,
     # keeping it stopped left that timing waiting for its stopped child for good
-    log.clear()
-    holds.clear()
-
-    def short_ends() -> None:
-        release[1].set()
-        starts[1].join(5)
-
-    back_to_back(second_pauses=True, while_first=short_ends)
+    back_to_back(second_pauses=True, while_first=ends(1))
     assert log == ["long paused", "short paused", "A", "short resumed", "B", "long resumed"], log
 
     # a waiting timing that cannot pause starts (its drain unavailable) finds them continued,
     # and waits for their starts to end
-    log.clear()
-    holds.clear()
-
-    def long_ends() -> None:
-        release[0].set()
-        starts[0].join(5)
-
-    back_to_back(second_pauses=False, after_first=long_ends)
+    back_to_back(second_pauses=False, after_first=ends(0))
     assert log == ["long paused", "A", "long resumed", "B"], log
     assert [h["kept"] for h in holds if h["mode"] == "exclusive"] == [False, False], holds
 

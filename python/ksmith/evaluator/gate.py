@@ -28,16 +28,16 @@ start ended while it was stopped (its answer came just before the stop) is conti
 next timing takes the GPU, before that timing begins: it may be the very child that timing times
 (on an H200, keeping it stopped left a timing waiting for its stopped child for good). A stopped
 process issues no GPU work, but the kernels it had queued run on: before the timing begins,
-`drain` (the worker's `idle.IdleProbe`) waits until the GPU is idle of them. A child that does not show as stopped
-within `STOP_WAIT_S` (a thread inside a driver call stops when the call returns) is given
-`STRAGGLER_WAIT_S` more; one that still does not is continued and the timing waits for its start
-to end, the others staying stopped. When their work does not go idle within the probe's bound (a
-long or endless kernel of a stopped child), the stopped starts are continued and the timing
-waits for them to end, as without pausing. A stopped child's time limits do not run while it is
-stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no `drain`), while the probe
-is not available (starting, or failed a while ago), or for a start registered
-without a child, the timing waits for the start to end, and short calls are admitted meanwhile:
-the timing cannot begin before that start ends anyway, so they cost it at most one call's time.
+`drain` (the worker's `idle.IdleProbe`) waits until the GPU is idle of them. A child that does
+not show as stopped within `STOP_WAIT_S` (a thread inside a driver call stops when the call
+returns) is given `STRAGGLER_WAIT_S` more; one that still does not is continued and the timing
+waits for its start to end, the others staying stopped. When their work does not go idle within
+the probe's bound (a long or endless kernel of a stopped child), the stopped starts are continued
+and the timing waits for them to end, as without pausing. A stopped child's time limits do not
+run while it is stopped (`sandbox.Child.receive`). With `pause_starts_for_timing` off (no
+`drain`), while the probe is not available (starting, or failed a while ago), or for a start
+registered without a child, the timing waits for the start to end, and short calls are admitted
+meanwhile: the timing cannot begin before that start ends anyway, so they cost it at most one call's time.
 
 New holders of either mode wait while a timing holds or waits for the GPU (except those short
 calls). Compiling before a child's first call and starting the child process are outside the

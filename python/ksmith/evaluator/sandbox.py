@@ -344,8 +344,8 @@ class Child:
 
     def kill(self) -> None:
         """SIGKILL to the child's process group and, while the child runs, to every process of
-        its tree (`signal_tree`: also one that left the group); once it ended, to what is left
-        of its group only (its pid may be another process's by then)."""
+        its tree (`kill_tree`: also one that left the group); once it ended, to what is left of
+        its group only (its pid may be another process's by then)."""
         if not self._ended.is_set():
             kill_tree(self.pid)
             return

@@ -12,15 +12,14 @@ KernelBench's ``Model(*get_init_inputs())``).
 
 A field's value is the object's own where the program's ``get_init_inputs()`` already built one
 (a call site of the repository), else the class's default where it has a literal one (a field
-whose default is not a literal is left to the class), else a guess by name: head counts 8,
-layer counts 1, a vocabulary of 1000, flags ``False``, probabilities 0, and distinct sizes. Distinct, because the
-repair rules find the argument an error is about by the number it shows (``assertion 2 == 6``):
-ten sizes all 4 make every error point at all of them. Widths (``*_state``, ``*_dim``, ...)
-are multiples of 16, so the guessed head count divides them; other sizes are twice an odd
+whose default is not a literal is left to the class), else a guess by name: head counts 8, layer
+counts 1, a vocabulary of 1000, flags ``False``, probabilities 0, and distinct sizes. Distinct,
+because the repair rules find the argument an error is about by the number it shows (``assertion
+2 == 6``): ten sizes all 4 make every error point at all of them. Widths (``*_state``, ``*_dim``,
+...) are multiples of 16, so the guessed head count divides them; other sizes are twice an odd
 number (6, 10, 14, ...): none of those, nor the inputs' default size (their batch), nor twice
-another. A field the
-probe cannot fill (no default, and a type that is not a simple value: a module, a tensor) is
-:class:`ConfigFieldError`, naming class and field.
+another. A field the probe cannot fill (no default, and a type that is not a simple value: a
+module, a tensor) is :class:`ConfigFieldError`, naming class and field.
 """
 
 from __future__ import annotations
